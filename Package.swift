@@ -1,0 +1,45 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "PGDataKit",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "PGDataKit", targets: ["PGDataKit"]),
+        .executable(name: "pgdatakit", targets: ["pgdatakit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .target(
+            name: "PGDataKit",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "pgdatakit",
+            dependencies: [
+                "PGDataKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(
+            name: "PGDataKitTests",
+            dependencies: ["PGDataKit"]
+        ),
+        .testTarget(
+            name: "PGDataKitIntegrationTests",
+            dependencies: ["PGDataKit", "pgdatakit"]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

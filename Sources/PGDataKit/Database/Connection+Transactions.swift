@@ -1,0 +1,113 @@
+import CLibPQ
+
+/// The isolation level of a transaction.
+public enum IsolationLevel: String, Sendable, CaseIterable {
+    /// Each statement sees what was committed before it started (PostgreSQL's default).
+    case readCommitted = "READ COMMITTED"
+    /// Every statement sees the snapshot taken at the first statement.
+    case repeatableRead = "REPEATABLE READ"
+    /// Repeatable read plus detection of anomalies between concurrent transactions.
+    case serializable = "SERIALIZABLE"
+}
+
+/// Where a session stands with respect to transactions.
+public enum TransactionStatus: Sendable, Equatable {
+    /// Not in a transaction.
+    case idle
+    /// A statement is running.
+    case active
+    /// Inside a transaction that is still good.
+    case inTransaction
+    /// Inside a transaction that failed; only `ROLLBACK` is accepted.
+    case inFailedTransaction
+    /// The connection is broken or closed.
+    case unknown
+}
+
+extension Connection {
+    /// The session's transaction state, as libpq last saw it.
+    public var transactionStatus: TransactionStatus {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let handle else { return .unknown }
+        switch PQtransactionStatus(handle) {
+        case PQTRANS_IDLE: return .idle
+        case PQTRANS_ACTIVE: return .active
+        case PQTRANS_INTRANS: return .inTransaction
+        case PQTRANS_INERROR: return .inFailedTransaction
+        default: return .unknown
+        }
+    }
+
+    /// Starts a transaction.
+    ///
+    /// - Parameters:
+    ///   - isolation: the isolation level; `nil` keeps the session's default.
+    ///   - readOnly: whether the transaction may only read.
+    /// - Throws: `PostgresError`.
+    public func begin(isolation: IsolationLevel? = nil, readOnly: Bool = false) throws {
+        var sql = "BEGIN"
+        if let isolation { sql += " ISOLATION LEVEL \(isolation.rawValue)" }
+        if readOnly { sql += " READ ONLY" }
+        try execute(sql)
+    }
+
+    /// Commits the current transaction.
+    ///
+    /// - Throws: `PostgresError`; also when the transaction had failed and PostgreSQL
+    ///   rolled it back instead of committing (SQLSTATE `25P02`).
+    public func commit() throws {
+        let result = try execute("COMMIT")
+        if result.commandTag == "ROLLBACK" {
+            throw PostgresError(
+                kind: .server, sqlState: .inFailedTransaction,
+                message: "the transaction had failed and was rolled back instead of committed",
+                statement: "COMMIT")
+        }
+    }
+
+    /// Rolls back the current transaction. Harmless outside a transaction.
+    ///
+    /// - Throws: `PostgresError` when the connection is gone.
+    public func rollback() throws {
+        try execute("ROLLBACK")
+    }
+
+    /// Runs `body` in a transaction: commits when it returns, rolls back when it throws.
+    /// Other threads wait for the connection until the transaction ends.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let id = try connection.transaction(isolation: .serializable) { connection in
+    ///     try connection.query("INSERT INTO users (user_id) VALUES ($1) RETURNING id", ["u7"])[0]
+    ///         .decode(Int.self, at: 0)
+    /// }
+    /// ```
+    ///
+    /// - Throws: whatever `body` throws (after the rollback), or `PostgresError` from
+    ///   `BEGIN` / `COMMIT`.
+    public func transaction<T>(
+        isolation: IsolationLevel? = nil, readOnly: Bool = false,
+        _ body: (Connection) throws -> T
+    ) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        try begin(isolation: isolation, readOnly: readOnly)
+        let value: T
+        do {
+            value = try body(self)
+        } catch {
+            if handle != nil, transactionStatus != .idle {
+                do {
+                    try rollback()
+                } catch let rollbackError {
+                    logger.debug("rollback after failure failed: \(rollbackError)")
+                }
+            }
+            throw error
+        }
+        try commit()
+        return value
+    }
+}

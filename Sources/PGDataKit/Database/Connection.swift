@@ -1,0 +1,376 @@
+import CLibPQ
+import Foundation
+import Logging
+
+/// One session with a PostgreSQL server, through libpq.
+///
+/// A connection runs parameterised statements (values are always bound, never spliced
+/// into the SQL), transactions, `COPY … FROM STDIN` and `LISTEN`/`NOTIFY`. Only one
+/// thread uses the underlying `PGconn` at a time: every call takes the connection's
+/// lock, and `transaction(_:)` holds it for the whole transaction, so other threads wait.
+/// The same thread may call in again from inside a transaction.
+///
+/// For example:
+///
+/// ```swift
+/// let connection = try Connection(url: "postgres://app@localhost/app")
+/// try connection.execute(
+///     "INSERT INTO users (user_id, name) VALUES ($1, $2)", ["u1", "Ada"])
+/// let count = try connection.query("SELECT count(*) FROM users")[0].decode(Int.self, at: 0)
+/// ```
+///
+/// Every new session is set to `DateStyle = ISO`, `bytea_output = hex`,
+/// `extra_float_digits = 3` and UTF-8, which the value decoders rely on.
+public final class Connection: @unchecked Sendable {
+    // Safe to share between threads: every access to `handle` and the counters happens
+    // under `lock`, and libpq allows a PGconn to move between threads as long as one
+    // thread uses it at a time.
+    let lock = NSRecursiveLock()
+    var handle: OpaquePointer?
+    /// Where this connection goes.
+    public let configuration: ConnectionConfiguration
+    let logger: Logger
+    private var executedStatements = 0
+    /// Set when the server sent a FATAL error outside a query: the session is over.
+    var serverEndedSession = false
+
+    /// Opens a connection from a `postgres://` URL or a libpq `key=value` string.
+    ///
+    /// - Throws: `PostgresError` with kind `.connectionFailed`, naming host, port,
+    ///   database and user and saying why (host not found, refused, authentication
+    ///   failed, database does not exist).
+    public convenience init(url: String, logger: Logger = Logger(label: "pgdatakit.connection")) throws {
+        try self.init(ConnectionConfiguration(url), logger: logger)
+    }
+
+    /// Opens a connection for a configuration.
+    ///
+    /// - Throws: `PostgresError` with kind `.connectionFailed`.
+    public init(
+        _ configuration: ConnectionConfiguration,
+        logger: Logger = Logger(label: "pgdatakit.connection")
+    ) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.handle = try Connection.open(configuration)
+        do {
+            try setUpSession()
+        } catch {
+            close()
+            throw error
+        }
+        logger.debug("connected", metadata: ["server": "\(configuration)"])
+    }
+
+    deinit {
+        if let handle { PQfinish(handle) }
+    }
+
+    private static func open(_ configuration: ConnectionConfiguration) throws -> OpaquePointer {
+        var pairs: [(String, String)] = [
+            ("dbname", configuration.connectionString),
+            ("client_encoding", "UTF8"),
+            ("fallback_application_name", "pgdatakit"),
+        ]
+        for key in configuration.overrides.keys.sorted() {
+            pairs.append((key, configuration.overrides[key] ?? ""))
+        }
+        let keywords = pairs.map { strdup($0.0) }
+        let values = pairs.map { strdup($0.1) }
+        defer {
+            keywords.forEach { free($0) }
+            values.forEach { free($0) }
+        }
+        var keywordPointers: [UnsafePointer<CChar>?] = keywords.map { UnsafePointer($0) } + [nil]
+        var valuePointers: [UnsafePointer<CChar>?] = values.map { UnsafePointer($0) } + [nil]
+        let connection = keywordPointers.withUnsafeMutableBufferPointer { keys in
+            valuePointers.withUnsafeMutableBufferPointer { values in
+                PQconnectdbParams(keys.baseAddress, values.baseAddress, 1)
+            }
+        }
+        guard let connection else {
+            throw PostgresError(kind: .client, message: "libpq could not allocate a connection")
+        }
+        guard PQstatus(connection) == CONNECTION_OK else {
+            let error = connectionFailure(connection, configuration: configuration)
+            PQfinish(connection)
+            throw error
+        }
+        return connection
+    }
+
+    private static func connectionFailure(
+        _ connection: OpaquePointer, configuration: ConnectionConfiguration
+    ) -> PostgresError {
+        let message = String(cString: PQerrorMessage(connection))
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        var error = PostgresError(kind: .connectionFailed, message: message)
+        let parameters = configuration.parameters() ?? [:]
+        func text(_ value: UnsafeMutablePointer<CChar>?) -> String? {
+            guard let value else { return nil }
+            let string = String(cString: value)
+            return string.isEmpty ? nil : string
+        }
+        let user = text(PQuser(connection)) ?? parameters["user"] ?? "<default user>"
+        error.endpoint = PostgresError.Endpoint(
+            host: text(PQhost(connection)) ?? parameters["host"] ?? "localhost",
+            port: text(PQport(connection)) ?? parameters["port"] ?? "5432",
+            database: text(PQdb(connection)) ?? parameters["dbname"] ?? user,
+            user: user)
+        let lowered = message.lowercased()
+        if lowered.contains("could not translate host name")
+            || lowered.contains("name or service not known")
+        {
+            error.connectionFailureReason = .hostNotFound
+        } else if lowered.contains("connection refused") || lowered.contains("no such file or directory") {
+            error.connectionFailureReason = .connectionRefused
+        } else if lowered.contains("password authentication failed")
+            || lowered.contains("no password supplied") || lowered.contains("authentication failed")
+            || lowered.contains("no pg_hba.conf entry")
+        {
+            error.connectionFailureReason = .authenticationFailed
+            error.sqlState = .invalidPassword
+        } else if lowered.contains("database") && lowered.contains("does not exist") {
+            error.connectionFailureReason = .databaseDoesNotExist
+            error.sqlState = .invalidCatalogName
+        } else if lowered.contains("timeout") {
+            error.connectionFailureReason = .timeout
+        } else {
+            error.connectionFailureReason = .other
+        }
+        return error
+    }
+
+    private func setUpSession() throws {
+        if let handle {
+            // Server notices (such as "table does not exist, skipping") go to the logger
+            // at debug level instead of libpq's default of printing to standard error. An
+            // idle session's FATAL error (pg_terminate_backend, server shutdown) also
+            // arrives here, as libpq treats an error outside a query as a notice: it
+            // marks the session as ended.
+            serverEndedSession = false
+            let context = Unmanaged.passUnretained(self).toOpaque()
+            PQsetNoticeReceiver(handle, { context, result in
+                guard let context, let result else { return }
+                let connection = Unmanaged<Connection>.fromOpaque(context).takeUnretainedValue()
+                let severity = PQresultErrorField(result, Int32(UInt8(ascii: "V"))).map { String(cString: $0) }
+                if severity == "FATAL" || severity == "PANIC" {
+                    // Called from inside a libpq call, which runs under `lock`.
+                    connection.serverEndedSession = true
+                }
+                let message = String(cString: PQresultErrorMessage(result))
+                connection.logger.debug(
+                    "server notice: \(message.trimmingCharacters(in: .whitespacesAndNewlines))")
+            }, context)
+        }
+        try executeScript(
+            "SET DateStyle TO ISO; SET bytea_output TO hex; SET extra_float_digits TO 3")
+    }
+
+    /// Closes the session. Later calls throw `PostgresError` with kind
+    /// `.connectionClosed`. Closing twice is harmless.
+    public func close() {
+        lock.lock()
+        defer { lock.unlock() }
+        if let handle {
+            PQfinish(handle)
+            self.handle = nil
+            logger.debug("closed", metadata: ["server": "\(configuration)"])
+        }
+    }
+
+    /// Whether `close()` was called.
+    public var isClosed: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return handle == nil
+    }
+
+    /// Whether libpq still considers the session usable. A session whose server process
+    /// was terminated is noticed once data (the termination message) has arrived; this
+    /// property reads any such pending input without blocking.
+    public var isUsable: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let handle, PQstatus(handle) == CONNECTION_OK else { return false }
+        let socket = PQsocket(handle)
+        guard socket >= 0 else { return false }
+        // A terminated backend leaves its FATAL message and then end-of-file on the
+        // socket; the message reaches the notice receiver once parsed, the end-of-file
+        // fails the read after it.
+        for _ in 0..<4 where pgdatakit_wait_readable(socket, 0) == 1 {
+            if PQconsumeInput(handle) == 0 { return false }
+            _ = PQisBusy(handle)  // parses what arrived, reporting errors to the receiver
+        }
+        return PQstatus(handle) == CONNECTION_OK && !serverEndedSession
+    }
+
+    /// The process id of the server process serving this session (for
+    /// `pg_terminate_backend` or `pg_stat_activity`).
+    public var backendPID: Int32 {
+        lock.lock()
+        defer { lock.unlock() }
+        return handle.map { PQbackendPID($0) } ?? 0
+    }
+
+    /// The server's version number, such as `150004` for 15.4.
+    public var serverVersion: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return handle.map { Int(PQserverVersion($0)) } ?? 0
+    }
+
+    /// How many statements this connection has sent (for tests and statistics).
+    public var statementCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return executedStatements
+    }
+
+    /// Closes and reopens the session with the same configuration (after the server
+    /// dropped it, for example). `LISTEN`s and session settings are gone afterwards.
+    ///
+    /// - Throws: `PostgresError` with kind `.connectionFailed`.
+    public func reconnect() throws {
+        lock.lock()
+        defer { lock.unlock() }
+        if let handle { PQfinish(handle) }
+        handle = nil
+        handle = try Connection.open(configuration)
+        try setUpSession()
+    }
+
+    /// The open handle, or an error saying the connection is closed. Call under `lock`.
+    func requireHandle() throws -> OpaquePointer {
+        guard let handle else {
+            throw PostgresError(kind: .connectionClosed, message: "the connection was closed")
+        }
+        return handle
+    }
+
+    /// Runs one statement with bound parameters and returns its rows.
+    ///
+    /// Parameters are `$1`, `$2`, … in the SQL; pass `nil` for `NULL`.
+    ///
+    /// - Throws: `PostgresError` (kind `.server` with the SQLSTATE, or
+    ///   `.connectionLost`), or `PostgresValueError` when a parameter cannot be encoded.
+    @discardableResult
+    public func execute(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) throws -> QueryResult {
+        var texts: [UnsafeMutablePointer<CChar>?] = []
+        texts.reserveCapacity(parameters.count)
+        defer { texts.forEach { free($0) } }
+        var types: [UInt32] = []
+        types.reserveCapacity(parameters.count)
+        for parameter in parameters {
+            guard let parameter else {
+                texts.append(nil)
+                types.append(0)
+                continue
+            }
+            types.append(type(of: parameter).postgresType.oid)
+            texts.append(try parameter.postgresText().map { strdup($0) })
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        let handle = try requireHandle()
+        executedStatements += 1
+        let result = texts.withUnsafeBufferPointer { values in
+            values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                PQexecParams(
+                    handle, sql, Int32(parameters.count), types, values.baseAddress, nil, nil, 0)
+            }
+        }
+        return try check(result, handle: handle, sql: sql, parameters: parameters)
+    }
+
+    /// Runs one statement with bound parameters and returns its rows; the same as
+    /// `execute(_:_:)`, named for reading.
+    ///
+    /// - Throws: as `execute(_:_:)`.
+    public func query(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) throws -> QueryResult {
+        try execute(sql, parameters)
+    }
+
+    /// Runs SQL text that may hold several statements (a migration file, say), with no
+    /// parameters, through the simple query protocol.
+    ///
+    /// - Throws: `PostgresError` for the first statement that fails; later statements
+    ///   do not run.
+    public func executeScript(_ sql: String) throws {
+        lock.lock()
+        defer { lock.unlock() }
+        let handle = try requireHandle()
+        executedStatements += 1
+        _ = try check(PQexec(handle, sql), handle: handle, sql: sql, parameters: [])
+    }
+
+    /// Turns a libpq result into a `QueryResult` or a `PostgresError`. Call under `lock`.
+    func check(
+        _ result: OpaquePointer?, handle: OpaquePointer, sql: String,
+        parameters: [(any PostgresEncodable)?]
+    ) throws -> QueryResult {
+        guard let result else {
+            var error = PostgresError(
+                kind: PQstatus(handle) == CONNECTION_BAD ? .connectionLost : .client,
+                message: String(cString: PQerrorMessage(handle))
+                    .trimmingCharacters(in: .whitespacesAndNewlines),
+                statement: sql)
+            error.parameterDescriptions = Connection.describe(parameters)
+            throw error
+        }
+        let status = PQresultStatus(result)
+        switch status {
+        case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY, PGRES_COPY_IN, PGRES_COPY_OUT:
+            return QueryResult(handle: result)
+        default:
+            var error = Connection.serverError(result, handle: handle, statement: sql)
+            error.parameterDescriptions = Connection.describe(parameters)
+            PQclear(result)
+            throw error
+        }
+    }
+
+    static func serverError(_ result: OpaquePointer, handle: OpaquePointer, statement: String?) -> PostgresError {
+        func field(_ code: Character) -> String? {
+            guard let ascii = code.asciiValue, let value = PQresultErrorField(result, Int32(ascii)) else {
+                return nil
+            }
+            return String(cString: value)
+        }
+        let sqlState = field("C").map(SQLState.init(rawValue:))
+        let message =
+            field("M")
+            ?? String(cString: PQresultErrorMessage(result)).trimmingCharacters(
+                in: .whitespacesAndNewlines)
+        let lost = PQstatus(handle) == CONNECTION_BAD
+        var error = PostgresError(
+            kind: lost ? .connectionLost : (sqlState == nil ? .client : .server),
+            sqlState: sqlState, message: message, detail: field("D"), hint: field("H"),
+            statement: statement)
+        error.constraint = field("n")
+        error.table = field("t")
+        error.column = field("c")
+        return error
+    }
+
+    static func describe(_ parameters: [(any PostgresEncodable)?]) -> [String] {
+        parameters.map { parameter in
+            guard let parameter, let text = try? parameter.postgresText() else { return "NULL" }
+            return text.count > 80 ? "'" + text.prefix(80) + "…'" : "'" + text + "'"
+        }
+    }
+
+    /// Quotes an identifier (table, column, channel name) for SQL: wraps it in double
+    /// quotes and doubles any double quote inside, so any string is safe as a name.
+    ///
+    /// For example, `Connection.quoteIdentifier("user")` is `"user"` (with the quotes).
+    public static func quoteIdentifier(_ identifier: String) -> String {
+        "\"" + identifier.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// Quotes a possibly schema-qualified name given as its parts, such as
+    /// `["public", "users"]` → `"public"."users"`.
+    public static func quoteQualifiedName(_ parts: [String]) -> String {
+        parts.map(quoteIdentifier).joined(separator: ".")
+    }
+}

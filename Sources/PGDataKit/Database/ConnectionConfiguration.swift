@@ -1,0 +1,81 @@
+import CLibPQ
+
+/// Where and how to connect: a `postgres://` URL or a libpq `key=value` string, plus
+/// parameters that override it.
+///
+/// For example:
+///
+/// ```swift
+/// let configuration = ConnectionConfiguration("postgres://app@localhost:5432/app")
+///     .database("app_test")
+/// let connection = try Connection(configuration)
+/// ```
+///
+/// Overrides are handed to libpq as separate key words, never spliced into the string,
+/// so no value needs quoting. `description` never shows the password.
+public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
+    /// The URL or `key=value` string as given.
+    public var connectionString: String
+    /// libpq key words that replace what the string says (`dbname`, `user`,
+    /// `application_name`, `connect_timeout`, …), applied in key order.
+    public var overrides: [String: String]
+
+    /// Wraps a `postgres://` / `postgresql://` URL or a libpq `key=value` string.
+    public init(_ connectionString: String, overrides: [String: String] = [:]) {
+        self.connectionString = connectionString
+        self.overrides = overrides
+    }
+
+    /// The same server and credentials, another database.
+    public func database(_ name: String) -> ConnectionConfiguration {
+        var copy = self
+        copy.overrides["dbname"] = name
+        return copy
+    }
+
+    /// The effective libpq parameters (string parsed, overrides applied), or `nil` when
+    /// the string cannot be parsed. Includes the password, if any: do not log it.
+    public func parameters() -> [String: String]? {
+        var error: UnsafeMutablePointer<CChar>?
+        guard let options = PQconninfoParse(connectionString, &error) else {
+            if let error { PQfreemem(error) }
+            return nil
+        }
+        defer { PQconninfoFree(options) }
+        var result: [String: String] = [:]
+        var cursor = options
+        while let keyword = cursor.pointee.keyword {
+            if let value = cursor.pointee.val {
+                result[String(cString: keyword)] = String(cString: value)
+            }
+            cursor += 1
+        }
+        for (key, value) in overrides { result[key] = value }
+        return result
+    }
+
+    /// A libpq `key=value` string equivalent to this configuration, with every value
+    /// quoted, for handing to another program (such as a child process).
+    public func renderedConnectionString() -> String? {
+        guard let parameters = parameters() else { return nil }
+        return parameters.keys.sorted().map { key in
+            let value = parameters[key] ?? ""
+            var quoted = "'"
+            for character in value {
+                if character == "'" || character == "\\" { quoted.append("\\") }
+                quoted.append(character)
+            }
+            return "\(key)=\(quoted)'"
+        }.joined(separator: " ")
+    }
+
+    /// `user@host:port/database` without the password.
+    public var description: String {
+        guard let parameters = parameters() else { return "<unparseable connection string>" }
+        let host = parameters["host"] ?? parameters["hostaddr"] ?? "localhost"
+        let port = parameters["port"] ?? "5432"
+        let user = parameters["user"] ?? "<default user>"
+        let database = parameters["dbname"] ?? user
+        return "\(user)@\(host):\(port)/\(database)"
+    }
+}

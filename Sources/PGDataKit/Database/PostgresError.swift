@@ -1,0 +1,147 @@
+/// An error from PostgreSQL or from the connection to it.
+///
+/// Server errors carry the SQLSTATE, the server's message, detail and hint, and the
+/// statement that failed. Connection failures say which server was asked
+/// (host, port, database, user — never the password) and why it failed.
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     try connection.execute("SELECT * FROM missing")
+/// } catch let error as PostgresError {
+///     print(error.sqlState == .undefinedTable)  // true
+///     print(error)  // server error 42P01: relation "missing" does not exist …
+/// }
+/// ```
+///
+/// The description never shows bound parameter values (they may be personal data);
+/// `debugDescription` does.
+public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    /// What went wrong, broadly.
+    public enum Kind: Sendable, Equatable {
+        /// The server rejected a statement; see `sqlState`, `message`, `detail`, `hint`.
+        case server
+        /// A connection could not be opened; see `connectionFailure`.
+        case connectionFailed
+        /// An open connection broke (the server went away or the backend was terminated).
+        case connectionLost
+        /// The connection was closed by this program and cannot be used.
+        case connectionClosed
+        /// libpq reported a client-side failure (out of memory, protocol trouble, bad
+        /// state).
+        case client
+    }
+
+    /// Why a connection could not be opened.
+    public enum ConnectionFailureReason: String, Sendable, Equatable {
+        /// The host name could not be resolved.
+        case hostNotFound = "host not found"
+        /// Nothing accepts connections at the host and port.
+        case connectionRefused = "connection refused"
+        /// The server rejected the credentials.
+        case authenticationFailed = "authentication failed"
+        /// The database does not exist on the server.
+        case databaseDoesNotExist = "database does not exist"
+        /// The server did not answer in time.
+        case timeout = "timeout"
+        /// The server refused for another reason (too many connections, shutting down…).
+        case other = "connection failed"
+    }
+
+    /// Where a failed connection tried to go. The password is never kept.
+    public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+        /// The host name or socket directory.
+        public var host: String
+        /// The port.
+        public var port: String
+        /// The database name.
+        public var database: String
+        /// The user name.
+        public var user: String
+
+        /// `user@host:port/database`.
+        public var description: String { "\(user)@\(host):\(port)/\(database)" }
+    }
+
+    /// The broad kind of failure.
+    public var kind: Kind
+    /// The SQLSTATE code of a server error (also set for some connection failures).
+    public var sqlState: SQLState?
+    /// The primary message (from the server or from libpq).
+    public var message: String
+    /// The server's detail line, if any.
+    public var detail: String?
+    /// The server's hint, if any.
+    public var hint: String?
+    /// The statement that failed, if a statement was running.
+    public var statement: String?
+    /// The name of the constraint involved, if the server reported one.
+    public var constraint: String?
+    /// The table involved, if the server reported one.
+    public var table: String?
+    /// The column involved, if the server reported one.
+    public var column: String?
+    /// The endpoint of a failed connection.
+    public var endpoint: Endpoint?
+    /// Why a connection could not be opened (for `.connectionFailed`).
+    public var connectionFailureReason: ConnectionFailureReason?
+    /// A redacted rendering of the bound parameters, shown only by `debugDescription`.
+    var parameterDescriptions: [String]?
+
+    /// Creates an error; the library makes these, tests and wrappers may too.
+    public init(
+        kind: Kind, sqlState: SQLState? = nil, message: String, detail: String? = nil,
+        hint: String? = nil, statement: String? = nil
+    ) {
+        self.kind = kind
+        self.sqlState = sqlState
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+        self.statement = statement
+    }
+
+    /// Whether the connection that raised this error is unusable now.
+    public var isConnectionError: Bool {
+        switch kind {
+        case .connectionFailed, .connectionLost, .connectionClosed: return true
+        case .server, .client:
+            // 57P01..57P03 and class 08 mean the session is gone.
+            return sqlState?.errorClass == "08" || sqlState == .adminShutdown
+        }
+    }
+
+    /// Whether retrying the whole transaction may succeed (serialisation failure or
+    /// deadlock).
+    public var isTransient: Bool { sqlState?.isTransient ?? false }
+
+    /// One line for logs: kind, SQLSTATE, message, detail, hint and the statement.
+    public var description: String {
+        var text: String
+        switch kind {
+        case .server:
+            text = "server error \(sqlState?.rawValue ?? "?????"): \(message)"
+        case .connectionFailed:
+            let reason = connectionFailureReason?.rawValue ?? "connection failed"
+            let target = endpoint.map { " to \($0)" } ?? ""
+            text = "could not connect\(target) (\(reason)): \(message)"
+        case .connectionLost:
+            text = "connection lost: \(message)"
+        case .connectionClosed:
+            text = "connection closed: \(message)"
+        case .client:
+            text = "client error: \(message)"
+        }
+        if let detail, !detail.isEmpty { text += " — detail: \(detail)" }
+        if let hint, !hint.isEmpty { text += " — hint: \(hint)" }
+        if let statement { text += " — in: \(statement)" }
+        return text
+    }
+
+    /// The description plus the bound parameters of the failing statement.
+    public var debugDescription: String {
+        guard let parameterDescriptions, !parameterDescriptions.isEmpty else { return description }
+        return description + " — parameters: [" + parameterDescriptions.joined(separator: ", ") + "]"
+    }
+}

@@ -1,0 +1,245 @@
+import Foundation
+
+extension String: PostgresCodable {
+    /// Strings are sent untyped so they fit `text`, `varchar`, `uuid` and enum columns.
+    public static var postgresType: PostgresType { .unknown }
+
+    /// The string itself; a NUL character is an error, not a silent truncation.
+    public func postgresText() throws -> String? {
+        if utf8.contains(0) {
+            throw PostgresValueError(reason: .containsNUL, swiftType: "String")
+        }
+        return self
+    }
+
+    /// Any column's text reads as a string.
+    public static func decode(from cell: PostgresCell) throws -> String {
+        String(decoding: try cell.requireBytes(for: String.self), as: UTF8.self)
+    }
+}
+
+/// Parses a decimal integer from ASCII bytes without allocating.
+@inline(__always)
+private func parseInteger<T: FixedWidthInteger>(
+    _ type: T.Type, from cell: PostgresCell
+) throws -> T {
+    let bytes = try cell.requireBytes(for: type)
+    guard !bytes.isEmpty else { throw cell.invalid(for: type) }
+    var index = 0
+    var negative = false
+    if bytes[0] == UInt8(ascii: "-") {
+        negative = true
+        index = 1
+    } else if bytes[0] == UInt8(ascii: "+") {
+        index = 1
+    }
+    guard index < bytes.count else { throw cell.invalid(for: type) }
+    var value: T = 0
+    while index < bytes.count {
+        let digit = bytes[index] &- UInt8(ascii: "0")
+        guard digit < 10 else { throw cell.invalid(for: type) }
+        let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+        let (next, overflow2) =
+            negative
+            ? times.subtractingReportingOverflow(T(digit))
+            : times.addingReportingOverflow(T(digit))
+        guard !overflow1, !overflow2 else { throw cell.error(.outOfRange, for: type) }
+        value = next
+        index += 1
+    }
+    return value
+}
+
+extension Int: PostgresCodable {
+    /// Sent as `bigint`.
+    public static var postgresType: PostgresType { .int8 }
+    /// Decimal digits.
+    public func postgresText() throws -> String? { String(self) }
+    /// Reads any integer column; out-of-range values throw.
+    public static func decode(from cell: PostgresCell) throws -> Int {
+        try parseInteger(Int.self, from: cell)
+    }
+}
+
+extension Int64: PostgresCodable {
+    /// Sent as `bigint`.
+    public static var postgresType: PostgresType { .int8 }
+    /// Decimal digits.
+    public func postgresText() throws -> String? { String(self) }
+    /// Reads any integer column; out-of-range values throw.
+    public static func decode(from cell: PostgresCell) throws -> Int64 {
+        try parseInteger(Int64.self, from: cell)
+    }
+}
+
+extension Int32: PostgresCodable {
+    /// Sent as `integer`.
+    public static var postgresType: PostgresType { .int4 }
+    /// Decimal digits.
+    public func postgresText() throws -> String? { String(self) }
+    /// Reads any integer column; out-of-range values throw.
+    public static func decode(from cell: PostgresCell) throws -> Int32 {
+        try parseInteger(Int32.self, from: cell)
+    }
+}
+
+extension Int16: PostgresCodable {
+    /// Sent as `smallint`.
+    public static var postgresType: PostgresType { .int2 }
+    /// Decimal digits.
+    public func postgresText() throws -> String? { String(self) }
+    /// Reads any integer column; out-of-range values throw.
+    public static func decode(from cell: PostgresCell) throws -> Int16 {
+        try parseInteger(Int16.self, from: cell)
+    }
+}
+
+extension Double: PostgresCodable {
+    /// Sent as `double precision`.
+    public static var postgresType: PostgresType { .float8 }
+
+    /// Shortest round-trip digits; `Infinity`, `-Infinity` and `NaN` for the specials.
+    public func postgresText() throws -> String? {
+        if isNaN { return "NaN" }
+        if isInfinite { return self < 0 ? "-Infinity" : "Infinity" }
+        return description
+    }
+
+    /// Reads float, integer and numeric columns (numeric may round; use `Decimal`).
+    public static func decode(from cell: PostgresCell) throws -> Double {
+        let text = String(decoding: try cell.requireBytes(for: Double.self), as: UTF8.self)
+        guard let value = Double(text) else { throw cell.invalid(for: Double.self) }
+        return value
+    }
+}
+
+extension Float: PostgresCodable {
+    /// Sent as `real`.
+    public static var postgresType: PostgresType { .float4 }
+
+    /// Shortest round-trip digits; `Infinity`, `-Infinity` and `NaN` for the specials.
+    public func postgresText() throws -> String? {
+        if isNaN { return "NaN" }
+        if isInfinite { return self < 0 ? "-Infinity" : "Infinity" }
+        return description
+    }
+
+    /// Reads float columns.
+    public static func decode(from cell: PostgresCell) throws -> Float {
+        let text = String(decoding: try cell.requireBytes(for: Float.self), as: UTF8.self)
+        guard let value = Float(text) else { throw cell.invalid(for: Float.self) }
+        return value
+    }
+}
+
+extension Bool: PostgresCodable {
+    /// Sent as `boolean`.
+    public static var postgresType: PostgresType { .bool }
+    /// `t` or `f`.
+    public func postgresText() throws -> String? { self ? "t" : "f" }
+
+    /// Reads `t`/`f` (and `true`/`false`).
+    public static func decode(from cell: PostgresCell) throws -> Bool {
+        let bytes = try cell.requireBytes(for: Bool.self)
+        switch String(decoding: bytes, as: UTF8.self) {
+        case "t", "true": return true
+        case "f", "false": return false
+        default: throw cell.invalid(for: Bool.self)
+        }
+    }
+}
+
+extension UUID: PostgresCodable {
+    /// Sent as `uuid`.
+    public static var postgresType: PostgresType { .uuid }
+    /// The lower-case canonical form.
+    public func postgresText() throws -> String? { uuidString.lowercased() }
+
+    /// Reads the canonical form.
+    public static func decode(from cell: PostgresCell) throws -> UUID {
+        let text = String(decoding: try cell.requireBytes(for: UUID.self), as: UTF8.self)
+        guard let value = UUID(uuidString: text) else { throw cell.invalid(for: UUID.self) }
+        return value
+    }
+}
+
+extension Data: PostgresCodable {
+    /// Sent as `bytea`.
+    public static var postgresType: PostgresType { .bytea }
+
+    /// `\x` followed by hex digits.
+    public func postgresText() throws -> String? {
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var bytes: [UInt8] = [UInt8(ascii: "\\"), UInt8(ascii: "x")]
+        bytes.reserveCapacity(2 + count * 2)
+        for byte in self {
+            bytes.append(digits[Int(byte >> 4)])
+            bytes.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Reads `bytea` in hex output format.
+    public static func decode(from cell: PostgresCell) throws -> Data {
+        let bytes = try cell.requireBytes(for: Data.self)
+        guard bytes.count >= 2, bytes[0] == UInt8(ascii: "\\"), bytes[1] == UInt8(ascii: "x"),
+            bytes.count % 2 == 0
+        else { throw cell.invalid(for: Data.self) }
+        func nibble(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        var output = [UInt8]()
+        output.reserveCapacity((bytes.count - 2) / 2)
+        var index = 2
+        while index < bytes.count {
+            guard let high = nibble(bytes[index]), let low = nibble(bytes[index + 1]) else {
+                throw cell.invalid(for: Data.self)
+            }
+            output.append(high << 4 | low)
+            index += 2
+        }
+        let data = Data(output)
+        return data
+    }
+}
+
+extension Decimal: PostgresCodable {
+    /// Sent as `numeric`.
+    public static var postgresType: PostgresType { .numeric }
+
+    /// The exact decimal digits (never through `Double`); `NaN` for not-a-number.
+    public func postgresText() throws -> String? {
+        if isNaN { return "NaN" }
+        return description
+    }
+
+    /// Reads `numeric` exactly; values with more than 38 significant digits throw
+    /// rather than round.
+    public static func decode(from cell: PostgresCell) throws -> Decimal {
+        let text = String(decoding: try cell.requireBytes(for: Decimal.self), as: UTF8.self)
+        if text == "NaN" { return .nan }
+        guard significantDigits(of: text) <= 38,
+            let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX"))
+        else {
+            if Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) != nil {
+                throw cell.error(.outOfRange, for: Decimal.self)
+            }
+            throw cell.invalid(for: Decimal.self)
+        }
+        return value
+    }
+
+    /// Digits from the first to the last non-zero digit, ignoring sign and point.
+    private static func significantDigits(of text: String) -> Int {
+        let digits = text.utf8.filter { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        guard let first = digits.firstIndex(where: { $0 != UInt8(ascii: "0") }),
+            let last = digits.lastIndex(where: { $0 != UInt8(ascii: "0") })
+        else { return 0 }
+        return last - first + 1
+    }
+}

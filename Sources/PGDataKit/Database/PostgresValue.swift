@@ -1,0 +1,168 @@
+/// A Swift value that can be sent as a bound statement parameter.
+///
+/// Values travel in PostgreSQL's text format and are always bound, never spliced into
+/// SQL. `String`, the integer types, `Double`, `Float`, `Decimal`, `Bool`, `Date`,
+/// `UUID`, `Data`, `JSONValue`, optionals and arrays of these conform.
+///
+/// For example, a custom type that is stored as text:
+///
+/// ```swift
+/// struct Email: PostgresEncodable {
+///     var address: String
+///     static var postgresType: PostgresType { .unknown }
+///     func postgresText() throws -> String? { address }
+/// }
+/// ```
+public protocol PostgresEncodable: Sendable {
+    /// The type sent with the parameter (`.unknown` lets the server infer it).
+    static var postgresType: PostgresType { get }
+    /// The value in PostgreSQL's text format, or `nil` for `NULL`.
+    func postgresText() throws -> String?
+}
+
+/// A Swift type that a result column can be read as.
+///
+/// For example:
+///
+/// ```swift
+/// let row = try connection.query("SELECT name, age FROM users WHERE id = $1", [id])[0]
+/// let name: String? = try row.decode(named: "name")
+/// let age = try row.decode(Int.self, named: "age")  // throws if NULL
+/// ```
+public protocol PostgresDecodable {
+    /// Reads a value from a field in PostgreSQL's text format.
+    static func decode(from cell: PostgresCell) throws -> Self
+}
+
+/// A type that is both a parameter and a column type.
+public typealias PostgresCodable = PostgresEncodable & PostgresDecodable
+
+extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
+    /// The wrapped type's PostgreSQL type.
+    public static var postgresType: PostgresType { Wrapped.postgresType }
+
+    /// `nil` (NULL) for `.none`, the wrapped value's text otherwise.
+    public func postgresText() throws -> String? {
+        switch self {
+        case .none: return nil
+        case .some(let value): return try value.postgresText()
+        }
+    }
+}
+
+extension Optional: PostgresDecodable where Wrapped: PostgresDecodable {
+    /// `nil` for `NULL`, the wrapped type's reading otherwise.
+    public static func decode(from cell: PostgresCell) throws -> Wrapped? {
+        if cell.isNull { return nil }
+        return try Wrapped.decode(from: cell)
+    }
+}
+
+extension Array: PostgresEncodable where Element: PostgresEncodable {
+    /// The array type of the element type.
+    public static var postgresType: PostgresType {
+        PostgresType(oid: Element.postgresType.arrayOID, arrayOID: 0)
+    }
+
+    /// A one-dimensional array literal with every element quoted, such as
+    /// `{"a","b",NULL}`, for `= ANY($1)`.
+    public func postgresText() throws -> String? {
+        var text = "{"
+        for (index, element) in enumerated() {
+            if index > 0 { text += "," }
+            guard let elementText = try element.postgresText() else {
+                text += "NULL"
+                continue
+            }
+            text += "\""
+            for character in elementText.unicodeScalars {
+                if character == "\"" || character == "\\" { text += "\\" }
+                text.unicodeScalars.append(character)
+            }
+            text += "\""
+        }
+        return text + "}"
+    }
+}
+
+extension Array: PostgresDecodable where Element: PostgresDecodable {
+    /// Reads a one-dimensional array literal; `NULL` elements need an optional element
+    /// type.
+    public static func decode(from cell: PostgresCell) throws -> [Element] {
+        let bytes = try cell.requireBytes(for: [Element].self)
+        guard let elements = ArrayLiteralParser.parse(bytes) else {
+            throw cell.invalid(for: [Element].self)
+        }
+        var result: [Element] = []
+        result.reserveCapacity(elements.count)
+        for element in elements {
+            if let element {
+                var utf8 = element
+                let value = try utf8.withUTF8 { buffer in
+                    try Element.decode(
+                        from: PostgresCell(
+                            bytes: buffer, typeOID: 0, columnName: cell.columnName,
+                            rowIndex: cell.rowIndex))
+                }
+                result.append(value)
+            } else {
+                result.append(
+                    try Element.decode(
+                        from: PostgresCell(
+                            bytes: nil, typeOID: 0, columnName: cell.columnName,
+                            rowIndex: cell.rowIndex)))
+            }
+        }
+        return result
+    }
+}
+
+/// Splits PostgreSQL's text array output (`{a,"b c",NULL}`) into element strings.
+enum ArrayLiteralParser {
+    static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> [String?]? {
+        var index = 0
+        // Skip an optional dimension decoration such as "[0:2]=".
+        if bytes.first == UInt8(ascii: "[") {
+            guard let equals = bytes.firstIndex(of: UInt8(ascii: "=")) else { return nil }
+            index = equals + 1
+        }
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{"),
+            bytes.last == UInt8(ascii: "}")
+        else { return nil }
+        index += 1
+        let end = bytes.count - 1
+        var elements: [String?] = []
+        if index == end { return elements }
+        while index <= end {
+            var element: [UInt8] = []
+            var quoted = false
+            if bytes[index] == UInt8(ascii: "\"") {
+                quoted = true
+                index += 1
+                while index < end, bytes[index] != UInt8(ascii: "\"") {
+                    if bytes[index] == UInt8(ascii: "\\") { index += 1 }
+                    guard index < end else { return nil }
+                    element.append(bytes[index])
+                    index += 1
+                }
+                guard index < end else { return nil }
+                index += 1  // closing quote
+            } else {
+                while index < end, bytes[index] != UInt8(ascii: ","),
+                    bytes[index] != UInt8(ascii: "{")
+                {
+                    element.append(bytes[index])
+                    index += 1
+                }
+                guard index >= end || bytes[index] == UInt8(ascii: ",") else {
+                    return nil  // nested arrays are not supported
+                }
+            }
+            let text = String(decoding: element, as: UTF8.self)
+            elements.append(!quoted && text == "NULL" ? nil : text)
+            guard index == end || bytes[index] == UInt8(ascii: ",") else { return nil }
+            index += 1
+        }
+        return elements
+    }
+}

@@ -1,0 +1,124 @@
+import CLibPQ
+
+/// The rows and command status of one statement.
+///
+/// A `QueryResult` is a random-access collection of `Row`s; it owns libpq's result and
+/// frees it when the last reference goes. It is immutable and can cross threads.
+///
+/// For example:
+///
+/// ```swift
+/// let result = try connection.query("SELECT id, name FROM users ORDER BY id")
+/// for row in result {
+///     let id = try row.decode(Int.self, at: 0)
+///     let name: String? = try row.decode(named: "name")
+/// }
+/// ```
+public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
+    // Safe to share: libpq's result object is read-only after creation, and its accessors
+    // do not touch the connection.
+    let handle: OpaquePointer
+    /// The column names, in order.
+    public let columns: [String]
+    private let columnIndexes: [String: Int]
+    /// The number of rows.
+    public let count: Int
+
+    init(handle: OpaquePointer) {
+        self.handle = handle
+        let columnCount = Int(PQnfields(handle))
+        var names: [String] = []
+        names.reserveCapacity(columnCount)
+        var indexes: [String: Int] = [:]
+        for index in 0..<columnCount {
+            let name = PQfname(handle, Int32(index)).map { String(cString: $0) } ?? "?column?"
+            names.append(name)
+            if indexes[name] == nil { indexes[name] = index }
+        }
+        self.columns = names
+        self.columnIndexes = indexes
+        self.count = Int(PQntuples(handle))
+    }
+
+    deinit { PQclear(handle) }
+
+    /// The first row index (always 0).
+    public var startIndex: Int { 0 }
+    /// One past the last row index.
+    public var endIndex: Int { count }
+    /// The row at an index.
+    public subscript(position: Int) -> Row { Row(result: self, index: position) }
+
+    /// The command tag, such as `INSERT 0 3` or `SELECT 12`.
+    public var commandTag: String { String(cString: PQcmdStatus(handle)) }
+
+    /// The number of rows the command inserted, updated, deleted, copied or selected.
+    public var affectedRows: Int { Int(String(cString: PQcmdTuples(handle))) ?? 0 }
+
+    /// The index of a column by name, or `nil` if the result has no such column.
+    public func columnIndex(named name: String) -> Int? { columnIndexes[name] }
+
+    /// The type OID of a column.
+    public func typeOID(ofColumn column: Int) -> UInt32 { PQftype(handle, Int32(column)) }
+
+    func cell(row: Int, column: Int) -> PostgresCell {
+        let isNull = PQgetisnull(handle, Int32(row), Int32(column)) == 1
+        let bytes: UnsafeBufferPointer<UInt8>?
+        if isNull {
+            bytes = nil
+        } else {
+            let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+            let pointer = UnsafeRawPointer(PQgetvalue(handle, Int32(row), Int32(column)))
+            bytes = pointer.map {
+                UnsafeBufferPointer(start: $0.assumingMemoryBound(to: UInt8.self), count: length)
+            }
+        }
+        return PostgresCell(
+            bytes: bytes, typeOID: PQftype(handle, Int32(column)), columnName: columns[column],
+            rowIndex: row)
+    }
+}
+
+/// One row of a `QueryResult`; it keeps the result alive.
+public struct Row: Sendable {
+    /// The result the row belongs to.
+    public let result: QueryResult
+    /// The row's index in the result.
+    public let index: Int
+
+    /// Reads the column at `column` (0-based) as `T`.
+    ///
+    /// - Throws: `PostgresValueError` when the column does not exist, is `NULL` and `T`
+    ///   is not optional, or holds text `T` cannot read.
+    public func decode<T: PostgresDecodable>(_ type: T.Type = T.self, at column: Int) throws -> T {
+        guard column >= 0, column < result.columns.count else {
+            throw PostgresValueError(
+                reason: .noSuchColumn, swiftType: String(describing: T.self),
+                column: "#\(column)", row: index)
+        }
+        return try T.decode(from: result.cell(row: index, column: column))
+    }
+
+    /// Reads the column named `column` as `T`.
+    ///
+    /// - Throws: `PostgresValueError` as `decode(_:at:)`.
+    public func decode<T: PostgresDecodable>(_ type: T.Type = T.self, named column: String) throws -> T {
+        guard let position = result.columnIndex(named: column) else {
+            throw PostgresValueError(
+                reason: .noSuchColumn, swiftType: String(describing: T.self), column: column,
+                row: index)
+        }
+        return try T.decode(from: result.cell(row: index, column: position))
+    }
+
+    /// Whether the column at `column` is `NULL`.
+    public func isNull(at column: Int) -> Bool {
+        PQgetisnull(result.handle, Int32(index), Int32(column)) == 1
+    }
+
+    /// Hands the raw cell to `body`, for decoders that work on bytes; the bytes are valid
+    /// only inside `body`.
+    public func withCell<R>(at column: Int, _ body: (PostgresCell) throws -> R) rethrows -> R {
+        try body(result.cell(row: index, column: column))
+    }
+}

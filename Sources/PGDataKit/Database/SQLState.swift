@@ -1,0 +1,73 @@
+/// A five-character PostgreSQL error code (SQLSTATE), with named constants for the codes
+/// programs most often match on.
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     try connection.execute("INSERT INTO users (user_id) VALUES ($1)", ["u1"])
+/// } catch let error as PostgresError where error.sqlState == .uniqueViolation {
+///     // the remote id exists already
+/// }
+/// ```
+public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The five-character code, such as `"23505"`.
+    public let rawValue: String
+
+    /// Wraps a five-character code.
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    /// The code itself.
+    public var description: String { rawValue }
+
+    /// The two-character class of the code, such as `"23"` for integrity violations.
+    public var errorClass: String { String(rawValue.prefix(2)) }
+
+    /// `23505`: a unique constraint or index was violated.
+    public static let uniqueViolation = SQLState(rawValue: "23505")
+    /// `23503`: a foreign key constraint was violated.
+    public static let foreignKeyViolation = SQLState(rawValue: "23503")
+    /// `23502`: a NULL was written to a `NOT NULL` column.
+    public static let notNullViolation = SQLState(rawValue: "23502")
+    /// `23514`: a check constraint was violated.
+    public static let checkViolation = SQLState(rawValue: "23514")
+    /// `40001`: a serializable or repeatable-read transaction could not be serialised.
+    public static let serializationFailure = SQLState(rawValue: "40001")
+    /// `40P01`: the transaction was chosen as the victim of a deadlock.
+    public static let deadlockDetected = SQLState(rawValue: "40P01")
+    /// `42601`: the statement has a syntax error.
+    public static let syntaxError = SQLState(rawValue: "42601")
+    /// `42P01`: a table or view does not exist.
+    public static let undefinedTable = SQLState(rawValue: "42P01")
+    /// `42703`: a column does not exist.
+    public static let undefinedColumn = SQLState(rawValue: "42703")
+    /// `42P07`: a table or other relation exists already.
+    public static let duplicateTable = SQLState(rawValue: "42P07")
+    /// `22P02`: a value has the wrong text representation for its type.
+    public static let invalidTextRepresentation = SQLState(rawValue: "22P02")
+    /// `22003`: a numeric value is out of range for its type.
+    public static let numericValueOutOfRange = SQLState(rawValue: "22003")
+    /// `25P02`: a statement was sent inside a transaction that has failed already.
+    public static let inFailedTransaction = SQLState(rawValue: "25P02")
+    /// `57P01`: the server process was terminated by an administrator
+    /// (`pg_terminate_backend`).
+    public static let adminShutdown = SQLState(rawValue: "57P01")
+    /// `57014`: the statement was cancelled (statement timeout or a cancel request).
+    public static let queryCanceled = SQLState(rawValue: "57014")
+    /// `3D000`: the database does not exist.
+    public static let invalidCatalogName = SQLState(rawValue: "3D000")
+    /// `28P01`: password authentication failed.
+    public static let invalidPassword = SQLState(rawValue: "28P01")
+    /// `42501`: the role lacks a privilege the statement needs.
+    public static let insufficientPrivilege = SQLState(rawValue: "42501")
+    /// `55P03`: a lock could not be obtained (`NOWAIT` or `lock_timeout`).
+    public static let lockNotAvailable = SQLState(rawValue: "55P03")
+
+    /// Whether retrying the whole transaction may succeed: serialisation failures and
+    /// deadlocks.
+    public var isTransient: Bool {
+        self == .serializationFailure || self == .deadlockDetected
+    }
+}

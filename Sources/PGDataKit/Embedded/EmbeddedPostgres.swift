@@ -1,0 +1,394 @@
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A throwaway PostgreSQL server in a temporary folder, started from the installed
+/// server binaries.
+///
+/// The tests and the `pgdatakit` CLI use one whenever `DATABASE_URL` is not set. The
+/// server listens on 127.0.0.1 on a free port with `trust` authentication for the
+/// `postgres` superuser, and favours speed over durability (`fsync = off`): it is for
+/// tests and trials, never for data you want to keep. When the process runs as root,
+/// the server runs as the unprivileged `postgres` account (PostgreSQL refuses root).
+///
+/// `stop()` shuts it down and deletes the folder; so does normal process exit, and a
+/// small watchdog does the same if the process dies abruptly.
+///
+/// For example:
+///
+/// ```swift
+/// let server = try EmbeddedPostgres.start()
+/// defer { try? server.stop() }
+/// let connection = try Connection(url: server.url)
+/// ```
+public final class EmbeddedPostgres: @unchecked Sendable {
+    // Safe to share: the only mutable state, `stopped`, sits in a Mutex; the rest is
+    // immutable after start.
+    /// Settings for a new server.
+    public struct Options: Sendable {
+        /// The TCP port; `nil` picks a free one.
+        public var port: Int?
+        /// Where the temporary folder goes (the system temporary folder by default).
+        public var parentDirectory: URL?
+        /// Keep the server running after this process exits (for `pgdatakit db start`).
+        public var keepsRunningAfterExit: Bool
+        /// The account that runs the server when this process is root.
+        public var unprivilegedUser: String
+        /// Extra `postgresql.conf` settings, such as `["max_connections": "300"]`.
+        public var settings: [String: String]
+
+        /// The defaults: a free port, the system temporary folder, stopped at exit, run
+        /// as `postgres` when root.
+        public init(
+            port: Int? = nil, parentDirectory: URL? = nil, keepsRunningAfterExit: Bool = false,
+            unprivilegedUser: String = "postgres", settings: [String: String] = [:]
+        ) {
+            self.port = port
+            self.parentDirectory = parentDirectory
+            self.keepsRunningAfterExit = keepsRunningAfterExit
+            self.unprivilegedUser = unprivilegedUser
+            self.settings = settings
+        }
+    }
+
+    /// The URL of the server's `postgres` database as the `postgres` superuser.
+    public let url: String
+    /// The TCP port on 127.0.0.1.
+    public let port: Int
+    /// The temporary folder holding the data directory, socket and log.
+    public let directory: URL
+    /// The folder of the server binaries used.
+    public let binDirectory: URL
+    private let serverUser: String?
+    private let stopped = Mutex(false)
+    private static let logger = Logger(label: "pgdatakit.embedded")
+
+    private init(url: String, port: Int, directory: URL, binDirectory: URL, serverUser: String?) {
+        self.url = url
+        self.port = port
+        self.directory = directory
+        self.binDirectory = binDirectory
+        self.serverUser = serverUser
+    }
+
+    var dataDirectory: URL { directory.appendingPathComponent("data") }
+    var logFile: URL { directory.appendingPathComponent("server.log") }
+
+    /// Starts a new server and waits until it accepts connections.
+    ///
+    /// - Throws: `EmbeddedPostgresError` when the binaries are missing (naming the package
+    ///   to install), when no unprivileged account exists for a root process, or when
+    ///   `initdb` / `pg_ctl` fail (with their output).
+    public static func start(_ options: Options = Options()) throws -> EmbeddedPostgres {
+        let bin = try locateBinaries()
+        let serverUser: String? = geteuid() == 0 ? options.unprivilegedUser : nil
+        var account: (uid: uid_t, gid: gid_t)?
+        if let serverUser {
+            guard let entry = getpwnam(serverUser) else {
+                throw EmbeddedPostgresError(reason: .noUnprivilegedUser(serverUser))
+            }
+            account = (entry.pointee.pw_uid, entry.pointee.pw_gid)
+        }
+        let parent = options.parentDirectory ?? FileManager.default.temporaryDirectory
+        var template = Array(parent.appendingPathComponent("pgdatakit-XXXXXX").path.utf8CString)
+        guard let created = mkdtemp(&template) else {
+            throw EmbeddedPostgresError(
+                reason: .fileSystem("mkdtemp in \(parent.path): \(String(cString: strerror(errno)))"))
+        }
+        let directory = URL(fileURLWithPath: String(cString: created))
+        do {
+            if let account, chown(directory.path, account.uid, account.gid) != 0 {
+                throw EmbeddedPostgresError(
+                    reason: .fileSystem("chown \(directory.path): \(String(cString: strerror(errno)))"))
+            }
+            let server = try initialise(
+                directory: directory, bin: bin, serverUser: serverUser, options: options)
+            if !options.keepsRunningAfterExit {
+                Registry.add(server)
+                server.startWatchdog()
+            }
+            logger.debug("started", metadata: ["url": "\(server.url)", "directory": "\(directory.path)"])
+            return server
+        } catch {
+            try? FileManager.default.removeItem(at: directory)
+            throw error
+        }
+    }
+
+    private static func initialise(
+        directory: URL, bin: URL, serverUser: String?, options: Options
+    ) throws -> EmbeddedPostgres {
+        let data = directory.appendingPathComponent("data")
+        try runCommand(
+            bin.appendingPathComponent("initdb"),
+            ["-D", data.path, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"],
+            as: serverUser, in: directory)
+        var lastError: Error?
+        for attempt in 0..<5 {
+            let port = try options.port ?? freePort()
+            var settings: [String: String] = [
+                "listen_addresses": "'127.0.0.1'",
+                "port": String(port),
+                "unix_socket_directories": "'\(directory.path)'",
+                "fsync": "off",
+                "synchronous_commit": "off",
+                "full_page_writes": "off",
+                "max_connections": "300",
+                "shared_buffers": "64MB",
+            ]
+            for (key, value) in options.settings { settings[key] = value }
+            let conf = settings.keys.sorted().map { "\($0) = \(settings[$0] ?? "")" }
+                .joined(separator: "\n")
+            let autoConf = data.appendingPathComponent("postgresql.auto.conf")
+            do {
+                try ("# written by pgdatakit\n" + conf + "\n").write(to: autoConf, atomically: false, encoding: .utf8)
+            } catch {
+                throw EmbeddedPostgresError(reason: .fileSystem("writing \(autoConf.path): \(error)"))
+            }
+            let server = EmbeddedPostgres(
+                url: "postgresql://postgres@127.0.0.1:\(port)/postgres", port: port,
+                directory: directory, binDirectory: bin, serverUser: serverUser)
+            do {
+                try runCommand(
+                    bin.appendingPathComponent("pg_ctl"),
+                    ["-D", data.path, "-l", server.logFile.path, "-w", "-t", "60", "start"],
+                    as: serverUser, in: directory)
+                try server.writeDescription()
+                return server
+            } catch {
+                lastError = error
+                let log = (try? String(contentsOf: server.logFile, encoding: .utf8)) ?? ""
+                // Another process took the port between our probe and the server's bind.
+                guard options.port == nil, log.contains("Address already in use"), attempt < 4 else {
+                    break
+                }
+            }
+        }
+        throw lastError ?? EmbeddedPostgresError(reason: .fileSystem("server did not start"))
+    }
+
+    /// Stops the server and deletes its folder. Stopping twice is harmless.
+    ///
+    /// - Throws: `EmbeddedPostgresError` when `pg_ctl stop` fails (the folder is kept so
+    ///   the log can be read).
+    public func stop() throws {
+        let alreadyStopped = stopped.withLock { stopped in
+            defer { stopped = true }
+            return stopped
+        }
+        guard !alreadyStopped else { return }
+        Registry.remove(self)
+        if FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("postmaster.pid").path) {
+            try EmbeddedPostgres.runCommand(
+                binDirectory.appendingPathComponent("pg_ctl"),
+                ["-D", dataDirectory.path, "-m", "fast", "-w", "-t", "60", "stop"],
+                as: serverUser, in: directory)
+        }
+        try? FileManager.default.removeItem(at: directory)
+        EmbeddedPostgres.logger.debug("stopped", metadata: ["directory": "\(directory.path)"])
+    }
+
+    /// Whether `stop()` has been called.
+    public var isStopped: Bool { stopped.withLock { $0 } }
+
+    /// Finds the server binaries: `PGDATAKIT_POSTGRES_BIN`, then the newest
+    /// `<systemDirectory>/*/bin` (Debian's layout), then `PATH`.
+    ///
+    /// - Parameters:
+    ///   - environment: where `PGDATAKIT_POSTGRES_BIN` and `PATH` are read.
+    ///   - systemDirectory: the folder holding one folder per installed major version.
+    /// - Throws: `EmbeddedPostgresError.Reason.binariesNotFound` listing where it looked.
+    public static func locateBinaries(
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        systemDirectory: String = "/usr/lib/postgresql"
+    ) throws -> URL {
+        var candidates: [String] = []
+        if let override = environment["PGDATAKIT_POSTGRES_BIN"], !override.isEmpty {
+            candidates.append(override)
+        }
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: systemDirectory)) ?? []
+        let sorted = versions.sorted { (Int($0) ?? 0) > (Int($1) ?? 0) }
+        candidates += sorted.map { "\(systemDirectory)/\($0)/bin" }
+        candidates += (environment["PATH"] ?? "").split(separator: ":").map(String.init)
+        let needed = ["initdb", "pg_ctl", "postgres"]
+        for candidate in candidates {
+            let ok = needed.allSatisfy {
+                FileManager.default.isExecutableFile(atPath: candidate + "/" + $0)
+            }
+            if ok { return URL(fileURLWithPath: candidate) }
+        }
+        throw EmbeddedPostgresError(
+            reason: .binariesNotFound(searched: ["\(systemDirectory)/*/bin"] + candidates))
+    }
+
+    // MARK: - Shared server
+
+    private static let shared = Mutex<EmbeddedPostgres?>(nil)
+
+    /// The URL to use: `DATABASE_URL` when it is set, otherwise the URL of a throwaway
+    /// server started on first call and shared by the whole process (stopped at exit).
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let pool = ConnectionPool(
+    ///     configuration: ConnectionConfiguration(try EmbeddedPostgres.environmentOrSharedURL()))
+    /// ```
+    ///
+    /// - Throws: `EmbeddedPostgresError` when a server is needed and cannot start.
+    public static func environmentOrSharedURL(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws -> String {
+        if let url = environment["DATABASE_URL"], !url.isEmpty { return url }
+        return try shared.withLock { shared in
+            if let server = shared, !server.isStopped { return server.url }
+            let server = try start()
+            shared = server
+            return server.url
+        }
+    }
+
+    // MARK: - Reattaching (pgdatakit db start / stop)
+
+    private struct Description: Codable {
+        var url: String
+        var port: Int
+        var binDirectory: String
+        var serverUser: String?
+    }
+
+    private func writeDescription() throws {
+        let description = Description(
+            url: url, port: port, binDirectory: binDirectory.path, serverUser: serverUser)
+        do {
+            try JSONEncoder().encode(description).write(to: directory.appendingPathComponent("pgdatakit.json"))
+        } catch {
+            throw EmbeddedPostgresError(reason: .fileSystem("writing pgdatakit.json: \(error)"))
+        }
+    }
+
+    /// Re-opens the handle of a server started earlier (by another process) in
+    /// `directory`, to read its URL or stop it.
+    ///
+    /// - Throws: `EmbeddedPostgresError.Reason.notAServerDirectory` when the folder does
+    ///   not hold such a server.
+    public static func attach(to directory: URL) throws -> EmbeddedPostgres {
+        guard let data = try? Data(contentsOf: directory.appendingPathComponent("pgdatakit.json")),
+            let description = try? JSONDecoder().decode(Description.self, from: data)
+        else { throw EmbeddedPostgresError(reason: .notAServerDirectory(directory.path)) }
+        return EmbeddedPostgres(
+            url: description.url, port: description.port, directory: directory,
+            binDirectory: URL(fileURLWithPath: description.binDirectory),
+            serverUser: description.serverUser)
+    }
+
+    // MARK: - Processes
+
+    @discardableResult
+    static func runCommand(
+        _ executable: URL, _ arguments: [String], as user: String?, in directory: URL
+    ) throws -> String {
+        var executablePath = executable.path
+        var fullArguments = arguments
+        if let user {
+            executablePath = "/usr/sbin/runuser"
+            fullArguments = ["-u", user, "--", executable.path] + arguments
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["LC_ALL"] = "C"
+        environment.removeValue(forKey: "PGDATA")
+        let command = ([executable.lastPathComponent] + arguments).joined(separator: " ")
+        let outcome = try ChildProcess.run(
+            executablePath, fullArguments, in: directory, environment: environment)
+        guard outcome.status == 0 else {
+            throw EmbeddedPostgresError(
+                reason: .commandFailed(command: command, status: outcome.status, output: outcome.output))
+        }
+        return outcome.output
+    }
+
+    /// Starts a detached shell that stops the server and removes the folder once this
+    /// process is gone, even if it was killed.
+    private func startWatchdog() {
+        let script = """
+            trap '' INT TERM HUP
+            while kill -0 "$1" 2>/dev/null; do sleep 1; done
+            if [ -f "$3/postmaster.pid" ]; then
+              kill -QUIT "$(head -n 1 "$3/postmaster.pid")" 2>/dev/null
+              sleep 1
+            fi
+            rm -rf "$2"
+            """
+        do {
+            try ChildProcess.launchDetached(
+                "/bin/sh",
+                ["-c", script, "pgdatakit-watchdog", String(getpid()), directory.path, dataDirectory.path],
+                in: URL(fileURLWithPath: "/"))
+        } catch {
+            EmbeddedPostgres.logger.warning("could not start the cleanup watchdog: \(error)")
+        }
+    }
+
+    /// Asks the kernel for a free TCP port on 127.0.0.1.
+    static func freePort() throws -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else {
+            throw EmbeddedPostgresError(reason: .fileSystem("socket: \(String(cString: strerror(errno)))"))
+        }
+        defer { _ = Glibc.close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                bind(descriptor, socketAddress, length) == 0
+                    && getsockname(descriptor, socketAddress, &length) == 0
+            }
+        }
+        guard bound else {
+            throw EmbeddedPostgresError(reason: .fileSystem("bind: \(String(cString: strerror(errno)))"))
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The servers to stop when the process exits normally.
+    private enum Registry {
+        static let servers = Mutex<[ObjectIdentifier: EmbeddedPostgres]>([:])
+        static let installed = Mutex(false)
+
+        static func add(_ server: EmbeddedPostgres) {
+            let install = installed.withLock { installed in
+                defer { installed = true }
+                return !installed
+            }
+            if install {
+                atexit { EmbeddedPostgres.Registry.stopAll() }
+            }
+            servers.withLock { $0[ObjectIdentifier(server)] = server }
+        }
+
+        static func remove(_ server: EmbeddedPostgres) {
+            _ = servers.withLock { $0.removeValue(forKey: ObjectIdentifier(server)) }
+        }
+
+        static func stopAll() {
+            let all = servers.withLock { servers in
+                defer { servers.removeAll() }
+                return Array(servers.values)
+            }
+            for server in all {
+                do {
+                    try server.stop()
+                } catch {
+                    logger.warning("could not stop the throwaway server: \(error)")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,219 @@
+import Foundation
+import Logging
+
+/// Applies numbered SQL files to a database, each exactly once, in order.
+///
+/// Files named `NNNN_name.sql` in a folder (other files are ignored) run in ascending
+/// version order, each in its own transaction together with its row in the bookkeeping
+/// table `pgdatakit_migrations` (version, name, SHA-256 checksum, time applied). A
+/// migration that fails is rolled back whole and stops the run.
+///
+/// Several processes may migrate at the same moment (workers sharing a dataset all
+/// starting up): the migrator holds a PostgreSQL advisory lock while it works, so each
+/// migration is applied exactly once and the others find nothing left to do.
+///
+/// An applied file whose content has changed is an error, not a silent re-run. Files
+/// must not contain `BEGIN`/`COMMIT` or statements that cannot run in a transaction
+/// (such as `CREATE INDEX CONCURRENTLY`).
+///
+/// For example:
+///
+/// ```swift
+/// let migrator = try Migrator(directory: URL(fileURLWithPath: "migrations"))
+/// let connection = try Connection(url: databaseURL)
+/// if try !migrator.pending(on: connection).isEmpty {   // "does require migration"
+///     let applied = try migrator.migrate(on: connection)
+///     print("applied \(applied.map(\.fileName))")
+/// }
+/// ```
+public struct Migrator: Sendable {
+    /// The bookkeeping table's name.
+    public static let tableName = "pgdatakit_migrations"
+    /// The advisory lock key held while migrating (`pg_advisory_lock`).
+    public static let advisoryLockKey: Int64 = 0x5047_444B_4D49_4752  // "PGDKMIGR"
+
+    /// The migrations, in ascending version order.
+    public let migrations: [Migration]
+    private let logger: Logger
+
+    /// Creates a migrator for given migrations.
+    ///
+    /// - Throws: `MigrationError` when two share a version.
+    public init(migrations: [Migration], logger: Logger = Logger(label: "pgdatakit.migrator")) throws {
+        var seen: [Int: Migration] = [:]
+        for migration in migrations {
+            if let other = seen[migration.version] {
+                throw MigrationError(
+                    reason: .duplicateVersion(migration.version, files: [other.fileName, migration.fileName]))
+            }
+            seen[migration.version] = migration
+        }
+        self.migrations = migrations.sorted { $0.version < $1.version }
+        self.logger = logger
+    }
+
+    /// Reads the `NNNN_name.sql` files of a folder.
+    ///
+    /// - Throws: `MigrationError` when the folder cannot be read, a `.sql` file is
+    ///   misnamed, or two files share a version.
+    public init(directory: URL, logger: Logger = Logger(label: "pgdatakit.migrator")) throws {
+        let files: [String]
+        do {
+            files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        } catch {
+            throw MigrationError(
+                reason: .unreadableDirectory(path: directory.path, message: error.localizedDescription))
+        }
+        var migrations: [Migration] = []
+        var filesByVersion: [Int: String] = [:]
+        for file in files.sorted() where file.hasSuffix(".sql") {
+            guard let (version, name) = Migrator.parseFileName(file) else {
+                throw MigrationError(reason: .invalidFileName(file))
+            }
+            if let other = filesByVersion[version] {
+                throw MigrationError(reason: .duplicateVersion(version, files: [other, file]))
+            }
+            filesByVersion[version] = file
+            let sql: String
+            do {
+                sql = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
+            } catch {
+                throw MigrationError(
+                    reason: .unreadableDirectory(path: directory.path, message: "\(file): \(error.localizedDescription)"))
+            }
+            migrations.append(Migration(version: version, name: name, sql: sql))
+        }
+        try self.init(migrations: migrations, logger: logger)
+    }
+
+    static func parseFileName(_ file: String) -> (Int, String)? {
+        guard file.hasSuffix(".sql") else { return nil }
+        let stem = file.dropLast(4)
+        guard let underscore = stem.firstIndex(of: "_") else { return nil }
+        let digits = stem[..<underscore]
+        let name = stem[stem.index(after: underscore)...]
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), digits.allSatisfy(\.isNumber),
+            let version = Int(digits), !name.isEmpty,
+            name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") })
+        else { return nil }
+        return (version, String(name))
+    }
+
+    /// The state of every migration, plus applied versions whose file is gone.
+    ///
+    /// - Throws: `PostgresError`.
+    public func status(on connection: Connection) throws -> [MigrationStatus] {
+        let applied = try appliedMigrations(on: connection)
+        var statuses: [MigrationStatus] = migrations.map { migration in
+            guard let record = applied[migration.version] else {
+                return MigrationStatus(version: migration.version, name: migration.name, state: .pending)
+            }
+            if record.checksum != migration.checksum {
+                return MigrationStatus(
+                    version: migration.version, name: migration.name,
+                    state: .changed(recorded: record.checksum, current: migration.checksum))
+            }
+            return MigrationStatus(
+                version: migration.version, name: migration.name, state: .applied(at: record.appliedAt))
+        }
+        let known = Set(migrations.map(\.version))
+        for (version, record) in applied where !known.contains(version) {
+            statuses.append(MigrationStatus(version: version, name: record.name, state: .missingFile))
+        }
+        return statuses.sorted { $0.version < $1.version }
+    }
+
+    /// The migrations not applied yet (RHManagedObject's "does require migration").
+    ///
+    /// - Throws: `PostgresError`.
+    public func pending(on connection: Connection) throws -> [Migration] {
+        let applied = try appliedMigrations(on: connection)
+        return migrations.filter { applied[$0.version] == nil }
+    }
+
+    /// Applies every pending migration up to `version` (all if `nil`), in order, each in
+    /// its own transaction, while holding the migration advisory lock.
+    ///
+    /// - Returns: the migrations this call applied (empty when another process had
+    ///   applied them already).
+    /// - Throws: `MigrationError.Reason.checksumMismatch` when an applied file changed
+    ///   (nothing is applied then), `.migrationFailed` when a migration's SQL fails
+    ///   (earlier migrations of the run stay applied), or `PostgresError`.
+    @discardableResult
+    public func migrate(on connection: Connection, upTo version: Int? = nil) throws -> [Migration] {
+        try connection.execute("SELECT pg_advisory_lock($1)", [Migrator.advisoryLockKey])
+        defer {
+            do {
+                try connection.execute("SELECT pg_advisory_unlock($1)", [Migrator.advisoryLockKey])
+            } catch {
+                logger.warning("could not release the migration lock: \(error)")
+            }
+        }
+        try connection.execute(
+            """
+            CREATE TABLE IF NOT EXISTS \(Connection.quoteIdentifier(Migrator.tableName)) (
+                version bigint PRIMARY KEY,
+                name text NOT NULL,
+                checksum text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now(),
+                execution_ms double precision NOT NULL DEFAULT 0
+            )
+            """)
+        let applied = try appliedMigrations(on: connection)
+        for migration in migrations {
+            if let record = applied[migration.version], record.checksum != migration.checksum {
+                throw MigrationError(
+                    reason: .checksumMismatch(
+                        version: migration.version, name: migration.name, recorded: record.checksum,
+                        current: migration.checksum))
+            }
+        }
+        var done: [Migration] = []
+        for migration in migrations where applied[migration.version] == nil {
+            if let version, migration.version > version { break }
+            let started = ContinuousClock.now
+            do {
+                try connection.transaction { connection in
+                    try connection.executeScript(migration.sql)
+                    let elapsed = ContinuousClock.now - started
+                    try connection.execute(
+                        "INSERT INTO \(Connection.quoteIdentifier(Migrator.tableName)) "
+                            + "(version, name, checksum, execution_ms) VALUES ($1, $2, $3, $4)",
+                        [
+                            migration.version, migration.name, migration.checksum,
+                            Double(elapsed.components.seconds) * 1000
+                                + Double(elapsed.components.attoseconds) / 1e15,
+                        ])
+                }
+            } catch let error as PostgresError {
+                throw MigrationError(
+                    reason: .migrationFailed(version: migration.version, name: migration.name, underlying: error))
+            }
+            logger.info("applied migration \(migration.fileName)")
+            done.append(migration)
+        }
+        return done
+    }
+
+    private struct AppliedRecord {
+        var name: String
+        var checksum: String
+        var appliedAt: Date
+    }
+
+    private func appliedMigrations(on connection: Connection) throws -> [Int: AppliedRecord] {
+        let exists = try connection.query(
+            "SELECT to_regclass($1) IS NOT NULL", [Connection.quoteIdentifier(Migrator.tableName)])
+        guard try exists[0].decode(Bool.self, at: 0) else { return [:] }
+        let rows = try connection.query(
+            "SELECT version, name, checksum, applied_at FROM "
+                + Connection.quoteIdentifier(Migrator.tableName))
+        var records: [Int: AppliedRecord] = [:]
+        for row in rows {
+            records[try row.decode(Int.self, at: 0)] = AppliedRecord(
+                name: try row.decode(String.self, at: 1), checksum: try row.decode(String.self, at: 2),
+                appliedAt: try row.decode(Date.self, at: 3))
+        }
+        return records
+    }
+}

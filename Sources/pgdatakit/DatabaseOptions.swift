@@ -1,0 +1,27 @@
+import ArgumentParser
+import Foundation
+import PGDataKit
+
+/// Where a command's database is: an explicit URL, DATABASE_URL, or a throwaway server.
+struct DatabaseOptions: ParsableArguments {
+    @Option(
+        name: .customLong("database-url"),
+        help: "postgres:// URL or libpq key=value string (default: $DATABASE_URL, else a throwaway server).")
+    var databaseURL: String?
+
+    /// The URL to use and, when a throwaway server was started for this run, that server.
+    func resolve() throws -> (url: String, server: EmbeddedPostgres?) {
+        if let databaseURL, !databaseURL.isEmpty { return (databaseURL, nil) }
+        if let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty {
+            return (url, nil)
+        }
+        let server = try EmbeddedPostgres.start()
+        printError("No DATABASE_URL set: using a throwaway PostgreSQL server at \(server.url) (removed on exit).")
+        return (server.url, server)
+    }
+}
+
+/// Writes a line to standard error.
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}

@@ -1,0 +1,14 @@
+import ArgumentParser
+
+@main
+struct PGDataKitCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pgdatakit",
+        abstract: "Core Data's object graph over PostgreSQL, shared by many worker processes.",
+        discussion: """
+            Without DATABASE_URL (or --database-url), commands run against a throwaway
+            PostgreSQL server started from the installed binaries and removed afterwards.
+            """,
+        subcommands: [MigrateCommand.self, DatabaseCommand.self]
+    )
+}

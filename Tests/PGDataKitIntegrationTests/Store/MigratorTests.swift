@@ -1,0 +1,181 @@
+import Foundation
+import PGDataKit
+import Testing
+
+@Suite("Migrator")
+struct MigratorTests {
+    static let createWidgets = Migration(
+        version: 1, name: "create_widgets", sql: "CREATE TABLE widgets (id int PRIMARY KEY, name text);")
+    static let addColour = Migration(
+        version: 2, name: "add_colour",
+        sql: "ALTER TABLE widgets ADD COLUMN colour text;\nINSERT INTO widgets VALUES (1, 'first', 'red');")
+
+    @Test func freshApplyThenReRunIsANoOp() throws {
+        try TestDatabase.withConnection { connection in
+            let migrator = try Migrator(migrations: [Self.addColour, Self.createWidgets])
+            #expect(try migrator.pending(on: connection).map(\.version) == [1, 2])
+            let applied = try migrator.migrate(on: connection)
+            #expect(applied.map(\.version) == [1, 2])
+            #expect(try migrator.pending(on: connection).isEmpty)
+            #expect(try connection.query("SELECT colour FROM widgets")[0].decode(String.self, at: 0) == "red")
+            let statuses = try migrator.status(on: connection)
+            #expect(statuses.count == 2)
+            for status in statuses {
+                guard case .applied = status.state else {
+                    Issue.record("\(status) should be applied")
+                    continue
+                }
+            }
+            let records = try connection.query(
+                "SELECT version, name, checksum FROM pgdatakit_migrations ORDER BY version")
+            #expect(try records.map { try $0.decode(String.self, named: "name") } == ["create_widgets", "add_colour"])
+            #expect(try records[0].decode(String.self, named: "checksum") == Self.createWidgets.checksum)
+
+            // Again: nothing to do, nothing re-run (the INSERT would fail on its key).
+            #expect(try migrator.migrate(on: connection).isEmpty)
+            #expect(try connection.query("SELECT count(*) FROM widgets")[0].decode(Int.self, at: 0) == 1)
+        }
+    }
+
+    @Test func upToStopsAtAVersion() throws {
+        try TestDatabase.withConnection { connection in
+            let migrator = try Migrator(migrations: [Self.createWidgets, Self.addColour])
+            #expect(try migrator.migrate(on: connection, upTo: 1).map(\.version) == [1])
+            #expect(try migrator.pending(on: connection).map(\.version) == [2])
+        }
+    }
+
+    @Test func changedChecksumIsAnError() throws {
+        try TestDatabase.withConnection { connection in
+            try Migrator(migrations: [Self.createWidgets]).migrate(on: connection)
+            var edited = Self.createWidgets
+            edited.sql += "\n-- edited afterwards"
+            let migrator = try Migrator(migrations: [edited, Self.addColour])
+            do {
+                try migrator.migrate(on: connection)
+                Issue.record("expected a checksum mismatch")
+            } catch let error as MigrationError {
+                guard case .checksumMismatch(let version, let name, _, _) = error.reason else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(version == 1)
+                #expect(name == "create_widgets")
+                #expect(error.description.contains("changed after it was applied"))
+            }
+            // Nothing else was applied.
+            #expect(try migrator.pending(on: connection).map(\.version) == [2])
+            let status = try migrator.status(on: connection)
+            #expect(status.first?.state == .changed(recorded: Self.createWidgets.checksum, current: edited.checksum))
+        }
+    }
+
+    @Test func failingMigrationIsRolledBackWhole() throws {
+        try TestDatabase.withConnection { connection in
+            let broken = Migration(
+                version: 2, name: "broken", sql: "CREATE TABLE half_done (id int);\nSELECT * FROM nowhere;")
+            let migrator = try Migrator(migrations: [Self.createWidgets, broken])
+            do {
+                try migrator.migrate(on: connection)
+                Issue.record("expected a failure")
+            } catch let error as MigrationError {
+                guard case .migrationFailed(let version, _, let underlying) = error.reason else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(version == 2)
+                #expect(underlying.sqlState == .undefinedTable)
+            }
+            #expect(try migrator.pending(on: connection).map(\.version) == [2])
+            let halfDone = try connection.query("SELECT to_regclass('half_done') IS NULL")[0]
+            #expect(try halfDone.decode(Bool.self, at: 0))
+            // The advisory lock was released: another session can migrate.
+            let other = try Connection(connection.configuration)
+            defer { other.close() }
+            #expect(try other.query("SELECT pg_try_advisory_lock($1)", [Migrator.advisoryLockKey])[0].decode(Bool.self, at: 0))
+        }
+    }
+
+    @Test func fourConcurrentMigratorsApplyEachMigrationOnce() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            // Not idempotent: a second application of any of these fails.
+            let migrations = [
+                Migration(version: 1, name: "create", sql: "CREATE TABLE counter (n int);"),
+                Migration(version: 2, name: "slow", sql: "SELECT pg_sleep(0.3); INSERT INTO counter VALUES (1);"),
+                Migration(version: 3, name: "index", sql: "CREATE UNIQUE INDEX counter_n ON counter (n);"),
+            ]
+            let migrator = try Migrator(migrations: migrations)
+            let applied = Counter()
+            try onThreads(4) { _ in
+                let connection = try Connection(configuration)
+                defer { connection.close() }
+                applied.add(try migrator.migrate(on: connection).count)
+            }
+            #expect(applied.value == 3)
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            #expect(try connection.query("SELECT count(*) FROM counter")[0].decode(Int.self, at: 0) == 1)
+            #expect(try connection.query("SELECT count(*) FROM pgdatakit_migrations")[0].decode(Int.self, at: 0) == 3)
+        }
+    }
+
+    @Test func readsNumberedFilesAndRejectsMisnamedOnes() throws {
+        try TestDatabase.withTemporaryDirectory { directory in
+            try "CREATE TABLE b ();".write(to: directory.appendingPathComponent("0002_second.sql"), atomically: true, encoding: .utf8)
+            try "CREATE TABLE a ();".write(to: directory.appendingPathComponent("0001_first.sql"), atomically: true, encoding: .utf8)
+            try "notes".write(to: directory.appendingPathComponent("README.md"), atomically: true, encoding: .utf8)
+            let migrator = try Migrator(directory: directory)
+            #expect(migrator.migrations.map(\.fileName) == ["0001_first.sql", "0002_second.sql"])
+
+            try "".write(to: directory.appendingPathComponent("1_first-again.sql"), atomically: true, encoding: .utf8)
+            #expect(throws: MigrationError.self) { try Migrator(directory: directory) }
+            try FileManager.default.removeItem(at: directory.appendingPathComponent("1_first-again.sql"))
+
+            try "".write(to: directory.appendingPathComponent("three.sql"), atomically: true, encoding: .utf8)
+            do {
+                _ = try Migrator(directory: directory)
+                Issue.record("expected a bad file name error")
+            } catch let error as MigrationError {
+                #expect(error.description.contains("three.sql"))
+            }
+        }
+        #expect(throws: MigrationError.self) {
+            try Migrator(directory: URL(fileURLWithPath: "/nonexistent/migrations"))
+        }
+    }
+
+    @Test func theExampleSchemaApplies() throws {
+        try TestDatabase.withConnection(migrations: true) { connection in
+            let columns = try connection.query(
+                """
+                SELECT table_name, column_name FROM information_schema.columns
+                WHERE table_schema = 'public' AND column_name = 'version' AND table_name IN ('users', 'posts')
+                ORDER BY table_name
+                """)
+            #expect(try columns.map { try $0.decode(String.self, at: 0) } == ["posts", "users"])
+            try connection.execute("INSERT INTO users (user_id, name, age) VALUES ('u1', 'Ada', 36)")
+            #expect(throws: PostgresError.self) {
+                try connection.execute("INSERT INTO users (user_id) VALUES ('u1')")
+            }
+        }
+    }
+}
+
+/// A thread-safe running total.
+final class Counter: @unchecked Sendable {
+    // Safe: `total` is only touched under `lock`.
+    private let lock = NSLock()
+    private var total = 0
+
+    func add(_ amount: Int) {
+        lock.lock()
+        total += amount
+        lock.unlock()
+    }
+
+    var value: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return total
+    }
+}

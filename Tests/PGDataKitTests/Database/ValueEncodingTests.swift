@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+/// Decodes `text` as `T` the way a result column would be.
+private func decode<T: PostgresDecodable>(_ type: T.Type, from text: String?) throws -> T {
+    guard var text else { return try T.decode(from: PostgresCell(bytes: nil)) }
+    return try text.withUTF8 { try T.decode(from: PostgresCell(bytes: $0)) }
+}
+
+@Suite("Value encoding without a server")
+struct ValueEncodingTests {
+    @Test func integersParseAndRejectOverflow() throws {
+        #expect(try decode(Int.self, from: "-9223372036854775808") == Int.min)
+        #expect(try decode(Int16.self, from: "32767") == Int16.max)
+        #expect(throws: PostgresValueError.self) { try decode(Int16.self, from: "32768") }
+        #expect(throws: PostgresValueError.self) { try decode(Int.self, from: "12a") }
+        #expect(throws: PostgresValueError.self) { try decode(Int.self, from: "") }
+        #expect(throws: PostgresValueError.self) { try decode(Int.self, from: nil) }
+        #expect(try decode(Int?.self, from: nil) == nil)
+    }
+
+    @Test(arguments: [
+        ("2024-02-29 13:45:01.5+00", 1_709_214_301_500_000),
+        ("2024-02-29 19:15:01.5+05:30", 1_709_214_301_500_000),
+        ("2024-02-29 10:15:01.500000-03:30", 1_709_214_301_500_000),
+        ("1970-01-01 00:00:00+00", 0),
+        ("1969-12-31 23:59:59.999999+00", -1),
+        ("2000-01-01", 946_684_800_000_000),
+        ("1900-01-01 00:00:00-00:17:30", -2_208_987_750_000_000),
+    ] as [(String, Int64)])
+    func timestampsParse(_ text: String, _ micros: Int64) throws {
+        var text = text
+        #expect(text.withUTF8 { TimestampText.parse($0) } == micros)
+    }
+
+    @Test func timestampsFormatAndReparse() {
+        for micros: Int64 in [0, -1, 1_709_214_301_500_000, -62_135_596_800_000_000 - 86_400_000_000, 253_402_300_799_999_999] {
+            var text = TimestampText.format(microsecondsSince1970: micros)
+            #expect(text.withUTF8 { TimestampText.parse($0) } == micros, "\(text)")
+        }
+        #expect(TimestampText.format(microsecondsSince1970: 0) == "1970-01-01 00:00:00.000000+00")
+        #expect(TimestampText.format(microsecondsSince1970: -62_135_596_800_000_000 - 86_400_000_000).hasSuffix(" BC"))
+    }
+
+    @Test func malformedTimestampsAreRejected() {
+        for bad in ["", "2024", "2024-13-01", "2024-01-01 25", "yesterday", "2024-01-01 10:00:00 AD"] {
+            var text = bad
+            #expect(text.withUTF8 { TimestampText.parse($0) } == nil, "\(bad)")
+        }
+    }
+
+    @Test func arrayLiteralsQuoteEverything() throws {
+        #expect(try ["a", "b\"c", "d\\e"].postgresText() == #"{"a","b\"c","d\\e"}"#)
+        #expect(try ([1, nil, 3] as [Int?]).postgresText() == #"{"1",NULL,"3"}"#)
+        #expect(try ([] as [Int]).postgresText() == "{}")
+        #expect([Int].postgresType.oid == PostgresType.int8.arrayOID)
+    }
+
+    @Test func arrayLiteralsParse() throws {
+        #expect(try decode([String?].self, from: #"{a,"b c",NULL,"NULL","q\"x"}"#) == ["a", "b c", nil, "NULL", "q\"x"])
+        #expect(try decode([Int].self, from: "[0:1]={7,8}") == [7, 8])
+        #expect(try decode([Int].self, from: "{}") == [])
+        #expect(throws: PostgresValueError.self) { try decode([Int].self, from: "{{1,2},{3,4}}") }
+        #expect(throws: PostgresValueError.self) { try decode([Int].self, from: "{1,NULL}") }
+        #expect(throws: PostgresValueError.self) { try decode([Int].self, from: "1,2") }
+    }
+
+    @Test func byteaHex() throws {
+        #expect(try Data([0x00, 0xAB, 0xFF]).postgresText() == "\\x00abff")
+        #expect(try decode(Data.self, from: "\\x00ABff") == Data([0x00, 0xAB, 0xFF]))
+        #expect(throws: PostgresValueError.self) { try decode(Data.self, from: "\\x0g") }
+        #expect(throws: PostgresValueError.self) { try decode(Data.self, from: "plain") }
+    }
+
+    @Test func doublesUseShortestRoundTripText() throws {
+        #expect(try 0.1.postgresText() == "0.1")
+        #expect(try Double.infinity.postgresText() == "Infinity")
+        #expect(try (-Double.infinity).postgresText() == "-Infinity")
+        #expect(try Double.nan.postgresText() == "NaN")
+        #expect(try decode(Double.self, from: "-Infinity") == -.infinity)
+    }
+
+    @Test func jsonTextIsCompactAndSorted() throws {
+        let value: JSONValue = ["b": [1, 2.5, nil], "a": "x\"\n\u{1}", "c": true]
+        #expect(value.jsonText == #"{"a":"x\"\n\u0001","b":[1,2.5,null],"c":true}"#)
+        #expect(try JSONValue(parsing: value.jsonText) == value)
+        #expect(throws: PostgresValueError.self) { try decode(JSONValue.self, from: "{not json") }
+    }
+
+    @Test func errorsNameColumnRowAndType() {
+        let error = PostgresValueError(
+            reason: .invalidText("abc"), swiftType: "Int", column: "age", row: 3, typeOID: 25)
+        #expect(error.description.contains("\"age\""))
+        #expect(error.description.contains("row 3"))
+        #expect(error.description.contains("Int"))
+    }
+}
