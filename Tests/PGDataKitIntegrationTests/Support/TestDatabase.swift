@@ -16,25 +16,38 @@ enum TestDatabase {
     static func withFreshDatabase<T>(
         migrations: Bool = false, _ body: (ConnectionConfiguration) throws -> T
     ) throws -> T {
+        let (configuration, cleanup) = try makeFreshDatabase(migrations: migrations)
+        defer { cleanup() }
+        return try body(configuration)
+    }
+
+    /// Creates a new database and returns its configuration and the closure that drops
+    /// it (for async tests, which cannot use the closure form).
+    static func makeFreshDatabase(migrations: Bool = false) throws -> (ConnectionConfiguration, @Sendable () -> Void) {
         let server = try serverConfiguration()
         let name = "pgdatakit_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let admin = try Connection(server)
-        defer { admin.close() }
         try admin.execute("CREATE DATABASE " + Connection.quoteIdentifier(name))
-        defer {
+        let cleanup: @Sendable () -> Void = {
             do {
                 try admin.execute("DROP DATABASE IF EXISTS " + Connection.quoteIdentifier(name) + " WITH (FORCE)")
             } catch {
                 Issue.record("could not drop test database \(name): \(error)")
             }
+            admin.close()
         }
         let configuration = server.database(name)
         if migrations {
-            let connection = try Connection(configuration)
-            defer { connection.close() }
-            try Migrator(directory: repositoryRoot.appendingPathComponent("migrations")).migrate(on: connection)
+            do {
+                let connection = try Connection(configuration)
+                defer { connection.close() }
+                try Migrator(directory: repositoryRoot.appendingPathComponent("migrations")).migrate(on: connection)
+            } catch {
+                cleanup()
+                throw error
+            }
         }
-        return try body(configuration)
+        return (configuration, cleanup)
     }
 
     /// Runs `body` with an open connection to a new, empty database.

@@ -1,0 +1,141 @@
+import Foundation
+
+/// What a save or a merge changed: the IDs of inserted, updated and deleted objects and
+/// the keys changed on each updated object (Core Data's did-save / objects-did-change
+/// notification contents).
+public struct ContextChanges: Sendable, Equatable {
+    /// Objects inserted.
+    public var inserted: Set<ObjectID> = []
+    /// Objects updated.
+    public var updated: Set<ObjectID> = []
+    /// Objects deleted.
+    public var deleted: Set<ObjectID> = []
+    /// For each updated object, the attributes and relationships that changed.
+    public var changedKeys: [ObjectID: Set<String>] = [:]
+
+    /// An empty change set.
+    public init() {}
+
+    /// Whether nothing changed.
+    public var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
+}
+
+/// Keeps an observer registered until it is cancelled or released.
+public final class ObserverToken: Sendable {
+    private let cancellation: @Sendable () -> Void
+
+    init(_ cancellation: @escaping @Sendable () -> Void) {
+        self.cancellation = cancellation
+    }
+
+    /// Stops the observation.
+    public func cancel() { cancellation() }
+}
+
+/// The observers of one context; confined to its queue except for registration, which
+/// is locked.
+struct ContextObservers: @unchecked Sendable {
+    // Sendable: `storage` is a locked box shared with the tokens.
+    final class Storage: @unchecked Sendable {
+        // Safe: every access holds `lock`.
+        let lock = NSLock()
+        var nextID = 0
+        var didSave: [Int: @Sendable (ContextChanges) -> Void] = [:]
+        var didChange: [Int: @Sendable (ContextChanges) -> Void] = [:]
+        var saveStreams: [Int: AsyncStream<ContextChanges>.Continuation] = [:]
+        var changeStreams: [Int: AsyncStream<ContextChanges>.Continuation] = [:]
+    }
+
+    let storage = Storage()
+
+    func add(didSave: Bool, _ observer: @escaping @Sendable (ContextChanges) -> Void) -> ObserverToken {
+        let storage = self.storage
+        storage.lock.lock()
+        let id = storage.nextID
+        storage.nextID += 1
+        if didSave { storage.didSave[id] = observer } else { storage.didChange[id] = observer }
+        storage.lock.unlock()
+        return ObserverToken {
+            storage.lock.lock()
+            storage.didSave.removeValue(forKey: id)
+            storage.didChange.removeValue(forKey: id)
+            storage.lock.unlock()
+        }
+    }
+
+    func stream(didSave: Bool) -> AsyncStream<ContextChanges> {
+        let storage = self.storage
+        let (stream, continuation) = AsyncStream.makeStream(of: ContextChanges.self)
+        storage.lock.lock()
+        let id = storage.nextID
+        storage.nextID += 1
+        if didSave { storage.saveStreams[id] = continuation } else { storage.changeStreams[id] = continuation }
+        storage.lock.unlock()
+        continuation.onTermination = { _ in
+            storage.lock.lock()
+            storage.saveStreams.removeValue(forKey: id)
+            storage.changeStreams.removeValue(forKey: id)
+            storage.lock.unlock()
+        }
+        return stream
+    }
+
+    func postDidSave(_ changes: ContextChanges) {
+        storage.lock.lock()
+        let observers = Array(storage.didSave.values)
+        let streams = Array(storage.saveStreams.values)
+        storage.lock.unlock()
+        observers.forEach { $0(changes) }
+        streams.forEach { $0.yield(changes) }
+    }
+
+    func postDidChange(_ changes: ContextChanges) {
+        storage.lock.lock()
+        let observers = Array(storage.didChange.values)
+        let streams = Array(storage.changeStreams.values)
+        storage.lock.unlock()
+        observers.forEach { $0(changes) }
+        streams.forEach { $0.yield(changes) }
+    }
+
+    func finishAll() {
+        storage.lock.lock()
+        let streams = Array(storage.saveStreams.values) + Array(storage.changeStreams.values)
+        storage.lock.unlock()
+        streams.forEach { $0.finish() }
+    }
+}
+
+extension ManagedObjectContext {
+    /// Calls `observer` on the context's queue after each successful save, with what the
+    /// save changed, until `cancel()` is called on the returned token.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let token = context.observeDidSave { changes in
+    ///     print("saved \(changes.inserted.count) new objects")
+    /// }
+    /// ```
+    public func observeDidSave(_ observer: @escaping @Sendable (ContextChanges) -> Void) -> ObserverToken {
+        observers.add(didSave: true, observer)
+    }
+
+    /// Calls `observer` on the context's queue after changes from elsewhere were merged
+    /// into this context (Core Data's objects-did-change after a merge).
+    public func observeObjectsDidChange(_ observer: @escaping @Sendable (ContextChanges) -> Void) -> ObserverToken {
+        observers.add(didSave: false, observer)
+    }
+
+    /// Every later successful save of this context, as an async sequence.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// for await changes in context.didSaveNotifications { print(changes.updated) }
+    /// ```
+    public var didSaveNotifications: AsyncStream<ContextChanges> { observers.stream(didSave: true) }
+
+    /// Every later merge into this context, as an async sequence.
+    public var objectsDidChangeNotifications: AsyncStream<ContextChanges> { observers.stream(didSave: false) }
+}

@@ -1,0 +1,451 @@
+import Foundation
+import Synchronization
+
+/// A reference from a to-one relationship to its destination.
+enum RelatedReference {
+    /// No related object.
+    case none
+    /// The destination's primary key, not loaded yet.
+    case key(Int64)
+    /// The destination object.
+    case object(ManagedObject)
+}
+
+/// The base class of every entity: a row of a table, with change tracking.
+///
+/// Subclass it and declare properties with `@Attribute` and `@Relationship`; override
+/// the class properties to change names. Objects belong to one context and are used on
+/// its queue only (checked in debug builds); pass `objectID` to other contexts.
+///
+/// For example:
+///
+/// ```swift
+/// final class User: ManagedObject {
+///     override class var tableName: String { "users" }
+///     @Attribute(unique: true) var userID: String = ""
+///     @Attribute var name: String?
+///     @Attribute var age: Int?
+///     @Relationship(inverse: "user", deleteRule: .cascade) var posts: Set<Post>
+/// }
+///
+/// try context.performAndWait {
+///     let user = User(context: context)
+///     user.userID = "u1"
+///     try context.save()
+/// }
+/// ```
+open class ManagedObject: Hashable, CustomStringConvertible {
+    /// The entity name; the class name unless overridden.
+    open class var entityName: String { String(describing: self) }
+    /// The table; snake_case of the entity name unless overridden.
+    open class var tableName: String { Naming.snakeCase(entityName) }
+    /// The primary-key column, a `bigint` with a sequence (identity or `bigserial`);
+    /// `id` unless overridden.
+    open class var primaryKeyColumn: String { "id" }
+    /// The optimistic-locking version column, a `bigint`; `version` unless overridden.
+    open class var versionColumn: String { "version" }
+    /// Unique keys of several attributes, such as `[["firstName", "lastName"]]`;
+    /// single-attribute keys are declared with `@Attribute(unique: true)`.
+    open class var uniqueKeys: [[String]] { [] }
+
+    /// The object's ID: temporary until first saved, permanent afterwards.
+    public internal(set) var objectID: ObjectID
+    /// The context the object belongs to; `nil` before insertion and after it was
+    /// deleted and saved, or unregistered.
+    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+
+    var entityStorage: EntityDescription?
+    var values: [StoredValue] = []
+    var toOne: [RelatedReference] = []
+    /// Committed attribute values; `nil` while the object was never saved or fetched.
+    var snapshot: [StoredValue]?
+    /// Committed foreign keys of the to-one relationships.
+    var snapshotKeys: [Int64?] = []
+    /// The row version the snapshot was read at.
+    var version: Int64 = 0
+    var loadedToMany: Set<Int> = []
+    var deletedFlag = false
+    /// Set when the row turned out to be gone from the database.
+    var isMissingFromStore = false
+
+    /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
+    public required init() {
+        objectID = ObjectID(temporaryFor: Self.entityName)
+    }
+
+    /// Creates an object and inserts it into a context.
+    public convenience init(context: ManagedObjectContext) {
+        self.init()
+        context.insert(self)
+    }
+
+    /// The entity description: the context's model's, or one built from the class.
+    public var entity: EntityDescription {
+        if let entityStorage { return entityStorage }
+        let described = EntityRegistry.description(for: type(of: self))
+        entityStorage = described
+        return described
+    }
+
+    func prepareStorage() {
+        let entity = self.entity
+        if values.count != entity.attributes.count {
+            values = entity.attributes.map(\.defaultValue)
+        }
+        if toOne.count != entity.relationships.count {
+            toOne = Array(repeating: .none, count: entity.relationships.count)
+        }
+    }
+
+    // MARK: - State
+
+    /// Whether the object was inserted and not saved yet.
+    public var isInserted: Bool { managedObjectContext?.insertedSet.contains(self) ?? false }
+    /// Whether the object has unsaved changes to a saved row.
+    public var isUpdated: Bool {
+        guard let context = managedObjectContext, !isInserted, !isDeleted else { return false }
+        return context.changedSet.contains(self) && hasPersistentChangedValues
+    }
+    /// Whether the object was deleted (saved or not), or its row disappeared.
+    public var isDeleted: Bool { deletedFlag }
+    /// Whether the object has unsaved changes of any kind.
+    public var hasChanges: Bool { isInserted || isDeleted || isUpdated }
+
+    /// Deletes the object from its context (RHManagedObject's `delete`); the row goes at
+    /// the next save.
+    public func delete() {
+        managedObjectContext?.delete(self)
+    }
+
+    // MARK: - Identity
+
+    /// Objects are equal only to themselves.
+    public static func == (lhs: ManagedObject, rhs: ManagedObject) -> Bool { lhs === rhs }
+
+    /// Hashes the object's identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// `User/42 {name: "Ada", …}`.
+    public var description: String {
+        prepareStorage()
+        let fields = entity.attributes.map { attribute in
+            "\(attribute.name): \(values[attribute.index].map { "\($0)" } ?? "nil")"
+        }
+        return "\(objectID) {\(fields.joined(separator: ", "))}"
+    }
+
+    // MARK: - Storage access (used by the property wrappers)
+
+    func checkQueue() {
+        #if DEBUG
+            managedObjectContext?.assertOnQueue()
+        #endif
+    }
+
+    /// Finds which declared property a wrapper's storage key path is, by marking the
+    /// wrapper and looking for the mark through reflection; cached per entity.
+    func resolveSlot(for keyPath: AnyKeyPath, mark: (Int) -> Void, isAttribute: Bool) -> Int {
+        let entity = self.entity
+        if let cached = entity.cachedSlot(for: keyPath) { return cached }
+        let marker = SlotMarker.next()
+        mark(marker)
+        var mirror: Mirror? = Mirror(reflecting: self)
+        while let current = mirror {
+            for child in current.children {
+                guard let label = child.label, label.hasPrefix("_") else { continue }
+                let name = String(label.dropFirst())
+                if isAttribute, let declaration = child.value as? any AttributeDeclaration,
+                    declaration.slot == marker, let attribute = entity.attribute(named: name)
+                {
+                    entity.cacheSlot(attribute.index, for: keyPath)
+                    return attribute.index
+                }
+                if !isAttribute, let declaration = child.value as? any RelationshipDeclaration,
+                    declaration.slot == marker, let relationship = entity.relationship(named: name)
+                {
+                    entity.cacheSlot(relationship.index, for: keyPath)
+                    return relationship.index
+                }
+            }
+            mirror = current.superclassMirror
+        }
+        preconditionFailure("property wrapper of \(type(of: self)) not found by reflection")
+    }
+
+    func attributeSlot<Object: ManagedObject, Value>(
+        for keyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
+    ) -> Int {
+        guard let object = self as? Object else { preconditionFailure("key path of another class") }
+        let current = object[keyPath: keyPath].slot
+        if current >= 0 { return current }
+        let slot = resolveSlot(for: keyPath, mark: { object[keyPath: keyPath].slot = $0 }, isAttribute: true)
+        object[keyPath: keyPath].slot = slot
+        return slot
+    }
+
+    func relationshipSlot<Object: ManagedObject, Value>(
+        for keyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>
+    ) -> Int {
+        guard let object = self as? Object else { preconditionFailure("key path of another class") }
+        let current = object[keyPath: keyPath].slot
+        if current >= 0 { return current }
+        let slot = resolveSlot(for: keyPath, mark: { object[keyPath: keyPath].slot = $0 }, isAttribute: false)
+        object[keyPath: keyPath].slot = slot
+        return slot
+    }
+
+    func storedValue(at slot: Int) -> StoredValue {
+        checkQueue()
+        prepareStorage()
+        return values[slot]
+    }
+
+    func missingValue<Value>(_ type: Value.Type, slot: Int) -> Value {
+        preconditionFailure(
+            "\(entity.name).\(entity.attributes[slot].name) holds no value of type \(Value.self)")
+    }
+
+    func setStoredValue(_ value: StoredValue, at slot: Int) {
+        checkQueue()
+        prepareStorage()
+        let attribute = entity.attributes[slot]
+        if attribute.isEqual(values[slot], value) && (values[slot] == nil) == (value == nil) { return }
+        values[slot] = value
+        managedObjectContext?.objectDidChange(self)
+    }
+
+    /// The primary key a to-one reference points at, if the destination is saved.
+    func referencedKey(at index: Int) -> Int64? {
+        prepareStorage()
+        switch toOne[index] {
+        case .none: return nil
+        case .key(let key): return key
+        case .object(let object): return object.objectID.primaryKey
+        }
+    }
+
+    /// Whether a to-one reference points at `object`.
+    func references(_ object: ManagedObject, at index: Int) -> Bool {
+        prepareStorage()
+        switch toOne[index] {
+        case .none: return false
+        case .key(let key): return object.objectID.primaryKey == key
+        case .object(let target): return target === object
+        }
+    }
+
+    func relatedObjects(at index: Int) -> [ManagedObject] {
+        checkQueue()
+        prepareStorage()
+        let relationship = entity.relationships[index]
+        if relationship.isToMany {
+            return managedObjectContext?.members(of: self, relationship: relationship) ?? []
+        }
+        switch toOne[index] {
+        case .none: return []
+        case .object(let object): return [object]
+        case .key(let key):
+            guard let context = managedObjectContext,
+                let object = context.resolve(key: key, entityName: relationship.destinationEntityName)
+            else { return [] }
+            toOne[index] = .object(object)
+            return [object]
+        }
+    }
+
+    func setRelatedObjects(_ objects: [ManagedObject], at index: Int) {
+        checkQueue()
+        prepareStorage()
+        let relationship = entity.relationships[index]
+        if let context = managedObjectContext {
+            for object in objects where object.managedObjectContext == nil { context.insert(object) }
+            for object in objects {
+                precondition(
+                    object.managedObjectContext === context,
+                    "\(entity.name).\(relationship.name): cannot relate objects of different contexts; "
+                        + "fetch the object in this context with object(with: objectID)")
+            }
+        }
+        if relationship.isToMany {
+            guard let inverseName = relationship.inverseName else { return }
+            let current = relatedObjects(at: index)
+            let wanted = Set(objects.map(ObjectIdentifier.init))
+            for member in current where !wanted.contains(ObjectIdentifier(member)) {
+                if let inverse = member.entity.relationship(named: inverseName), member.references(self, at: inverse.index) {
+                    member.setRelatedObjects([], at: inverse.index)
+                }
+            }
+            let existing = Set(current.map(ObjectIdentifier.init))
+            for object in objects where !existing.contains(ObjectIdentifier(object)) {
+                if let inverse = object.entity.relationship(named: inverseName) {
+                    object.setRelatedObjects([self], at: inverse.index)
+                }
+            }
+            return
+        }
+        let newValue: RelatedReference = objects.first.map { .object($0) } ?? .none
+        switch (toOne[index], newValue) {
+        case (.none, .none): return
+        case (.object(let old), .object(let new)) where old === new: return
+        default: break
+        }
+        toOne[index] = newValue
+        managedObjectContext?.objectDidChange(self)
+    }
+
+    // MARK: - Dynamic access
+
+    /// The value of an attribute or relationship by name: the attribute's value (`nil`
+    /// for `NULL`), a to-one relationship's object, or a to-many relationship's objects
+    /// as `[ManagedObject]`.
+    ///
+    /// - Throws: `ManagedObjectError.unknownKey` naming the entity and key.
+    public func value(forKey key: String) throws -> Any? {
+        checkQueue()
+        prepareStorage()
+        if let attribute = entity.attribute(named: key) { return values[attribute.index] }
+        if let relationship = entity.relationship(named: key) {
+            let objects = relatedObjects(at: relationship.index)
+            return relationship.isToMany ? objects : objects.first
+        }
+        throw ManagedObjectError.unknownKey(entity: entity.name, key: key)
+    }
+
+    /// Sets an attribute or relationship by name, checking the type.
+    ///
+    /// For example, `try user.setValue(36, forKey: "age")`; integers convert between
+    /// widths when the value fits.
+    ///
+    /// - Throws: `ManagedObjectError.unknownKey`, or `.typeMismatch` naming the entity,
+    ///   key, expected and actual types (also for `nil` into a non-optional attribute).
+    public func setValue(_ value: Any?, forKey key: String) throws {
+        checkQueue()
+        prepareStorage()
+        if let attribute = entity.attribute(named: key) {
+            guard let stored = attribute.coerce(value) else {
+                throw ManagedObjectError.typeMismatch(
+                    entity: entity.name, key: key, expected: attribute.swiftTypeName,
+                    actual: value.map { String(describing: type(of: $0)) } ?? "nil")
+            }
+            setStoredValue(stored, at: attribute.index)
+            return
+        }
+        if let relationship = entity.relationship(named: key) {
+            let objects: [ManagedObject]
+            switch value {
+            case nil: objects = []
+            case let object as ManagedObject: objects = [object]
+            case let many as [ManagedObject]: objects = many
+            case let many as any Collection:
+                objects = many.compactMap { $0 as? ManagedObject }
+                guard objects.count == many.count else { fallthrough }
+            default:
+                throw ManagedObjectError.typeMismatch(
+                    entity: entity.name, key: key, expected: relationship.isToMany
+                        ? "Set<\(relationship.destinationEntityName)>" : "\(relationship.destinationEntityName)?",
+                    actual: value.map { String(describing: type(of: $0)) } ?? "nil")
+            }
+            let wrongType = objects.first { !($0.entity.name == relationship.destinationEntityName) }
+            if let wrongType {
+                throw ManagedObjectError.typeMismatch(
+                    entity: entity.name, key: key, expected: relationship.destinationEntityName,
+                    actual: wrongType.entity.name)
+            }
+            if !relationship.isToMany && objects.count > 1 {
+                throw ManagedObjectError.typeMismatch(
+                    entity: entity.name, key: key, expected: "one \(relationship.destinationEntityName)",
+                    actual: "\(objects.count) objects")
+            }
+            setRelatedObjects(objects, at: relationship.index)
+            return
+        }
+        throw ManagedObjectError.unknownKey(entity: entity.name, key: key)
+    }
+
+    // MARK: - Changes
+
+    /// Whether any attribute or to-one relationship differs from the committed values.
+    var hasPersistentChangedValues: Bool { !changedAttributeIndexes.isEmpty || !changedToOneIndexes.isEmpty }
+
+    var changedAttributeIndexes: [Int] {
+        prepareStorage()
+        guard let snapshot else { return Array(entity.attributes.indices) }
+        return entity.attributes.indices.filter { index in
+            let attribute = entity.attributes[index]
+            let old = snapshot[index]
+            let new = values[index]
+            return (old == nil) != (new == nil) || !attribute.isEqual(old, new)
+        }
+    }
+
+    var changedToOneIndexes: [Int] {
+        prepareStorage()
+        return entity.relationships.filter { !$0.isToMany }.map(\.index).filter { index in
+            if case .object(let object) = toOne[index], object.objectID.isTemporaryID { return true }
+            let committed = snapshotKeys.count > index ? snapshotKeys[index] : nil
+            return referencedKey(at: index) != committed
+        }
+    }
+
+    /// The attributes and to-one relationships changed since the last save or fetch,
+    /// with their new values (`nil` for `NULL`/none).
+    public func changedValues() -> [String: Any?] {
+        checkQueue()
+        var changes: [String: Any?] = [:]
+        for index in changedAttributeIndexes {
+            changes[entity.attributes[index].name] = .some(values[index])
+        }
+        for index in changedToOneIndexes {
+            changes[entity.relationships[index].name] = .some(relatedObjects(at: index).first)
+        }
+        return changes
+    }
+
+    /// The last saved or fetched values of the given keys (all attributes if `nil`);
+    /// a to-one relationship's value is the related row's primary key.
+    public func committedValues(forKeys keys: [String]?) -> [String: Any?] {
+        checkQueue()
+        prepareStorage()
+        var result: [String: Any?] = [:]
+        let wanted = keys.map(Set.init)
+        for attribute in entity.attributes where wanted?.contains(attribute.name) ?? true {
+            result[attribute.name] = .some(snapshot?[attribute.index] ?? nil)
+        }
+        for relationship in entity.relationships where !relationship.isToMany && (wanted?.contains(relationship.name) ?? false) {
+            result[relationship.name] = .some(snapshotKeys.count > relationship.index ? snapshotKeys[relationship.index] : nil)
+        }
+        return result
+    }
+
+    /// Makes the current values the committed ones (after a save or a fetch).
+    func commitSnapshot() {
+        prepareStorage()
+        snapshot = values
+        snapshotKeys = entity.relationships.map { $0.isToMany ? nil : referencedKey(at: $0.index) }
+    }
+}
+
+/// Unique markers used to find a property wrapper by reflection.
+enum SlotMarker {
+    private static let counter = Atomic<Int>(0)
+
+    static func next() -> Int {
+        -2 - counter.add(1, ordering: .relaxed).newValue
+    }
+}
+
+/// Entity descriptions built from classes alone, for objects not yet in a context.
+enum EntityRegistry {
+    private static let descriptions = Mutex<[ObjectIdentifier: EntityDescription]>([:])
+
+    static func description(for objectClass: ManagedObject.Type) -> EntityDescription {
+        if let existing = descriptions.withLock({ $0[ObjectIdentifier(objectClass)] }) { return existing }
+        // Built outside the lock: describing instantiates a prototype of the class.
+        let built = EntityDescription(objectClass: objectClass)
+        return descriptions.withLock { cache in
+            if let existing = cache[ObjectIdentifier(objectClass)] { return existing }
+            cache[ObjectIdentifier(objectClass)] = built
+            return built
+        }
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+
+extension ManagedObjectContext {
+    /// Every object of an entity: the stored rows plus unsaved inserted objects, minus
+    /// unsaved deletions. Objects already registered keep their identity and their
+    /// unsaved changes.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let users = try context.fetchAll(User.self)
+    /// ```
+    ///
+    /// - Throws: `ManagedObjectError.unknownEntity`, or `PostgresError`.
+    public func fetchAll<T: ManagedObject>(_ type: T.Type) throws -> [T] {
+        assertOnQueue()
+        let entity = try entityDescription(for: type)
+        let stored = try fetchObjects(entity: entity, orderBy: "t.\(Connection.quoteIdentifier(entity.primaryKeyColumn))")
+        let pending = insertedSet.filter { $0.entity.name == entity.name }
+        return (stored.filter { !$0.deletedFlag } + pending.sorted { $0.objectID.description < $1.objectID.description })
+            .compactMap { $0 as? T }
+    }
+
+    /// The object with an ID: the registered instance, or the row fetched now.
+    ///
+    /// - Throws: `ManagedObjectError.objectNotFound` when no row exists (deleted, or a
+    ///   temporary ID of another context), or `PostgresError`.
+    public func object(with objectID: ObjectID) throws -> ManagedObject {
+        assertOnQueue()
+        if let object = registered[objectID] {
+            if object.deletedFlag { throw ManagedObjectError.objectDeleted(objectID) }
+            return object
+        }
+        guard let key = objectID.primaryKey else { throw ManagedObjectError.objectNotFound(objectID) }
+        guard let entity = coordinator.model.entity(named: objectID.entityName) else {
+            throw ManagedObjectError.unknownEntity(objectID.entityName)
+        }
+        let found = try fetchObjects(
+            entity: entity, where: "t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = $1", [key])
+        guard let object = found.first else { throw ManagedObjectError.objectNotFound(objectID) }
+        return object
+    }
+
+    /// The object with an ID, checking that its row still exists (Core Data's
+    /// `existingObject(with:)`; RHManagedObject's `objectInCurrentThreadContext`).
+    ///
+    /// - Throws: `ManagedObjectError.objectNotFound` or `.objectDeleted`.
+    public func existingObject(with objectID: ObjectID) throws -> ManagedObject {
+        try object(with: objectID)
+    }
+
+    func entityDescription(for type: ManagedObject.Type) throws -> EntityDescription {
+        guard let entity = coordinator.model.entity(for: type) else {
+            throw ManagedObjectError.unknownEntity(type.entityName)
+        }
+        return entity
+    }
+
+    /// Fetches rows of an entity and registers them (one query).
+    func fetchObjects(
+        entity: EntityDescription, where condition: String? = nil,
+        _ parameters: [(any PostgresEncodable)?] = [], orderBy: String? = nil, limit: Int? = nil,
+        offset: Int? = nil
+    ) throws -> [ManagedObject] {
+        var sql = "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t"
+        if let condition { sql += " WHERE \(condition)" }
+        if let orderBy { sql += " ORDER BY \(orderBy)" }
+        if let limit { sql += " LIMIT \(limit)" }
+        if let offset { sql += " OFFSET \(offset)" }
+        let result = try withDatabase { connection in
+            try coordinator.execute(sql, parameters, on: connection)
+        }
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(result.count)
+        for row in result { objects.append(try register(row: row, entity: entity)) }
+        return objects
+    }
+
+    /// Decodes a row selected with `entity.selectList` into the registered object for
+    /// its key, creating it if needed. Objects with unsaved changes are left as they are.
+    func register(row: Row, entity: EntityDescription) throws -> ManagedObject {
+        let key = try row.decode(Int64.self, at: 0)
+        let objectID = ObjectID(entityName: entity.name, primaryKey: key)
+        if let existing = registered[objectID] {
+            if !changedSet.contains(existing) && !existing.deletedFlag {
+                try apply(row: row, to: existing, entity: entity)
+            }
+            return existing
+        }
+        let object = entity.objectClass.init()
+        object.entityStorage = entity
+        object.objectID = objectID
+        object.managedObjectContext = self
+        try apply(row: row, to: object, entity: entity)
+        registered[objectID] = object
+        return object
+    }
+
+    /// Copies a row's values into an object and makes them its committed values.
+    func apply(row: Row, to object: ManagedObject, entity: EntityDescription) throws {
+        let key = try row.decode(Int64.self, at: 0)
+        object.prepareStorage()
+        object.version = try row.decode(Int64.self, at: 1)
+        var column = 2
+        for attribute in entity.attributes {
+            let value = try row.withCell(at: column) { try attribute.decode($0) }
+            if value == nil && !attribute.isOptional {
+                throw ManagedObjectError.invalidStoredValue(
+                    entity: entity.name, key: attribute.name, primaryKey: key,
+                    reason: "NULL in a non-optional attribute")
+            }
+            object.values[attribute.index] = value
+            column += 1
+        }
+        for relationship in entity.relationships where !relationship.isToMany {
+            let foreignKey = try row.decode(Int64?.self, at: column)
+            column += 1
+            if case .object(let current) = object.toOne[relationship.index],
+                current.objectID.primaryKey == foreignKey
+            {
+                continue
+            }
+            object.toOne[relationship.index] = foreignKey.map { .key($0) } ?? .none
+        }
+        object.commitSnapshot()
+    }
+
+    /// The object for a primary key: registered, or fetched now (one query); `nil`
+    /// when the row is gone.
+    func resolve(key: Int64, entityName: String) -> ManagedObject? {
+        let objectID = ObjectID(entityName: entityName, primaryKey: key)
+        if let object = registered[objectID] { return object }
+        do {
+            return try object(with: objectID)
+        } catch {
+            logger.debug("could not load \(objectID): \(error)")
+            return nil
+        }
+    }
+
+    /// The members of a to-many relationship: loaded once with one query, then read
+    /// from the registered objects so unsaved changes count.
+    func members(of object: ManagedObject, relationship: RelationshipDescription) -> [ManagedObject] {
+        guard let inverseName = relationship.inverseName,
+            let destination = coordinator.model.entity(named: relationship.destinationEntityName),
+            let inverse = destination.relationship(named: inverseName),
+            let column = inverse.columnName
+        else { return [] }
+        if let key = object.objectID.primaryKey, !object.loadedToMany.contains(relationship.index) {
+            do {
+                _ = try fetchObjects(
+                    entity: destination, where: "t.\(Connection.quoteIdentifier(column)) = $1", [key])
+                object.loadedToMany.insert(relationship.index)
+            } catch {
+                logger.warning("could not load \(object.objectID).\(relationship.name): \(error)")
+            }
+        }
+        return registered.values.filter { candidate in
+            candidate.entity.name == destination.name && !candidate.deletedFlag
+                && candidate.references(object, at: inverse.index)
+        }.sorted { $0.objectID.description < $1.objectID.description }
+    }
+
+    /// Re-reads the rows of registered objects of one entity (one query). Objects whose
+    /// row is gone are marked deleted and leave the context.
+    func refreshObjects(
+        _ objects: [Int64: ManagedObject], entity: EntityDescription, mergeChanges: Bool
+    ) throws {
+        guard !objects.isEmpty else { return }
+        let result = try withDatabase { connection in
+            try coordinator.execute(
+                "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t "
+                    + "WHERE t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = ANY($1)",
+                [Array(objects.keys)], on: connection)
+        }
+        var seen: Set<Int64> = []
+        for row in result {
+            let key = try row.decode(Int64.self, at: 0)
+            guard let object = objects[key] else { continue }
+            seen.insert(key)
+            let localValues = object.values
+            let localToOne = object.toOne
+            let changedAttributes = mergeChanges ? object.changedAttributeIndexes : []
+            let changedToOne = mergeChanges ? object.changedToOneIndexes : []
+            try apply(row: row, to: object, entity: entity)
+            for index in changedAttributes { object.values[index] = localValues[index] }
+            for index in changedToOne { object.toOne[index] = localToOne[index] }
+            if changedAttributes.isEmpty && changedToOne.isEmpty { changedSet.remove(object) }
+            object.loadedToMany.removeAll()
+        }
+        for (key, object) in objects where !seen.contains(key) {
+            forgetDeletedObject(object)
+        }
+    }
+}

@@ -1,0 +1,344 @@
+import Foundation
+import Logging
+
+/// A scratch pad of managed objects: fetch them, change them, save the changes.
+///
+/// There are two kinds, as in Core Data:
+///
+/// - A **private** context is a database transaction. It begins one (repeatable read, so
+///   all its fetches see one snapshot of the store) on its first database access and
+///   holds its pooled connection until `save()`, `rollback()` or `reset()`. Make one
+///   with `ContextManager.newPrivateContext()` for each unit of work.
+/// - The **main** context does short reads, each on a connection borrowed for the read,
+///   and is where other contexts' saves are merged. A server has no UI thread: the main
+///   context runs on a serial queue of its own.
+///
+/// Every context is confined to its queue: use it and its objects inside
+/// `perform { }` or `performAndWait { }` (debug builds stop on use from elsewhere). Pass
+/// `ObjectID`s, not objects, between contexts.
+///
+/// For example:
+///
+/// ```swift
+/// let context = manager.newPrivateContext()
+/// try context.performAndWait {
+///     let user = User(context: context)
+///     user.userID = "u1"
+///     user.name = "Ada"
+///     try context.save()    // one transaction: inserts, updates, deletes, commit
+/// }
+/// ```
+public final class ManagedObjectContext: @unchecked Sendable {
+    // Sendable: the context is confined to `queue`; every method that touches its state
+    // asserts (in debug builds) that it runs there. `perform` and `performAndWait` are
+    // the ways in from other threads.
+
+    /// The kind of context.
+    public enum ConcurrencyType: Sendable {
+        /// The long-lived context where saves are merged; short reads.
+        case main
+        /// A database transaction for one unit of work.
+        case `private`
+    }
+
+    /// The kind of context.
+    public let concurrencyType: ConcurrencyType
+    /// The coordinator whose model and database the context uses.
+    public let coordinator: StoreCoordinator
+    /// A name for logs and debugging.
+    public let name: String
+    /// How a save resolves rows changed elsewhere since they were read; `.error`
+    /// by default.
+    public var mergePolicy: MergePolicy = .error
+    /// Whether the context manager merges this context's saves into the main context
+    /// right after commit (`true` by default, as in SQKDataKit).
+    public var shouldMergeOnSave = true
+    /// The isolation level of a private context's transaction.
+    public var isolationLevel: IsolationLevel = .repeatableRead
+
+    let queue: DispatchQueue
+    private let queueKey = DispatchSpecificKey<Bool>()
+    weak var manager: ContextManager?
+    let logger: Logger
+
+    var registered: [ObjectID: ManagedObject] = [:]
+    var insertedSet: Set<ManagedObject> = []
+    var deletedSet: Set<ManagedObject> = []
+    /// Registered objects that were changed since the last save (may have reverted).
+    var changedSet: Set<ManagedObject> = []
+    /// The open transaction of a private context.
+    var transaction: Connection?
+    var observers = ContextObservers()
+
+    /// Creates a context; usually `ContextManager` does this.
+    public init(
+        concurrencyType: ConcurrencyType, coordinator: StoreCoordinator, name: String? = nil
+    ) {
+        self.concurrencyType = concurrencyType
+        self.coordinator = coordinator
+        let label = name ?? (concurrencyType == .main ? "main" : "private")
+        self.name = label
+        self.queue = DispatchQueue(label: "pgdatakit.context.\(label)")
+        self.logger = Logger(label: "pgdatakit.context")
+        queue.setSpecific(key: queueKey, value: true)
+    }
+
+    deinit {
+        if let transaction {
+            coordinator.pool.release(transaction)  // rolls the open transaction back
+        }
+        observers.finishAll()
+    }
+
+    // MARK: - Queue
+
+    /// Whether the caller runs on this context's queue.
+    public var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }
+
+    /// Stops (in debug builds) when the context is used off its queue.
+    func assertOnQueue() {
+        #if DEBUG
+            if !isOnQueue {
+                preconditionFailure(
+                    "context \"\(name)\" used off its queue: wrap the work in perform { } or performAndWait { }")
+            }
+        #endif
+    }
+
+    /// Runs `block` on the context's queue and returns at once.
+    public func perform(_ block: @escaping @Sendable () -> Void) {
+        queue.async(execute: block)
+    }
+
+    /// Runs `block` on the context's queue and waits for its result without blocking a
+    /// thread.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let count = try await context.perform { try context.fetchAll(User.self).count }
+    /// ```
+    public func perform<T: Sendable>(_ block: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try block() }) }
+        }
+    }
+
+    /// Runs `block` on the context's queue and waits for it; runs it directly when
+    /// already on the queue (reentrant). Returns its value and rethrows its error.
+    @discardableResult
+    public func performAndWait<T>(_ block: () throws -> T) rethrows -> T {
+        if isOnQueue { return try block() }
+        return try queue.sync(execute: block)
+    }
+
+    // MARK: - Objects
+
+    /// Every object registered in the context.
+    public var registeredObjects: Set<ManagedObject> {
+        assertOnQueue()
+        return Set(registered.values)
+    }
+
+    /// Objects inserted and not saved yet.
+    public var insertedObjects: Set<ManagedObject> {
+        assertOnQueue()
+        return insertedSet
+    }
+
+    /// Saved objects with unsaved changes.
+    public var updatedObjects: Set<ManagedObject> {
+        assertOnQueue()
+        return changedSet.filter { !insertedSet.contains($0) && !deletedSet.contains($0) && $0.hasPersistentChangedValues }
+    }
+
+    /// Objects deleted and not saved yet.
+    public var deletedObjects: Set<ManagedObject> {
+        assertOnQueue()
+        return deletedSet
+    }
+
+    /// Whether there is anything to save.
+    public var hasChanges: Bool {
+        assertOnQueue()
+        return !insertedSet.isEmpty || !deletedSet.isEmpty || !updatedObjects.isEmpty
+    }
+
+    /// Adds a new object; it gets a temporary ID and is inserted at the next save.
+    public func insert(_ object: ManagedObject) {
+        assertOnQueue()
+        if object.managedObjectContext === self { return }
+        precondition(
+            object.managedObjectContext == nil,
+            "\(object.objectID) belongs to another context; insert a new object instead")
+        object.entityStorage = coordinator.model.entity(for: type(of: object)) ?? object.entity
+        object.prepareStorage()
+        object.managedObjectContext = self
+        object.objectID = ObjectID(temporaryFor: object.entity.name)
+        registered[object.objectID] = object
+        insertedSet.insert(object)
+        // Related objects set before insertion come along.
+        for case .object(let related) in object.toOne where related.managedObjectContext == nil {
+            insert(related)
+        }
+    }
+
+    /// Marks an object for deletion at the next save and applies its relationships'
+    /// delete rules now: cascade deletes related objects, nullify clears their
+    /// references, deny is checked at save.
+    public func delete(_ object: ManagedObject) {
+        assertOnQueue()
+        guard object.managedObjectContext === self, !object.deletedFlag else { return }
+        object.deletedFlag = true
+        if insertedSet.remove(object) != nil {
+            registered.removeValue(forKey: object.objectID)
+        } else {
+            deletedSet.insert(object)
+        }
+        for relationship in object.entity.relationships {
+            switch relationship.deleteRule {
+            case .cascade:
+                for related in object.relatedObjects(at: relationship.index) { delete(related) }
+            case .nullify where relationship.isToMany:
+                guard let inverseName = relationship.inverseName else { continue }
+                for related in object.relatedObjects(at: relationship.index) {
+                    if let inverse = related.entity.relationship(named: inverseName) {
+                        related.setRelatedObjects([], at: inverse.index)
+                    }
+                }
+            case .nullify, .deny, .noAction:
+                break
+            }
+        }
+        if insertedSet.contains(object) == false && registered[object.objectID] == nil {
+            object.managedObjectContext = nil
+        }
+    }
+
+    /// Records a change to a registered object.
+    func objectDidChange(_ object: ManagedObject) {
+        guard object.managedObjectContext === self else { return }
+        if !insertedSet.contains(object) { changedSet.insert(object) }
+    }
+
+    // MARK: - Database access
+
+    /// Runs `body` with the context's connection: a private context's transaction
+    /// (begun on first use), or a connection borrowed for a main context's read.
+    func withDatabase<T>(_ body: (Connection) throws -> T) throws -> T {
+        switch concurrencyType {
+        case .main:
+            return try coordinator.pool.withConnection(body)
+        case .private:
+            let connection = try transactionConnection()
+            do {
+                return try body(connection)
+            } catch let error as PostgresError {
+                // A failed statement aborts the transaction; its snapshot is gone.
+                endTransaction(commit: false)
+                throw error
+            }
+        }
+    }
+
+    /// The private context's transaction, begun if needed.
+    func transactionConnection() throws -> Connection {
+        if let transaction { return transaction }
+        let connection = try coordinator.pool.acquire()
+        do {
+            try coordinator.execute("BEGIN ISOLATION LEVEL \(isolationLevel.rawValue)", on: connection)
+        } catch {
+            coordinator.pool.release(connection)
+            throw error
+        }
+        transaction = connection
+        return connection
+    }
+
+    /// Ends a private context's transaction and gives the connection back.
+    func endTransaction(commit: Bool) {
+        guard let connection = transaction else { return }
+        transaction = nil
+        if !commit, connection.transactionStatus != .idle {
+            do {
+                try coordinator.execute("ROLLBACK", on: connection)
+            } catch {
+                logger.debug("rollback failed: \(error)")
+            }
+        }
+        coordinator.pool.release(connection)
+    }
+
+    /// Whether a private context holds an open transaction (and its snapshot).
+    public var hasOpenTransaction: Bool {
+        assertOnQueue()
+        return transaction != nil
+    }
+
+    // MARK: - Rollback, reset, refresh
+
+    /// Discards unsaved changes: inserted objects leave the context, deleted ones come
+    /// back, changed ones return to their committed values. A private context also ends
+    /// its transaction, so its next read sees a new snapshot.
+    public func rollback() {
+        assertOnQueue()
+        for object in insertedSet {
+            registered.removeValue(forKey: object.objectID)
+            object.managedObjectContext = nil
+            object.deletedFlag = false
+        }
+        insertedSet.removeAll()
+        for object in deletedSet { object.deletedFlag = false }
+        deletedSet.removeAll()
+        for object in changedSet { revert(object) }
+        changedSet.removeAll()
+        for object in registered.values { object.loadedToMany.removeAll() }
+        endTransaction(commit: false)
+    }
+
+    private func revert(_ object: ManagedObject) {
+        guard let snapshot = object.snapshot else { return }
+        object.values = snapshot
+        for relationship in object.entity.relationships where !relationship.isToMany {
+            let key = object.snapshotKeys.count > relationship.index ? object.snapshotKeys[relationship.index] : nil
+            object.toOne[relationship.index] = key.map { .key($0) } ?? .none
+        }
+    }
+
+    /// Forgets every object and change, and ends a private context's transaction.
+    public func reset() {
+        assertOnQueue()
+        for object in registered.values { object.managedObjectContext = nil }
+        registered.removeAll()
+        insertedSet.removeAll()
+        deletedSet.removeAll()
+        changedSet.removeAll()
+        endTransaction(commit: false)
+    }
+
+    /// Re-reads an object's row (Core Data's `refresh(_:mergeChanges:)`).
+    ///
+    /// With `mergeChanges` the object's unsaved changes are kept on top of the store's
+    /// values; without, they are discarded. A private context reads within its snapshot.
+    ///
+    /// - Throws: `ManagedObjectError.objectNotFound` when the row is gone (the object is
+    ///   then marked deleted and leaves the context), or `PostgresError`.
+    public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
+        assertOnQueue()
+        guard object.managedObjectContext === self else { throw ManagedObjectError.wrongContext(object.objectID) }
+        guard let key = object.objectID.primaryKey else { return }
+        try refreshObjects([key: object], entity: object.entity, mergeChanges: mergeChanges)
+        if object.isMissingFromStore { throw ManagedObjectError.objectNotFound(object.objectID) }
+    }
+
+    /// Marks an object whose row is gone as deleted and removes it from the context.
+    func forgetDeletedObject(_ object: ManagedObject) {
+        object.deletedFlag = true
+        object.isMissingFromStore = true
+        registered.removeValue(forKey: object.objectID)
+        changedSet.remove(object)
+        insertedSet.remove(object)
+        deletedSet.remove(object)
+        object.managedObjectContext = nil
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+
+/// Identifies a managed object across contexts and threads.
+///
+/// An object inserted into a context has a temporary ID until it is first saved; then it
+/// gets a permanent one built from its primary key. IDs are `Sendable`: pass them
+/// between contexts and fetch the object in the other context with
+/// `context.object(with:)` or `existingObject(with:)`.
+///
+/// For example:
+///
+/// ```swift
+/// let id = try privateContext.performAndWait { () throws -> ObjectID in
+///     let user = User(context: privateContext)
+///     user.userID = "u1"
+///     try privateContext.save()
+///     return user.objectID
+/// }
+/// let user = try manager.mainContext.performAndWait {
+///     try manager.mainContext.existingObject(with: id) as? User
+/// }
+/// ```
+public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
+    enum Key: Hashable, Sendable {
+        case permanent(Int64)
+        case temporary(UUID)
+    }
+
+    /// The entity's name.
+    public let entityName: String
+    let key: Key
+
+    init(entityName: String, primaryKey: Int64) {
+        self.entityName = entityName
+        self.key = .permanent(primaryKey)
+    }
+
+    init(temporaryFor entityName: String) {
+        self.entityName = entityName
+        self.key = .temporary(UUID())
+    }
+
+    /// Whether the object has not been saved yet.
+    public var isTemporaryID: Bool {
+        if case .temporary = key { return true }
+        return false
+    }
+
+    /// The row's primary key, once the object has been saved.
+    public var primaryKey: Int64? {
+        if case .permanent(let value) = key { return value }
+        return nil
+    }
+
+    /// A URI such as `x-pgdatakit://User/42` (or `…/temporary/<uuid>`), stable for
+    /// permanent IDs.
+    public var uriRepresentation: URL {
+        switch key {
+        case .permanent(let value):
+            return URL(string: "x-pgdatakit://\(entityName)/\(value)") ?? URL(fileURLWithPath: "/")
+        case .temporary(let uuid):
+            return URL(string: "x-pgdatakit://\(entityName)/temporary/\(uuid.uuidString)")
+                ?? URL(fileURLWithPath: "/")
+        }
+    }
+
+    /// `User/42` or `User/temporary-…`.
+    public var description: String {
+        switch key {
+        case .permanent(let value): return "\(entityName)/\(value)"
+        case .temporary(let uuid): return "\(entityName)/temporary-\(uuid.uuidString.prefix(8))"
+        }
+    }
+}

@@ -1,0 +1,81 @@
+/// Declares a stored attribute of a `ManagedObject` subclass.
+///
+/// The property name is the attribute name; its column is the snake_case of the name
+/// unless `column:` says otherwise. Optional types allow `NULL`; other types need a
+/// default value.
+///
+/// For example:
+///
+/// ```swift
+/// final class User: ManagedObject {
+///     override class var tableName: String { "users" }
+///     @Attribute(unique: true) var userID: String = ""
+///     @Attribute var name: String?
+///     @Attribute var age: Int?
+///     @Relationship(inverse: "user", deleteRule: .cascade) var posts: Set<Post>
+/// }
+/// ```
+///
+/// Reading and writing go through the object's context, which records changes for
+/// `save()`. Objects are confined to their context's queue (checked in debug builds).
+@propertyWrapper
+public struct Attribute<Value: AttributeValue>: AttributeDeclaration {
+    let defaultValue: Value?
+    let column: String?
+    let unique: Bool
+    /// The storage position, found on first use.
+    var slot: Int = -1
+
+    /// Declares an attribute with a default value.
+    ///
+    /// - Parameters:
+    ///   - wrappedValue: the value of a new object.
+    ///   - column: the column name (default: snake_case of the property name).
+    ///   - unique: whether the attribute alone is a unique key (a unique constraint must
+    ///     exist in the database).
+    public init(wrappedValue: Value, column: String? = nil, unique: Bool = false) {
+        self.defaultValue = wrappedValue
+        self.column = column
+        self.unique = unique
+    }
+
+    /// Declares an optional attribute, `nil` by default.
+    public init(column: String? = nil, unique: Bool = false) where Value: ExpressibleByNilLiteral {
+        self.defaultValue = nil
+        self.column = column
+        self.unique = unique
+    }
+
+    /// Not available: `@Attribute` works only inside `ManagedObject` subclasses.
+    @available(*, unavailable, message: "@Attribute is only for properties of ManagedObject subclasses")
+    public var wrappedValue: Value {
+        get { preconditionFailure("@Attribute is only for properties of ManagedObject subclasses") }
+        // swiftlint:disable:next unused_setter_value
+        set { preconditionFailure("@Attribute is only for properties of ManagedObject subclasses") }
+    }
+
+    /// Reads and writes the attribute through the object's storage.
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
+    ) -> Value {
+        get {
+            let slot = object.attributeSlot(for: storageKeyPath)
+            let stored = object.storedValue(at: slot)
+            if let value = Value.fromScalar(stored as? Value.Scalar) { return value }
+            // A non-optional attribute read before it was ever set holds its default.
+            return object[keyPath: storageKeyPath].defaultValue ?? object.missingValue(Value.self, slot: slot)
+        }
+        set {
+            let slot = object.attributeSlot(for: storageKeyPath)
+            object.setStoredValue(newValue.scalar, at: slot)
+        }
+    }
+
+    func describe(name: String, index: Int) -> AttributeDescription {
+        AttributeCoding.make(
+            Value.self, name: name, column: column, unique: unique, index: index,
+            defaultValue: defaultValue)
+    }
+}

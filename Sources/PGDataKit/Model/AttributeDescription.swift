@@ -1,0 +1,81 @@
+import Foundation
+
+/// A stored attribute value inside a managed object: the scalar, or `nil` for `NULL`.
+typealias StoredValue = (any Sendable)?
+
+/// What the model knows about one attribute: names, type, optionality, uniqueness, and
+/// how its values are read and written.
+public struct AttributeDescription: Sendable, CustomStringConvertible {
+    /// The Swift property name.
+    public let name: String
+    /// The column name.
+    public let columnName: String
+    /// The storage type.
+    public let type: AttributeType
+    /// Whether `nil` is allowed.
+    public let isOptional: Bool
+    /// Whether the attribute alone is a unique key.
+    public let isUnique: Bool
+    /// The Swift type, for messages (`String?`, `Int`).
+    public let swiftTypeName: String
+    /// Position in the object's value storage.
+    let index: Int
+    let defaultValue: StoredValue
+    let decode: @Sendable (PostgresCell) throws -> StoredValue
+    let encode: @Sendable (StoredValue) throws -> (any PostgresEncodable)?
+    let encodeArray: @Sendable ([StoredValue]) throws -> any PostgresEncodable
+    let isEqual: @Sendable (StoredValue, StoredValue) -> Bool
+    /// Converts a dynamically typed value to storage, or `nil` when the type is wrong.
+    let coerce: @Sendable (Any?) -> StoredValue?
+
+    /// `name: Type (column)`.
+    public var description: String { "\(name): \(swiftTypeName) (\(columnName) \(type.sqlType))" }
+}
+
+/// Implemented by `Attribute` so the model can read declarations through reflection.
+protocol AttributeDeclaration {
+    var slot: Int { get }
+    func describe(name: String, index: Int) -> AttributeDescription
+}
+
+enum AttributeCoding {
+    static func make<Value: AttributeValue>(
+        _ type: Value.Type, name: String, column: String?, unique: Bool, index: Int,
+        defaultValue: Value?
+    ) -> AttributeDescription {
+        typealias Scalar = Value.Scalar
+        let swiftTypeName = String(describing: Value.self).replacingOccurrences(
+            of: "Optional<", with: "").replacingOccurrences(of: ">", with: Value.isOptional ? "?" : "")
+        return AttributeDescription(
+            name: name, columnName: column ?? Naming.snakeCase(name), type: Scalar.attributeType,
+            isOptional: Value.isOptional, isUnique: unique, swiftTypeName: swiftTypeName,
+            index: index, defaultValue: defaultValue?.scalar,
+            decode: { cell in
+                if cell.isNull { return nil }
+                return try Scalar.decode(from: cell)
+            },
+            encode: { stored in stored as? Scalar },
+            encodeArray: { values in values.map { $0 as? Scalar } },
+            isEqual: { left, right in (left as? Scalar) == (right as? Scalar) },
+            coerce: { value in
+                guard let value else { return Value.isOptional ? .some(nil) : nil }
+                if let scalar = value as? Scalar { return .some(scalar) }
+                if let optional = value as? Scalar? {
+                    return optional == nil ? (Value.isOptional ? .some(nil) : nil) : .some(optional)
+                }
+                // Integers convert between widths when the value fits.
+                if let integer = value as? any BinaryInteger {
+                    switch Scalar.attributeType {
+                    case .int64: return Int(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
+                            ?? Int64(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
+                    case .int32: return Int32(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
+                    case .int16: return Int16(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
+                    case .double: return Double(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
+                    case .decimal: return (Decimal(string: "\(integer)") as? Scalar).map { .some($0) }
+                    default: return nil
+                    }
+                }
+                return nil
+            })
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+
+/// The storage type of an attribute, with the PostgreSQL column type it maps to.
+public enum AttributeType: String, Sendable, CaseIterable {
+    /// `String` ↔ `text`.
+    case string
+    /// `Int16` ↔ `smallint`.
+    case int16
+    /// `Int32` ↔ `integer`.
+    case int32
+    /// `Int` / `Int64` ↔ `bigint`.
+    case int64
+    /// `Double` ↔ `double precision`.
+    case double
+    /// `Float` ↔ `real`.
+    case float
+    /// `Decimal` ↔ `numeric`.
+    case decimal
+    /// `Bool` ↔ `boolean`.
+    case bool
+    /// `Date` ↔ `timestamptz`.
+    case date
+    /// `UUID` ↔ `uuid`.
+    case uuid
+    /// `Data` ↔ `bytea`.
+    case binary
+    /// `JSONValue` ↔ `jsonb`.
+    case json
+
+    /// The PostgreSQL type used in casts such as `unnest($1::text[])`.
+    public var sqlType: String {
+        switch self {
+        case .string: return "text"
+        case .int16: return "smallint"
+        case .int32: return "integer"
+        case .int64: return "bigint"
+        case .double: return "double precision"
+        case .float: return "real"
+        case .decimal: return "numeric"
+        case .bool: return "boolean"
+        case .date: return "timestamptz"
+        case .uuid: return "uuid"
+        case .binary: return "bytea"
+        case .json: return "jsonb"
+        }
+    }
+
+    /// The `information_schema.columns.udt_name` values a column of this type may have.
+    var acceptedColumnTypes: Set<String> {
+        switch self {
+        case .string: return ["text", "varchar", "bpchar", "citext", "name"]
+        case .int16: return ["int2"]
+        case .int32: return ["int4", "int2"]
+        case .int64: return ["int8", "int4", "int2"]
+        case .double: return ["float8", "float4"]
+        case .float: return ["float4"]
+        case .decimal: return ["numeric"]
+        case .bool: return ["bool"]
+        case .date: return ["timestamptz", "timestamp", "date"]
+        case .uuid: return ["uuid"]
+        case .binary: return ["bytea"]
+        case .json: return ["jsonb", "json"]
+        }
+    }
+}
+
+/// A Swift type an attribute can hold: the database layer's value types.
+public protocol AttributeScalar: PostgresCodable, Equatable, Sendable {
+    /// The storage type.
+    static var attributeType: AttributeType { get }
+}
+
+extension String: AttributeScalar {
+    /// `.string`.
+    public static var attributeType: AttributeType { .string }
+}
+extension Int: AttributeScalar {
+    /// `.int64`.
+    public static var attributeType: AttributeType { .int64 }
+}
+extension Int64: AttributeScalar {
+    /// `.int64`.
+    public static var attributeType: AttributeType { .int64 }
+}
+extension Int32: AttributeScalar {
+    /// `.int32`.
+    public static var attributeType: AttributeType { .int32 }
+}
+extension Int16: AttributeScalar {
+    /// `.int16`.
+    public static var attributeType: AttributeType { .int16 }
+}
+extension Double: AttributeScalar {
+    /// `.double`.
+    public static var attributeType: AttributeType { .double }
+}
+extension Float: AttributeScalar {
+    /// `.float`.
+    public static var attributeType: AttributeType { .float }
+}
+extension Decimal: AttributeScalar {
+    /// `.decimal`.
+    public static var attributeType: AttributeType { .decimal }
+}
+extension Bool: AttributeScalar {
+    /// `.bool`.
+    public static var attributeType: AttributeType { .bool }
+}
+extension Date: AttributeScalar {
+    /// `.date`.
+    public static var attributeType: AttributeType { .date }
+}
+extension UUID: AttributeScalar {
+    /// `.uuid`.
+    public static var attributeType: AttributeType { .uuid }
+}
+extension Data: AttributeScalar {
+    /// `.binary`.
+    public static var attributeType: AttributeType { .binary }
+}
+extension JSONValue: AttributeScalar {
+    /// `.json`.
+    public static var attributeType: AttributeType { .json }
+}
+
+/// The type of an `@Attribute` property: an `AttributeScalar` or an optional one.
+public protocol AttributeValue: Sendable, Equatable {
+    /// The scalar type underneath.
+    associatedtype Scalar: AttributeScalar
+    /// Whether `nil` (SQL `NULL`) is allowed.
+    static var isOptional: Bool { get }
+    /// Wraps a stored scalar (`nil` for `NULL`); `nil` when the type cannot hold it.
+    static func fromScalar(_ scalar: Scalar?) -> Self?
+    /// The scalar to store, `nil` for `NULL`.
+    var scalar: Scalar? { get }
+}
+
+extension AttributeScalar {
+    /// Not optional.
+    public static var isOptional: Bool { false }
+    /// The scalar itself; `NULL` cannot be held.
+    public static func fromScalar(_ scalar: Self?) -> Self? { scalar }
+    /// Itself.
+    public var scalar: Self? { self }
+}
+
+extension String: AttributeValue { public typealias Scalar = String }
+extension Int: AttributeValue { public typealias Scalar = Int }
+extension Int64: AttributeValue { public typealias Scalar = Int64 }
+extension Int32: AttributeValue { public typealias Scalar = Int32 }
+extension Int16: AttributeValue { public typealias Scalar = Int16 }
+extension Double: AttributeValue { public typealias Scalar = Double }
+extension Float: AttributeValue { public typealias Scalar = Float }
+extension Decimal: AttributeValue { public typealias Scalar = Decimal }
+extension Bool: AttributeValue { public typealias Scalar = Bool }
+extension Date: AttributeValue { public typealias Scalar = Date }
+extension UUID: AttributeValue { public typealias Scalar = UUID }
+extension Data: AttributeValue { public typealias Scalar = Data }
+extension JSONValue: AttributeValue { public typealias Scalar = JSONValue }
+
+extension Optional: AttributeValue where Wrapped: AttributeScalar {
+    /// The wrapped scalar type.
+    public typealias Scalar = Wrapped
+    /// Optional.
+    public static var isOptional: Bool { true }
+    /// `.some(nil)` for `NULL`.
+    public static func fromScalar(_ scalar: Wrapped?) -> Wrapped?? { .some(scalar) }
+    /// The wrapped value.
+    public var scalar: Wrapped? { self }
+}

@@ -1,0 +1,56 @@
+import Foundation
+import Logging
+import Synchronization
+
+/// Owns the model and the connection pool of one database, checks the live schema
+/// against the model, and runs the statements contexts generate.
+///
+/// For example:
+///
+/// ```swift
+/// let model = try Model(entities: [User.self, Post.self])
+/// let coordinator = try StoreCoordinator(
+///     model: model, configuration: ConnectionConfiguration(databaseURL))
+/// let manager = ContextManager(coordinator: coordinator)
+/// ```
+public final class StoreCoordinator: Sendable {
+    /// The entities.
+    public let model: Model
+    /// The connections contexts borrow.
+    public let pool: ConnectionPool
+    let logger: Logger
+    private let statements = Atomic<Int>(0)
+
+    /// Opens a pool to the database and, unless told not to, checks the schema.
+    ///
+    /// - Parameters:
+    ///   - model: the entities.
+    ///   - configuration: where the database is.
+    ///   - maximumConnections: the pool size; each private context with an open
+    ///     transaction holds one connection.
+    ///   - validatesSchema: compare the model with the live schema now.
+    /// - Throws: `SchemaMismatchError` listing every mismatch, or `PostgresError`.
+    public init(
+        model: Model, configuration: ConnectionConfiguration, maximumConnections: Int = 10,
+        validatesSchema: Bool = true, logger: Logger = Logger(label: "pgdatakit.store")
+    ) throws {
+        self.model = model
+        self.pool = ConnectionPool(
+            configuration: configuration, maximumConnections: maximumConnections, logger: logger)
+        self.logger = logger
+        if validatesSchema { try validateSchema() }
+    }
+
+    /// How many statements contexts of this coordinator have sent (for tests and
+    /// statistics: a save of 1,000 new objects sends a handful, not 1,000).
+    public var statementCount: Int { statements.load(ordering: .relaxed) }
+
+    /// Runs a statement for a context, counting it.
+    @discardableResult
+    func execute(
+        _ sql: String, _ parameters: [(any PostgresEncodable)?] = [], on connection: Connection
+    ) throws -> QueryResult {
+        statements.add(1, ordering: .relaxed)
+        return try connection.execute(sql, parameters)
+    }
+}
