@@ -32,13 +32,18 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        .executableTarget(
+            name: "pgdatakit-test-helper",
+            dependencies: ["PGDataKit"],
+            path: "Sources/pgdatakit-test-helper"
+        ),
         .testTarget(
             name: "PGDataKitTests",
             dependencies: ["PGDataKit"]
         ),
         .testTarget(
             name: "PGDataKitIntegrationTests",
-            dependencies: ["PGDataKit", "pgdatakit"]
+            dependencies: ["PGDataKit", "pgdatakit", "pgdatakit-test-helper"]
         ),
     ],
     swiftLanguageModes: [.v6]

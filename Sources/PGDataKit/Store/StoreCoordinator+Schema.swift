@@ -1,7 +1,7 @@
 /// The live schema does not match the model; every mismatch is listed.
 public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
     /// One mismatch.
-    public enum Mismatch: Sendable, Equatable, CustomStringConvertible {
+    public enum Mismatch: Sendable, Hashable, CustomStringConvertible {
         /// The entity's table does not exist.
         case missingTable(entity: String, table: String)
         /// A column the model needs does not exist.

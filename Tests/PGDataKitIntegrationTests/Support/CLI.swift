@@ -9,20 +9,31 @@ enum CLI {
 
     /// The `pgdatakit` executable next to the test bundle.
     static var executable: URL {
-        get throws {
-            var candidates: [URL] = []
-            if let bundle = Bundle.main.executableURL?.deletingLastPathComponent() {
-                candidates.append(bundle.appendingPathComponent("pgdatakit"))
-            }
-            candidates.append(
-                URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-                    .appendingPathComponent("pgdatakit"))
-            candidates.append(TestDatabase.repositoryRoot.appendingPathComponent(".build/debug/pgdatakit"))
-            guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
-                throw TestFailure("pgdatakit binary not found in \(candidates.map(\.path))")
-            }
-            return found
+        get throws { try builtProduct("pgdatakit") }
+    }
+
+    /// A product built next to the test bundle.
+    static func builtProduct(_ name: String) throws -> URL {
+        var candidates: [URL] = []
+        if let bundle = Bundle.main.executableURL?.deletingLastPathComponent() {
+            candidates.append(bundle.appendingPathComponent(name))
         }
+        candidates.append(
+            URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                .appendingPathComponent(name))
+        candidates.append(TestDatabase.repositoryRoot.appendingPathComponent(".build/debug/\(name)"))
+        guard let found = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0.path) }) else {
+            throw TestFailure("\(name) binary not found in \(candidates.map(\.path))")
+        }
+        return found
+    }
+
+    /// Runs the test helper program to completion.
+    static func runHelper(_ arguments: [String]) throws -> Outcome {
+        try ChildProcess.start(
+            try builtProduct("pgdatakit-test-helper").path, arguments, in: TestDatabase.repositoryRoot,
+            environment: ProcessInfo.processInfo.environment
+        ).wait()
     }
 
     /// Starts the binary in the repository root without `DATABASE_URL` unless given.
