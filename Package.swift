@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .library(name: "PGDataKit", targets: ["PGDataKit"]),
         .executable(name: "pgdatakit", targets: ["pgdatakit"]),
+        .executable(name: "pgdatakit-bench", targets: ["pgdatakit-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -31,6 +32,14 @@ let package = Package(
                 "PGDataKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
+        ),
+        .executableTarget(
+            name: "pgdatakit-bench",
+            dependencies: [
+                "PGDataKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Sources/pgdatakit-bench"
         ),
         .executableTarget(
             name: "pgdatakit-test-helper",

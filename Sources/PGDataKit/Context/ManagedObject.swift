@@ -67,6 +67,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var deletedFlag = false
     /// Set when the row turned out to be gone from the database.
     var isMissingFromStore = false
+    /// When set, property reads record which property they were (used to name the
+    /// properties behind Swift key paths).
+    var recordsAccess = false
+    var lastAccess: (isAttribute: Bool, index: Int)?
 
     /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
     public required init() {
@@ -197,6 +201,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     func storedValue(at slot: Int) -> StoredValue {
         checkQueue()
         prepareStorage()
+        if recordsAccess { lastAccess = (true, slot) }
         return values[slot]
     }
 
@@ -237,6 +242,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     func relatedObjects(at index: Int) -> [ManagedObject] {
         checkQueue()
         prepareStorage()
+        if recordsAccess {
+            lastAccess = (false, index)
+            return []
+        }
         let relationship = entity.relationships[index]
         if relationship.isToMany {
             return managedObjectContext?.members(of: self, relationship: relationship) ?? []

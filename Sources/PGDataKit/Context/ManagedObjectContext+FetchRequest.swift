@@ -1,0 +1,298 @@
+import Foundation
+
+extension ManagedObjectContext {
+    /// Fetches the objects a request describes.
+    ///
+    /// Objects already registered keep their identity and unsaved changes. With
+    /// `includesPendingChanges` (the default) unsaved inserts, changes and deletes of the
+    /// entity count: the predicate and the order are then applied in memory to those
+    /// objects, with the same answers as in SQL.
+    ///
+    /// - Throws: `FetchPredicateError` (unknown key, wrong value type), or `PostgresError`.
+    public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
+        assertOnQueue()
+        let entity = try entityDescription(for: T.self)
+        let pending = request.includesPendingChanges ? pendingObjects(of: entity) : []
+        var results: [ManagedObject]
+        if pending.isEmpty {
+            results = try fetchFromStore(request, entity: entity, limit: request.fetchLimit, offset: request.fetchOffset)
+        } else {
+            let limit = request.fetchLimit.map { $0 + request.fetchOffset + pending.count }
+            let stored = try fetchFromStore(request, entity: entity, limit: limit, offset: 0)
+            var seen = Set(stored.map(ObjectIdentifier.init))
+            var candidates = stored
+            for object in pending where !seen.contains(ObjectIdentifier(object)) {
+                candidates.append(object)
+                seen.insert(ObjectIdentifier(object))
+            }
+            let evaluator = PredicateEvaluator(model: coordinator.model)
+            results = try candidates.filter { object in
+                if object.deletedFlag { return false }
+                guard let predicate = request.predicate, changedSet.contains(object) || insertedSet.contains(object) else {
+                    return true
+                }
+                return try evaluator.evaluate(predicate, on: object)
+            }
+            results = try sortInMemory(results, by: request.sortDescriptors, entity: entity)
+            results = Array(results.dropFirst(request.fetchOffset))
+            if let limit = request.fetchLimit { results = Array(results.prefix(limit)) }
+        }
+        try prefetch(request.relationshipKeyPathsForPrefetching, for: results, entity: entity)
+        return results.compactMap { $0 as? T }
+    }
+
+    /// Counts the objects a request describes (`SELECT count(*)` unless pending changes
+    /// of the entity must be counted).
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
+        assertOnQueue()
+        let entity = try entityDescription(for: T.self)
+        if request.includesPendingChanges && !pendingObjects(of: entity).isEmpty {
+            return try fetch(request).count
+        }
+        var compiler = PredicateSQLCompiler(model: coordinator.model)
+        var sql = "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t"
+        if let predicate = request.predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
+        if let limit = request.fetchLimit { sql += " LIMIT \(max(0, limit))" }
+        if request.fetchOffset > 0 { sql += " OFFSET \(request.fetchOffset)" }
+        sql += ") AS counted"
+        let parameters = compiler.parameters
+        let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
+        return try result[0].decode(Int.self, at: 0)
+    }
+
+    /// The IDs of the objects a request describes (only the keys are read unless pending
+    /// changes must be counted).
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public func fetchObjectIDs<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [ObjectID] {
+        assertOnQueue()
+        let entity = try entityDescription(for: T.self)
+        if request.includesPendingChanges && !pendingObjects(of: entity).isEmpty {
+            return try fetch(request).map(\.objectID)
+        }
+        let (sql, parameters) = try selectSQL(
+            request, entity: entity, columns: "t.\(Connection.quoteIdentifier(entity.primaryKeyColumn))",
+            limit: request.fetchLimit, offset: request.fetchOffset)
+        let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
+        return try result.map { ObjectID(entityName: entity.name, primaryKey: try $0.decode(Int64.self, at: 0)) }
+    }
+
+    /// The rows a request describes as dictionaries of `propertiesToFetch` (all
+    /// attributes by default), straight from the store; `returnsDistinctResults` drops
+    /// duplicates. Values are the attributes' Swift values, `nil` for `NULL`; a to-one
+    /// relationship's value is the related row's primary key.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// var request = FetchRequest<Post>()
+    /// request.propertiesToFetch = ["user.name"]
+    /// request.returnsDistinctResults = true
+    /// let authors = try context.fetchDictionaries(request).compactMap { $0["user.name"] as? String }
+    /// ```
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public func fetchDictionaries<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [[String: (any Sendable)?]] {
+        assertOnQueue()
+        let entity = try entityDescription(for: T.self)
+        let keys = request.propertiesToFetch ?? entity.attributes.map(\.name)
+        var compiler = PredicateSQLCompiler(model: coordinator.model)
+        var columns: [String] = []
+        var decoders: [(PostgresCell) throws -> StoredValue] = []
+        for key in keys {
+            let resolved = try coordinator.model.resolve(FetchPredicate.KeyPath(key.split(separator: ".").map(String.init)), from: entity)
+            guard resolved.toManyIndex == nil else {
+                throw FetchPredicateError(message: "\(key) crosses a to-many relationship; fetch it from the other entity")
+            }
+            let (sql, attribute) = try compiler.valueSQL(resolved, alias: "t")
+            columns.append(sql)
+            if let attribute {
+                decoders.append(attribute.decode)
+            } else {
+                decoders.append { cell in try Int64?.decode(from: cell) }
+            }
+        }
+        var sql = "SELECT \(request.returnsDistinctResults ? "DISTINCT " : "")\(columns.joined(separator: ", ")) FROM \(entity.quotedTable) AS t"
+        if let predicate = request.predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
+        if !request.sortDescriptors.isEmpty || !request.returnsDistinctResults {
+            if request.returnsDistinctResults {
+                // DISTINCT needs the ORDER BY terms in the select list: sort by the columns.
+                sql += " ORDER BY " + columns.map { $0 + " ASC NULLS FIRST" }.joined(separator: ", ")
+            } else {
+                sql += " ORDER BY " + (try compiler.orderBy(request.sortDescriptors, entity: entity, alias: "t"))
+            }
+        }
+        if let limit = request.fetchLimit { sql += " LIMIT \(max(0, limit))" }
+        if request.fetchOffset > 0 { sql += " OFFSET \(request.fetchOffset)" }
+        let parameters = compiler.parameters
+        let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
+        return try result.map { row in
+            var dictionary: [String: (any Sendable)?] = [:]
+            for (index, key) in keys.enumerated() {
+                dictionary[key] = .some(try row.withCell(at: index) { try decoders[index]($0) })
+            }
+            return dictionary
+        }
+    }
+
+    /// Streams the objects a request describes in pages of `fetchBatchSize` through a
+    /// server-side cursor, so a fetch of millions of rows keeps memory flat: after each
+    /// page is handed to `body`, its unchanged objects leave the context. Pending changes
+    /// are not included; `fetchLimit` and `fetchOffset` apply.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// var request = FetchRequest<User>()
+    /// request.fetchBatchSize = 5_000
+    /// try context.fetch(request) { batch in
+    ///     for user in batch { total += user.age ?? 0 }
+    /// }
+    /// ```
+    ///
+    /// - Throws: `FetchPredicateError`, `PostgresError`, or what `body` throws.
+    public func fetch<T: ManagedObject>(_ request: FetchRequest<T>, inBatches body: ([T]) throws -> Void) throws {
+        assertOnQueue()
+        let entity = try entityDescription(for: T.self)
+        let batchSize = request.fetchBatchSize > 0 ? request.fetchBatchSize : 1000
+        let (sql, parameters) = try selectSQL(
+            request, entity: entity, columns: entity.selectList(alias: "t"), limit: request.fetchLimit,
+            offset: request.fetchOffset)
+        let cursor = "pgdatakit_cursor_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())"
+        func run(_ connection: Connection) throws {
+            try coordinator.execute("DECLARE \(cursor) NO SCROLL CURSOR FOR \(sql)", parameters, on: connection)
+            while true {
+                let page = try coordinator.execute("FETCH FORWARD \(batchSize) FROM \(cursor)", on: connection)
+                if page.isEmpty { break }
+                var batch: [ManagedObject] = []
+                batch.reserveCapacity(page.count)
+                for row in page { batch.append(try register(row: row, entity: entity)) }
+                try prefetch(request.relationshipKeyPathsForPrefetching, for: batch, entity: entity)
+                try body(batch.compactMap { $0 as? T })
+                for object in batch where !changedSet.contains(object) && !deletedSet.contains(object) {
+                    registered.removeValue(forKey: object.objectID)
+                    object.managedObjectContext = nil
+                }
+            }
+            try coordinator.execute("CLOSE \(cursor)", on: connection)
+        }
+        switch concurrencyType {
+        case .private:
+            try withDatabase(run)
+        case .main:
+            try coordinator.pool.withConnection { connection in
+                try coordinator.execute("BEGIN READ ONLY", on: connection)
+                try run(connection)
+                try coordinator.execute("COMMIT", on: connection)
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// Inserted, changed and deleted objects of an entity.
+    func pendingObjects(of entity: EntityDescription) -> [ManagedObject] {
+        (Array(insertedSet) + Array(changedSet) + Array(deletedSet)).filter { $0.entity.name == entity.name }
+    }
+
+    func selectSQL<T: ManagedObject>(
+        _ request: FetchRequest<T>, entity: EntityDescription, columns: String, limit: Int?, offset: Int
+    ) throws -> (String, [(any PostgresEncodable)?]) {
+        var compiler = PredicateSQLCompiler(model: coordinator.model)
+        var sql = "SELECT \(columns) FROM \(entity.quotedTable) AS t"
+        if let predicate = request.predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
+        sql += " ORDER BY " + (try compiler.orderBy(request.sortDescriptors, entity: entity, alias: "t"))
+        if let limit { sql += " LIMIT \(max(0, limit))" }
+        if offset > 0 { sql += " OFFSET \(offset)" }
+        return (sql, compiler.parameters)
+    }
+
+    private func fetchFromStore<T: ManagedObject>(
+        _ request: FetchRequest<T>, entity: EntityDescription, limit: Int?, offset: Int
+    ) throws -> [ManagedObject] {
+        let (sql, parameters) = try selectSQL(request, entity: entity, columns: entity.selectList(alias: "t"), limit: limit, offset: offset)
+        let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(result.count)
+        for row in result { objects.append(try register(row: row, entity: entity)) }
+        return objects
+    }
+
+    /// Orders objects as `orderBy` does in SQL: `nil` first ascending, strings by
+    /// scalar, ties by primary key (unsaved objects last, in insertion order).
+    func sortInMemory(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor], entity: EntityDescription) throws -> [ManagedObject] {
+        let keys = try descriptors.map { descriptor in
+            (descriptor, try coordinator.model.resolve(FetchPredicate.KeyPath(descriptor.key.split(separator: ".").map(String.init)), from: entity))
+        }
+        func order(_ a: ManagedObject, _ b: ManagedObject) -> Bool {
+            for (descriptor, resolved) in keys {
+                let left = PredicateEvaluator.reach(resolved, from: a).scalar
+                let right = PredicateEvaluator.reach(resolved, from: b).scalar
+                var result: Int
+                switch (left, right) {
+                case (nil, nil): result = 0
+                case (nil, _): result = -1
+                case (_, nil): result = 1
+                case (let l?, let r?):
+                    result = ValueComparison.compare(l, r, options: descriptor.caseInsensitive ? .caseInsensitive : []) ?? 0
+                }
+                if !descriptor.ascending { result = -result }
+                if result != 0 { return result < 0 }
+            }
+            switch (a.objectID.primaryKey, b.objectID.primaryKey) {
+            case (let l?, let r?): return l < r
+            case (.some, nil): return true
+            case (nil, .some): return false
+            default: return a.objectID.description < b.objectID.description
+            }
+        }
+        return objects.sorted(by: order)
+    }
+
+    /// Loads relationships of many objects with one query per relationship and level.
+    func prefetch(_ keyPaths: [String], for objects: [ManagedObject], entity: EntityDescription) throws {
+        for keyPath in keyPaths {
+            var level = objects
+            var current = entity
+            for name in keyPath.split(separator: ".").map(String.init) {
+                guard let relationship = current.relationship(named: name),
+                    let destination = coordinator.model.entity(named: relationship.destinationEntityName)
+                else {
+                    throw FetchPredicateError(message: "\(current.name) has no relationship \"\(name)\" to prefetch")
+                }
+                if relationship.isToMany {
+                    guard let inverseName = relationship.inverseName,
+                        let inverse = destination.relationship(named: inverseName), let column = inverse.columnName
+                    else { break }
+                    let owners = level.filter { $0.objectID.primaryKey != nil && !$0.loadedToMany.contains(relationship.index) }
+                    if !owners.isEmpty {
+                        _ = try fetchObjects(
+                            entity: destination, where: "t.\(Connection.quoteIdentifier(column)) = ANY($1)",
+                            [owners.compactMap(\.objectID.primaryKey)])
+                        for owner in owners { owner.loadedToMany.insert(relationship.index) }
+                    }
+                    level = level.flatMap { $0.relatedObjects(at: relationship.index) }
+                } else {
+                    var missing: Set<Int64> = []
+                    for object in level {
+                        object.prepareStorage()
+                        if case .key(let key) = object.toOne[relationship.index],
+                            registered[ObjectID(entityName: destination.name, primaryKey: key)] == nil
+                        {
+                            missing.insert(key)
+                        }
+                    }
+                    if !missing.isEmpty {
+                        _ = try fetchObjects(
+                            entity: destination,
+                            where: "t.\(Connection.quoteIdentifier(destination.primaryKeyColumn)) = ANY($1)", [Array(missing)])
+                    }
+                    level = level.flatMap { $0.relatedObjects(at: relationship.index) }
+                }
+                current = destination
+            }
+        }
+    }
+}

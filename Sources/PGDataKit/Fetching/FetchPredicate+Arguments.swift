@@ -1,0 +1,124 @@
+import Foundation
+
+// MARK: - Arguments
+
+extension FetchPredicate {
+    /// Converts a value the way a `%@` argument is converted: `nil` and `NSNull` to
+    /// `.null`, Swift and Foundation values to the matching `Value`, saved managed objects
+    /// and `ObjectID`s to `.object`, arrays and sets to a `.list`.
+    ///
+    /// - Throws: `FetchPredicateError` (without a position) naming a type that cannot be used.
+    static func argumentExpression(_ argument: Any?) throws(FetchPredicateError) -> Expression {
+        try Expression(argument: argument)
+    }
+}
+
+/// Arrays and sets, whose elements become a list.
+private protocol ListArgument {
+    var listElements: [Any?] { get }
+}
+
+extension Array: ListArgument {
+    fileprivate var listElements: [Any?] { map { $0 } }
+}
+
+extension Set: ListArgument {
+    fileprivate var listElements: [Any?] { map { $0 } }
+}
+
+extension NSArray: ListArgument {
+    fileprivate var listElements: [Any?] { map { $0 } }
+}
+
+extension NSSet: ListArgument {
+    fileprivate var listElements: [Any?] { allObjects.map { $0 } }
+}
+
+/// Lets an `Optional` hidden in an `Any` be unwrapped.
+private protocol OptionalArgument {
+    var wrappedArgument: Any? { get }
+}
+
+extension Optional: OptionalArgument {
+    fileprivate var wrappedArgument: Any? {
+        switch self {
+        case .some(let wrapped): return wrapped
+        case .none: return nil
+        }
+    }
+}
+
+extension FetchPredicate.Expression {
+    /// Converts a `%@` argument or a variable's value: a value, or a list for arrays
+    /// and sets.
+    init(argument: Any?, inList: Bool = false) throws(FetchPredicateError) {
+        var argument = argument
+        // Unwrap optionals boxed in the `Any` (a `String?` passed as an argument); a bare
+        // `nil` must not be cast, as `Optional.none` itself conforms to the protocol.
+        while let value = argument, let optional = value as? OptionalArgument {
+            argument = optional.wrappedArgument
+        }
+        guard let argument else {
+            self = .value(.null)
+            return
+        }
+        if let list = argument as? ListArgument {
+            guard !inList else {
+                throw FetchPredicateError(message: "nested arrays are not supported")
+            }
+            self = .list(try list.listElements.map { element throws(FetchPredicateError) in
+                try Self(argument: element, inList: true)
+            })
+            return
+        }
+        self = .value(try FetchPredicate.Value(argument: argument))
+    }
+}
+
+extension FetchPredicate.Value {
+    /// Converts one argument that is not `nil` and not a list.
+    fileprivate init(argument: Any) throws(FetchPredicateError) {
+        if type(of: argument) is NSNumber.Type, let number = argument as? NSNumber {
+            if type(of: number) == type(of: NSNumber(value: true)) {
+                self = .bool(number.boolValue)
+            } else if [UInt8(ascii: "f"), UInt8(ascii: "d")]
+                .contains(UInt8(bitPattern: number.objCType.pointee))
+            {
+                self = .double(number.doubleValue)
+            } else {
+                self = .integer(number.int64Value)
+            }
+            return
+        }
+        switch argument {
+        case is NSNull: self = .null
+        case let value as Bool: self = .bool(value)
+        case let value as String: self = .string(value)
+        case let value as any StringProtocol: self = .string(String(value))
+        case let value as any BinaryInteger:
+            guard let integer = Int64(exactly: value) else {
+                throw FetchPredicateError(message: "integer \(value) does not fit in 64 bits")
+            }
+            self = .integer(integer)
+        case let value as any BinaryFloatingPoint: self = .double(Double(value))
+        case let value as Decimal: self = .decimal(value)
+        case let value as Date: self = .date(value)
+        case let value as UUID: self = .uuid(value)
+        case let value as Data: self = .data(value)
+        case is JSONValue:
+            throw FetchPredicateError(
+                message: "JSONValue arguments are not supported in predicates")
+        case let object as ManagedObject:
+            guard object.objectID.primaryKey != nil else {
+                throw FetchPredicateError(
+                    message: "object must be saved before it is used in a predicate "
+                        + "(\(object.objectID.entityName) has a temporary ID)")
+            }
+            self = .object(object.objectID)
+        case let id as ObjectID: self = .object(id)
+        default:
+            throw FetchPredicateError(
+                message: "cannot use a value of type \(type(of: argument)) in a predicate")
+        }
+    }
+}

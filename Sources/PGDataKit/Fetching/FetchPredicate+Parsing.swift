@@ -1,0 +1,565 @@
+import Foundation
+
+extension FetchPredicate {
+    /// Parses a Core Data (`NSPredicate`) format string, substituting arguments for `%@`,
+    /// `%K`, `%d`, `%f` and `%s`.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let recent = try FetchPredicate(
+    ///     format: "ANY posts.title CONTAINS[cd] %@ AND age BETWEEN {18, 65}", "swift")
+    /// let counted = try FetchPredicate(format: "%K.@count > %d", "posts", 3)
+    /// ```
+    ///
+    /// Arguments are always data: a `%@` string containing quotes or SQL stays one string
+    /// value, and a `%K` argument must be a dotted key path of letters, digits and
+    /// underscores (optionally ending in `.@count`). Text inside quotes is never
+    /// interpreted, so `name == "%@"` compares with the two characters `%@`.
+    ///
+    /// An `[Any]` or `[Any?]` passed as the only variadic argument is taken as the whole
+    /// argument list (a Swift rule); pass such a list for `IN %@` with
+    /// `init(format:argumentArray:)` as `[list]`. Typed arrays (`[Int]`) are fine.
+    ///
+    /// - Parameters:
+    ///   - format: The format string.
+    ///   - arguments: One argument per specifier, in order.
+    /// - Throws: `FetchPredicateError` with the character offset of the problem.
+    public init(format: String, _ arguments: Any?...) throws {
+        try self.init(format: format, argumentArray: arguments)
+    }
+
+    /// Parses a Core Data (`NSPredicate`) format string with an array of arguments.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let predicate = try FetchPredicate(format: "name IN %@", argumentArray: [["a", "b"]])
+    /// ```
+    ///
+    /// `%@` takes `nil`, `NSNull`, strings, booleans, integers, floating-point numbers,
+    /// `Decimal`, `Date`, `UUID`, `Data`, saved managed objects, `ObjectID`s, and arrays
+    /// or sets of these (which become lists, for `IN` and `BETWEEN`).
+    ///
+    /// - Parameters:
+    ///   - format: The format string.
+    ///   - argumentArray: One argument per specifier, in order; unused arguments are an
+    ///     error.
+    /// - Throws: `FetchPredicateError` with the character offset of the problem.
+    public init(format: String, argumentArray: [Any?]) throws {
+        var parser = try PredicateFormatParser(format: format, arguments: argumentArray)
+        self = try parser.parse()
+    }
+
+    /// Replaces every `$NAME` variable with a value, converted as a `%@` argument is.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let template = try FetchPredicate(format: "age > $MIN AND name IN $NAMES")
+    /// let predicate = try template.substituting(["MIN": 18, "NAMES": ["Ada", "Alan"]])
+    /// ```
+    ///
+    /// - Parameter variables: Values by variable name (without `$`); `nil` means `nil`.
+    /// - Returns: The predicate without variables.
+    /// - Throws: `FetchPredicateError` when a variable has no value or a value cannot be used
+    ///   where the variable stands (an array after `==`, a single value after `IN`).
+    public func substituting(_ variables: [String: Any?]) throws -> FetchPredicate {
+        try substitutingVariables(variables)
+    }
+
+    private func substitutingVariables(
+        _ variables: [String: Any?]
+    ) throws(FetchPredicateError) -> FetchPredicate {
+        switch self {
+        case .constant: return self
+        case .not(let inner): return .not(try inner.substitutingVariables(variables))
+        case .and(let parts):
+            return .and(try parts.map { part throws(FetchPredicateError) in
+                try part.substitutingVariables(variables)
+            })
+        case .or(let parts):
+            return .or(try parts.map { part throws(FetchPredicateError) in
+                try part.substitutingVariables(variables)
+            })
+        case .comparison(var comparison):
+            comparison.left = try comparison.left.substituting(variables)
+            comparison.right = try comparison.right.substituting(variables)
+            return .comparison(try comparison.checked(leftPosition: nil, rightPosition: nil))
+        }
+    }
+}
+
+extension FetchPredicate.Expression {
+    fileprivate func substituting(_ variables: [String: Any?]) throws(FetchPredicateError) -> Self {
+        switch self {
+        case .keyPath, .value, .count: return self
+        case .list(let elements):
+            return .list(try elements.map { element throws(FetchPredicateError) in
+                let substituted = try element.substituting(variables)
+                if case .list = substituted {
+                    throw FetchPredicateError(message: "nested lists are not supported")
+                }
+                return substituted
+            })
+        case .variable(let name):
+            guard let value = variables[name] else {
+                throw FetchPredicateError(message: "no value for variable $\(name)")
+            }
+            do {
+                return try Self(argument: value)
+            } catch {
+                throw FetchPredicateError(message: "variable $\(name): \(error.message)")
+            }
+        }
+    }
+}
+
+extension FetchPredicate.Comparison {
+    /// Moves a list on the left of `CONTAINS` to the right of `IN`, and checks that lists
+    /// stand only where a list belongs.
+    fileprivate func checked(
+        leftPosition: Int?, rightPosition: Int?
+    ) throws(FetchPredicateError) -> Self {
+        if case .list = left {
+            guard self.operator == .contains, quantifier == nil else {
+                throw FetchPredicateError(
+                    message: "a list can only stand on the left of CONTAINS",
+                    position: leftPosition)
+            }
+            return try Self(right, .in, left, options: options)
+                .checked(leftPosition: rightPosition, rightPosition: leftPosition)
+        }
+        switch (self.operator, right) {
+        case (.between, .list(let bounds)) where bounds.count != 2:
+            throw FetchPredicateError(
+                message: "BETWEEN needs a list of two values {low, high}, found \(bounds.count)",
+                position: rightPosition)
+        case (.between, .list), (.between, .variable), (.in, .list), (.in, .variable):
+            return self
+        case (.between, _), (.in, _):
+            throw FetchPredicateError(
+                message: "expected a list {…} or an array argument after "
+                    + self.operator.rawValue,
+                position: rightPosition)
+        case (_, .list):
+            throw FetchPredicateError(
+                message: "a list is only allowed after IN or BETWEEN, not after "
+                    + self.operator.rawValue,
+                position: rightPosition)
+        default:
+            return self
+        }
+    }
+}
+
+// MARK: - Parser
+
+/// A recursive-descent parser over the tokens of one format string.
+///
+/// ```
+/// predicate  := or END
+/// or         := and (("OR" | "||") and)*
+/// and        := not (("AND" | "&&") not)*
+/// not        := ("NOT" | "!") not | "(" or ")" | TRUEPREDICATE | FALSEPREDICATE | comparison
+/// comparison := quantifier? operand operator modifier? operand
+/// operand    := keyPath | value | "{" operands? "}" | "$" name | specifier
+/// ```
+private struct PredicateFormatParser {
+    private var lexer: PredicateFormatLexer
+    private var current: PredicateFormatToken
+    /// Where the last consumed token ended.
+    private var previousEnd = 0
+    private let arguments: [Any?]
+    private var argumentIndex = 0
+    /// How many `(` and `NOT` enclose the current token.
+    private var depth = 0
+    /// Deeper nesting is an error rather than a stack overflow.
+    private static let maximumDepth = 256
+
+    private static let operators: [String: FetchPredicate.Operator] = [
+        "==": .equal, "=": .equal, "!=": .notEqual, "<>": .notEqual,
+        "<": .lessThan, "<=": .lessThanOrEqual, "=<": .lessThanOrEqual,
+        ">": .greaterThan, ">=": .greaterThanOrEqual, "=>": .greaterThanOrEqual,
+        "BETWEEN": .between, "IN": .in, "CONTAINS": .contains, "BEGINSWITH": .beginsWith,
+        "ENDSWITH": .endsWith, "LIKE": .like, "MATCHES": .matches,
+    ]
+    private static let quantifiers: [String: FetchPredicate.Quantifier] = [
+        "ANY": .any, "SOME": .any, "ALL": .all, "NONE": .noneOf,
+    ]
+    /// Operators that take `[c]`, `[d]`, `[cd]`.
+    private static let operatorsWithOptions: Set<FetchPredicate.Operator> = [
+        .equal, .notEqual, .in, .contains, .beginsWith, .endsWith, .like, .matches,
+    ]
+    /// Words that are not key paths unless escaped with `#`.
+    private static let reservedWords: Set<String> = Set(operators.keys)
+        .union(quantifiers.keys)
+        .union(["AND", "OR", "NOT", "NIL", "NULL", "TRUE", "FALSE", "YES", "NO",
+                "TRUEPREDICATE", "FALSEPREDICATE", "SELF", "SUBQUERY"])
+
+    init(format: String, arguments: [Any?]) throws(FetchPredicateError) {
+        lexer = PredicateFormatLexer(format: format)
+        current = try lexer.next()
+        self.arguments = arguments
+    }
+
+    mutating func parse() throws(FetchPredicateError) -> FetchPredicate {
+        let predicate = try parseOr()
+        if current.kind == .symbol(")") {
+            throw error("unexpected ')' without a matching '('", at: current.position)
+        }
+        guard current.kind == .end else {
+            throw error("expected AND, OR or end of string, found \(current.quoted)",
+                        at: current.position)
+        }
+        guard argumentIndex == arguments.count else {
+            throw error("too many arguments: the format uses \(argumentIndex) but "
+                        + "\(arguments.count) were given", at: lexer.characters.count)
+        }
+        return predicate
+    }
+
+    // MARK: Predicates
+
+    private mutating func parseOr() throws(FetchPredicateError) -> FetchPredicate {
+        var parts = [try parseAnd()]
+        while current.keyword == "OR" || current.kind == .symbol("||") {
+            try advance()
+            parts.append(try parseAnd())
+        }
+        guard parts.count > 1 else { return parts[0] }
+        return .or(parts.flatMap { part -> [FetchPredicate] in
+            if case .or(let inner) = part { return inner }
+            return [part]
+        })
+    }
+
+    private mutating func parseAnd() throws(FetchPredicateError) -> FetchPredicate {
+        var parts = [try parseNot()]
+        while current.keyword == "AND" || current.kind == .symbol("&&") {
+            try advance()
+            parts.append(try parseNot())
+        }
+        guard parts.count > 1 else { return parts[0] }
+        return .and(parts.flatMap { part -> [FetchPredicate] in
+            if case .and(let inner) = part { return inner }
+            return [part]
+        })
+    }
+
+    private mutating func parseNot() throws(FetchPredicateError) -> FetchPredicate {
+        let nests = current.keyword == "NOT" || current.kind == .symbol("!")
+            || current.kind == .symbol("(")
+        if nests {
+            guard depth < Self.maximumDepth else {
+                throw error("predicate nested more than \(Self.maximumDepth) levels deep",
+                            at: current.position)
+            }
+            depth += 1
+        }
+        defer { if nests { depth -= 1 } }
+        if current.keyword == "NOT" || current.kind == .symbol("!") {
+            try advance()
+            return .not(try parseNot())
+        }
+        if current.kind == .symbol("(") {
+            let open = current.position
+            try advance()
+            let inner = try parseOr()
+            guard current.kind == .symbol(")") else {
+                throw error("expected ')' to close the '(' at position \(open), found "
+                            + current.quoted, at: current.position)
+            }
+            try advance()
+            return inner
+        }
+        if current.keyword == "TRUEPREDICATE" || current.keyword == "FALSEPREDICATE" {
+            let value = current.keyword == "TRUEPREDICATE"
+            try advance()
+            return .constant(value)
+        }
+        return .comparison(try parseComparison())
+    }
+
+    private mutating func parseComparison(
+    ) throws(FetchPredicateError) -> FetchPredicate.Comparison {
+        var quantifier: FetchPredicate.Quantifier?
+        var quantifierText = ""
+        if let keyword = current.keyword, let found = Self.quantifiers[keyword] {
+            quantifier = found
+            quantifierText = current.text
+            try advance()
+        }
+        let leftPosition = current.position
+        let left = try parseOperand(
+            expecting: quantifier == nil
+                ? "a key path, a value or '('" : "a key path after '\(quantifierText)'")
+        if quantifier != nil {
+            guard case .keyPath = left else {
+                throw error("expected a key path after '\(quantifierText)'", at: leftPosition)
+            }
+        }
+        let operatorToken = current
+        guard let found = Self.comparisonOperator(operatorToken) else {
+            throw error("expected an operator such as ==, <, IN or CONTAINS after "
+                        + "'\(source(from: leftPosition))', found \(current.quoted)",
+                        at: current.position)
+        }
+        try advance()
+        var options: FetchPredicate.StringOptions = []
+        if case .modifier(let letters) = current.kind {
+            options = try parseOptions(letters, operator: found, text: operatorToken.text)
+            try advance()
+        }
+        let rightPosition = current.position
+        let right = try parseOperand(expecting: "a value after '\(operatorToken.text)'")
+        let comparison = FetchPredicate.Comparison(
+            left, found, right, options: options, quantifier: quantifier)
+        do {
+            return try comparison.checked(leftPosition: leftPosition, rightPosition: rightPosition)
+        } catch {
+            throw self.error(error.message, at: error.position ?? rightPosition)
+        }
+    }
+
+    private static func comparisonOperator(
+        _ token: PredicateFormatToken
+    ) -> FetchPredicate.Operator? {
+        switch token.kind {
+        case .word(let word): operators[word.uppercased()]
+        case .symbol(let symbol): operators[symbol]
+        default: nil
+        }
+    }
+
+    private func parseOptions(
+        _ letters: String, operator: FetchPredicate.Operator, text: String
+    ) throws(FetchPredicateError) -> FetchPredicate.StringOptions {
+        guard Self.operatorsWithOptions.contains(`operator`) else {
+            throw error("'[\(letters)]' is not allowed after '\(text)'; only string comparisons "
+                        + "take [c], [d] or [cd]", at: current.position)
+        }
+        var options: FetchPredicate.StringOptions = []
+        for letter in letters.lowercased() {
+            let option: FetchPredicate.StringOptions = switch letter {
+            case "c": .caseInsensitive
+            case "d": .diacriticInsensitive
+            default: []
+            }
+            guard !option.isEmpty, !options.contains(option) else {
+                throw error("unknown modifier '[\(letters)]'; expected [c], [d] or [cd]",
+                            at: current.position)
+            }
+            options.insert(option)
+        }
+        guard !options.isEmpty else {
+            throw error("empty modifier '[]'; expected [c], [d] or [cd]", at: current.position)
+        }
+        return options
+    }
+
+    // MARK: Operands
+
+    private mutating func parseOperand(
+        expecting expectation: String
+    ) throws(FetchPredicateError) -> FetchPredicate.Expression {
+        let token = current
+        switch token.kind {
+        case .word(let word):
+            let keyword = word.uppercased()
+            guard Self.reservedWords.contains(keyword) else { return try parseKeyPath() }
+            let value: FetchPredicate.Value
+            switch keyword {
+            case "NIL", "NULL": value = .null
+            case "TRUE", "YES": value = .bool(true)
+            case "FALSE", "NO": value = .bool(false)
+            case "SELF", "SUBQUERY":
+                throw error("\(keyword) is not supported; write #\(word) for a key named "
+                            + word, at: token.position)
+            default:
+                throw error("expected \(expectation), found reserved word \(token.quoted) "
+                            + "(write #\(word) for a key named \(word))", at: token.position)
+            }
+            try advance()
+            return .value(value)
+        case .escapedWord, .specifier("K"):
+            return try parseKeyPath()
+        case .string(let string):
+            try advance()
+            return .value(.string(string))
+        case .integer(let integer):
+            try advance()
+            return .value(.integer(integer))
+        case .double(let double):
+            try advance()
+            return .value(.double(double))
+        case .variable(let name):
+            try advance()
+            return .variable(name)
+        case .specifier(let specifier):
+            let argument = try takeArgument(for: token)
+            try advance()
+            return try expression(for: argument, specifier: specifier, at: token.position)
+        case .symbol("{"):
+            return try parseList()
+        case .collectionOperator(let name):
+            throw error("'@\(name)' must follow a key path, as in posts.@count",
+                        at: token.position)
+        default:
+            throw error("expected \(expectation), found \(token.quoted)", at: token.position)
+        }
+    }
+
+    private mutating func parseList() throws(FetchPredicateError) -> FetchPredicate.Expression {
+        let open = current.position
+        try advance()
+        var elements: [FetchPredicate.Expression] = []
+        if current.kind == .symbol("}") {
+            try advance()
+            return .list(elements)
+        }
+        while true {
+            let position = current.position
+            if current.kind == .symbol("{") {
+                throw error("nested lists are not supported", at: position)
+            }
+            let element = try parseOperand(expecting: "a value in the list")
+            if case .list = element { throw error("nested arrays are not supported", at: position) }
+            elements.append(element)
+            if current.kind == .symbol("}") { break }
+            guard current.kind == .symbol(",") else {
+                throw error("expected ',' or '}' in the list opened at position \(open), found "
+                            + current.quoted, at: current.position)
+            }
+            try advance()
+        }
+        try advance()
+        return .list(elements)
+    }
+
+    private mutating func parseKeyPath() throws(FetchPredicateError) -> FetchPredicate.Expression {
+        let start = current
+        var components: [String]
+        var isCount = false
+        switch start.kind {
+        case .word(let name), .escapedWord(let name):
+            components = [name]
+        default:
+            let argument = try takeArgument(for: start)
+            (components, isCount) = try keyPathArgument(argument, at: start)
+        }
+        try advance()
+        while current.kind == .symbol(".") {
+            if isCount {
+                throw error("nothing can follow @count in a key path", at: current.position)
+            }
+            try advance()
+            switch current.kind {
+            case .word(let name), .escapedWord(let name):
+                components.append(name)
+            case .collectionOperator(let name) where name.lowercased() == "count":
+                isCount = true
+            case .collectionOperator(let name):
+                throw error("unsupported collection operator '@\(name)'; only @count is "
+                            + "supported", at: current.position)
+            default:
+                throw error("expected a key after '.', found \(current.quoted)",
+                            at: current.position)
+            }
+            try advance()
+        }
+        let keyPath = FetchPredicate.KeyPath(components, position: start.position)
+        return isCount ? .count(keyPath) : .keyPath(keyPath)
+    }
+
+    // MARK: Arguments
+
+    private mutating func takeArgument(
+        for token: PredicateFormatToken
+    ) throws(FetchPredicateError) -> Any? {
+        guard argumentIndex < arguments.count else {
+            throw error("missing argument for \(token.text): only \(arguments.count) "
+                        + "argument\(arguments.count == 1 ? " was" : "s were") given",
+                        at: token.position)
+        }
+        defer { argumentIndex += 1 }
+        return arguments[argumentIndex]
+    }
+
+    /// Splits and checks a `%K` argument: names of letters, digits and `_` joined by dots,
+    /// optionally ending in `.@count`.
+    private func keyPathArgument(
+        _ argument: Any?, at token: PredicateFormatToken
+    ) throws(FetchPredicateError) -> ([String], Bool) {
+        let label = "argument \(argumentIndex) for %K"
+        guard let string = argument as? String else {
+            throw error("\(label) must be a key path string, got \(typeName(argument))",
+                        at: token.position)
+        }
+        var components = string.split(separator: ".", omittingEmptySubsequences: false)
+            .map(String.init)
+        let isCount = components.count > 1 && components.last == "@count"
+        if isCount { components.removeLast() }
+        let valid = components.allSatisfy { component in
+            guard let first = component.first else { return false }
+            return PredicateFormatLexer.isIdentifierStart(first)
+                && component.allSatisfy(PredicateFormatLexer.isIdentifierPart)
+        }
+        guard valid else {
+            throw error("\(label) is not a key path: expected names of letters, digits and "
+                        + "underscores joined by dots", at: token.position)
+        }
+        return (components, isCount)
+    }
+
+    /// Converts the argument of `%@`, `%d`, `%f` or `%s`.
+    private func expression(
+        for argument: Any?, specifier: String, at position: Int
+    ) throws(FetchPredicateError) -> FetchPredicate.Expression {
+        let label = "argument \(argumentIndex) for %\(specifier)"
+        let converted: FetchPredicate.Expression
+        do {
+            converted = try FetchPredicate.Expression(argument: argument)
+        } catch {
+            throw self.error("\(label): \(error.message)", at: position)
+        }
+        let expected: String
+        switch specifier {
+        case "@":
+            return converted
+        case "s":
+            if case .value(.string) = converted { return converted }
+            expected = "a string"
+        case "f", "lf":
+            if case .value(.double) = converted { return converted }
+            if case .value(.integer(let integer)) = converted {
+                return .value(.double(Double(integer)))
+            }
+            expected = "a number"
+        default:
+            if case .value(.integer) = converted { return converted }
+            expected = "an integer"
+        }
+        throw error("\(label) must be \(expected), got \(typeName(argument))", at: position)
+    }
+
+    private func typeName(_ argument: Any?) -> String {
+        argument.map { "\(type(of: $0))" } ?? "nil"
+    }
+
+    // MARK: Tokens
+
+    private mutating func advance() throws(FetchPredicateError) {
+        previousEnd = current.position + current.text.count
+        current = try lexer.next()
+    }
+
+    /// The format string's text from an offset to the end of the last consumed token.
+    private func source(from position: Int) -> String {
+        String(lexer.characters[position..<max(position, previousEnd)])
+    }
+
+    private func error(_ message: String, at position: Int) -> FetchPredicateError {
+        lexer.error(message, at: position)
+    }
+}

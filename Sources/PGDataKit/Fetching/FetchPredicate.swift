@@ -1,0 +1,214 @@
+import Foundation
+
+/// A filter for fetch requests, the counterpart of `NSPredicate`: parsed from a Core
+/// Data format string or translated from Foundation's `#Predicate`, compiled to SQL with
+/// bound parameters, and evaluated in memory with the same answers.
+///
+/// For example:
+///
+/// ```swift
+/// let adults = try FetchPredicate(format: "age >= %d AND name BEGINSWITH[c] %@", 18, "a")
+/// let named = try FetchPredicate(format: "%K == $NAME", "name")
+///     .substituting(["NAME": "Ada"])
+/// ```
+///
+/// Comparisons are two-valued as in `NSPredicate`: a comparison with `nil` (SQL `NULL`) is
+/// false unless it asks for `nil` (`name == nil`), and `NOT` of it is true.
+public indirect enum FetchPredicate: Sendable, Equatable {
+    /// `TRUEPREDICATE` or `FALSEPREDICATE`.
+    case constant(Bool)
+    /// `NOT p`.
+    case not(FetchPredicate)
+    /// `p AND q AND …`.
+    case and([FetchPredicate])
+    /// `p OR q OR …`.
+    case or([FetchPredicate])
+    /// A comparison such as `age > 30` or `ANY posts.title BEGINSWITH[c] "a"`.
+    case comparison(Comparison)
+
+    /// A comparison between two expressions.
+    public struct Comparison: Sendable, Equatable {
+        /// The left side (usually a key path).
+        public var left: Expression
+        /// The operator.
+        public var `operator`: Operator
+        /// The right side (usually a value or a list).
+        public var right: Expression
+        /// `[c]`, `[d]`, `[cd]` for string operators.
+        public var options: StringOptions
+        /// `ANY`, `ALL` or `NONE` over a to-many key path on the left.
+        public var quantifier: Quantifier?
+
+        /// Creates a comparison.
+        public init(
+            _ left: Expression, _ operator: Operator, _ right: Expression,
+            options: StringOptions = [], quantifier: Quantifier? = nil
+        ) {
+            self.left = left
+            self.operator = `operator`
+            self.right = right
+            self.options = options
+            self.quantifier = quantifier
+        }
+    }
+
+    /// One side of a comparison.
+    public indirect enum Expression: Sendable, Equatable {
+        /// A key path such as `name` or `user.name`.
+        case keyPath(KeyPath)
+        /// A constant.
+        case value(Value)
+        /// A list, `{1, 2, 3}` or an array argument (for `IN` and `BETWEEN`).
+        case list([Expression])
+        /// `$NAME`, replaced by `substituting(_:)`.
+        case variable(String)
+        /// `keyPath.@count`: the number of objects in a to-many relationship.
+        case count(KeyPath)
+    }
+
+    /// A dotted key path, with where it stood in the format string (for errors).
+    public struct KeyPath: Sendable, Equatable, CustomStringConvertible {
+        /// The names: `["user", "name"]` for `user.name`.
+        public var components: [String]
+        /// The character offset in the format string, if parsed from one.
+        public var position: Int?
+
+        /// Creates a key path.
+        public init(_ components: [String], position: Int? = nil) {
+            self.components = components
+            self.position = position
+        }
+
+        /// Key paths are equal when their names are; the position is ignored.
+        public static func == (lhs: KeyPath, rhs: KeyPath) -> Bool { lhs.components == rhs.components }
+
+        /// `user.name`.
+        public var description: String { components.joined(separator: ".") }
+    }
+
+    /// A constant value.
+    public enum Value: Sendable, Equatable {
+        /// `nil` / `NULL`.
+        case null
+        /// A string.
+        case string(String)
+        /// An integer.
+        case integer(Int64)
+        /// A floating-point number.
+        case double(Double)
+        /// A decimal number.
+        case decimal(Decimal)
+        /// `YES`/`NO`, `TRUE`/`FALSE`.
+        case bool(Bool)
+        /// A date.
+        case date(Date)
+        /// A UUID.
+        case uuid(UUID)
+        /// Binary data.
+        case data(Data)
+        /// A managed object, by ID (compared with to-one relationships).
+        case object(ObjectID)
+    }
+
+    /// Comparison operators.
+    public enum Operator: String, Sendable, Equatable, CaseIterable {
+        /// `==`, `=`.
+        case equal = "=="
+        /// `!=`, `<>`.
+        case notEqual = "!="
+        /// `<`.
+        case lessThan = "<"
+        /// `<=`, `=<`.
+        case lessThanOrEqual = "<="
+        /// `>`.
+        case greaterThan = ">"
+        /// `>=`, `=>`.
+        case greaterThanOrEqual = ">="
+        /// `BETWEEN {low, high}` (inclusive).
+        case between = "BETWEEN"
+        /// `IN {…}` / `IN %@`: membership in a list.
+        case `in` = "IN"
+        /// `CONTAINS`: substring.
+        case contains = "CONTAINS"
+        /// `BEGINSWITH`.
+        case beginsWith = "BEGINSWITH"
+        /// `ENDSWITH`.
+        case endsWith = "ENDSWITH"
+        /// `LIKE` with `*` and `?` wildcards.
+        case like = "LIKE"
+        /// `MATCHES`: the whole string matches a regular expression.
+        case matches = "MATCHES"
+    }
+
+    /// `ANY`, `ALL`, `NONE` (`SOME` is `ANY`).
+    public enum Quantifier: String, Sendable, Equatable {
+        /// At least one related object matches.
+        case any = "ANY"
+        /// Every related object matches (true when there are none).
+        case all = "ALL"
+        /// No related object matches (named so, not `none`, to stay clear of
+        /// `Optional.none`).
+        case noneOf = "NONE"
+    }
+
+    /// `[c]` (case-insensitive) and `[d]` (diacritic-insensitive).
+    public struct StringOptions: OptionSet, Sendable, Hashable {
+        /// The option bits.
+        public let rawValue: Int
+        /// Creates options from bits.
+        public init(rawValue: Int) { self.rawValue = rawValue }
+        /// `[c]`.
+        public static let caseInsensitive = StringOptions(rawValue: 1)
+        /// `[d]`.
+        public static let diacriticInsensitive = StringOptions(rawValue: 2)
+    }
+}
+
+/// A format string could not be parsed, or a predicate names something the entity does
+/// not have.
+public struct FetchPredicateError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The format string, if the predicate came from one.
+    public var format: String?
+    /// The character offset where the problem is, if known.
+    public var position: Int?
+    /// What was expected there, or what is wrong.
+    public var message: String
+
+    /// Creates an error.
+    public init(message: String, position: Int? = nil, format: String? = nil) {
+        self.message = message
+        self.position = position
+        self.format = format
+    }
+
+    /// The message, the position, and the format string with a caret under the position.
+    public var description: String {
+        guard let format, let position else { return "invalid predicate: \(message)" }
+        let caret = String(repeating: " ", count: max(0, position)) + "^"
+        return "invalid predicate at position \(position): \(message)\n  \(format)\n  \(caret)"
+    }
+}
+
+extension FetchPredicate.Comparison {
+    /// The same comparison with the key path on the left (`30 < age` → `age > 30`).
+    func keyPathFirst() throws -> FetchPredicate.Comparison {
+        switch left {
+        case .keyPath, .count: return self
+        default: break
+        }
+        switch right {
+        case .keyPath, .count: break
+        default: throw FetchPredicateError(message: "a comparison needs a key path on one side")
+        }
+        let mirrored: FetchPredicate.Operator
+        switch self.operator {
+        case .equal, .notEqual: mirrored = self.operator
+        case .lessThan: mirrored = .greaterThan
+        case .lessThanOrEqual: mirrored = .greaterThanOrEqual
+        case .greaterThan: mirrored = .lessThan
+        case .greaterThanOrEqual: mirrored = .lessThanOrEqual
+        default: throw FetchPredicateError(message: "\(self.operator.rawValue) needs the key path on the left")
+        }
+        return FetchPredicate.Comparison(right, mirrored, left, options: options, quantifier: quantifier)
+    }
+}

@@ -1,0 +1,58 @@
+/// What to fetch: an entity, a predicate, an order, paging, and what to return.
+///
+/// For example:
+///
+/// ```swift
+/// var request = FetchRequest<User>(
+///     predicate: try FetchPredicate(format: "age > %d AND name BEGINSWITH[c] %@", 30, "a"),
+///     sortDescriptors: [FetchSortDescriptor("name")])
+/// request.fetchLimit = 20
+/// request.relationshipKeyPathsForPrefetching = ["posts"]
+/// let users = try context.fetch(request)
+/// ```
+public struct FetchRequest<Result: ManagedObject>: Sendable {
+    /// The filter; `nil` fetches every object of the entity.
+    public var predicate: FetchPredicate?
+    /// The order; the primary key breaks ties (and orders when empty).
+    public var sortDescriptors: [FetchSortDescriptor]
+    /// At most this many results; `nil` for no limit.
+    public var fetchLimit: Int?
+    /// Skip this many results first.
+    public var fetchOffset: Int
+    /// Rows per page for `fetch(_:inBatches:)` (1,000 when 0).
+    public var fetchBatchSize: Int
+    /// Whether unsaved inserted, changed and deleted objects of the context count
+    /// (`true` by default, as in Core Data). Dictionary results and batches ignore them.
+    public var includesPendingChanges: Bool
+    /// Relationships (dotted for several levels, such as `posts.user`) loaded for the
+    /// whole result with one query per relationship, instead of one per object later.
+    public var relationshipKeyPathsForPrefetching: [String]
+    /// The keys `fetchDictionaries` returns (attributes, or to-one key paths such as
+    /// `user.name`); all attributes when `nil`.
+    public var propertiesToFetch: [String]?
+    /// Whether `fetchDictionaries` drops duplicate rows (`SELECT DISTINCT`).
+    public var returnsDistinctResults: Bool
+
+    /// Creates a request.
+    public init(
+        predicate: FetchPredicate? = nil, sortDescriptors: [FetchSortDescriptor] = [], fetchLimit: Int? = nil,
+        fetchOffset: Int = 0
+    ) {
+        self.predicate = predicate
+        self.sortDescriptors = sortDescriptors
+        self.fetchLimit = fetchLimit
+        self.fetchOffset = fetchOffset
+        self.fetchBatchSize = 0
+        self.includesPendingChanges = true
+        self.relationshipKeyPathsForPrefetching = []
+        self.propertiesToFetch = nil
+        self.returnsDistinctResults = false
+    }
+
+    /// Creates a request from a predicate format string.
+    ///
+    /// - Throws: `FetchPredicateError` with the position of the problem.
+    public init(format: String, _ arguments: Any?...) throws {
+        self.init(predicate: try FetchPredicate(format: format, argumentArray: arguments))
+    }
+}

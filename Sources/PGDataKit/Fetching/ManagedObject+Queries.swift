@@ -1,0 +1,280 @@
+import Foundation
+
+/// An aggregate the database computes over an attribute.
+public enum AggregateFunction: String, Sendable {
+    /// `sum(…)`.
+    case sum
+    /// `avg(…)`.
+    case average = "avg"
+    /// `min(…)`.
+    case min
+    /// `max(…)`.
+    case max
+}
+
+/// The type-level queries of managed objects; every `ManagedObject` subclass has them.
+public protocol ManagedObjectQueries: AnyObject {}
+
+extension ManagedObject: ManagedObjectQueries {}
+
+/// One-line queries on an entity type, in a given context (RHManagedObject, Vokoder and
+/// SQKDataKit conveniences). They run on the context's queue like any context call.
+///
+/// For example:
+///
+/// ```swift
+/// try context.performAndWait {
+///     let adults = try User.fetch(in: context, where: "age >= %d", 18, sortedBy: [FetchSortDescriptor("name")])
+///     let ada = try User.first(in: context, where: "name == %@", "Ada")
+///     let total: Int? = try User.aggregate(.sum, of: "age", in: context)
+///     let removed = try Post.deleteAll(in: context, where: "title == nil")
+/// }
+/// ```
+extension ManagedObjectQueries where Self: ManagedObject {
+    /// Every object of the entity.
+    ///
+    /// - Throws: `PostgresError`.
+    public static func fetchAll(in context: ManagedObjectContext) throws -> [Self] {
+        try context.fetch(FetchRequest<Self>())
+    }
+
+    /// The objects matching a predicate, in order, at most `limit`.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func fetch(
+        in context: ManagedObjectContext, where predicate: FetchPredicate? = nil,
+        sortedBy sortDescriptors: [FetchSortDescriptor] = [], limit: Int? = nil
+    ) throws -> [Self] {
+        try context.fetch(FetchRequest<Self>(predicate: predicate, sortDescriptors: sortDescriptors, fetchLimit: limit))
+    }
+
+    /// The objects matching a format string, in order, at most `limit`.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func fetch(
+        in context: ManagedObjectContext, where format: String, _ arguments: Any?...,
+        sortedBy sortDescriptors: [FetchSortDescriptor] = [], limit: Int? = nil
+    ) throws -> [Self] {
+        try fetch(
+            in: context, where: try FetchPredicate(format: format, argumentArray: arguments), sortedBy: sortDescriptors,
+            limit: limit)
+    }
+
+    /// The first object matching a predicate in an order, or `nil`.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func first(
+        in context: ManagedObjectContext, where predicate: FetchPredicate? = nil,
+        sortedBy sortDescriptors: [FetchSortDescriptor] = []
+    ) throws -> Self? {
+        try fetch(in: context, where: predicate, sortedBy: sortDescriptors, limit: 1).first
+    }
+
+    /// The first object matching a format string in an order, or `nil`.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func first(
+        in context: ManagedObjectContext, where format: String, _ arguments: Any?...,
+        sortedBy sortDescriptors: [FetchSortDescriptor] = []
+    ) throws -> Self? {
+        try first(in: context, where: try FetchPredicate(format: format, argumentArray: arguments), sortedBy: sortDescriptors)
+    }
+
+    /// How many objects match (counted by the database unless unsaved changes count).
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func count(in context: ManagedObjectContext, where predicate: FetchPredicate? = nil) throws -> Int {
+        try context.count(for: FetchRequest<Self>(predicate: predicate))
+    }
+
+    /// How many objects match a format string.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func count(in context: ManagedObjectContext, where format: String, _ arguments: Any?...) throws -> Int {
+        try count(in: context, where: try FetchPredicate(format: format, argumentArray: arguments))
+    }
+
+    /// Whether any object matches.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func exists(in context: ManagedObjectContext, where predicate: FetchPredicate? = nil) throws -> Bool {
+        try context.count(for: FetchRequest<Self>(predicate: predicate, fetchLimit: 1)) > 0
+    }
+
+    /// Whether any object matches a format string.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func exists(in context: ManagedObjectContext, where format: String, _ arguments: Any?...) throws -> Bool {
+        try exists(in: context, where: try FetchPredicate(format: format, argumentArray: arguments))
+    }
+
+    /// The distinct values of a key among matching objects, computed by the database
+    /// (saved data only), in ascending order with `nil` first.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func distinctValues(
+        of key: String, in context: ManagedObjectContext, where predicate: FetchPredicate? = nil
+    ) throws -> [(any Sendable)?] {
+        var request = FetchRequest<Self>(predicate: predicate)
+        request.propertiesToFetch = [key]
+        request.returnsDistinctResults = true
+        return try context.fetchDictionaries(request).map { $0[key] ?? nil }
+    }
+
+    /// An aggregate of an attribute over matching objects, computed by the database
+    /// (saved data only); `nil` when no row matches.
+    ///
+    /// For example, `let oldest: Int? = try User.aggregate(.max, of: "age", in: context)`.
+    ///
+    /// - Throws: `FetchPredicateError`, `PostgresError`, or `PostgresValueError` when the
+    ///   result does not fit `Value` (an average read as `Int`, say).
+    public static func aggregate<Value: PostgresDecodable>(
+        _ function: AggregateFunction, of key: String, as type: Value.Type = Value.self,
+        in context: ManagedObjectContext, where predicate: FetchPredicate? = nil
+    ) throws -> Value? {
+        context.assertOnQueue()
+        let entity = try context.entityDescription(for: self)
+        let model = context.coordinator.model
+        let resolved = try model.resolve(FetchPredicate.KeyPath(key.split(separator: ".").map(String.init)), from: entity)
+        guard resolved.toManyIndex == nil, resolved.attribute != nil else {
+            throw FetchPredicateError(message: "\(key) is not an attribute of \(entity.name) or its to-one relationships")
+        }
+        var compiler = PredicateSQLCompiler(model: model)
+        let column = try compiler.valueSQL(resolved, alias: "t").sql
+        var sql = "SELECT \(function.rawValue)(\(column)) FROM \(entity.quotedTable) AS t"
+        if let predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
+        let parameters = compiler.parameters
+        let result = try context.withDatabase { try context.coordinator.execute(sql, parameters, on: $0) }
+        return try result[0].decode(Value?.self, at: 0)
+    }
+
+    /// Matching objects keyed by the value of an attribute (Vokoder's
+    /// `fetchAsDictionary`); with duplicates, the last one in primary-key order wins.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func fetchAsDictionary(
+        keyedBy key: String, in context: ManagedObjectContext, where predicate: FetchPredicate? = nil
+    ) throws -> [AnyHashable: Self] {
+        var dictionary: [AnyHashable: Self] = [:]
+        for object in try fetch(in: context, where: predicate) {
+            if let value = try object.value(forKey: key) as? AnyHashable { dictionary[value] = object }
+        }
+        return dictionary
+    }
+
+    /// Deletes every matching row with one `DELETE` statement and commits at once (like
+    /// Core Data's batch delete): in a private context's open transaction, which then
+    /// ends (so its next read sees the deletion), or else in a transaction of its own.
+    /// Unsaved changes of the context stay unsaved. The deletions still reach this
+    /// context (its objects are marked deleted), its did-save observers and, through the
+    /// context manager, the main context. Database foreign-key actions apply; the model's
+    /// delete rules do not.
+    ///
+    /// - Returns: the number of rows deleted.
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    @discardableResult
+    public static func deleteAll(in context: ManagedObjectContext, where predicate: FetchPredicate? = nil) throws -> Int {
+        context.assertOnQueue()
+        let entity = try context.entityDescription(for: self)
+        var compiler = PredicateSQLCompiler(model: context.coordinator.model)
+        let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        var sql = "DELETE FROM \(entity.quotedTable) AS t"
+        if let predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
+        sql += " RETURNING t.\(primaryKey)"
+        let parameters = compiler.parameters
+        let keys = try context.writeAndCommit { connection in
+            try context.coordinator.execute(sql, parameters, on: connection).map { try $0.decode(Int64.self, at: 0) }
+        }
+        var changes = ContextChanges()
+        changes.deleted = Set(keys.map { ObjectID(entityName: entity.name, primaryKey: $0) })
+        context.didWriteOutsideSave(changes)
+        return keys.count
+    }
+
+    /// Deletes every row matching a format string; see `deleteAll(in:where:)`.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    @discardableResult
+    public static func deleteAll(in context: ManagedObjectContext, where format: String, _ arguments: Any?...) throws -> Int {
+        try deleteAll(in: context, where: try FetchPredicate(format: format, argumentArray: arguments))
+    }
+
+    /// The object whose `key` equals `value` (unsaved ones included), or a new object
+    /// inserted with it.
+    ///
+    /// For example, `let user = try User.insertOrFetch(key: "userID", value: "u1", in: context)`.
+    ///
+    /// - Throws: `ManagedObjectError` when the key is unknown or the value has the wrong
+    ///   type, `FetchPredicateError` or `PostgresError`.
+    public static func insertOrFetch(key: String, value: Any?, in context: ManagedObjectContext) throws -> Self {
+        let entity = try context.entityDescription(for: self)
+        guard let attribute = entity.attribute(named: key) else {
+            throw ManagedObjectError.unknownKey(entity: entity.name, key: key)
+        }
+        guard attribute.coerce(value) != nil else {
+            throw ManagedObjectError.typeMismatch(
+                entity: entity.name, key: key, expected: attribute.swiftTypeName,
+                actual: value.map { String(describing: type(of: $0)) } ?? "nil")
+        }
+        let predicate = try FetchPredicate(format: "%K == %@", key, value)
+        if let existing = try first(in: context, where: predicate) { return existing }
+        let object = Self()
+        context.insert(object)
+        do {
+            try object.setValue(value, forKey: key)
+        } catch {
+            context.delete(object)
+            throw error
+        }
+        return object
+    }
+}
+
+extension ManagedObjectContext {
+    /// Runs `body` in the private context's transaction (begun if needed) or a
+    /// transaction of its own, and commits; the private context's transaction ends.
+    func writeAndCommit<T>(_ body: (Connection) throws -> T) throws -> T {
+        let connection: Connection
+        if concurrencyType == .private {
+            connection = try transactionConnection()
+        } else {
+            connection = try coordinator.pool.acquire()
+            do {
+                try coordinator.execute("BEGIN", on: connection)
+            } catch {
+                coordinator.pool.release(connection)
+                throw error
+            }
+        }
+        do {
+            let value = try body(connection)
+            let result = try coordinator.execute("COMMIT", on: connection)
+            if result.commandTag == "ROLLBACK" {
+                throw PostgresError(
+                    kind: .server, sqlState: .inFailedTransaction, message: "the transaction had failed", statement: "COMMIT")
+            }
+            if connection === transaction { transaction = nil }
+            coordinator.pool.release(connection)
+            return value
+        } catch {
+            if connection === transaction {
+                endTransaction(commit: false)
+            } else {
+                coordinator.pool.release(connection)
+            }
+            throw error
+        }
+    }
+
+    /// Applies changes written outside `save()` (batch deletes): marks this context's
+    /// objects, tells did-save observers, and merges into the main context.
+    func didWriteOutsideSave(_ changes: ContextChanges) {
+        for id in changes.deleted {
+            if let object = registered[id] { forgetDeletedObject(object) }
+        }
+        observers.postDidSave(changes)
+        if shouldMergeOnSave, let manager, manager.mainContext !== self {
+            manager.mergeIntoMainContext(changes)
+        }
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+
+/// Comparison and string folding shared by in-memory evaluation and sorting, written to
+/// agree with the SQL the compiler emits: strings compare by Unicode scalar (the order
+/// of `COLLATE "C"` on UTF-8), `[c]` lower-cases, `[d]` strips combining diacritical
+/// marks after canonical decomposition.
+enum ValueComparison {
+    /// The combining diacritical marks `[d]` removes (U+0300–U+036F).
+    static let diacriticRange: ClosedRange<UInt32> = 0x300...0x36F
+    /// The same range as a PostgreSQL regular expression (bound as a parameter).
+    static let diacriticPattern = "[\u{300}-\u{36F}]"
+
+    /// Applies `[c]` and `[d]` to a string.
+    static func fold(_ string: String, _ options: FetchPredicate.StringOptions) -> [Unicode.Scalar] {
+        var text = string
+        if options.contains(.diacriticInsensitive) {
+            var scalars = String.UnicodeScalarView()
+            for scalar in text.decomposedStringWithCanonicalMapping.unicodeScalars
+            where !diacriticRange.contains(scalar.value) {
+                scalars.append(scalar)
+            }
+            text = String(scalars)
+        }
+        if options.contains(.caseInsensitive) { text = text.lowercased() }
+        return Array(text.unicodeScalars)
+    }
+
+    /// Orders two scalar sequences by code point.
+    static func compareScalars(_ left: [Unicode.Scalar], _ right: [Unicode.Scalar]) -> Int {
+        for (a, b) in zip(left, right) where a != b { return a.value < b.value ? -1 : 1 }
+        return left.count == right.count ? 0 : (left.count < right.count ? -1 : 1)
+    }
+
+    /// Orders two non-NULL stored values of one attribute type; `nil` when they cannot
+    /// be compared.
+    static func compare(_ left: any Sendable, _ right: any Sendable, options: FetchPredicate.StringOptions = []) -> Int? {
+        switch (left, right) {
+        case (let a as String, let b as String):
+            return compareScalars(fold(a, options), fold(b, options))
+        case (let a as Bool, let b as Bool):
+            return a == b ? 0 : (a ? 1 : -1)
+        case (let a as UUID, let b as UUID):
+            return compareBytes(bytes(a), bytes(b))
+        case (let a as Data, let b as Data):
+            return compareBytes(Array(a), Array(b))
+        case (let a as Date, let b as Date):
+            return a == b ? 0 : (a < b ? -1 : 1)
+        case (let a as Decimal, let b as Decimal):
+            return a == b ? 0 : (a < b ? -1 : 1)
+        case (let a as JSONValue, let b as JSONValue):
+            return a == b ? 0 : nil
+        case (let a as Double, let b as Double):
+            return a == b ? 0 : (a < b ? -1 : (a > b ? 1 : nil))
+        default:
+            guard let a = number(left), let b = number(right) else { return nil }
+            return a == b ? 0 : (a < b ? -1 : 1)
+        }
+    }
+
+    private static func bytes(_ uuid: UUID) -> [UInt8] {
+        withUnsafeBytes(of: uuid.uuid) { Array($0) }
+    }
+
+    private static func compareBytes(_ left: [UInt8], _ right: [UInt8]) -> Int {
+        for (a, b) in zip(left, right) where a != b { return a < b ? -1 : 1 }
+        return left.count == right.count ? 0 : (left.count < right.count ? -1 : 1)
+    }
+
+    /// Integers and floating-point values as Decimal (exact for integers) for comparing
+    /// across widths.
+    static func number(_ value: any Sendable) -> Decimal? {
+        switch value {
+        case let value as Int: return Decimal(value)
+        case let value as Int64: return Decimal(value)
+        case let value as Int32: return Decimal(Int(value))
+        case let value as Int16: return Decimal(Int(value))
+        case let value as Double: return value.isFinite ? Decimal(value) : (value > 0 ? Decimal.greatestFiniteMagnitude : -Decimal.greatestFiniteMagnitude)
+        case let value as Float: return Decimal(Double(value))
+        case let value as Decimal: return value
+        default: return nil
+        }
+    }
+
+    /// `*` any run of characters, `?` one character, matched over scalars.
+    static func like(_ text: [Unicode.Scalar], _ pattern: [Unicode.Scalar]) -> Bool {
+        var memo: [Int: Bool] = [:]
+        func match(_ t: Int, _ p: Int) -> Bool {
+            let key = t * (pattern.count + 1) + p
+            if let known = memo[key] { return known }
+            let result: Bool
+            if p == pattern.count {
+                result = t == text.count
+            } else if pattern[p] == "*" {
+                result = match(t, p + 1) || (t < text.count && match(t + 1, p))
+            } else if t < text.count && (pattern[p] == "?" || pattern[p] == text[t]) {
+                result = match(t + 1, p + 1)
+            } else {
+                result = false
+            }
+            memo[key] = result
+            return result
+        }
+        return match(0, 0)
+    }
+
+    /// Whether `text` contains `part` as a run of scalars.
+    static func contains(_ text: [Unicode.Scalar], _ part: [Unicode.Scalar]) -> Bool {
+        if part.isEmpty { return true }
+        guard part.count <= text.count else { return false }
+        for start in 0...(text.count - part.count) where text[start] == part[0] {
+            if Array(text[start..<(start + part.count)]) == part { return true }
+        }
+        return false
+    }
+}

@@ -1,0 +1,76 @@
+import ArgumentParser
+import Foundation
+import PGDataKit
+
+@main
+struct BenchCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pgdatakit-bench",
+        abstract: "Measures PGDataKit against a floor measured in the same run.",
+        discussion: """
+            Uses DATABASE_URL, or a throwaway PostgreSQL server. Each scenario works in a
+            database of its own, dropped afterwards, and ends with a line
+            `RESULT <scenario> key=value …`. Build in release mode for meaningful figures:
+            swift run -c release pgdatakit-bench fetch
+            """,
+        subcommands: [FetchBenchmark.self]
+    )
+}
+
+/// A database for one benchmark run, created with the example schema and dropped after.
+struct BenchDatabase {
+    let configuration: ConnectionConfiguration
+    private let admin: Connection
+    private let name: String
+    private let server: EmbeddedPostgres?
+
+    init() throws {
+        var server: EmbeddedPostgres?
+        let url: String
+        if let environment = ProcessInfo.processInfo.environment["DATABASE_URL"], !environment.isEmpty {
+            url = environment
+        } else {
+            let started = try EmbeddedPostgres.start()
+            server = started
+            url = started.url
+        }
+        self.server = server
+        let base = ConnectionConfiguration(url)
+        admin = try Connection(base)
+        name = "pgdatakit_bench_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12))"
+        try admin.execute("CREATE DATABASE \(Connection.quoteIdentifier(name))")
+        configuration = base.database(name)
+        let connection = try Connection(configuration)
+        defer { connection.close() }
+        try Migrator(directory: BenchDatabase.migrationsDirectory()).migrate(on: connection)
+    }
+
+    /// `migrations/` of the package (the working folder, or next to the sources).
+    static func migrationsDirectory() -> URL {
+        let local = URL(fileURLWithPath: "migrations")
+        if FileManager.default.fileExists(atPath: local.path) { return local }
+        return URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("migrations")
+    }
+
+    func drop() {
+        _ = try? admin.execute("DROP DATABASE IF EXISTS \(Connection.quoteIdentifier(name)) WITH (FORCE)")
+        admin.close()
+        try? server?.stop()
+    }
+}
+
+/// Seconds taken by `body`.
+func measure(_ body: () throws -> Void) rethrows -> Double {
+    let start = ContinuousClock.now
+    try body()
+    let elapsed = ContinuousClock.now - start
+    return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+}
+
+/// The median of some numbers.
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    guard !sorted.isEmpty else { return 0 }
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
