@@ -28,7 +28,7 @@ struct FetchBenchmark: ParsableCommand {
     var rows = 100_000
 
     @Option(help: "Timed runs of each side (the median is reported).")
-    var runs = 5
+    var runs = 9
 
     func run() throws {
         let database = try BenchDatabase()

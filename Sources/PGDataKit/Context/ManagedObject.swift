@@ -49,10 +49,26 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     open class var uniqueKeys: [[String]] { [] }
 
     /// The object's ID: temporary until first saved, permanent afterwards.
-    public internal(set) var objectID: ObjectID
+    public internal(set) var objectID: ObjectID {
+        get {
+            if let objectIDStorage { return objectIDStorage }
+            let temporary = ObjectID(temporaryFor: entity.name)
+            objectIDStorage = temporary
+            return temporary
+        }
+        set { objectIDStorage = newValue }
+    }
+    var objectIDStorage: ObjectID?
+
     /// The context the object belongs to; `nil` before insertion and after it was
     /// deleted and saved, or unregistered.
-    public internal(set) weak var managedObjectContext: ManagedObjectContext?
+    public internal(set) var managedObjectContext: ManagedObjectContext? {
+        get { contextReference?.context }
+        set { contextReference = newValue?.reference }
+    }
+    /// A weak reference shared by all objects of a context (one weak reference per
+    /// context, not one per object).
+    var contextReference: ContextReference?
 
     var entityStorage: EntityDescription?
     var values: [StoredValue] = []
@@ -73,9 +89,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var lastAccess: (isAttribute: Bool, index: Int)?
 
     /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
-    public required init() {
-        objectID = ObjectID(temporaryFor: Self.entityName)
-    }
+    public required init() {}
 
     /// Creates an object and inserts it into a context.
     public convenience init(context: ManagedObjectContext) {
@@ -146,70 +160,50 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         #endif
     }
 
-    /// Finds which declared property a wrapper's storage key path is, by marking the
-    /// wrapper and looking for the mark through reflection; cached per entity.
-    func resolveSlot(for keyPath: AnyKeyPath, mark: (Int) -> Void, isAttribute: Bool) -> Int {
-        let entity = self.entity
+    /// The storage position of the property behind a wrapper's storage key path:
+    /// cached per entity by key-path identity; on a miss, found by marking the wrapper
+    /// and looking for the mark through reflection.
+    @usableFromInline
+    static func slot<Object: ManagedObject, Wrapper: SlotHolder>(
+        of object: Object, _ keyPath: ReferenceWritableKeyPath<Object, Wrapper>
+    ) -> Int {
+        let entity = object.entity
         if let cached = entity.cachedSlot(for: keyPath) { return cached }
         let marker = SlotMarker.next()
-        mark(marker)
-        var mirror: Mirror? = Mirror(reflecting: self)
+        object[keyPath: keyPath].slot = marker
+        defer { object[keyPath: keyPath].slot = -1 }
+        var mirror: Mirror? = Mirror(reflecting: object)
         while let current = mirror {
             for child in current.children {
-                guard let label = child.label, label.hasPrefix("_") else { continue }
+                guard let label = child.label, label.hasPrefix("_"), let holder = child.value as? any SlotHolder,
+                    holder.slot == marker
+                else { continue }
                 let name = String(label.dropFirst())
-                if isAttribute, let declaration = child.value as? any AttributeDeclaration,
-                    declaration.slot == marker, let attribute = entity.attribute(named: name)
-                {
-                    entity.cacheSlot(attribute.index, for: keyPath)
-                    return attribute.index
-                }
-                if !isAttribute, let declaration = child.value as? any RelationshipDeclaration,
-                    declaration.slot == marker, let relationship = entity.relationship(named: name)
-                {
-                    entity.cacheSlot(relationship.index, for: keyPath)
-                    return relationship.index
-                }
+                let index = Wrapper.isAttribute ? entity.attribute(named: name)?.index : entity.relationship(named: name)?.index
+                guard let index else { break }
+                entity.cacheSlot(index, for: keyPath)
+                return index
             }
             mirror = current.superclassMirror
         }
-        preconditionFailure("property wrapper of \(type(of: self)) not found by reflection")
+        preconditionFailure("property wrapper of \(Object.self) not found by reflection")
     }
 
-    func attributeSlot<Object: ManagedObject, Value>(
-        for keyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
-    ) -> Int {
-        guard let object = self as? Object else { preconditionFailure("key path of another class") }
-        let current = object[keyPath: keyPath].slot
-        if current >= 0 { return current }
-        let slot = resolveSlot(for: keyPath, mark: { object[keyPath: keyPath].slot = $0 }, isAttribute: true)
-        object[keyPath: keyPath].slot = slot
-        return slot
-    }
-
-    func relationshipSlot<Object: ManagedObject, Value>(
-        for keyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>
-    ) -> Int {
-        guard let object = self as? Object else { preconditionFailure("key path of another class") }
-        let current = object[keyPath: keyPath].slot
-        if current >= 0 { return current }
-        let slot = resolveSlot(for: keyPath, mark: { object[keyPath: keyPath].slot = $0 }, isAttribute: false)
-        object[keyPath: keyPath].slot = slot
-        return slot
-    }
-
+    @usableFromInline
     func storedValue(at slot: Int) -> StoredValue {
         checkQueue()
-        prepareStorage()
+        if values.isEmpty { prepareStorage() }
         if recordsAccess { lastAccess = (true, slot) }
         return values[slot]
     }
 
+    @usableFromInline
     func missingValue<Value>(_ type: Value.Type, slot: Int) -> Value {
         preconditionFailure(
             "\(entity.name).\(entity.attributes[slot].name) holds no value of type \(Value.self)")
     }
 
+    @usableFromInline
     func setStoredValue(_ value: StoredValue, at slot: Int) {
         checkQueue()
         prepareStorage()

@@ -83,7 +83,7 @@ extension ManagedObjectContext {
         let objectID = ObjectID(entityName: entity.name, primaryKey: key)
         if let existing = registered[objectID] {
             if !changedSet.contains(existing) && !existing.deletedFlag {
-                try apply(row: row, to: existing, entity: entity)
+                try apply(row: row, to: existing, entity: entity, key: key)
             }
             return existing
         }
@@ -91,16 +91,16 @@ extension ManagedObjectContext {
         object.entityStorage = entity
         object.objectID = objectID
         object.managedObjectContext = self
-        try apply(row: row, to: object, entity: entity)
+        try apply(row: row, to: object, entity: entity, key: key)
         registered[objectID] = object
         return object
     }
 
     /// Copies a row's values into an object and makes them its committed values.
-    func apply(row: Row, to object: ManagedObject, entity: EntityDescription) throws {
-        let key = try row.decode(Int64.self, at: 0)
-        object.prepareStorage()
+    func apply(row: Row, to object: ManagedObject, entity: EntityDescription, key: Int64) throws {
         object.version = try row.decode(Int64.self, at: 1)
+        var values: [StoredValue] = []
+        values.reserveCapacity(entity.attributes.count)
         var column = 2
         for attribute in entity.attributes {
             let value = try row.withCell(at: column) { try attribute.decode($0) }
@@ -109,12 +109,20 @@ extension ManagedObjectContext {
                     entity: entity.name, key: attribute.name, primaryKey: key,
                     reason: "NULL in a non-optional attribute")
             }
-            object.values[attribute.index] = value
+            values.append(value)
             column += 1
         }
+        object.values = values
+        object.snapshot = values
+        guard !entity.relationships.isEmpty else { return }
+        if object.toOne.count != entity.relationships.count {
+            object.toOne = Array(repeating: .none, count: entity.relationships.count)
+        }
+        var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
         for relationship in entity.relationships where !relationship.isToMany {
             let foreignKey = try row.decode(Int64?.self, at: column)
             column += 1
+            keys[relationship.index] = foreignKey
             if case .object(let current) = object.toOne[relationship.index],
                 current.objectID.primaryKey == foreignKey
             {
@@ -122,7 +130,7 @@ extension ManagedObjectContext {
             }
             object.toOne[relationship.index] = foreignKey.map { .key($0) } ?? .none
         }
-        object.commitSnapshot()
+        object.snapshotKeys = keys
     }
 
     /// The object for a primary key: registered, or fetched now (one query); `nil`
@@ -182,7 +190,7 @@ extension ManagedObjectContext {
             let localToOne = object.toOne
             let changedAttributes = mergeChanges ? object.changedAttributeIndexes : []
             let changedToOne = mergeChanges ? object.changedToOneIndexes : []
-            try apply(row: row, to: object, entity: entity)
+            try apply(row: row, to: object, entity: entity, key: key)
             for index in changedAttributes { object.values[index] = localValues[index] }
             for index in changedToOne { object.toOne[index] = localToOne[index] }
             if changedAttributes.isEmpty && changedToOne.isEmpty { changedSet.remove(object) }

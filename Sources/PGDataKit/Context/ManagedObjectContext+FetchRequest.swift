@@ -38,7 +38,8 @@ extension ManagedObjectContext {
             if let limit = request.fetchLimit { results = Array(results.prefix(limit)) }
         }
         try prefetch(request.relationshipKeyPathsForPrefetching, for: results, entity: entity)
-        return results.compactMap { $0 as? T }
+        // Every object of `entity` was created as `entity.objectClass`, which is `T`.
+        return results.map { unsafeDowncast($0, to: T.self) }
     }
 
     /// Counts the objects a request describes (`SELECT count(*)` unless pending changes
@@ -214,6 +215,7 @@ extension ManagedObjectContext {
     ) throws -> [ManagedObject] {
         let (sql, parameters) = try selectSQL(request, entity: entity, columns: entity.selectList(alias: "t"), limit: limit, offset: offset)
         let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
+        registered.reserveCapacity(registered.count + result.count)
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
         for row in result { objects.append(try register(row: row, entity: entity)) }

@@ -58,6 +58,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     let queue: DispatchQueue
     private let queueKey = DispatchSpecificKey<Bool>()
+    /// The weak reference every object of this context holds.
+    let reference = ContextReference()
     weak var manager: ContextManager?
     let logger: Logger
 
@@ -81,6 +83,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         self.queue = DispatchQueue(label: "pgdatakit.context.\(label)")
         self.logger = Logger(label: "pgdatakit.context")
         queue.setSpecific(key: queueKey, value: true)
+        reference.context = self
     }
 
     deinit {
@@ -341,4 +344,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
         deletedSet.remove(object)
         object.managedObjectContext = nil
     }
+}
+
+/// A weak reference to a context, shared by its objects.
+final class ContextReference: @unchecked Sendable {
+    // Sendable: set once in the context's initialiser, then only read.
+    weak var context: ManagedObjectContext?
 }

@@ -30,6 +30,14 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     public let entityName: String
     let key: Key
 
+    /// Hashes the key only (cheap); equality still compares the entity name.
+    public func hash(into hasher: inout Hasher) {
+        switch key {
+        case .permanent(let value): hasher.combine(value)
+        case .temporary(let uuid): hasher.combine(uuid)
+        }
+    }
+
     init(entityName: String, primaryKey: Int64) {
         self.entityName = entityName
         self.key = .permanent(primaryKey)

@@ -19,12 +19,13 @@
 /// Reading and writing go through the object's context, which records changes for
 /// `save()`. Objects are confined to their context's queue (checked in debug builds).
 @propertyWrapper
-public struct Attribute<Value: AttributeValue>: AttributeDeclaration {
-    let defaultValue: Value?
+public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder {
+    @usableFromInline let defaultValue: Value?
     let column: String?
     let unique: Bool
-    /// The storage position, found on first use.
-    var slot: Int = -1
+    /// A mark used while the model finds this property by reflection.
+    @usableFromInline var slot: Int = -1
+    @usableFromInline static var isAttribute: Bool { true }
 
     /// Declares an attribute with a default value.
     ///
@@ -55,20 +56,21 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration {
     }
 
     /// Reads and writes the attribute through the object's storage.
+    @inlinable
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
     ) -> Value {
         get {
-            let slot = object.attributeSlot(for: storageKeyPath)
+            let slot = ManagedObject.slot(of: object, storageKeyPath)
             let stored = object.storedValue(at: slot)
             if let value = Value.fromScalar(stored as? Value.Scalar) { return value }
             // A non-optional attribute read before it was ever set holds its default.
             return object[keyPath: storageKeyPath].defaultValue ?? object.missingValue(Value.self, slot: slot)
         }
         set {
-            let slot = object.attributeSlot(for: storageKeyPath)
+            let slot = ManagedObject.slot(of: object, storageKeyPath)
             object.setStoredValue(newValue.scalar, at: slot)
         }
     }

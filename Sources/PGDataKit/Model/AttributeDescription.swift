@@ -1,11 +1,12 @@
 import Foundation
 
 /// A stored attribute value inside a managed object: the scalar, or `nil` for `NULL`.
+@usableFromInline
 typealias StoredValue = (any Sendable)?
 
 /// What the model knows about one attribute: names, type, optionality, uniqueness, and
 /// how its values are read and written.
-public struct AttributeDescription: Sendable, CustomStringConvertible {
+public final class AttributeDescription: Sendable, CustomStringConvertible {
     /// The Swift property name.
     public let name: String
     /// The column name.
@@ -28,13 +29,36 @@ public struct AttributeDescription: Sendable, CustomStringConvertible {
     /// Converts a dynamically typed value to storage, or `nil` when the type is wrong.
     let coerce: @Sendable (Any?) -> StoredValue?
 
+    init(
+        name: String, columnName: String, type: AttributeType, isOptional: Bool, isUnique: Bool,
+        swiftTypeName: String, index: Int, defaultValue: StoredValue,
+        decode: @escaping @Sendable (PostgresCell) throws -> StoredValue,
+        encode: @escaping @Sendable (StoredValue) throws -> (any PostgresEncodable)?,
+        encodeArray: @escaping @Sendable ([StoredValue]) throws -> any PostgresEncodable,
+        isEqual: @escaping @Sendable (StoredValue, StoredValue) -> Bool,
+        coerce: @escaping @Sendable (Any?) -> StoredValue?
+    ) {
+        self.name = name
+        self.columnName = columnName
+        self.type = type
+        self.isOptional = isOptional
+        self.isUnique = isUnique
+        self.swiftTypeName = swiftTypeName
+        self.index = index
+        self.defaultValue = defaultValue
+        self.decode = decode
+        self.encode = encode
+        self.encodeArray = encodeArray
+        self.isEqual = isEqual
+        self.coerce = coerce
+    }
+
     /// `name: Type (column)`.
     public var description: String { "\(name): \(swiftTypeName) (\(columnName) \(type.sqlType))" }
 }
 
 /// Implemented by `Attribute` so the model can read declarations through reflection.
 protocol AttributeDeclaration {
-    var slot: Int { get }
     func describe(name: String, index: Int) -> AttributeDescription
 }
 

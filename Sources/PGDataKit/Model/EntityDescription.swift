@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// What the model knows about one entity: its class, table, attributes, relationships,
 /// unique keys and bookkeeping columns.
@@ -7,7 +8,7 @@ import Foundation
 /// `@Attribute` and `@Relationship` property, in declaration order.
 public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
     // Sendable: everything is immutable after the model is built except `slotCache`,
-    // which is guarded by `slotLock`.
+    // which is a Mutex.
     /// The entity name (the class name unless `entityName` is overridden).
     public let name: String
     /// The class of its objects.
@@ -21,14 +22,15 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The attributes, in declaration order.
     public let attributes: [AttributeDescription]
     /// The relationships, in declaration order.
-    public internal(set) var relationships: [RelationshipDescription]
+    public let relationships: [RelationshipDescription]
     /// The unique keys: each is a list of attribute names.
     public let uniqueKeys: [[String]]
     let attributesByName: [String: AttributeDescription]
-    var relationshipsByName: [String: RelationshipDescription]
+    let relationshipsByName: [String: RelationshipDescription]
 
-    private let slotLock = NSLock()
-    private var slotCache: [AnyKeyPath: Int] = [:]
+    /// Storage positions by key-path identity; the key paths are kept alive so their
+    /// identities cannot be reused.
+    private let slotCache = Mutex<(slots: [ObjectIdentifier: Int], keyPaths: [AnyKeyPath])>(([:], []))
 
     init(objectClass: ManagedObject.Type) {
         self.objectClass = objectClass
@@ -62,6 +64,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.relationshipsByName = Dictionary(
             relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.uniqueKeys = attributes.filter(\.isUnique).map { [$0.name] } + objectClass.uniqueKeys
+        self.toOneRelationships = relationships.filter { !$0.isToMany }
         self.selectColumns =
             [objectClass.primaryKeyColumn, objectClass.versionColumn] + attributes.map(\.columnName)
             + relationships.compactMap(\.columnName)
@@ -78,7 +81,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     public func relationship(named name: String) -> RelationshipDescription? { relationshipsByName[name] }
 
     /// The to-one relationships (those with a foreign-key column).
-    public var toOneRelationships: [RelationshipDescription] { relationships.filter { !$0.isToMany } }
+    public let toOneRelationships: [RelationshipDescription]
 
     /// `Entity(table): attributes; relationships`.
     public var description: String {
@@ -86,19 +89,18 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             + (relationships.isEmpty ? "" : "; " + relationships.map(\.description).joined(separator: ", "))
     }
 
-    /// The storage position of the property behind a wrapper's storage key path.
+    /// The cached storage position of the property behind a wrapper's storage key path.
     func cachedSlot(for keyPath: AnyKeyPath) -> Int? {
-        slotLock.lock()
-        defer { slotLock.unlock() }
-        return slotCache[keyPath]
+        slotCache.withLock { $0.slots[ObjectIdentifier(keyPath)] }
     }
 
     func cacheSlot(_ slot: Int, for keyPath: AnyKeyPath) {
-        slotLock.lock()
-        slotCache[keyPath] = slot
-        slotLock.unlock()
+        slotCache.withLock { cache in
+            if cache.slots.updateValue(slot, forKey: ObjectIdentifier(keyPath)) == nil {
+                cache.keyPaths.append(keyPath)
+            }
+        }
     }
-
 
     /// `"t"."id", "t"."version", …` for a table alias.
     func selectList(alias: String) -> String {

@@ -53,14 +53,14 @@ public final class Model: Sendable {
         }
         // Resolve relationship destinations and inverses.
         for entity in entities {
-            for (index, relationship) in entity.relationships.enumerated() {
+            for relationship in entity.relationships {
                 guard let destination = byClass[ObjectIdentifier(relationship.destinationType)] else {
                     problems.append(
                         "\(entity.name).\(relationship.name) points at \(relationship.destinationType), "
                             + "which is not an entity of the model")
                     continue
                 }
-                entity.relationships[index].destinationEntityName = destination.name
+                relationship.destinationEntityName = destination.name
                 if let inverseName = relationship.inverseName {
                     guard let inverse = destination.relationship(named: inverseName) else {
                         problems.append(
@@ -93,21 +93,17 @@ public final class Model: Sendable {
                             + "relationship that holds the foreign key")
                 }
             }
-            entity.relationshipsByName = Dictionary(
-                entity.relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         }
         // Fill in inverses declared on one side only.
         for entity in entities {
-            for (index, relationship) in entity.relationships.enumerated() where relationship.inverseName == nil {
+            for relationship in entity.relationships where relationship.inverseName == nil {
                 guard let destination = byName[relationship.destinationEntityName] else { continue }
                 if let inverse = destination.relationships.first(where: {
                     $0.inverseName == relationship.name && $0.destinationEntityName == entity.name
                 }) {
-                    entity.relationships[index].inverseName = inverse.name
+                    relationship.inverseName = inverse.name
                 }
             }
-            entity.relationshipsByName = Dictionary(
-                entity.relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         }
         if !problems.isEmpty { throw ModelError(problems: problems) }
         self.entities = entities

@@ -67,12 +67,13 @@ extension Set: RelationshipValue where Element: ManagedObject {
 /// }
 /// ```
 @propertyWrapper
-public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration {
+public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, SlotHolder {
     let inverse: String?
     let deleteRule: DeleteRule
     let column: String?
-    /// The storage position, found on first use.
-    var slot: Int = -1
+    /// A mark used while the model finds this property by reflection.
+    @usableFromInline var slot: Int = -1
+    @usableFromInline static var isAttribute: Bool { false }
 
     /// Declares a to-one relationship.
     ///
@@ -114,11 +115,11 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration {
         storage storageKeyPath: ReferenceWritableKeyPath<Object, Relationship<Value>>
     ) -> Value {
         get {
-            let slot = object.relationshipSlot(for: storageKeyPath)
+            let slot = ManagedObject.slot(of: object, storageKeyPath)
             return Value.make(from: object.relatedObjects(at: slot))
         }
         set {
-            let slot = object.relationshipSlot(for: storageKeyPath)
+            let slot = ManagedObject.slot(of: object, storageKeyPath)
             object.setRelatedObjects(newValue.relatedObjects, at: slot)
         }
     }
@@ -133,13 +134,20 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration {
 
 /// Implemented by `Relationship` so the model can read declarations through reflection.
 protocol RelationshipDeclaration {
-    var slot: Int { get }
     func describe(name: String, index: Int) -> RelationshipDescription
 }
 
+/// A property wrapper that can carry a mark while the model finds it by reflection.
+@usableFromInline
+protocol SlotHolder {
+    var slot: Int { get set }
+    static var isAttribute: Bool { get }
+}
+
 /// What the model knows about one relationship.
-public struct RelationshipDescription: @unchecked Sendable, CustomStringConvertible {
-    // Sendable: all fields are immutable; `destinationType` is a class metatype.
+public final class RelationshipDescription: @unchecked Sendable, CustomStringConvertible {
+    // Sendable: `inverseName` and `destinationEntityName` are filled in while the model
+    // is built, before the description is shared; everything is read-only afterwards.
     /// The Swift property name.
     public let name: String
     /// The related entity's class.
@@ -156,6 +164,19 @@ public struct RelationshipDescription: @unchecked Sendable, CustomStringConverti
     let index: Int
     /// The related entity's name, filled in when the model is built.
     public internal(set) var destinationEntityName: String = ""
+
+    init(
+        name: String, destinationType: ManagedObject.Type, isToMany: Bool, inverseName: String?,
+        deleteRule: DeleteRule, columnName: String?, index: Int
+    ) {
+        self.name = name
+        self.destinationType = destinationType
+        self.isToMany = isToMany
+        self.inverseName = inverseName
+        self.deleteRule = deleteRule
+        self.columnName = columnName
+        self.index = index
+    }
 
     /// `name -> Destination` or `name ->> Destination`.
     public var description: String {
