@@ -189,17 +189,21 @@ public struct FetchPredicateError: Error, Sendable, Equatable, CustomStringConve
     }
 }
 
+extension FetchPredicate.Expression {
+    /// Whether the expression reads the object (a key path or a count).
+    var isKeyPath: Bool {
+        switch self {
+        case .keyPath, .count: return true
+        default: return false
+        }
+    }
+}
+
 extension FetchPredicate.Comparison {
     /// The same comparison with the key path on the left (`30 < age` → `age > 30`).
     func keyPathFirst() throws -> FetchPredicate.Comparison {
-        switch left {
-        case .keyPath, .count: return self
-        default: break
-        }
-        switch right {
-        case .keyPath, .count: break
-        default: throw FetchPredicateError(message: "a comparison needs a key path on one side")
-        }
+        if left.isKeyPath { return self }
+        guard right.isKeyPath else { throw FetchPredicateError(message: "a comparison needs a key path on one side") }
         let mirrored: FetchPredicate.Operator
         switch self.operator {
         case .equal, .notEqual: mirrored = self.operator

@@ -156,12 +156,7 @@ struct PredicateEvaluator {
             guard let a, let b else { return a == nil && b == nil }
             return ValueComparison.compare(a, b, options: options) == 0
         }
-        let isKeyPathRight: Bool = {
-            switch comparison.right {
-            case .keyPath, .count: return true
-            default: return false
-            }
-        }()
+        let isKeyPathRight = comparison.right.isKeyPath
         switch comparison.operator {
         case .equal, .notEqual:
             let (right, isNull) = try rightValue(comparison.right, type: type, object: object)

@@ -258,12 +258,7 @@ struct PredicateSQLCompiler {
                 throw error("a list is allowed only after IN or BETWEEN", path)
             }
         }
-        let isKeyPathRight: Bool = {
-            switch comparison.right {
-            case .keyPath, .count: return true
-            default: return false
-            }
-        }()
+        let isKeyPathRight = comparison.right.isKeyPath
         switch comparison.operator {
         case .equal, .notEqual:
             let negate = comparison.operator == .notEqual
