@@ -78,10 +78,13 @@ extension ManagedObjectContext {
 
     /// Decodes a row selected with `entity.selectList` into the registered object for
     /// its key, creating it if needed. Objects with unsaved changes are left as they are.
-    func register(row: Row, entity: EntityDescription) throws -> ManagedObject {
-        let key = try row.decode(Int64.self, at: 0)
+    ///
+    /// - Parameter mayBeRegistered: `false` when the context is known to hold no object
+    ///   of the row (a fresh context), which skips the lookup.
+    func register(row: Row, entity: EntityDescription, mayBeRegistered: Bool = true) throws -> ManagedObject {
+        let key = try row.decodeFast(Int64.self, at: 0)
         let objectID = ObjectID(entityName: entity.name, primaryKey: key)
-        if let existing = registered[objectID] {
+        if mayBeRegistered, let existing = registered[objectID] {
             if !changedSet.contains(existing) && !existing.deletedFlag {
                 try apply(row: row, to: existing, entity: entity, key: key)
             }
@@ -98,12 +101,18 @@ extension ManagedObjectContext {
 
     /// Copies a row's values into an object and makes them its committed values.
     func apply(row: Row, to object: ManagedObject, entity: EntityDescription, key: Int64) throws {
-        object.version = try row.decode(Int64.self, at: 1)
+        object.version = try row.decodeFast(Int64.self, at: 1)
         var values: [StoredValue] = []
         values.reserveCapacity(entity.attributes.count)
         var column = 2
         for attribute in entity.attributes {
-            let value = try row.withCell(at: column) { try attribute.decode($0) }
+            let value: StoredValue
+            do {
+                value = try attribute.decode(row.result.bareCell(row: row.index, column: column))
+            } catch {
+                // Decode again with the column's name and type for the error message.
+                value = try row.withCell(at: column) { try attribute.decode($0) }
+            }
             if value == nil && !attribute.isOptional {
                 throw ManagedObjectError.invalidStoredValue(
                     entity: entity.name, key: attribute.name, primaryKey: key,

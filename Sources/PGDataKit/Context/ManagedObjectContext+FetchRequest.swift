@@ -215,10 +215,12 @@ extension ManagedObjectContext {
     ) throws -> [ManagedObject] {
         let (sql, parameters) = try selectSQL(request, entity: entity, columns: entity.selectList(alias: "t"), limit: limit, offset: offset)
         let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
+        // Rows of one result have distinct keys: in an empty context none can be registered.
+        let mayBeRegistered = !registered.isEmpty
         registered.reserveCapacity(registered.count + result.count)
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
-        for row in result { objects.append(try register(row: row, entity: entity)) }
+        for row in result { objects.append(try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered)) }
         return objects
     }
 

@@ -61,6 +61,17 @@ public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
     /// The type OID of a column.
     public func typeOID(ofColumn column: Int) -> UInt32 { PQftype(handle, Int32(column)) }
 
+    /// The bytes of a field without the column's name and type, for hot loops that
+    /// redo a failed decode with `cell(row:column:)` to get a descriptive error.
+    @inline(__always)
+    func bareCell(row: Int, column: Int) -> PostgresCell {
+        guard PQgetisnull(handle, Int32(row), Int32(column)) == 0,
+            let pointer = UnsafeRawPointer(PQgetvalue(handle, Int32(row), Int32(column)))
+        else { return PostgresCell(bytes: nil) }
+        let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        return PostgresCell(bytes: UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: UInt8.self), count: length))
+    }
+
     func cell(row: Int, column: Int) -> PostgresCell {
         let isNull = PQgetisnull(handle, Int32(row), Int32(column)) == 1
         let bytes: UnsafeBufferPointer<UInt8>?
@@ -109,6 +120,17 @@ public struct Row: Sendable {
                 row: index)
         }
         return try T.decode(from: result.cell(row: index, column: position))
+    }
+
+    /// `decode(_:at:)` for hot loops: reads the bytes directly and builds the
+    /// descriptive error only when decoding fails.
+    @inline(__always)
+    func decodeFast<T: PostgresDecodable>(_ type: T.Type, at column: Int) throws -> T {
+        do {
+            return try T.decode(from: result.bareCell(row: index, column: column))
+        } catch {
+            return try decode(T.self, at: column)
+        }
     }
 
     /// Whether the column at `column` is `NULL`.
