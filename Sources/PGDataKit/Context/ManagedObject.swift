@@ -383,7 +383,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     var changedToOneIndexes: [Int] {
         prepareStorage()
-        return entity.relationships.filter { !$0.isToMany }.map(\.index).filter { index in
+        return entity.toOneRelationships.map(\.index).filter { index in
             if case .object(let object) = toOne[index], object.objectID.isTemporaryID { return true }
             let committed = snapshotKeys.count > index ? snapshotKeys[index] : nil
             return referencedKey(at: index) != committed

@@ -33,35 +33,37 @@ extension ManagedObjectContext {
         var overwrite: Set<ObjectIdentifier> = []
 
         // First attempt: in the context's own transaction.
-        let first = try beginSaveTransaction()
+        let first = try beginWriteTransaction()
         let outcome: WriteOutcome
         do {
             outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite)
         } catch let error as PostgresError where error.isTransient {
             logger.debug("save hit \(error.sqlState?.rawValue ?? "?"); resolving conflicts in a new transaction")
-            abortSaveTransaction(first)
+            abortWriteTransaction(first)
             try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
             return
         } catch {
-            abortSaveTransaction(first)
+            abortWriteTransaction(first)
             throw error
         }
         if !outcome.conflicts.isEmpty {
-            abortSaveTransaction(first)
+            abortWriteTransaction(first)
             try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
             return
         }
         do {
             try commitSave(on: first, outcome: outcome, reservedKeys: reservedKeys)
         } catch {
-            abortSaveTransaction(first)
+            abortWriteTransaction(first)
             throw error
         }
     }
 
     // MARK: - Transactions of a save
 
-    private func beginSaveTransaction() throws -> Connection {
+    /// The transaction writes go into: a private context's own, or a read-committed one
+    /// on a borrowed connection for the main context.
+    func beginWriteTransaction() throws -> Connection {
         switch concurrencyType {
         case .private:
             return try transactionConnection()
@@ -77,7 +79,8 @@ extension ManagedObjectContext {
         }
     }
 
-    private func abortSaveTransaction(_ connection: Connection) {
+    /// Rolls a write transaction back and gives its connection back.
+    func abortWriteTransaction(_ connection: Connection) {
         if connection === transaction {
             endTransaction(commit: false)
             return
@@ -92,19 +95,19 @@ extension ManagedObjectContext {
         coordinator.pool.release(connection)
     }
 
-    /// Commits; on success gives the connection back and updates the objects. On
-    /// failure the caller aborts the transaction.
-    private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
-        let result = try coordinator.execute("COMMIT", on: connection)
-        if result.commandTag == "ROLLBACK" {
-            throw PostgresError(
-                kind: .server, sqlState: .inFailedTransaction,
-                message: "the save's transaction had failed and was rolled back", statement: "COMMIT")
-        }
+    /// Commits a write transaction and gives its connection back (a private context's
+    /// transaction ends). On failure the caller aborts it.
+    func commitWriteTransaction(_ connection: Connection) throws {
+        try coordinator.commit(on: connection)
         if connection === transaction {
             transaction = nil
         }
         coordinator.pool.release(connection)
+    }
+
+    /// Commits, then updates the objects and tells observers.
+    private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
+        try commitWriteTransaction(connection)
         finishSave(outcome: outcome, reservedKeys: reservedKeys)
     }
 
@@ -134,7 +137,7 @@ extension ManagedObjectContext {
             }
             try commitSave(on: connection, outcome: outcome, reservedKeys: reservedKeys)
         } catch {
-            abortSaveTransaction(connection)
+            abortWriteTransaction(connection)
             throw error
         }
     }

@@ -193,7 +193,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         assertOnQueue()
         guard object.managedObjectContext === self, !object.deletedFlag else { return }
         object.deletedFlag = true
-        if insertedSet.remove(object) != nil {
+        let wasInserted = insertedSet.remove(object) != nil
+        if wasInserted {
             registered.removeValue(forKey: object.objectID)
         } else {
             deletedSet.insert(object)
@@ -213,9 +214,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 break
             }
         }
-        if insertedSet.contains(object) == false && registered[object.objectID] == nil {
-            object.managedObjectContext = nil
-        }
+        // An unsaved object simply leaves the context.
+        if wasInserted { object.managedObjectContext = nil }
     }
 
     /// Records a change to a registered object.

@@ -231,37 +231,16 @@ extension ManagedObjectQueries where Self: ManagedObject {
 }
 
 extension ManagedObjectContext {
-    /// Runs `body` in the private context's transaction (begun if needed) or a
-    /// transaction of its own, and commits; the private context's transaction ends.
+    /// Runs `body` in the context's write transaction and commits; a private context's
+    /// transaction ends.
     func writeAndCommit<T>(_ body: (Connection) throws -> T) throws -> T {
-        let connection: Connection
-        if concurrencyType == .private {
-            connection = try transactionConnection()
-        } else {
-            connection = try coordinator.pool.acquire()
-            do {
-                try coordinator.execute("BEGIN", on: connection)
-            } catch {
-                coordinator.pool.release(connection)
-                throw error
-            }
-        }
+        let connection = try beginWriteTransaction()
         do {
             let value = try body(connection)
-            let result = try coordinator.execute("COMMIT", on: connection)
-            if result.commandTag == "ROLLBACK" {
-                throw PostgresError(
-                    kind: .server, sqlState: .inFailedTransaction, message: "the transaction had failed", statement: "COMMIT")
-            }
-            if connection === transaction { transaction = nil }
-            coordinator.pool.release(connection)
+            try commitWriteTransaction(connection)
             return value
         } catch {
-            if connection === transaction {
-                endTransaction(commit: false)
-            } else {
-                coordinator.pool.release(connection)
-            }
+            abortWriteTransaction(connection)
             throw error
         }
     }

@@ -53,4 +53,13 @@ public final class StoreCoordinator: Sendable {
         statements.add(1, ordering: .relaxed)
         return try connection.execute(sql, parameters)
     }
+
+    /// Commits a context's transaction, counting the statement.
+    ///
+    /// - Throws: `PostgresError`, also when the transaction had failed and PostgreSQL
+    ///   rolled it back instead.
+    func commit(on connection: Connection) throws {
+        statements.add(1, ordering: .relaxed)
+        try connection.commit()
+    }
 }

@@ -104,13 +104,18 @@ enum ExampleSchema {
     /// schema and the test tables.
     static func withManager<T>(_ body: (ContextManager) throws -> T) throws -> T {
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
-            let connection = try Connection(configuration)
-            try connection.executeScript(extraTables)
-            connection.close()
-            let manager = try ContextManager(configuration: configuration, entities: entities)
+            let manager = try makeManager(configuration)
             defer { manager.coordinator.pool.close() }
             return try body(manager)
         }
+    }
+
+    /// Adds the test tables to a migrated database and opens a manager on it.
+    static func makeManager(_ configuration: ConnectionConfiguration) throws -> ContextManager {
+        let connection = try Connection(configuration)
+        defer { connection.close() }
+        try connection.executeScript(extraTables)
+        return try ContextManager(configuration: configuration, entities: entities)
     }
 
     /// A plain connection to the manager's database, for checking what is stored.
@@ -126,10 +131,7 @@ extension ExampleSchema {
     static func withManagerAsync(_ body: @Sendable (ContextManager) async throws -> Void) async throws {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
-        let connection = try Connection(configuration)
-        try connection.executeScript(extraTables)
-        connection.close()
-        let manager = try ContextManager(configuration: configuration, entities: entities)
+        let manager = try makeManager(configuration)
         defer { manager.coordinator.pool.close() }
         try await body(manager)
     }
