@@ -18,4 +18,22 @@ static inline int pgdatakit_wait_readable(int socket, int timeout_ms) {
     return result;
 }
 
+/// Waits until the socket is readable, the wake descriptor is readable, or the timeout
+/// passes. Returns 1 when the socket is readable, 2 when only the wake descriptor is,
+/// 0 on timeout, -1 on error (errno set).
+static inline int pgdatakit_wait_readable_or_woken(int socket, int wake, int timeout_ms) {
+    struct pollfd descriptors[2];
+    descriptors[0].fd = socket;
+    descriptors[0].events = POLLIN;
+    descriptors[0].revents = 0;
+    descriptors[1].fd = wake;
+    descriptors[1].events = POLLIN;
+    descriptors[1].revents = 0;
+    int result = poll(descriptors, 2, timeout_ms);
+    if (result > 0) {
+        return descriptors[0].revents != 0 ? 1 : 2;
+    }
+    return result;
+}
+
 #endif

@@ -84,6 +84,6 @@ struct FetchBenchmark: ParsableCommand {
         print("  managed objects:      \(String(format: "%10.0f", objectRate)) rows/s  (\(String(format: "%.1f", 1000 * Double(rows) / objectRate)) ms)")
         print("  ratio objects/raw:    \(String(format: "%.2f", ratio))")
         print("RESULT fetch object_rows_per_s=\(Int(objectRate)) raw_rows_per_s=\(Int(rawRate)) ratio=\(String(format: "%.2f", ratio))")
-        manager.coordinator.pool.close()
+        manager.close()
     }
 }

@@ -302,9 +302,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// for `NULL`), a to-one relationship's object, or a to-many relationship's objects
     /// as `[ManagedObject]`.
     ///
-    /// - Throws: `ManagedObjectError.unknownKey` naming the entity and key.
+    /// - Throws: `ManagedObjectError.unknownKey` naming the entity and key, or
+    ///   `.objectDeleted` when the object's row was deleted elsewhere and merged in.
     public func value(forKey key: String) throws -> Any? {
         checkQueue()
+        if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }
         prepareStorage()
         if let attribute = entity.attribute(named: key) { return values[attribute.index] }
         if let relationship = entity.relationship(named: key) {
@@ -320,9 +322,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// widths when the value fits.
     ///
     /// - Throws: `ManagedObjectError.unknownKey`, or `.typeMismatch` naming the entity,
-    ///   key, expected and actual types (also for `nil` into a non-optional attribute).
+    ///   key, expected and actual types (also for `nil` into a non-optional attribute), or
+    ///   `.objectDeleted` when the object's row was deleted elsewhere and merged in.
     public func setValue(_ value: Any?, forKey key: String) throws {
         checkQueue()
+        if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }
         prepareStorage()
         if let attribute = entity.attribute(named: key) {
             guard let stored = attribute.coerce(value) else {

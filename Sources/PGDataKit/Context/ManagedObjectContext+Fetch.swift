@@ -183,6 +183,22 @@ extension ManagedObjectContext {
     func refreshObjects(
         _ objects: [Int64: ManagedObject], entity: EntityDescription, mergeChanges: Bool
     ) throws {
+        try refreshObjects(objects, entity: entity, localEdits: mergeChanges ? .keep : .discard)
+    }
+
+    /// What a refresh does with an object's unsaved changes.
+    enum LocalEdits {
+        /// Keep them on top of the stored values.
+        case keep
+        /// Drop them.
+        case discard
+        /// Keep them, except for the keys another save changed (store trumps).
+        case keepUnlessChanged([ObjectID: Set<String>])
+    }
+
+    func refreshObjects(
+        _ objects: [Int64: ManagedObject], entity: EntityDescription, localEdits: LocalEdits
+    ) throws {
         guard !objects.isEmpty else { return }
         let result = try withDatabase { connection in
             try coordinator.execute(
@@ -197,8 +213,22 @@ extension ManagedObjectContext {
             seen.insert(key)
             let localValues = object.values
             let localToOne = object.toOne
-            let changedAttributes = mergeChanges ? object.changedAttributeIndexes : []
-            let changedToOne = mergeChanges ? object.changedToOneIndexes : []
+            var changedAttributes: [Int] = []
+            var changedToOne: [Int] = []
+            switch localEdits {
+            case .discard: break
+            case .keep:
+                changedAttributes = object.changedAttributeIndexes
+                changedToOne = object.changedToOneIndexes
+            case .keepUnlessChanged(let remoteKeys):
+                let changedElsewhere = remoteKeys[object.objectID] ?? []
+                changedAttributes = object.changedAttributeIndexes.filter {
+                    !changedElsewhere.contains(entity.attributes[$0].name)
+                }
+                changedToOne = object.changedToOneIndexes.filter {
+                    !changedElsewhere.contains(entity.relationships[$0].name)
+                }
+            }
             try apply(row: row, to: object, entity: entity, key: key)
             for index in changedAttributes { object.values[index] = localValues[index] }
             for index in changedToOne { object.toOne[index] = localToOne[index] }

@@ -1,17 +1,27 @@
 extension ManagedObjectContext {
-    /// Merges another context's saved changes into this one (Core Data's
-    /// `mergeChanges(fromContextDidSave:)`).
+    /// Merges another context's (or another process's) saved changes into this one (Core
+    /// Data's `mergeChanges(fromContextDidSave:)`).
     ///
-    /// Registered objects that were updated are re-read with one query per entity; their
-    /// unsaved local changes are kept on top. Deleted objects are marked deleted and leave
-    /// the context. Inserted objects need nothing: fetches find them. Afterwards the
-    /// context tells its objects-did-change observers.
+    /// Registered objects that were updated are re-read with one query per entity. Their
+    /// unsaved local changes follow the context's `mergePolicy`: `.rollback` drops them,
+    /// `.mergeByPropertyStoreTrump` drops those of the keys the other save changed and
+    /// keeps the rest, the other policies keep them all on top (a later save settles any
+    /// conflict). Deleted objects are marked deleted and leave the context: `isDeleted` is
+    /// true, `managedObjectContext` is `nil`, and `value(forKey:)` / `setValue(_:forKey:)`
+    /// on them throw `ManagedObjectError.objectDeleted`. Inserted objects need nothing:
+    /// fetches find them. Afterwards the context tells its objects-did-change observers.
     ///
     /// - Throws: `PostgresError` when re-reading fails.
     public func mergeChanges(_ changes: ContextChanges) throws {
         assertOnQueue()
         for id in changes.deleted {
             if let object = registered[id] { forgetDeletedObject(object) }
+        }
+        let localEdits: LocalEdits
+        switch mergePolicy {
+        case .rollback: localEdits = .discard
+        case .mergeByPropertyStoreTrump: localEdits = .keepUnlessChanged(changes.changedKeys)
+        case .error, .mergeByPropertyObjectTrump, .overwrite: localEdits = .keep
         }
         var byEntity: [String: [Int64: ManagedObject]] = [:]
         for id in changes.updated {
@@ -20,7 +30,7 @@ extension ManagedObjectContext {
         }
         for (entityName, objects) in byEntity.sorted(by: { $0.key < $1.key }) {
             guard let entity = coordinator.model.entity(named: entityName) else { continue }
-            try refreshObjects(objects, entity: entity, mergeChanges: true)
+            try refreshObjects(objects, entity: entity, localEdits: localEdits)
         }
         // New or moved objects may belong to loaded to-many relationships: reload those.
         let touched = Set((changes.inserted.union(changes.updated)).map(\.entityName))

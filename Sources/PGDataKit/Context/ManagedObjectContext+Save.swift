@@ -105,10 +105,37 @@ extension ManagedObjectContext {
         coordinator.pool.release(connection)
     }
 
-    /// Commits, then updates the objects and tells observers.
+    /// Writes the change record (which queues the notification), commits, then updates
+    /// the objects and tells observers.
     private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
+        let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
+        try recordChanges(changes, on: connection)
         try commitWriteTransaction(connection)
-        finishSave(outcome: outcome, reservedKeys: reservedKeys)
+        finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
+    }
+
+    /// Writes the change record of a write transaction: other processes' listeners read
+    /// it after the commit.
+    func recordChanges(_ changes: ContextChanges, on connection: Connection) throws {
+        guard !changes.isEmpty else { return }
+        try ChangeLog.write(changes, origin: coordinator.origin, on: connection) { sql, parameters, connection in
+            try coordinator.execute(sql, parameters, on: connection)
+        }
+    }
+
+    /// What a save changes, with the permanent IDs its inserted objects will have.
+    private func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
+        var changes = ContextChanges()
+        for object in outcome.inserted {
+            guard let key = reservedKeys[ObjectIdentifier(object)] else { continue }
+            changes.inserted.insert(ObjectID(entityName: object.entity.name, primaryKey: key))
+        }
+        for (object, keys) in outcome.updated {
+            changes.updated.insert(object.objectID)
+            changes.changedKeys[object.objectID] = keys
+        }
+        for object in outcome.deleted { changes.deleted.insert(object.objectID) }
+        return changes
     }
 
     /// Redoes the save in a read-committed transaction: locks the rows of updated and
@@ -439,8 +466,7 @@ extension ManagedObjectContext {
     }
 
     /// Updates the objects after a commit and tells observers and the manager.
-    private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) {
-        var changes = ContextChanges()
+    private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
         for object in outcome.inserted {
             guard let key = reservedKeys[ObjectIdentifier(object)] else { continue }
             registered.removeValue(forKey: object.objectID)
@@ -448,16 +474,12 @@ extension ManagedObjectContext {
             registered[object.objectID] = object
             object.version = 1
             object.commitSnapshot()
-            changes.inserted.insert(object.objectID)
         }
-        for (object, keys) in outcome.updated {
+        for (object, _) in outcome.updated {
             if let version = outcome.newVersions[ObjectIdentifier(object)] { object.version = version }
             object.commitSnapshot()
-            changes.updated.insert(object.objectID)
-            changes.changedKeys[object.objectID] = keys
         }
         for object in outcome.deleted {
-            changes.deleted.insert(object.objectID)
             forgetDeletedObject(object)
             object.isMissingFromStore = false
         }

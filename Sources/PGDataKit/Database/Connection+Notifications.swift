@@ -71,6 +71,12 @@ extension Connection {
     ///
     /// - Throws: `PostgresError` with kind `.connectionLost` when the session broke.
     public func waitForNotification(timeout: Duration) throws -> PostgresNotification? {
+        try waitForNotification(timeout: timeout, wakeDescriptor: -1)
+    }
+
+    /// `waitForNotification(timeout:)` that also returns `nil` as soon as
+    /// `wakeDescriptor` becomes readable (the listener's stop pipe); `-1` for none.
+    func waitForNotification(timeout: Duration, wakeDescriptor: Int32) throws -> PostgresNotification? {
         lock.lock()
         defer { lock.unlock() }
         let handle = try requireHandle()
@@ -81,12 +87,13 @@ extension Connection {
             let milliseconds = max(0, Int32(clamping: remaining.milliseconds))
             let socket = PQsocket(handle)
             guard socket >= 0 else { throw lostError(handle) }
-            let ready = pgdatakit_wait_readable(socket, milliseconds)
+            let ready = pgdatakit_wait_readable_or_woken(socket, wakeDescriptor, milliseconds)
             if ready < 0 {
                 if errno == EINTR { continue }
                 throw PostgresError(
                     kind: .client, message: "poll failed: \(String(cString: strerror(errno)))")
             }
+            if ready == 2 { return nil }
             if ready == 1 {
                 try consumeInput(handle)
                 if let notification = drainNotifications(handle, limit: 1).first {
@@ -95,6 +102,13 @@ extension Connection {
             }
             if remaining <= .zero { return nil }
         }
+    }
+
+    /// Every notification that has arrived, without reading the socket again.
+    func drainNotifications() throws -> [PostgresNotification] {
+        lock.lock()
+        defer { lock.unlock() }
+        return drainNotifications(try requireHandle())
     }
 
     private func consumeInput(_ handle: OpaquePointer) throws {

@@ -166,9 +166,11 @@ extension ManagedObjectQueries where Self: ManagedObject {
     /// Core Data's batch delete): in a private context's open transaction, which then
     /// ends (so its next read sees the deletion), or else in a transaction of its own.
     /// Unsaved changes of the context stay unsaved. The deletions still reach this
-    /// context (its objects are marked deleted), its did-save observers and, through the
-    /// context manager, the main context. Database foreign-key actions apply; the model's
-    /// delete rules do not.
+    /// context (its objects are marked deleted), its did-save observers, through the
+    /// context manager the main context, and — through a change record written in the
+    /// same transaction — every other process's listener. Database foreign-key actions
+    /// apply (rows they delete are not in the change record); the model's delete rules
+    /// do not.
     ///
     /// - Returns: the number of rows deleted.
     /// - Throws: `FetchPredicateError` or `PostgresError`.
@@ -182,13 +184,17 @@ extension ManagedObjectQueries where Self: ManagedObject {
         if let predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
         sql += " RETURNING t.\(primaryKey)"
         let parameters = compiler.parameters
-        let keys = try context.writeAndCommit { connection in
-            try context.coordinator.execute(sql, parameters, on: connection).map { try $0.decode(Int64.self, at: 0) }
+        let changes = try context.writeAndCommit { connection in
+            let keys = try context.coordinator.execute(sql, parameters, on: connection).map {
+                try $0.decode(Int64.self, at: 0)
+            }
+            var changes = ContextChanges()
+            changes.deleted = Set(keys.map { ObjectID(entityName: entity.name, primaryKey: $0) })
+            try context.recordChanges(changes, on: connection)
+            return changes
         }
-        var changes = ContextChanges()
-        changes.deleted = Set(keys.map { ObjectID(entityName: entity.name, primaryKey: $0) })
         context.didWriteOutsideSave(changes)
-        return keys.count
+        return changes.deleted.count
     }
 
     /// Deletes every row matching a format string; see `deleteAll(in:where:)`.

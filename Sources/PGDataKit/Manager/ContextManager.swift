@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 
 /// The entry point (SQKDataKit's context manager): one coordinator, one long-lived main
 /// context, and private contexts for units of work, whose saves are merged into the main
@@ -25,30 +26,82 @@ import Logging
 /// From async code use `try await context.perform { … }`; from plain threads use
 /// `performAndWait`. The main context has a serial queue of its own (a server has no UI
 /// thread): every use of it goes through these two.
+///
+/// Saves of other processes reach the main context too: the coordinator's listener reads
+/// them from the change log and the main context merges each batch (one refresh query
+/// per entity), then posts objects-did-change with the object IDs and changed keys. Turn
+/// it off with `automaticallyMergesRemoteChanges = false`.
 public final class ContextManager: Sendable {
     /// The coordinator all contexts share.
     public let coordinator: StoreCoordinator
-    /// The long-lived context where private contexts' saves are merged.
+    /// The long-lived context where private contexts' and other processes' saves are
+    /// merged.
     public let mainContext: ManagedObjectContext
     let logger = Logger(label: "pgdatakit.manager")
+    private let remoteObservation = Mutex<ObserverToken?>(nil)
 
     /// Creates a manager over a coordinator.
-    public init(coordinator: StoreCoordinator) {
+    ///
+    /// - Parameter automaticallyMergesRemoteChanges: merge other processes' saves into
+    ///   the main context (starts the coordinator's listener now).
+    public init(coordinator: StoreCoordinator, automaticallyMergesRemoteChanges: Bool = true) {
         self.coordinator = coordinator
         self.mainContext = ManagedObjectContext(concurrencyType: .main, coordinator: coordinator, name: "main")
         mainContext.performAndWait { mainContext.manager = self }
+        self.automaticallyMergesRemoteChanges = automaticallyMergesRemoteChanges
     }
 
-    /// Builds the model, opens the pool and checks the schema.
+    /// Builds the model, opens the pool, checks the schema and starts listening for other
+    /// processes' saves.
     ///
     /// - Throws: `ModelError`, `SchemaMismatchError` or `PostgresError`.
     public convenience init(
-        configuration: ConnectionConfiguration, entities: [ManagedObject.Type], maximumConnections: Int = 10
+        configuration: ConnectionConfiguration, entities: [ManagedObject.Type], maximumConnections: Int = 10,
+        automaticallyMergesRemoteChanges: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions()
     ) throws {
         let model = try Model(entities: entities)
         self.init(
             coordinator: try StoreCoordinator(
-                model: model, configuration: configuration, maximumConnections: maximumConnections))
+                model: model, configuration: configuration, maximumConnections: maximumConnections,
+                changeLog: changeLog),
+            automaticallyMergesRemoteChanges: automaticallyMergesRemoteChanges)
+    }
+
+    /// Whether other processes' saves are merged into the main context (default `true`).
+    /// Private contexts never merge them: each keeps its transaction's snapshot until it
+    /// saves, rolls back or resets.
+    public var automaticallyMergesRemoteChanges: Bool {
+        get { remoteObservation.withLock { $0 != nil } }
+        set {
+            let main = mainContext
+            let logger = self.logger
+            let previous = remoteObservation.withLock { token -> ObserverToken? in
+                guard newValue != (token != nil) else { return nil }
+                let previous = token
+                token = newValue
+                    ? coordinator.observeRemoteChangeBatches { records in
+                        var union = ContextChanges()
+                        for record in records { union.formUnion(record.changes) }
+                        let changes = union
+                        main.perform {
+                            do {
+                                try main.mergeChanges(changes)
+                            } catch {
+                                logger.error("merging other processes' saves into the main context failed: \(error)")
+                            }
+                        }
+                    } : nil
+                return previous
+            }
+            previous?.cancel()
+        }
+    }
+
+    /// Stops merging other processes' saves and closes the coordinator (its listener and
+    /// pool).
+    public func close() {
+        automaticallyMergesRemoteChanges = false
+        coordinator.close()
     }
 
     /// A new private context: a transaction of its own, begun on first use.

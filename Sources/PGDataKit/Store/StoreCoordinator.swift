@@ -20,6 +20,13 @@ public final class StoreCoordinator: Sendable {
     public let pool: ConnectionPool
     let logger: Logger
     private let statements = Atomic<Int>(0)
+    /// This coordinator's identity in the change log: its own records are not merged
+    /// again when they come back through the listener.
+    public let origin = UUID()
+    /// How the change log is kept and followed.
+    public let changeLogOptions: ChangeLogOptions
+    let listener: ChangeListener
+    let remoteStreams = Mutex<[AsyncStream<ChangeRecord>.Continuation]>([])
 
     /// Opens a pool to the database and, unless told not to, checks the schema.
     ///
@@ -29,17 +36,28 @@ public final class StoreCoordinator: Sendable {
     ///   - maximumConnections: the pool size; each private context with an open
     ///     transaction holds one connection.
     ///   - validatesSchema: compare the model with the live schema now.
+    ///   - changeLog: retention and reconnection of the change log (see
+    ///     `observeRemoteChanges(_:)`); the library creates its table,
+    ///     `pgdatakit_changes`, here when it is missing.
     /// - Throws: `SchemaMismatchError` listing every mismatch, or `PostgresError`.
     public init(
         model: Model, configuration: ConnectionConfiguration, maximumConnections: Int = 10,
-        validatesSchema: Bool = true, logger: Logger = Logger(label: "pgdatakit.store")
+        validatesSchema: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions(),
+        logger: Logger = Logger(label: "pgdatakit.store")
     ) throws {
         self.model = model
         self.pool = ConnectionPool(
             configuration: configuration, maximumConnections: maximumConnections, logger: logger)
         self.logger = logger
+        self.changeLogOptions = changeLog
+        self.listener = ChangeListener(
+            configuration: configuration, origin: origin, options: changeLog,
+            logger: Logger(label: "pgdatakit.listener"))
+        try pool.withConnection { try ChangeLog.prepare(on: $0) }
         if validatesSchema { try validateSchema() }
     }
+
+    deinit { listener.stop() }
 
     /// How many statements contexts of this coordinator have sent (for tests and
     /// statistics: a save of 1,000 new objects sends a handful, not 1,000).

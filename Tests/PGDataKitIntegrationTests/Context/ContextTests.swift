@@ -146,12 +146,22 @@ struct ContextTests {
                 try seed.save()
             }
             try main.performAndWait { () throws in #expect(try main.fetchAll(User.self).count == 50) }
+            // Hold the main queue while the editor saves, so that the merge it queues
+            // runs after `before` is read.
+            let holding = DispatchSemaphore(value: 0)
+            let release = DispatchSemaphore(value: 0)
+            main.perform {
+                holding.signal()
+                release.wait()
+            }
+            holding.wait()
             let editor = manager.newPrivateContext()
             try editor.performAndWait {
                 for user in try editor.fetchAll(User.self) { user.age = 1 }
                 try editor.save()
             }
             let before = manager.coordinator.statementCount
+            release.signal()
             try main.performAndWait { () throws in
                 #expect(try main.fetchAll(User.self).allSatisfy { $0.age == 1 })
             }

@@ -35,7 +35,7 @@ struct ReadmeExampleTests {
             let count = try runThreadSnippet(manager)
             #expect(count == 1)
             connection.close()
-            manager.coordinator.pool.close()
+            manager.close()
         }
     }
 

@@ -58,7 +58,7 @@ struct SaveTests {
                 let before = manager.coordinator.statementCount
                 try context.save()
                 let inserts = manager.coordinator.statementCount - before
-                // BEGIN, reserve keys, one INSERT, COMMIT.
+                // BEGIN, reserve keys, one INSERT, the change record, COMMIT.
                 #expect(inserts <= 5, "saving 1,000 new users took \(inserts) statements")
 
                 let users = try context.fetchAll(User.self)
@@ -68,14 +68,15 @@ struct SaveTests {
                 let beforeUpdate = manager.coordinator.statementCount
                 try context.save()
                 let updates = manager.coordinator.statementCount - beforeUpdate
-                // BEGIN was spent on the fetch; two UPDATEs (two changed-column sets), COMMIT.
+                // BEGIN was spent on the fetch; two UPDATEs (two changed-column sets), the change
+                // record, COMMIT.
                 #expect(updates <= 4, "updating 1,000 users took \(updates) statements")
 
                 let again = try context.fetchAll(User.self)
                 for user in again { user.delete() }
                 let beforeDelete = manager.coordinator.statementCount
                 try context.save()
-                #expect(manager.coordinator.statementCount - beforeDelete <= 3)
+                #expect(manager.coordinator.statementCount - beforeDelete <= 3)  // DELETE, change record, COMMIT
             }
             #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 0)
         }

@@ -101,7 +101,8 @@ struct QueryOneLinerTests {
                 let before = manager.coordinator.statementCount
                 let removed = try User.deleteAll(in: context, where: "age < %d", 10)
                 #expect(removed == 10)
-                #expect(manager.coordinator.statementCount - before == 2)  // DELETE and COMMIT in the open transaction
+                // DELETE, the change record and COMMIT, in the open transaction.
+                #expect(manager.coordinator.statementCount - before == 3)
                 #expect(local.allSatisfy { $0.isDeleted })
                 #expect(try User.count(in: context) == 10)
             }

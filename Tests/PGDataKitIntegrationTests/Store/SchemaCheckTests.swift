@@ -29,7 +29,7 @@ struct SchemaCheckTests {
     @Test func theExampleSchemaMatches() throws {
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
             let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
-            manager.coordinator.pool.close()
+            manager.close()
         }
     }
 }

@@ -105,7 +105,7 @@ enum ExampleSchema {
     static func withManager<T>(_ body: (ContextManager) throws -> T) throws -> T {
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
             let manager = try makeManager(configuration)
-            defer { manager.coordinator.pool.close() }
+            defer { manager.close() }
             return try body(manager)
         }
     }
@@ -132,7 +132,7 @@ extension ExampleSchema {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
         let manager = try makeManager(configuration)
-        defer { manager.coordinator.pool.close() }
+        defer { manager.close() }
         try await body(manager)
     }
 }

@@ -1,0 +1,232 @@
+import CLibPQ
+import Foundation
+import Logging
+import Synchronization
+
+/// How a coordinator keeps and follows the change log.
+///
+/// For example, keep records for two days and prune every five minutes:
+///
+/// ```swift
+/// let coordinator = try StoreCoordinator(
+///     model: model, configuration: configuration,
+///     changeLog: ChangeLogOptions(retention: .seconds(2 * 86_400), pruneInterval: .seconds(300)))
+/// ```
+public struct ChangeLogOptions: Sendable {
+    /// Records older than this are deleted. A process disconnected for longer misses
+    /// them (its main context keeps stale objects until it refetches).
+    public var retention: Duration
+    /// How often the listener tries to prune (one process prunes at a time).
+    public var pruneInterval: Duration
+    /// The first wait before reconnecting a dropped listener; it doubles per failure.
+    public var reconnectDelay: Duration
+    /// The longest wait between reconnection attempts.
+    public var maximumReconnectDelay: Duration
+
+    /// Options with defaults: one day of retention, pruning every ten minutes, reconnects
+    /// after 50 ms doubling up to 5 s.
+    public init(
+        retention: Duration = .seconds(86_400), pruneInterval: Duration = .seconds(600),
+        reconnectDelay: Duration = .milliseconds(50), maximumReconnectDelay: Duration = .seconds(5)
+    ) {
+        self.retention = retention
+        self.pruneInterval = pruneInterval
+        self.reconnectDelay = reconnectDelay
+        self.maximumReconnectDelay = maximumReconnectDelay
+    }
+}
+
+/// The dedicated listener connection of a coordinator: `LISTEN`s on the change-log
+/// channel, reads new records on each notification, hands them to observers, reconnects
+/// with backoff and catches up from its snapshot position after a drop, and prunes.
+final class ChangeListener: Sendable {
+    /// The application name the listener's session shows in `pg_stat_activity`.
+    static let applicationName = "pgdatakit listener"
+
+    private struct State {
+        var observers: [Int: @Sendable ([ChangeRecord]) -> Void] = [:]
+        var nextObserverID = 0
+        var isRunning = false
+        var isStopping = false
+        var backendPID: Int32?
+        var reconnects = 0
+    }
+
+    private let configuration: ConnectionConfiguration
+    private let origin: UUID
+    private let options: ChangeLogOptions
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(configuration: ConnectionConfiguration, origin: UUID, options: ChangeLogOptions, logger: Logger) {
+        self.configuration = configuration
+        self.origin = origin
+        self.options = options
+        self.logger = logger
+        var descriptors: [Int32] = [-1, -1]
+        if pipe(&descriptors) != 0 {
+            logger.error("could not create the listener's wake pipe: \(String(cString: strerror(errno)))")
+        }
+        self.wakeRead = descriptors[0]
+        self.wakeWrite = descriptors[1]
+    }
+
+    deinit {
+        if wakeRead >= 0 { close(wakeRead) }
+        if wakeWrite >= 0 { close(wakeWrite) }
+    }
+
+    /// The backend process id of the listener's current session, if connected.
+    var backendPID: Int32? { state.withLock { $0.backendPID } }
+
+    /// How many times the listener has reconnected after losing its session.
+    var reconnects: Int { state.withLock { $0.reconnects } }
+
+    /// Adds a batch observer and starts listening if not yet started.
+    func add(_ observer: @escaping @Sendable ([ChangeRecord]) -> Void) -> Int {
+        let (id, mustStart) = state.withLock { state -> (Int, Bool) in
+            let id = state.nextObserverID
+            state.nextObserverID += 1
+            state.observers[id] = observer
+            let mustStart = !state.isRunning && !state.isStopping
+            if mustStart { state.isRunning = true }
+            return (id, mustStart)
+        }
+        if mustStart { start() }
+        return id
+    }
+
+    func remove(_ id: Int) {
+        _ = state.withLock { $0.observers.removeValue(forKey: id) }
+    }
+
+    /// Stops the thread and waits for it to end (it closes its connection).
+    func stop() {
+        let wasRunning = state.withLock { state -> Bool in
+            let wasRunning = state.isRunning && !state.isStopping
+            state.isStopping = true
+            return wasRunning
+        }
+        guard wasRunning else { return }
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+        finished.wait()
+    }
+
+    private var isStopping: Bool { state.withLock { $0.isStopping } }
+
+    // MARK: - The listening thread
+
+    /// Connects, `LISTEN`s, takes the start position — all before returning, so nothing
+    /// committed after this call is missed — then serves on a thread of its own. When the
+    /// first connection fails the thread keeps trying and starts from the position of its
+    /// first successful connection.
+    private func start() {
+        var connection: Connection?
+        var position: String?
+        do {
+            let opened = try connect()
+            position = try ChangeLog.currentPosition(on: opened)
+            connection = opened
+        } catch {
+            logger.error("change listener could not connect yet, retrying: \(error)")
+        }
+        let box = StartBox(connection: connection, position: position)
+        let thread = Thread { [self] in
+            run(box.connection, position: box.position)
+            finished.signal()
+        }
+        thread.name = "pgdatakit.listener"
+        thread.start()
+    }
+
+    private func connect() throws -> Connection {
+        let connection = try Connection(configuration, logger: logger)
+        do {
+            try connection.execute("SET application_name = '\(Self.applicationName)'")
+            try connection.listen(ChangeLog.channel)
+        } catch {
+            connection.close()
+            throw error
+        }
+        let pid = connection.backendPID
+        state.withLock { $0.backendPID = pid }
+        return connection
+    }
+
+    private func run(_ initial: Connection?, position initialPosition: String?) {
+        var connection = initial
+        var position = initialPosition
+        var delay = options.reconnectDelay
+        var lastPrune = ContinuousClock.now - options.pruneInterval
+        defer { connection?.close() }
+        while !isStopping {
+            do {
+                if connection == nil {
+                    let opened = try connect()
+                    connection = opened
+                    if position == nil {
+                        position = try ChangeLog.currentPosition(on: opened)
+                    } else {
+                        state.withLock { $0.reconnects += 1 }
+                        logger.info("change listener reconnected; catching up")
+                        position = try catchUp(on: opened, from: position ?? "")
+                    }
+                    delay = options.reconnectDelay
+                }
+                guard let current = connection, let from = position else { continue }
+                let untilPrune = options.pruneInterval - lastPrune.duration(to: .now)
+                let notification = try current.waitForNotification(
+                    timeout: max(.milliseconds(1), min(untilPrune, .seconds(60))), wakeDescriptor: wakeRead)
+                if isStopping { break }
+                if notification != nil {
+                    _ = try current.drainNotifications()
+                    position = try catchUp(on: current, from: from)
+                } else if lastPrune.duration(to: .now) >= options.pruneInterval {
+                    lastPrune = .now
+                    if let pruned = try ChangeLog.prune(olderThan: options.retention, on: current), pruned > 0 {
+                        logger.debug("pruned \(pruned) change records")
+                    }
+                }
+            } catch {
+                if isStopping { break }
+                logger.warning("change listener lost its connection, reconnecting in \(delay): \(error)")
+                connection?.close()
+                connection = nil
+                state.withLock { $0.backendPID = nil }
+                sleepUnlessWoken(delay)
+                delay = min(delay * 2, options.maximumReconnectDelay)
+            }
+        }
+    }
+
+    /// Reads what committed since `position`, hands it to the observers, returns the new
+    /// position.
+    private func catchUp(on connection: Connection, from position: String) throws -> String {
+        let (records, next) = try ChangeLog.read(after: position, skippingOrigin: origin, on: connection)
+        if !records.isEmpty {
+            let observers = state.withLock { Array($0.observers.sorted { $0.key < $1.key }.map(\.value)) }
+            for observer in observers { observer(records) }
+        }
+        return next
+    }
+
+    private func sleepUnlessWoken(_ duration: Duration) {
+        _ = pgdatakit_wait_readable_or_woken(-1, wakeRead, Int32(clamping: duration.milliseconds))
+    }
+}
+
+/// Hands the first connection to the listener's thread.
+private final class StartBox: @unchecked Sendable {
+    // Sendable: written before the thread starts, then read only by that thread.
+    let connection: Connection?
+    let position: String?
+
+    init(connection: Connection?, position: String?) {
+        self.connection = connection
+        self.position = position
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+
+/// The library's change log: one row per save in `pgdatakit_changes`, written in the
+/// save's own transaction, announced with `NOTIFY pgdatakit_changes, '<id>'`.
+///
+/// Reading never asks for "ids above the last one seen": ids are taken before commit, so
+/// transaction 11 can become visible before transaction 10 and such a reader would skip
+/// 10 for good. Each row instead stores its transaction id (`xid8`), and a reader keeps
+/// the PostgreSQL snapshot of its previous read as its position. The next read takes a
+/// new snapshot and returns exactly the rows whose transaction is visible in the new
+/// snapshot but was not in the old one — every commit once, whatever the id order, and
+/// also after a reconnect, because a snapshot is just text.
+enum ChangeLog {
+    /// The table (in the connection's current schema) and notification channel.
+    static let table = "pgdatakit_changes"
+    static let channel = "pgdatakit_changes"
+    /// Serialises creating the table and pruning across processes.
+    static let setupLockKey: Int64 = 0x7067_646b_6368_0001
+    static let pruneLockKey: Int64 = 0x7067_646b_6368_0002
+
+    /// Creates the table and its indexes when missing (needs PostgreSQL 13 or later for
+    /// `xid8` and `pg_current_snapshot()`).
+    static func prepare(on connection: Connection) throws {
+        let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL", [table])
+        if try exists[0].decode(Bool.self, at: 0) { return }
+        try connection.transaction { _ in
+            try connection.execute("SELECT pg_advisory_xact_lock($1)", [setupLockKey])
+            try connection.execute(
+                """
+                CREATE TABLE IF NOT EXISTS \(table) (
+                    id bigserial PRIMARY KEY,
+                    transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
+                    origin uuid NOT NULL,
+                    origin_pid integer NOT NULL,
+                    backend_pid integer NOT NULL DEFAULT pg_backend_pid(),
+                    created_at timestamptz NOT NULL DEFAULT now(),
+                    changes jsonb NOT NULL
+                )
+                """)
+            try connection.execute(
+                "CREATE INDEX IF NOT EXISTS \(table)_transaction_id ON \(table) (transaction_id)")
+            try connection.execute("CREATE INDEX IF NOT EXISTS \(table)_created_at ON \(table) (created_at)")
+        }
+    }
+
+    /// Writes the record of a save inside its transaction and queues the notification
+    /// (delivered when the transaction commits). One statement.
+    ///
+    /// - Returns: the record's id.
+    @discardableResult
+    static func write(
+        _ changes: ContextChanges, origin: UUID, on connection: Connection,
+        execute: (String, [(any PostgresEncodable)?], Connection) throws -> QueryResult
+    ) throws -> Int64 {
+        let result = try execute(
+            """
+            WITH record AS (
+                INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::jsonb) RETURNING id
+            )
+            SELECT id, pg_notify('\(channel)', id::text) FROM record
+            """,
+            [origin, Int32(getpid()), try encode(changes)], connection)
+        return try result[0].decode(Int64.self, at: 0)
+    }
+
+    /// The position to read from: the current snapshot, as text.
+    static func currentPosition(on connection: Connection) throws -> String {
+        try connection.query("SELECT pg_current_snapshot()::text")[0].decode(String.self, at: 0)
+    }
+
+    /// The records committed after `position` (oldest id first) and the new position, in
+    /// one statement (one snapshot). Records written by `skippingOrigin` are passed over.
+    static func read(
+        after position: String, skippingOrigin: UUID, on connection: Connection
+    ) throws -> (records: [ChangeRecord], position: String) {
+        let result = try connection.query(
+            """
+            SELECT pg_current_snapshot()::text, c.id, c.origin, c.origin_pid, c.backend_pid, c.created_at,
+                   c.changes::text
+            FROM (SELECT $1::pg_snapshot AS last) AS p
+            LEFT JOIN \(table) AS c
+              ON c.transaction_id >= pg_snapshot_xmin(p.last)
+             AND NOT pg_visible_in_snapshot(c.transaction_id, p.last)
+             AND c.origin <> $2
+            ORDER BY c.id
+            """,
+            [position, skippingOrigin])
+        var newPosition = position
+        var records: [ChangeRecord] = []
+        for row in result {
+            newPosition = try row.decode(String.self, at: 0)
+            if row.isNull(at: 1) { continue }
+            let id = try row.decode(Int64.self, at: 1)
+            let changes: ContextChanges
+            do {
+                changes = try decode(try row.decode(String.self, at: 6))
+            } catch {
+                throw ChangeLogError.unreadableRecord(id: id, reason: "\(error)")
+            }
+            records.append(
+                ChangeRecord(
+                    id: id, origin: try row.decode(UUID.self, at: 2),
+                    originProcessID: try row.decode(Int32.self, at: 3),
+                    originBackendPID: try row.decode(Int32.self, at: 4),
+                    time: try row.decode(Date.self, at: 5), changes: changes))
+        }
+        return (records, newPosition)
+    }
+
+    /// Deletes records older than `age`, unless another process is pruning right now.
+    ///
+    /// - Returns: how many records were deleted, or `nil` when another process held the
+    ///   pruning lock.
+    static func prune(olderThan age: Duration, on connection: Connection) throws -> Int? {
+        try connection.transaction { _ in
+            let locked = try connection.query("SELECT pg_try_advisory_xact_lock($1)", [pruneLockKey])
+            guard try locked[0].decode(Bool.self, at: 0) else { return nil }
+            let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
+            return try connection.execute(
+                "DELETE FROM \(table) WHERE created_at < now() - make_interval(secs => $1)", [seconds]
+            ).affectedRows
+        }
+    }
+
+    // MARK: - The record's JSON
+
+    /// One entity's part of a record; updates grouped by their set of changed keys.
+    struct EntityChanges: Codable {
+        struct Update: Codable {
+            var keys: [String]
+            var ids: [Int64]
+        }
+        var entity: String
+        var inserted: [Int64] = []
+        var updated: [Update] = []
+        var deleted: [Int64] = []
+    }
+
+    static func encode(_ changes: ContextChanges) throws -> String {
+        var entities: [String: EntityChanges] = [:]
+        func part(_ name: String) -> EntityChanges { entities[name] ?? EntityChanges(entity: name) }
+        for id in changes.inserted {
+            guard let key = id.primaryKey else { continue }
+            var entry = part(id.entityName)
+            entry.inserted.append(key)
+            entities[id.entityName] = entry
+        }
+        for id in changes.deleted {
+            guard let key = id.primaryKey else { continue }
+            var entry = part(id.entityName)
+            entry.deleted.append(key)
+            entities[id.entityName] = entry
+        }
+        var groups: [String: [[String]: [Int64]]] = [:]
+        for id in changes.updated {
+            guard let key = id.primaryKey else { continue }
+            groups[id.entityName, default: [:]][(changes.changedKeys[id] ?? []).sorted(), default: []].append(key)
+        }
+        for (name, byKeys) in groups {
+            var entry = part(name)
+            entry.updated = byKeys.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map {
+                EntityChanges.Update(keys: $0.key, ids: $0.value.sorted())
+            }
+            entities[name] = entry
+        }
+        let ordered = entities.values.sorted { $0.entity < $1.entity }.map { entry -> EntityChanges in
+            var entry = entry
+            entry.inserted.sort()
+            entry.deleted.sort()
+            return entry
+        }
+        return String(decoding: try JSONEncoder().encode(ordered), as: UTF8.self)
+    }
+
+    static func decode(_ text: String) throws -> ContextChanges {
+        let entities = try JSONDecoder().decode([EntityChanges].self, from: Data(text.utf8))
+        var changes = ContextChanges()
+        for entry in entities {
+            for key in entry.inserted { changes.inserted.insert(ObjectID(entityName: entry.entity, primaryKey: key)) }
+            for key in entry.deleted { changes.deleted.insert(ObjectID(entityName: entry.entity, primaryKey: key)) }
+            for group in entry.updated {
+                let keys = Set(group.keys)
+                for key in group.ids {
+                    let id = ObjectID(entityName: entry.entity, primaryKey: key)
+                    changes.updated.insert(id)
+                    changes.changedKeys[id] = keys
+                }
+            }
+        }
+        return changes
+    }
+}
+
+/// A change-log record that could not be read.
+public enum ChangeLogError: Error, CustomStringConvertible, Sendable {
+    /// The record's `changes` column is not in the format this version writes.
+    case unreadableRecord(id: Int64, reason: String)
+
+    /// What went wrong, with the record id.
+    public var description: String {
+        switch self {
+        case .unreadableRecord(let id, let reason):
+            return "change record \(id) in \(ChangeLog.table) could not be read: \(reason)"
+        }
+    }
+}

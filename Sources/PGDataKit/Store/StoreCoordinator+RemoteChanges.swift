@@ -1,0 +1,77 @@
+import Foundation
+
+extension StoreCoordinator {
+    /// Calls `observer` with each save another process (or another coordinator) commits
+    /// to this database, read from the change log — for programs that keep no main
+    /// context. The first observer starts the coordinator's listener: a dedicated
+    /// connection (not from the pool) that `LISTEN`s, reads new records on each
+    /// notification, reconnects with backoff after a drop and catches up from where it
+    /// was, so every record arrives exactly once and in commit order for rows they share.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let token = coordinator.observeRemoteChanges { record in
+    ///     print(record)  // change 42 from process 1234: 1 inserted, 0 updated, 0 deleted
+    /// }
+    /// // later
+    /// token.cancel()
+    /// ```
+    ///
+    /// Records written by this coordinator are not delivered: its contexts merged them
+    /// already. The observer runs on the listener's thread; keep it short and hand work
+    /// to a context with `perform`. Changes that committed before the listener started
+    /// are not replayed.
+    public func observeRemoteChanges(_ observer: @escaping @Sendable (ChangeRecord) -> Void) -> ObserverToken {
+        observeRemoteChangeBatches { records in records.forEach(observer) }
+    }
+
+    /// Every later save of another process, as an async sequence; see
+    /// `observeRemoteChanges(_:)`. The stream ends when the coordinator is closed.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// for await record in coordinator.remoteChanges() {
+    ///     print(record.changes.updated)
+    /// }
+    /// ```
+    public func remoteChanges() -> AsyncStream<ChangeRecord> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ChangeRecord.self)
+        let token = observeRemoteChangeBatches { records in
+            for record in records { continuation.yield(record) }
+        }
+        remoteStreams.withLock { $0.append(continuation) }
+        continuation.onTermination = { _ in token.cancel() }
+        return stream
+    }
+
+    /// Observes the records of each read of the change log together (the main context
+    /// merges a batch with one query per entity).
+    func observeRemoteChangeBatches(_ observer: @escaping @Sendable ([ChangeRecord]) -> Void) -> ObserverToken {
+        let listener = self.listener
+        let id = listener.add(observer)
+        return ObserverToken { listener.remove(id) }
+    }
+
+    /// The backend process id of the listener's session while it is connected (`nil`
+    /// before the first observer and while reconnecting); its session shows the
+    /// application name `pgdatakit listener` in `pg_stat_activity`.
+    public var listenerBackendPID: Int32? { listener.backendPID }
+
+    /// How many times the listener reconnected after losing its session.
+    public var listenerReconnectCount: Int { listener.reconnects }
+
+    /// Stops the listener, ends the `remoteChanges()` streams and closes the pool.
+    /// Contexts holding a connection keep it until they finish; nothing new can be
+    /// borrowed afterwards.
+    public func close() {
+        listener.stop()
+        let streams = remoteStreams.withLock { streams in
+            defer { streams.removeAll() }
+            return streams
+        }
+        streams.forEach { $0.finish() }
+        pool.close()
+    }
+}
