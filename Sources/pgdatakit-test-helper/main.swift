@@ -1,5 +1,5 @@
 // A helper program for the integration tests: behaviour that needs a process of its own
-// (a crash on purpose, several processes at once) runs here.
+// (a crash on purpose, another worker process watching or writing) runs here.
 import Foundation
 import PGDataKit
 
@@ -11,11 +11,20 @@ final class HelperUser: ManagedObject {
     @Attribute var age: Int?
 }
 
-let arguments = CommandLine.arguments
-guard arguments.count >= 3 else {
-    FileHandle.standardError.write(Data("usage: pgdatakit-test-helper off-queue|off-queue-object DATABASE_URL\n".utf8))
+/// Writes one line to standard output at once (unbuffered: the tests read the file
+/// while this process runs).
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
     exit(2)
 }
+
+let usage = "usage: pgdatakit-test-helper off-queue|off-queue-object|watch DATABASE_URL | burst DATABASE_URL PREFIX COUNT"
+let arguments = CommandLine.arguments
+guard arguments.count >= 3 else { fail(usage) }
 let manager = try ContextManager(configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self])
 switch arguments[1] {
 case "off-queue":
@@ -30,7 +39,85 @@ case "off-queue-object":
     }
     user.name = "touched off the queue"
     print("not stopped")
+case "watch":
+    // Another worker: its main context merges every other process's save. Prints each
+    // change record the listener reads, and the main context's state after each merge.
+    watch()
+case "burst":
+    // A writer: COUNT saves of one new user each, one after another.
+    guard arguments.count >= 5, let count = Int(arguments[4]) else { fail(usage) }
+    let context = manager.newPrivateContext()
+    try context.performAndWait {
+        for index in 0..<count {
+            let user = HelperUser(context: context)
+            user.userID = "\(arguments[3])-\(index)"
+            user.age = index
+            try context.save()
+        }
+    }
+    emit("done")
 default:
-    FileHandle.standardError.write(Data("unknown command \(arguments[1])\n".utf8))
-    exit(2)
+    fail("unknown command \(arguments[1])")
+}
+
+func watch() -> Never {
+    let main = manager.mainContext
+    let recordToken = manager.coordinator.observeRemoteChanges { record in
+        emit(
+            "record \(record.id) pid=\(record.originProcessID) inserted=\(record.changes.inserted.count) "
+                + "updated=\(record.changes.updated.count) deleted=\(record.changes.deleted.count)")
+    }
+    // Hold every user, so that updates are refreshed in place and deletions mark them.
+    let held = HeldObjects()
+    @Sendable func report(_ changes: ContextChanges?) throws {
+        if let changes {
+            for id in changes.deleted.sorted(by: { $0.description < $1.description }) {
+                guard let object = held.objects[id] else { continue }
+                do {
+                    try object.setValue("touched", forKey: "name")
+                    emit("touched-deleted \(object.userID) no-error")
+                } catch ManagedObjectError.objectDeleted {
+                    emit("touched-deleted \(object.userID) objectDeleted isDeleted=\(object.isDeleted)")
+                }
+            }
+        }
+        let users = try main.fetchAll(HelperUser.self)
+        held.objects = Dictionary(uniqueKeysWithValues: users.map { ($0.objectID, $0) })
+        var state: [String: Any] = [
+            "count": users.count, "reconnects": manager.coordinator.listenerReconnectCount,
+            "registered": main.registeredObjects.count,
+        ]
+        if users.count <= 200 {
+            var byID: [String: Any] = [:]
+            for user in users {
+                byID[user.userID] = [
+                    "name": user.name.map { $0 as Any } ?? NSNull(), "age": user.age.map { $0 as Any } ?? NSNull(),
+                ]
+            }
+            state["users"] = byID
+        }
+        let data = try JSONSerialization.data(withJSONObject: state, options: [.sortedKeys])
+        emit("state " + String(decoding: data, as: UTF8.self))
+    }
+    let changeToken = main.observeObjectsDidChange { changes in
+        do {
+            try report(changes)
+        } catch {
+            emit("error \(error)")
+        }
+    }
+    do {
+        try main.performAndWait { try report(nil) }
+    } catch {
+        fail("\(error)")
+    }
+    emit("ready \(manager.coordinator.listenerBackendPID.map(String.init) ?? "none")")
+    while true {
+        withExtendedLifetime((recordToken, changeToken)) { _ = sleep(60) }
+    }
+}
+
+/// The users the watcher holds; used only on the main context's queue.
+final class HeldObjects: @unchecked Sendable {
+    var objects: [ObjectID: HelperUser] = [:]
 }

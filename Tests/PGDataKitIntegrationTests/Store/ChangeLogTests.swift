@@ -1,0 +1,213 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+/// The change log, the listener and merging within one test process; two coordinators on
+/// one database stand for two programs where a real second process is not the point.
+@Suite("Change log, listener and remote merges")
+struct ChangeLogTests {
+    /// Two managers over one fresh database: `writer` and `reader`.
+    func withTwoManagers(
+        readerPolicy: MergePolicy = .error, _ body: (_ writer: ContextManager, _ reader: ContextManager) throws -> Void
+    ) throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let writer = try ExampleSchema.makeManager(configuration)
+            defer { writer.close() }
+            let reader = try ContextManager(configuration: configuration, entities: ExampleSchema.entities)
+            defer { reader.close() }
+            reader.mainContext.performAndWait { reader.mainContext.mergePolicy = readerPolicy }
+            try body(writer, reader)
+        }
+    }
+
+    /// Waits until `condition` holds, polling.
+    func eventually(_ what: String, timeout: Duration = .seconds(10), _ condition: () throws -> Bool) throws {
+        let start = ContinuousClock.now
+        while try !condition() {
+            if start.duration(to: .now) > timeout { throw TestFailure("timed out waiting until \(what)") }
+            usleep(2_000)
+        }
+    }
+
+    func insertUser(_ userID: String, name: String? = nil, in manager: ContextManager) throws {
+        let context = manager.newPrivateContext()
+        try context.performAndWait {
+            let user = User(context: context)
+            user.userID = userID
+            user.name = name
+            try context.save()
+        }
+    }
+
+    @Test func ownSavesAreMergedOnceAndOtherCoordinatorsGetThemThroughTheListener() throws {
+        try withTwoManagers { writer, reader in
+            let merged = ChangeCollector()
+            let mergeToken = writer.mainContext.observeObjectsDidChange { merged.append($0) }
+            defer { mergeToken.cancel() }
+            let ownRecords = ChangeCollector()
+            let ownToken = writer.coordinator.observeRemoteChanges { ownRecords.append($0.changes) }
+            defer { ownToken.cancel() }
+            let received = ChangeCollector()
+            let readerToken = reader.coordinator.observeRemoteChanges { received.append($0.changes) }
+            defer { readerToken.cancel() }
+
+            try insertUser("once", in: writer)
+            try eventually("the other coordinator has the record") { received.all.count == 1 }
+            // The writer's listener has read past the same record by now or soon; give it
+            // time to (wrongly) deliver it.
+            usleep(300_000)
+            #expect(merged.all.count == 1)
+            #expect(ownRecords.all.isEmpty)
+            #expect(received.all.first?.inserted.map(\.entityName) == ["User"])
+        }
+    }
+
+    @Test(arguments: [MergePolicy.error, .mergeByPropertyStoreTrump, .rollback])
+    func unsavedLocalEditsFollowTheMergePolicy(_ policy: MergePolicy) throws {
+        try withTwoManagers(readerPolicy: policy) { writer, reader in
+            try insertUser("p1", name: "original", in: writer)
+            let main = reader.mainContext
+            let user = try main.performAndWait { () throws -> User in
+                let user = try #require(try User.first(in: main, where: "userID == 'p1'"))
+                user.name = "local"
+                return user
+            }
+            let changed = ChangeCollector()
+            let token = main.observeObjectsDidChange { changed.append($0) }
+            defer { token.cancel() }
+            let context = writer.newPrivateContext()
+            try context.performAndWait {
+                let remote = try #require(try User.first(in: context, where: "userID == 'p1'"))
+                remote.name = "remote"
+                remote.age = 7
+                try context.save()
+            }
+            // (The insert of p1 may be merged after the observer was added: skip it.)
+            try eventually("the reader's main context merged") { changed.all.contains { !$0.updated.isEmpty } }
+            let notification = try #require(changed.all.first { !$0.updated.isEmpty })
+            #expect(notification.updated == [user.objectID])
+            #expect(notification.changedKeys[user.objectID] == ["name", "age"])
+            main.performAndWait {
+                #expect(user.age == 7)
+                switch policy {
+                case .error:
+                    #expect(user.name == "local")
+                    #expect(user.hasChanges)
+                default:
+                    #expect(user.name == "remote")
+                    #expect(!user.hasChanges)
+                }
+            }
+        }
+    }
+
+    @Test func privateContextsKeepTheirSnapshotUntilTheirTransactionEnds() throws {
+        try withTwoManagers { writer, reader in
+            try insertUser("s1", name: "before", in: writer)
+            let readerContext = reader.newPrivateContext()
+            let name = { () throws -> String? in
+                try readerContext.performAndWait { try User.first(in: readerContext, where: "userID == 's1'")?.name }
+            }
+            #expect(try name() == "before")
+            let changed = ChangeCollector()
+            let token = reader.mainContext.observeObjectsDidChange { changed.append($0) }
+            defer { token.cancel() }
+            let context = writer.newPrivateContext()
+            try context.performAndWait {
+                try #require(try User.first(in: context, where: "userID == 's1'")).name = "after"
+                try context.save()
+            }
+            try eventually("the main context merged") { changed.all.contains { !$0.updated.isEmpty } }
+            #expect(try name() == "before")  // same transaction, same snapshot
+            readerContext.performAndWait { readerContext.reset() }
+            #expect(try name() == "after")
+        }
+    }
+
+    @Test func remoteChangesStreamAndTurningAutomaticMergingOff() async throws {
+        let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
+        defer { cleanup() }
+        let writer = try ExampleSchema.makeManager(configuration)
+        defer { writer.close() }
+        let reader = try ContextManager(
+            configuration: configuration, entities: ExampleSchema.entities, automaticallyMergesRemoteChanges: false)
+        defer { reader.close() }
+        #expect(!reader.automaticallyMergesRemoteChanges)
+        let merged = ChangeCollector()
+        let token = reader.mainContext.observeObjectsDidChange { merged.append($0) }
+        defer { token.cancel() }
+        let stream = reader.coordinator.remoteChanges()
+        try insertUser("stream", in: writer)
+        var iterator = stream.makeAsyncIterator()
+        let record = try #require(await iterator.next())
+        #expect(record.origin == writer.coordinator.origin)
+        #expect(record.originProcessID == getpid())
+        #expect(record.changes.inserted.count == 1)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(merged.all.isEmpty)
+        reader.coordinator.close()
+        #expect(await iterator.next() == nil)  // closing ends the stream
+    }
+
+    @Test func recordsOlderThanTheRetentionArePrunedByOneProcessAtATime() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let writer = try ExampleSchema.makeManager(configuration)
+            defer { writer.close() }
+            try insertUser("old", in: writer)
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            func records() throws -> Int { try admin.query("SELECT count(*) FROM pgdatakit_changes")[0].decode(Int.self, at: 0) }
+            #expect(try records() == 1)
+            // Another process is pruning: this one must not.
+            try admin.execute("SELECT pg_advisory_lock($1)", [ChangeLog.pruneLockKey])
+            let pruner = try StoreCoordinator(
+                model: writer.coordinator.model, configuration: configuration,
+                changeLog: ChangeLogOptions(retention: .zero, pruneInterval: .milliseconds(50)))
+            defer { pruner.close() }
+            let token = pruner.observeRemoteChanges { _ in }
+            defer { token.cancel() }
+            usleep(300_000)
+            #expect(try records() == 1)
+            try admin.execute("SELECT pg_advisory_unlock($1)", [ChangeLog.pruneLockKey])
+            try eventually("the record is pruned") { try records() == 0 }
+        }
+    }
+
+    @Test func recordsAreReadByTransactionVisibilityNotByID() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let manager = try ExampleSchema.makeManager(configuration)
+            defer { manager.close() }
+            let reader = try Connection(configuration)
+            let first = try Connection(configuration)
+            let second = try Connection(configuration)
+            defer { [reader, first, second].forEach { $0.close() } }
+            var position = try ChangeLog.currentPosition(on: reader)
+            var changes = ContextChanges()
+            changes.deleted = [ObjectID(entityName: "User", primaryKey: 1)]
+            let write = { (connection: Connection) throws -> Int64 in
+                try connection.begin()
+                return try ChangeLog.write(changes, origin: UUID(), on: connection) { try $2.execute($0, $1) }
+            }
+            let earlier = try write(first)
+            let later = try write(second)
+            try second.commit()
+            var read = try ChangeLog.read(after: position, skippingOrigin: manager.coordinator.origin, on: reader)
+            #expect(read.records.map(\.id) == [later])
+            position = read.position
+            try first.commit()
+            read = try ChangeLog.read(after: position, skippingOrigin: manager.coordinator.origin, on: reader)
+            #expect(read.records.map(\.id) == [earlier])
+            #expect(read.records.first?.changes == changes)
+            read = try ChangeLog.read(after: read.position, skippingOrigin: manager.coordinator.origin, on: reader)
+            #expect(read.records.isEmpty)
+            // A rolled-back record never appears, and does not hold later ones back.
+            _ = try write(first)
+            try first.rollback()
+            let afterRollback = try write(second)
+            try second.commit()
+            read = try ChangeLog.read(after: read.position, skippingOrigin: manager.coordinator.origin, on: reader)
+            #expect(read.records.map(\.id) == [afterRollback])
+        }
+    }
+}

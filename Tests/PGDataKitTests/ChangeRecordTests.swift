@@ -1,0 +1,41 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+@Suite("Change records without a server")
+struct ChangeRecordTests {
+    @Test func theRecordFormatRoundTrips() throws {
+        var changes = ContextChanges()
+        let inserted = ObjectID(entityName: "User", primaryKey: 1)
+        let renamed = ObjectID(entityName: "User", primaryKey: 2)
+        let aged = ObjectID(entityName: "User", primaryKey: 3)
+        let deleted = ObjectID(entityName: "Post", primaryKey: 9)
+        changes.inserted = [inserted]
+        changes.updated = [renamed, aged]
+        changes.changedKeys = [renamed: ["name"], aged: ["age", "name"]]
+        changes.deleted = [deleted]
+        let text = try ChangeLog.encode(changes)
+        #expect(try ChangeLog.decode(text) == changes)
+        #expect(text.utf8.count < 300)
+        #expect(throws: (any Error).self) { try ChangeLog.decode("{\"not\": \"a record\"}") }
+    }
+
+    @Test func laterDeletionsWinWhenRecordsAreCombined() {
+        let id = ObjectID(entityName: "User", primaryKey: 5)
+        var first = ContextChanges()
+        first.inserted = [id]
+        var second = ContextChanges()
+        second.updated = [id]
+        second.changedKeys = [id: ["age"]]
+        var third = ContextChanges()
+        third.deleted = [id]
+        var combined = ContextChanges()
+        combined.formUnion(first)
+        combined.formUnion(second)
+        #expect(combined.inserted == [id] && combined.updated == [id] && combined.changedKeys[id] == ["age"])
+        combined.formUnion(third)
+        #expect(combined.inserted.isEmpty && combined.updated.isEmpty && combined.deleted == [id])
+        #expect(combined.changedKeys.isEmpty)
+    }
+}
