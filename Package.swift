@@ -52,7 +52,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PGDataKitIntegrationTests",
-            dependencies: ["PGDataKit", "pgdatakit", "pgdatakit-test-helper"]
+            dependencies: ["PGDataKit", "pgdatakit", "pgdatakit-test-helper", "pgdatakit-bench"]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -30,6 +30,8 @@ public final class ObserverToken: Sendable {
 
     /// Stops the observation.
     public func cancel() { cancellation() }
+
+    deinit { cancellation() }
 }
 
 /// The observers of one context; confined to its queue except for registration, which

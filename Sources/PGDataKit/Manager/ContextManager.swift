@@ -97,6 +97,12 @@ public final class ContextManager: Sendable {
         }
     }
 
+    deinit {
+        // The observation holds the main context (and so the coordinator): end it, so
+        // the coordinator and its listener can go when nothing else holds them.
+        remoteObservation.withLock { $0 }?.cancel()
+    }
+
     /// Stops merging other processes' saves and closes the coordinator (its listener and
     /// pool).
     public func close() {

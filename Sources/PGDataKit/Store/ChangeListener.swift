@@ -50,6 +50,7 @@ final class ChangeListener: Sendable {
         var isStopping = false
         var backendPID: Int32?
         var reconnects = 0
+        var thread: pthread_t?
     }
 
     private let configuration: ConnectionConfiguration
@@ -113,6 +114,9 @@ final class ChangeListener: Sendable {
         guard wasRunning else { return }
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
+        // Called from an observer on the listener's own thread (the last reference to the
+        // coordinator went away there): the loop ends after the observer returns.
+        if let thread = state.withLock({ $0.thread }), pthread_equal(thread, pthread_self()) != 0 { return }
         finished.wait()
     }
 
@@ -136,6 +140,7 @@ final class ChangeListener: Sendable {
         }
         let box = StartBox(connection: connection, position: position)
         let thread = Thread { [self] in
+            state.withLock { $0.thread = pthread_self() }
             run(box.connection, position: box.position)
             finished.signal()
         }

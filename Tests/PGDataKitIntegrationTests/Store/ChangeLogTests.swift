@@ -210,4 +210,25 @@ struct ChangeLogTests {
             #expect(read.records.map(\.id) == [afterRollback])
         }
     }
+
+    @Test func droppingTheManagerStopsItsListener() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            func listeners() throws -> Int {
+                try admin.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
+                    [ChangeListener.applicationName])[0].decode(Int.self, at: 0)
+            }
+            weak var coordinator: StoreCoordinator?
+            do {
+                let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+                coordinator = manager.coordinator
+                #expect(manager.automaticallyMergesRemoteChanges)
+                #expect(try listeners() == 1)
+            }
+            try eventually("the coordinator is released") { coordinator == nil }
+            try eventually("the listener's session is gone") { try listeners() == 0 }
+        }
+    }
 }

@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+/// The benchmark program runs and ends with its RESULT line (small sizes: figures come
+/// from release builds, not from tests).
+@Suite("pgdatakit-bench (the built binary)")
+struct BenchmarkProgramTests {
+    func run(_ arguments: [String]) throws -> ChildProcess.Outcome {
+        let server = try #require(try TestDatabase.serverConfiguration().renderedConnectionString())
+        var environment = ProcessInfo.processInfo.environment
+        environment["DATABASE_URL"] = server
+        return try ChildProcess.run(
+            try CLI.builtProduct("pgdatakit-bench").path, arguments, in: TestDatabase.repositoryRoot,
+            environment: environment)
+    }
+
+    /// The `key=value` fields of the last line, which must be `RESULT <scenario> …`.
+    func result(_ outcome: ChildProcess.Outcome, _ scenario: String) throws -> [String: Double] {
+        #expect(outcome.status == 0, "\(outcome.output)")
+        let last = try #require(outcome.output.split(separator: "\n").last)
+        let parts = last.split(separator: " ")
+        #expect(parts.prefix(2) == ["RESULT", Substring(scenario)])
+        var fields: [String: Double] = [:]
+        for part in parts.dropFirst(2) {
+            let pair = part.split(separator: "=")
+            fields[String(pair[0])] = Double(pair[1])
+        }
+        return fields
+    }
+
+    @Test func latencyScenarioMeasuresTwoProcesses() throws {
+        let fields = try result(try run(["latency", "--saves", "30", "--warmup", "2"]), "latency")
+        #expect(Set(fields.keys) == ["p50_ms", "p99_ms", "max_ms", "notify_p50_ms", "notify_p99_ms"])
+        #expect(fields.values.allSatisfy { $0 > 0 })
+        #expect((fields["p50_ms"] ?? 0) <= (fields["max_ms"] ?? 0))
+    }
+
+    @Test func fetchScenarioComparesWithRawRows() throws {
+        let fields = try result(try run(["fetch", "--rows", "2000", "--runs", "1"]), "fetch")
+        #expect(Set(fields.keys) == ["object_rows_per_s", "raw_rows_per_s", "ratio"])
+        #expect(fields.values.allSatisfy { $0 > 0 })
+    }
+}
