@@ -22,7 +22,7 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-let usage = "usage: pgdatakit-test-helper off-queue|off-queue-object|watch DATABASE_URL | burst DATABASE_URL PREFIX COUNT"
+let usage = "usage: pgdatakit-test-helper off-queue|off-queue-object|watch|own-saves DATABASE_URL | burst DATABASE_URL PREFIX COUNT"
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail(usage) }
 let manager = try ContextManager(configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self])
@@ -56,8 +56,58 @@ case "burst":
         }
     }
     emit("done")
+case "own-saves":
+    // Saves once, then waits for one save of another process (which commits after this
+    // one, so the listener has read past this process's own record) and reports how
+    // often the main context merged and which records the listener delivered.
+    ownSaves()
 default:
     fail("unknown command \(arguments[1])")
+}
+
+func ownSaves() {
+    let merges = Counter()
+    let records = Counter()
+    let mergeToken = manager.mainContext.observeObjectsDidChange { _ in merges.add() }
+    let recordToken = manager.coordinator.observeRemoteChanges { _ in records.add() }
+    let context = manager.newPrivateContext()
+    do {
+        try context.performAndWait {
+            HelperUser(context: context).userID = "own"
+            try context.save()
+        }
+    } catch {
+        fail("\(error)")
+    }
+    emit("saved")
+    let start = ContinuousClock.now
+    while records.value == 0 {
+        if start.duration(to: .now) > .seconds(20) { fail("no record of another process arrived") }
+        usleep(2_000)
+    }
+    usleep(200_000)
+    manager.mainContext.performAndWait {}
+    emit("merges=\(merges.value) records=\(records.value)")
+    withExtendedLifetime((mergeToken, recordToken)) {}
+}
+
+/// A counter shared between queues.
+final class Counter: @unchecked Sendable {
+    // Safe: every access holds `lock`.
+    private let lock = NSLock()
+    private var count = 0
+
+    func add() {
+        lock.lock()
+        count += 1
+        lock.unlock()
+    }
+
+    var value: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return count
+    }
 }
 
 func watch() -> Never {

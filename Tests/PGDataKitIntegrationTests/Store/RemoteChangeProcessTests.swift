@@ -216,4 +216,19 @@ struct RemoteChangeProcessTests {
             #expect(watcher.records.map(\.inserted) == [1])
         }
     }
+
+    @Test func aProcessDoesNotMergeItsOwnSavesTwice() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let manager = try ExampleSchema.makeManager(configuration)
+            defer { manager.close() }
+            let helper = try HelperProcess.start("own-saves", configuration)
+            try helper.waitUntil("the helper saved") { $0.contains("saved") }
+            try save(manager) { context in User(context: context).userID = "sentinel" }
+            try helper.waitUntil("the helper reports") { lines in lines.contains { $0.hasPrefix("merges=") } }
+            // One local merge of its own save, one remote merge of the sentinel; the
+            // listener delivered the sentinel only.
+            #expect(helper.lines.last == "merges=2 records=1")
+            #expect(try helper.waitForExit().status == 0)
+        }
+    }
 }
