@@ -39,3 +39,22 @@ struct ChangeRecordTests {
         #expect(combined.changedKeys.isEmpty)
     }
 }
+
+@Suite("ObjectID hashing")
+struct ObjectIDHashingTests {
+    @Test func permanentAndTemporaryIDsWorkAsDictionaryKeys() {
+        var byID: [ObjectID: Int] = [:]
+        for key in Int64(-5_000)..<5_000 {
+            byID[ObjectID(entityName: "User", primaryKey: key)] = Int(key)
+            byID[ObjectID(entityName: "Post", primaryKey: key)] = Int(key) * 2
+        }
+        let temporary = ObjectID(temporaryFor: "User")
+        byID[temporary] = -1
+        #expect(byID.count == 20_001)
+        #expect(byID[ObjectID(entityName: "User", primaryKey: 42)] == 42)
+        #expect(byID[ObjectID(entityName: "Post", primaryKey: 42)] == 84)
+        #expect(byID[temporary] == -1)
+        #expect(byID[ObjectID(temporaryFor: "User")] == nil)
+        #expect(Set([Int64.min, -1, 0, 1, Int64.max].map { ObjectID(entityName: "User", primaryKey: $0) }).count == 5)
+    }
+}

@@ -1,3 +1,4 @@
+import CLibPQ
 import Foundation
 
 extension ManagedObjectContext {
@@ -82,7 +83,7 @@ extension ManagedObjectContext {
     /// - Parameter mayBeRegistered: `false` when the context is known to hold no object
     ///   of the row (a fresh context), which skips the lookup.
     func register(row: Row, entity: EntityDescription, mayBeRegistered: Bool = true) throws -> ManagedObject {
-        let key = try row.decodeFast(Int64.self, at: 0)
+        let key = try Self.decodeInteger(row, column: 0)
         let objectID = ObjectID(entityName: entity.name, primaryKey: key)
         if mayBeRegistered, let existing = registered[objectID] {
             if !changedSet.contains(existing) && !existing.deletedFlag {
@@ -93,7 +94,7 @@ extension ManagedObjectContext {
         let object = entity.objectClass.init()
         object.entityStorage = entity
         object.objectID = objectID
-        object.managedObjectContext = self
+        object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)
         try apply(row: row, to: object, entity: entity, key: key)
         registered[objectID] = object
         return object
@@ -101,25 +102,35 @@ extension ManagedObjectContext {
 
     /// Copies a row's values into an object and makes them its committed values.
     func apply(row: Row, to object: ManagedObject, entity: EntityDescription, key: Int64) throws {
-        object.version = try row.decodeFast(Int64.self, at: 1)
+        object.version = try Self.decodeInteger(row, column: 1)
+        let handle = row.result.handle
+        let rowIndex = Int32(row.index)
+        let count = entity.attributeDecodings.count
         var values: [StoredValue] = []
-        values.reserveCapacity(entity.attributes.count)
-        var column = 2
-        for attribute in entity.attributes {
-            let value: StoredValue
-            do {
-                value = try attribute.decode(row.result.bareCell(row: row.index, column: column))
-            } catch {
-                // Decode again with the column's name and type for the error message.
-                value = try row.withCell(at: column) { try attribute.decode($0) }
+        values.reserveCapacity(count)
+        try entity.attributeDecodings.withUnsafeBufferPointer { decodings in
+            try entity.attributeOptionality.withUnsafeBufferPointer { optionality in
+                for index in 0..<count {
+                    let column = Int32(index + 2)
+                    if PQgetisnull(handle, rowIndex, column) == 1 {
+                        guard optionality[index] else {
+                            throw ManagedObjectError.invalidStoredValue(
+                                entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
+                                reason: "NULL in a non-optional attribute")
+                        }
+                        values.append(nil)
+                        continue
+                    }
+                    let bytes = UnsafeBufferPointer(
+                        start: UnsafeRawPointer(PQgetvalue(handle, rowIndex, column))?.assumingMemoryBound(to: UInt8.self),
+                        count: Int(PQgetlength(handle, rowIndex, column)))
+                    if let value = decodings[index].decode(bytes) {
+                        values.append(value)
+                    } else {
+                        values.append(try decodeThroughClosure(row: row, column: Int(column), entity.attributes[index]))
+                    }
+                }
             }
-            if value == nil && !attribute.isOptional {
-                throw ManagedObjectError.invalidStoredValue(
-                    entity: entity.name, key: attribute.name, primaryKey: key,
-                    reason: "NULL in a non-optional attribute")
-            }
-            values.append(value)
-            column += 1
         }
         object.values = values
         object.snapshot = values
@@ -128,6 +139,7 @@ extension ManagedObjectContext {
             object.toOne = Array(repeating: .none, count: entity.relationships.count)
         }
         var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
+        var column = 2 + count
         for relationship in entity.relationships where !relationship.isToMany {
             let foreignKey = try row.decode(Int64?.self, at: column)
             column += 1
@@ -140,6 +152,32 @@ extension ManagedObjectContext {
             object.toOne[relationship.index] = foreignKey.map { .key($0) } ?? .none
         }
         object.snapshotKeys = keys
+    }
+
+    /// A `bigint` key or version column, read straight from the result text.
+    @inline(__always)
+    static func decodeInteger(_ row: Row, column: Int) throws -> Int64 {
+        let handle = row.result.handle
+        if PQgetisnull(handle, Int32(row.index), Int32(column)) == 0,
+            let pointer = UnsafeRawPointer(PQgetvalue(handle, Int32(row.index), Int32(column))),
+            let value = AttributeDecoding.integer(
+                UnsafeBufferPointer(
+                    start: pointer.assumingMemoryBound(to: UInt8.self),
+                    count: Int(PQgetlength(handle, Int32(row.index), Int32(column)))))
+        {
+            return Int64(value)
+        }
+        return try row.decode(Int64.self, at: column)  // the error names the column
+    }
+
+    /// An attribute's value decoded through its closure; on failure decoded again with the
+    /// column's name and type, so the error names them.
+    private func decodeThroughClosure(row: Row, column: Int, _ attribute: AttributeDescription) throws -> StoredValue {
+        do {
+            return try attribute.decode(row.result.bareCell(row: row.index, column: column))
+        } catch {
+            return try row.withCell(at: column) { try attribute.decode($0) }
+        }
     }
 
     /// The object for a primary key: registered, or fetched now (one query); `nil`

@@ -38,6 +38,22 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The hash dictionaries use (Swift's `Hashable` hook for it): permanent IDs mix the
+    /// primary key with the table's seed in a few instructions (splitmix64) instead of a
+    /// full SipHash round — contexts hash an ID for every object they fetch.
+    public func _rawHashValue(seed: Int) -> Int {
+        guard case .permanent(let value) = key else {
+            var hasher = Hasher()
+            hasher.combine(seed)
+            hash(into: &hasher)
+            return hasher.finalize()
+        }
+        var mixed = UInt64(bitPattern: value) ^ UInt64(bitPattern: Int64(seed)) &+ 0x9E37_79B9_7F4A_7C15
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int(truncatingIfNeeded: mixed ^ (mixed >> 31))
+    }
+
     init(entityName: String, primaryKey: Int64) {
         self.entityName = entityName
         self.key = .permanent(primaryKey)

@@ -65,7 +65,7 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
         get {
             let slot = ManagedObject.slot(of: object, storageKeyPath)
             let stored = object.storedValue(at: slot)
-            if let value = Value.fromScalar(stored as? Value.Scalar) { return value }
+            if let value = Value.fromScalar(stored.flatMap { unbox($0, as: Value.Scalar.self) }) { return value }
             // A non-optional attribute read before it was ever set holds its default.
             return object[keyPath: storageKeyPath].defaultValue ?? object.missingValue(Value.self, slot: slot)
         }
@@ -80,4 +80,13 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
             Value.self, name: name, column: column, unique: unique, index: index,
             defaultValue: defaultValue)
     }
+}
+
+/// A stored value as its scalar type. The existential is opened (`value` arrives with its
+/// dynamic type `T`); when that is the scalar type, no runtime cast is needed — the
+/// common case on every property read.
+@inlinable
+func unbox<T: Sendable, Scalar>(_ value: T, as scalar: Scalar.Type) -> Scalar? {
+    if T.self == Scalar.self { return unsafeBitCast(value, to: Scalar.self) }
+    return value as? Scalar
 }

@@ -23,6 +23,8 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     let index: Int
     let defaultValue: StoredValue
     let decode: @Sendable (PostgresCell) throws -> StoredValue
+    /// The fetch fast path for this attribute's scalar type.
+    let decoding: AttributeDecoding
     let encode: @Sendable (StoredValue) throws -> (any PostgresEncodable)?
     let encodeArray: @Sendable ([StoredValue]) throws -> any PostgresEncodable
     let isEqual: @Sendable (StoredValue, StoredValue) -> Bool
@@ -31,7 +33,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
 
     init(
         name: String, columnName: String, type: AttributeType, isOptional: Bool, isUnique: Bool,
-        swiftTypeName: String, index: Int, defaultValue: StoredValue,
+        swiftTypeName: String, index: Int, defaultValue: StoredValue, decoding: AttributeDecoding,
         decode: @escaping @Sendable (PostgresCell) throws -> StoredValue,
         encode: @escaping @Sendable (StoredValue) throws -> (any PostgresEncodable)?,
         encodeArray: @escaping @Sendable ([StoredValue]) throws -> any PostgresEncodable,
@@ -47,6 +49,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         self.index = index
         self.defaultValue = defaultValue
         self.decode = decode
+        self.decoding = decoding
         self.encode = encode
         self.encodeArray = encodeArray
         self.isEqual = isEqual
@@ -73,7 +76,7 @@ enum AttributeCoding {
         return AttributeDescription(
             name: name, columnName: column ?? Naming.snakeCase(name), type: Scalar.attributeType,
             isOptional: Value.isOptional, isUnique: unique, swiftTypeName: swiftTypeName,
-            index: index, defaultValue: defaultValue?.scalar,
+            index: index, defaultValue: defaultValue?.scalar, decoding: AttributeDecoding(Scalar.self),
             decode: { cell in
                 if cell.isNull { return nil }
                 return try Scalar.decode(from: cell)

@@ -7,8 +7,8 @@ import Synchronization
 /// Entities are described from their `ManagedObject` subclass by reflection: every
 /// `@Attribute` and `@Relationship` property, in declaration order.
 public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
-    // Sendable: everything is immutable after the model is built except `slotCache`,
-    // which is a Mutex.
+    // Sendable: everything is immutable after the model is built except the slot table,
+    // which is atomic, and its writers' list, which is a Mutex.
     /// The entity name (the class name unless `entityName` is overridden).
     public let name: String
     /// The class of its objects.
@@ -30,7 +30,13 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     /// Storage positions by key-path identity; the key paths are kept alive so their
     /// identities cannot be reused.
-    private let slotCache = Mutex<(slots: [ObjectIdentifier: Int], keyPaths: [AnyKeyPath])>(([:], []))
+    ///
+    /// Property reads look here on every access, so reading takes no lock: the current
+    /// table is immutable and published atomically; additions (a few per entity, on
+    /// first use of each property) build a new table under `slotTables`, which keeps
+    /// every table ever published alive, so a reader never sees one freed.
+    private let slotTable: Atomic<Unmanaged<SlotTable>>
+    private let slotTables: Mutex<[SlotTable]>
 
     init(objectClass: ManagedObject.Type) {
         self.objectClass = objectClass
@@ -38,6 +44,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.tableName = objectClass.tableName
         self.primaryKeyColumn = objectClass.primaryKeyColumn
         self.versionColumn = objectClass.versionColumn
+        let emptyTable = SlotTable(entries: [], keyPaths: [])
+        self.slotTable = Atomic(Unmanaged.passUnretained(emptyTable))
+        self.slotTables = Mutex([emptyTable])
         let prototype = objectClass.init()
         var attributes: [AttributeDescription] = []
         var relationships: [RelationshipDescription] = []
@@ -65,10 +74,17 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.uniqueKeys = attributes.filter(\.isUnique).map { [$0.name] } + objectClass.uniqueKeys
         self.toOneRelationships = relationships.filter { !$0.isToMany }
+        self.attributeDecodings = attributes.map(\.decoding)
+        self.attributeOptionality = attributes.map(\.isOptional)
         self.selectColumns =
             [objectClass.primaryKeyColumn, objectClass.versionColumn] + attributes.map(\.columnName)
             + relationships.compactMap(\.columnName)
     }
+
+    /// Each attribute's fetch fast path and optionality, in attribute order (plain
+    /// arrays, so the decoding loop touches no attribute objects).
+    let attributeDecodings: [AttributeDecoding]
+    let attributeOptionality: [Bool]
 
     /// Columns in the order fetches select them: primary key, version, attributes, then
     /// to-one foreign keys (in relationship order).
@@ -91,14 +107,17 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     /// The cached storage position of the property behind a wrapper's storage key path.
     func cachedSlot(for keyPath: AnyKeyPath) -> Int? {
-        slotCache.withLock { $0.slots[ObjectIdentifier(keyPath)] }
+        let id = ObjectIdentifier(keyPath)
+        return slotTable.load(ordering: .acquiring)._withUnsafeGuaranteedRef { $0.slot(for: id) }
     }
 
     func cacheSlot(_ slot: Int, for keyPath: AnyKeyPath) {
-        slotCache.withLock { cache in
-            if cache.slots.updateValue(slot, forKey: ObjectIdentifier(keyPath)) == nil {
-                cache.keyPaths.append(keyPath)
-            }
+        slotTables.withLock { tables in
+            guard let current = tables.last, current.slot(for: ObjectIdentifier(keyPath)) == nil else { return }
+            let next = SlotTable(
+                entries: current.entries + [(ObjectIdentifier(keyPath), slot)], keyPaths: current.keyPaths + [keyPath])
+            tables.append(next)
+            slotTable.store(Unmanaged.passUnretained(next), ordering: .releasing)
         }
     }
 
@@ -109,4 +128,26 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     /// The quoted table name.
     var quotedTable: String { Connection.quoteIdentifier(tableName) }
+}
+
+/// Storage positions by key-path identity, immutable once built. It holds the key paths,
+/// so their identities cannot be reused while it lives.
+final class SlotTable: @unchecked Sendable {
+    // Sendable: immutable after init; the key paths are only held, never used.
+    let entries: [(ObjectIdentifier, Int)]
+    let keyPaths: [AnyKeyPath]
+
+    init(entries: [(ObjectIdentifier, Int)], keyPaths: [AnyKeyPath]) {
+        self.entries = entries
+        self.keyPaths = keyPaths
+    }
+
+    /// A linear scan: an entity has a handful of properties.
+    @inline(__always)
+    func slot(for id: ObjectIdentifier) -> Int? {
+        entries.withUnsafeBufferPointer { buffer in
+            for entry in buffer where entry.0 == id { return entry.1 }
+            return nil
+        }
+    }
 }

@@ -223,4 +223,29 @@ struct FetchRequestTests {
             }
         }
     }
+
+    @Test func aNullInANonOptionalAttributeIsAnErrorNamingEntityKeyAndRow() throws {
+        try ExampleSchema.withManager { manager in
+            try manager.coordinator.pool.withConnection { connection in
+                try connection.execute("ALTER TABLE samples ALTER COLUMN int DROP NOT NULL")
+                try connection.execute(
+                    """
+                    INSERT INTO samples (id, text, int, int64, int32, int16, double, float, decimal, flag, date, uuid,
+                                         data, json)
+                    VALUES (7, 'x', NULL, 1, 1, 1, 1, 1, 1, true, now(), gen_random_uuid(), '\\x00', '{}')
+                    """)
+            }
+            let context = manager.newPrivateContext()
+            context.performAndWait {
+                #expect {
+                    try context.fetch(FetchRequest<Sample>())
+                } throws: { error in
+                    guard case ManagedObjectError.invalidStoredValue(let entity, let key, let primaryKey, _) = error else {
+                        return false
+                    }
+                    return entity == "Sample" && key == "int" && primaryKey == 7
+                }
+            }
+        }
+    }
 }

@@ -1,0 +1,71 @@
+import CLibPQ
+
+/// How fetches decode an attribute's column without generic dispatch: the common scalar
+/// types are read straight from the result's text; the rest go through the attribute's
+/// decode closure.
+enum AttributeDecoding: Sendable {
+    case string
+    case int
+    case int64
+    case int32
+    case int16
+    case bool
+    case generic
+
+    init<Scalar: AttributeScalar>(_ scalar: Scalar.Type) {
+        switch scalar {
+        case is String.Type: self = .string
+        case is Int.Type: self = .int
+        case is Int64.Type: self = .int64
+        case is Int32.Type: self = .int32
+        case is Int16.Type: self = .int16
+        case is Bool.Type: self = .bool
+        default: self = .generic
+        }
+    }
+
+    /// The stored value of a non-NULL cell, or `nil` when this fast path cannot read it
+    /// (the caller then decodes through the attribute's closure, which names the error).
+    @inline(__always)
+    func decode(_ bytes: UnsafeBufferPointer<UInt8>) -> StoredValue? {
+        switch self {
+        case .string: return .some(String(decoding: bytes, as: UTF8.self))
+        case .int: return Self.integer(bytes).map { .some($0) }
+        case .int64: return Self.integer(bytes).map { .some(Int64($0)) }
+        case .int32: return Self.integer(bytes).flatMap { Int32(exactly: $0) }.map { .some($0) }
+        case .int16: return Self.integer(bytes).flatMap { Int16(exactly: $0) }.map { .some($0) }
+        case .bool:
+            guard bytes.count == 1 else { return nil }
+            switch bytes[0] {
+            case UInt8(ascii: "t"): return .some(true)
+            case UInt8(ascii: "f"): return .some(false)
+            default: return nil
+            }
+        case .generic: return nil
+        }
+    }
+
+    /// A decimal integer in PostgreSQL's text form, or `nil` (empty, stray characters,
+    /// overflow).
+    @inline(__always)
+    static func integer(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+        guard !bytes.isEmpty else { return nil }
+        var index = 0
+        let negative = bytes[0] == UInt8(ascii: "-")
+        if negative {
+            index = 1
+            guard bytes.count > 1 else { return nil }
+        }
+        var value = 0
+        while index < bytes.count {
+            let digit = Int(bytes[index]) &- 48
+            guard digit >= 0 && digit <= 9 else { return nil }
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflow2) = negative ? times10.subtractingReportingOverflow(digit) : times10.addingReportingOverflow(digit)
+            guard !overflow1 && !overflow2 else { return nil }
+            value = next
+            index += 1
+        }
+        return value
+    }
+}

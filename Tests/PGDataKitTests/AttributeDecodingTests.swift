@@ -1,0 +1,52 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+@Suite("Fetch fast path: decoding attribute text without generic dispatch")
+struct AttributeDecodingTests {
+    func decode(_ decoding: AttributeDecoding, _ text: String) -> StoredValue? {
+        Array(text.utf8).withUnsafeBufferPointer { decoding.decode($0) }
+    }
+
+    @Test(arguments: [
+        ("0", 0), ("42", 42), ("-42", -42), ("9223372036854775807", Int.max),
+        ("-9223372036854775808", Int.min),
+    ])
+    func integersInRange(_ text: String, _ expected: Int) {
+        #expect(decode(.int, text).flatMap { $0 as? Int } == expected)
+        #expect(decode(.int64, text).flatMap { $0 as? Int64 } == Int64(expected))
+    }
+
+    @Test(arguments: ["", "-", "+1", " 1", "1 ", "1.5", "9223372036854775808", "-9223372036854775809", "12a"])
+    func anythingElseIsLeftToTheClosure(_ text: String) {
+        #expect(decode(.int, text) == nil)
+    }
+
+    @Test func narrowIntegersMustFit() {
+        #expect(decode(.int32, "2147483647").flatMap { $0 as? Int32 } == Int32.max)
+        #expect(decode(.int32, "2147483648") == nil)
+        #expect(decode(.int16, "-32768").flatMap { $0 as? Int16 } == Int16.min)
+        #expect(decode(.int16, "32768") == nil)
+    }
+
+    @Test func booleansStringsAndTheRest() {
+        #expect(decode(.bool, "t").flatMap { $0 as? Bool } == true)
+        #expect(decode(.bool, "f").flatMap { $0 as? Bool } == false)
+        #expect(decode(.bool, "true") == nil)
+        #expect(decode(.string, "Grüße 👋").flatMap { $0 as? String } == "Grüße 👋")
+        #expect(decode(.string, "").flatMap { $0 as? String } == "")
+        #expect(decode(.generic, "1") == nil)
+    }
+
+    @Test func theKindFollowsTheScalarType() {
+        #expect(AttributeDecoding(String.self) == .string)
+        #expect(AttributeDecoding(Int.self) == .int)
+        #expect(AttributeDecoding(Int64.self) == .int64)
+        #expect(AttributeDecoding(Int32.self) == .int32)
+        #expect(AttributeDecoding(Int16.self) == .int16)
+        #expect(AttributeDecoding(Bool.self) == .bool)
+        #expect(AttributeDecoding(Double.self) == .generic)
+        #expect(AttributeDecoding(Decimal.self) == .generic)
+    }
+}
