@@ -231,4 +231,44 @@ struct ChangeLogTests {
             try eventually("the listener's session is gone") { try listeners() == 0 }
         }
     }
+
+    @Test func aRemoteBatchIsMergedWithOneQueryPerEntity() throws {
+        try withTwoManagers { writer, reader in
+            let main = reader.mainContext
+            let changed = ChangeCollector()
+            let token = main.observeObjectsDidChange { changed.append($0) }
+            defer { token.cancel() }
+            let seed = writer.newPrivateContext()
+            try seed.performAndWait {
+                for index in 0..<50 {
+                    let user = User(context: seed)
+                    user.userID = "b\(index)"
+                    let post = Post(context: seed)
+                    post.postID = "p\(index)"
+                    post.user = user
+                }
+                try seed.save()
+            }
+            // Hold every user and post in the reader's main context.
+            try main.performAndWait { () throws in
+                #expect(try User.fetchAll(in: main).count == 50)
+                #expect(try Post.fetchAll(in: main).count == 50)
+            }
+            try eventually("the seed's insert was merged") { changed.all.contains { !$0.inserted.isEmpty } }
+            let before = reader.coordinator.statementCount
+            let editor = writer.newPrivateContext()
+            try editor.performAndWait {
+                for user in try User.fetchAll(in: editor) { user.age = 3 }
+                for post in try Post.fetchAll(in: editor) { post.title = "t" }
+                try editor.save()
+            }
+            try eventually("the update was merged") { changed.all.contains { $0.updated.count == 100 } }
+            #expect(reader.coordinator.statementCount - before == 2)  // one refresh query per entity
+            try main.performAndWait { () throws in
+                let statements = reader.coordinator.statementCount
+                #expect(try User.fetchAll(in: main).allSatisfy { $0.age == 3 })
+                #expect(reader.coordinator.statementCount - statements == 1)
+            }
+        }
+    }
 }
