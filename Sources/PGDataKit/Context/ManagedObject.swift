@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Synchronization
 
 /// A reference from a to-one relationship to its destination.
@@ -86,6 +87,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// When set, property reads record which property they were (used to name the
     /// properties behind Swift key paths).
     var recordsAccess = false
+    static let logger = Logger(label: "pgdatakit.object")
     var lastAccess: (isAttribute: Bool, index: Int)?
 
     /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
@@ -206,6 +208,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     @usableFromInline
     func setStoredValue(_ value: StoredValue, at slot: Int) {
         checkQueue()
+        if isMissingFromStore {
+            ManagedObject.logger.warning(
+                "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
+        }
         prepareStorage()
         let attribute = entity.attributes[slot]
         if attribute.isEqual(values[slot], value) && (values[slot] == nil) == (value == nil) { return }

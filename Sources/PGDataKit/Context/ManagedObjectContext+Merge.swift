@@ -8,7 +8,9 @@ extension ManagedObjectContext {
     /// keeps the rest, the other policies keep them all on top (a later save settles any
     /// conflict). Deleted objects are marked deleted and leave the context: `isDeleted` is
     /// true, `managedObjectContext` is `nil`, and `value(forKey:)` / `setValue(_:forKey:)`
-    /// on them throw `ManagedObjectError.objectDeleted`. Inserted objects need nothing:
+    /// on them throw `ManagedObjectError.objectDeleted` (typed properties still read the
+    /// last values; setting one logs a warning and is saved nowhere). Inserted objects
+    /// need nothing:
     /// fetches find them. Afterwards the context tells its objects-did-change observers.
     ///
     /// - Throws: `PostgresError` when re-reading fails.
