@@ -138,10 +138,9 @@ final class ChangeListener: Sendable {
         } catch {
             logger.error("change listener could not connect yet, retrying: \(error)")
         }
-        let box = StartBox(connection: connection, position: position)
-        let thread = Thread { [self] in
+        let thread = Thread { [self, connection, position] in
             state.withLock { $0.thread = pthread_self() }
-            run(box.connection, position: box.position)
+            run(connection, position: position)
             finished.signal()
         }
         thread.name = "pgdatakit.listener"
@@ -221,17 +220,5 @@ final class ChangeListener: Sendable {
 
     private func sleepUnlessWoken(_ duration: Duration) {
         _ = pgdatakit_wait_readable_or_woken(-1, wakeRead, Int32(clamping: duration.milliseconds))
-    }
-}
-
-/// Hands the first connection to the listener's thread.
-private final class StartBox: @unchecked Sendable {
-    // Sendable: written before the thread starts, then read only by that thread.
-    let connection: Connection?
-    let position: String?
-
-    init(connection: Connection?, position: String?) {
-        self.connection = connection
-        self.position = position
     }
 }

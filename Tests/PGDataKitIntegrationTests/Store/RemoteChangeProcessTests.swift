@@ -17,12 +17,21 @@ struct RemoteChangeProcessTests {
         }
     }
 
-    @Test func insertUpdateDeleteAndDeleteAllReachAnotherProcess() throws {
+    /// A manager here and a watcher process, over one fresh database.
+    func withManagerAndWatcher(
+        _ body: (ContextManager, HelperProcess, ConnectionConfiguration) throws -> Void
+    ) throws {
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
             let manager = try ExampleSchema.makeManager(configuration)
             defer { manager.close() }
             let watcher = try HelperProcess.startWatcher(configuration)
             defer { watcher.stop() }
+            try body(manager, watcher, configuration)
+        }
+    }
+
+    @Test func insertUpdateDeleteAndDeleteAllReachAnotherProcess() throws {
+        try withManagerAndWatcher { manager, watcher, _ in
 
             try save(manager) { context in
                 let user = User(context: context)
@@ -67,11 +76,7 @@ struct RemoteChangeProcessTests {
     }
 
     @Test func aKilledListenerReconnectsAndCatchesUpWithEveryChangeOnce() throws {
-        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
-            let manager = try ExampleSchema.makeManager(configuration)
-            defer { manager.close() }
-            let watcher = try HelperProcess.startWatcher(configuration)
-            defer { watcher.stop() }
+        try withManagerAndWatcher { manager, watcher, configuration in
             let admin = try Connection(configuration)
             defer { admin.close() }
             var kills = 0
@@ -177,11 +182,7 @@ struct RemoteChangeProcessTests {
     }
 
     @Test func oneSaveOfFiftyThousandObjectsIsMerged() throws {
-        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
-            let manager = try ExampleSchema.makeManager(configuration)
-            defer { manager.close() }
-            let watcher = try HelperProcess.startWatcher(configuration)
-            defer { watcher.stop() }
+        try withManagerAndWatcher { manager, watcher, _ in
             try save(manager) { context in
                 for index in 0..<50_000 {
                     let user = User(context: context)
