@@ -202,7 +202,7 @@ final class ListenerProcess {
         self.output = FileHandle(fileDescriptor: descriptors[0], closeOnDealloc: true)
     }
 
-    /// The next line, or nil when the process ended.
+    /// The next line, or nil when the process ended or printed nothing for 30 seconds.
     func nextLine() -> String? {
         while true {
             if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
@@ -210,6 +210,8 @@ final class ListenerProcess {
                 buffer.removeSubrange(buffer.startIndex...newline)
                 return line
             }
+            var descriptor = pollfd(fd: output.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 30_000) > 0 else { return nil }
             let chunk = output.availableData
             if chunk.isEmpty { return nil }
             buffer.append(chunk)
@@ -224,7 +226,7 @@ final class ListenerProcess {
                 return time
             }
         }
-        throw ValidationError("the listener process ended before reporting \(kind) \(index)")
+        throw ValidationError("the listener process ended or went silent before reporting \(kind) \(index)")
     }
 
     func stop() {

@@ -30,6 +30,20 @@ struct ChangeLogTests {
         }
     }
 
+    /// The stream's next element (`nil` when it ended), failing after `timeout` rather
+    /// than hanging.
+    func firstElement<T: Sendable>(of stream: AsyncStream<T>, timeout: Duration = .seconds(10)) async throws -> T? {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { await stream.first { _ in true } }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw TestFailure("no element within \(timeout)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+
     func insertUser(_ userID: String, name: String? = nil, in manager: ContextManager) throws {
         let context = manager.newPrivateContext()
         try context.performAndWait {
@@ -139,15 +153,14 @@ struct ChangeLogTests {
         defer { token.cancel() }
         let stream = reader.coordinator.remoteChanges()
         try insertUser("stream", in: writer)
-        var iterator = stream.makeAsyncIterator()
-        let record = try #require(await iterator.next())
+        let record = try #require(try await firstElement(of: stream))
         #expect(record.origin == writer.coordinator.origin)
         #expect(record.originProcessID == getpid())
         #expect(record.changes.inserted.count == 1)
         try await Task.sleep(for: .milliseconds(200))
         #expect(merged.all.isEmpty)
         reader.coordinator.close()
-        #expect(await iterator.next() == nil)  // closing ends the stream
+        #expect(try await firstElement(of: stream) == nil)  // closing ends the stream
     }
 
     @Test func recordsOlderThanTheRetentionArePrunedByOneProcessAtATime() throws {

@@ -160,6 +160,7 @@ struct RemoteChangeProcessTests {
             defer { watcher.stop() }
             let writers = try ["w1", "w2"].map { try HelperProcess.start("burst", configuration, [$0, "2500"]) }
             for writer in writers {
+                try writer.waitUntil("the writer is done", timeout: .seconds(120)) { $0.contains("done") }
                 let outcome = try writer.waitForExit()
                 #expect(outcome.status == 0, "writer failed: \(outcome.error)")
             }
