@@ -284,4 +284,22 @@ struct ChangeLogTests {
             }
         }
     }
+
+    @Test func aFailedSaveLeavesNoRecordAndSendsNothing() throws {
+        try withTwoManagers { writer, reader in
+            let received = ChangeCollector()
+            let token = reader.coordinator.observeRemoteChanges { received.append($0.changes) }
+            defer { token.cancel() }
+            try insertUser("dup", in: writer)
+            #expect(throws: PostgresError.self) { try insertUser("dup", in: writer) }  // unique violation
+            try insertUser("after", in: writer)
+            try eventually("the later save arrived") { received.all.count == 2 }
+            usleep(100_000)
+            #expect(received.all.count == 2)
+            let records = try writer.coordinator.pool.withConnection { connection in
+                try connection.query("SELECT count(*) FROM pgdatakit_changes")[0].decode(Int.self, at: 0)
+            }
+            #expect(records == 2)
+        }
+    }
 }
