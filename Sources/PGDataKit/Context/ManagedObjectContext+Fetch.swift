@@ -1,4 +1,3 @@
-import CLibPQ
 import Foundation
 
 extension ManagedObjectContext {
@@ -103,16 +102,15 @@ extension ManagedObjectContext {
     /// Copies a row's values into an object and makes them its committed values.
     func apply(row: Row, to object: ManagedObject, entity: EntityDescription, key: Int64) throws {
         object.version = try Self.decodeInteger(row, column: 1)
-        let handle = row.result.handle
-        let rowIndex = Int32(row.index)
+        let result = row.result
         let count = entity.attributeDecodings.count
         var values: [StoredValue] = []
         values.reserveCapacity(count)
         try entity.attributeDecodings.withUnsafeBufferPointer { decodings in
             try entity.attributeOptionality.withUnsafeBufferPointer { optionality in
                 for index in 0..<count {
-                    let column = Int32(index + 2)
-                    if PQgetisnull(handle, rowIndex, column) == 1 {
+                    let column = index + 2
+                    guard let bytes = result.bareCell(row: row.index, column: column).bytes else {
                         guard optionality[index] else {
                             throw ManagedObjectError.invalidStoredValue(
                                 entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
@@ -121,13 +119,10 @@ extension ManagedObjectContext {
                         values.append(nil)
                         continue
                     }
-                    let bytes = UnsafeBufferPointer(
-                        start: UnsafeRawPointer(PQgetvalue(handle, rowIndex, column))?.assumingMemoryBound(to: UInt8.self),
-                        count: Int(PQgetlength(handle, rowIndex, column)))
                     if let value = decodings[index].decode(bytes) {
                         values.append(value)
                     } else {
-                        values.append(try decodeThroughClosure(row: row, column: Int(column), entity.attributes[index]))
+                        values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
                     }
                 }
             }
@@ -157,13 +152,8 @@ extension ManagedObjectContext {
     /// A `bigint` key or version column, read straight from the result text.
     @inline(__always)
     static func decodeInteger(_ row: Row, column: Int) throws -> Int64 {
-        let handle = row.result.handle
-        if PQgetisnull(handle, Int32(row.index), Int32(column)) == 0,
-            let pointer = UnsafeRawPointer(PQgetvalue(handle, Int32(row.index), Int32(column))),
-            let value = AttributeDecoding.integer(
-                UnsafeBufferPointer(
-                    start: pointer.assumingMemoryBound(to: UInt8.self),
-                    count: Int(PQgetlength(handle, Int32(row.index), Int32(column)))))
+        if let bytes = row.result.bareCell(row: row.index, column: column).bytes,
+            let value = AttributeDecoding.integer(bytes)
         {
             return Int64(value)
         }
@@ -216,14 +206,6 @@ extension ManagedObjectContext {
         }.sorted { $0.objectID.description < $1.objectID.description }
     }
 
-    /// Re-reads the rows of registered objects of one entity (one query). Objects whose
-    /// row is gone are marked deleted and leave the context.
-    func refreshObjects(
-        _ objects: [Int64: ManagedObject], entity: EntityDescription, mergeChanges: Bool
-    ) throws {
-        try refreshObjects(objects, entity: entity, localEdits: mergeChanges ? .keep : .discard)
-    }
-
     /// What a refresh does with an object's unsaved changes.
     enum LocalEdits {
         /// Keep them on top of the stored values.
@@ -234,6 +216,8 @@ extension ManagedObjectContext {
         case keepUnlessChanged([ObjectID: Set<String>])
     }
 
+    /// Re-reads the rows of registered objects of one entity (one query). Objects whose
+    /// row is gone are marked deleted and leave the context.
     func refreshObjects(
         _ objects: [Int64: ManagedObject], entity: EntityDescription, localEdits: LocalEdits
     ) throws {

@@ -330,7 +330,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         assertOnQueue()
         guard object.managedObjectContext === self else { throw ManagedObjectError.wrongContext(object.objectID) }
         guard let key = object.objectID.primaryKey else { return }
-        try refreshObjects([key: object], entity: object.entity, mergeChanges: mergeChanges)
+        try refreshObjects([key: object], entity: object.entity, localEdits: mergeChanges ? .keep : .discard)
         if object.isMissingFromStore { throw ManagedObjectError.objectNotFound(object.objectID) }
     }
 

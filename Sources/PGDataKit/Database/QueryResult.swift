@@ -122,17 +122,6 @@ public struct Row: Sendable {
         return try T.decode(from: result.cell(row: index, column: position))
     }
 
-    /// `decode(_:at:)` for hot loops: reads the bytes directly and builds the
-    /// descriptive error only when decoding fails.
-    @inline(__always)
-    func decodeFast<T: PostgresDecodable>(_ type: T.Type, at column: Int) throws -> T {
-        do {
-            return try T.decode(from: result.bareCell(row: index, column: column))
-        } catch {
-            return try decode(T.self, at: column)
-        }
-    }
-
     /// Whether the column at `column` is `NULL`.
     public func isNull(at column: Int) -> Bool {
         PQgetisnull(result.handle, Int32(index), Int32(column)) == 1

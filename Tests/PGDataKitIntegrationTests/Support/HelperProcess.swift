@@ -78,7 +78,7 @@ final class HelperProcess {
         return object as? [String: Any]
     }
 
-    /// A user of the last state, as `[name, age]` (NSNull for nil), or nil when absent.
+    /// A user of the last state, as `["name": …, "age": …]` (NSNull for nil), or nil when absent.
     func user(_ userID: String) -> [String: Any]? {
         (lastState?["users"] as? [String: Any])?[userID] as? [String: Any]
     }
