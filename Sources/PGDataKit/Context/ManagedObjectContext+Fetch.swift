@@ -15,7 +15,7 @@ extension ManagedObjectContext {
     public func fetchAll<T: ManagedObject>(_ type: T.Type) throws -> [T] {
         assertOnQueue()
         let entity = try entityDescription(for: type)
-        let stored = try fetchObjects(entity: entity, orderBy: "t.\(Connection.quoteIdentifier(entity.primaryKeyColumn))")
+        let stored = try fetchObjects(entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey))
         let pending = insertedSet.filter { $0.entity.name == entity.name }
         return (stored.filter { !$0.deletedFlag } + pending.sorted { $0.objectID.description < $1.objectID.description })
             .compactMap { $0 as? T }
@@ -35,8 +35,7 @@ extension ManagedObjectContext {
         guard let entity = coordinator.model.entity(named: objectID.entityName) else {
             throw ManagedObjectError.unknownEntity(objectID.entityName)
         }
-        let found = try fetchObjects(
-            entity: entity, where: "t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = $1", [key])
+        let found = try fetchObjects(entity: entity, .keys([key], of: entity))
         guard let object = found.first else { throw ManagedObjectError.objectNotFound(objectID) }
         return object
     }
@@ -57,26 +56,21 @@ extension ManagedObjectContext {
     }
 
     /// Fetches rows of an entity and registers them (one query).
+    ///
+    /// - Parameter mayBeRegistered: `false` when the context is known to hold no object
+    ///   of the rows (see `register(row:entity:mayBeRegistered:)`).
     func fetchObjects(
-        entity: EntityDescription, where condition: String? = nil,
-        _ parameters: [(any PostgresEncodable)?] = [], orderBy: String? = nil, limit: Int? = nil,
-        offset: Int? = nil
+        entity: EntityDescription, _ query: StoreQuery = .all, mayBeRegistered: Bool = true
     ) throws -> [ManagedObject] {
-        var sql = "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t"
-        if let condition { sql += " WHERE \(condition)" }
-        if let orderBy { sql += " ORDER BY \(orderBy)" }
-        if let limit { sql += " LIMIT \(limit)" }
-        if let offset { sql += " OFFSET \(offset)" }
-        let result = try withDatabase { connection in
-            try coordinator.execute(sql, parameters, on: connection)
-        }
+        let result = try withDatabase { try coordinator.selectObjects(of: entity, query, on: $0) }
+        registered.reserveCapacity(registered.count + result.count)
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
-        for row in result { objects.append(try register(row: row, entity: entity)) }
+        for row in result { objects.append(try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered)) }
         return objects
     }
 
-    /// Decodes a row selected with `entity.selectList` into the registered object for
+    /// Decodes a row selected by `StoreCoordinator.selectObjects` into the registered object for
     /// its key, creating it if needed. Objects with unsaved changes are left as they are.
     ///
     /// - Parameter mayBeRegistered: `false` when the context is known to hold no object
@@ -193,8 +187,7 @@ extension ManagedObjectContext {
         else { return [] }
         if let key = object.objectID.primaryKey, !object.loadedToMany.contains(relationship.index) {
             do {
-                _ = try fetchObjects(
-                    entity: destination, where: "t.\(Connection.quoteIdentifier(column)) = $1", [key])
+                _ = try fetchObjects(entity: destination, .rows(where: column, isIn: [key]))
                 object.loadedToMany.insert(relationship.index)
             } catch {
                 logger.warning("could not load \(object.objectID).\(relationship.name): \(error)")
@@ -222,11 +215,8 @@ extension ManagedObjectContext {
         _ objects: [Int64: ManagedObject], entity: EntityDescription, localEdits: LocalEdits
     ) throws {
         guard !objects.isEmpty else { return }
-        let result = try withDatabase { connection in
-            try coordinator.execute(
-                "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t "
-                    + "WHERE t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = ANY($1)",
-                [Array(objects.keys)], on: connection)
+        let result = try withDatabase {
+            try coordinator.selectObjects(of: entity, .keys(Array(objects.keys), of: entity), on: $0)
         }
         var seen: Set<Int64> = []
         for row in result {

@@ -25,7 +25,7 @@ extension ManagedObjectContext {
     public func save() throws {
         assertOnQueue()
         guard hasChanges else {
-            endTransaction(commit: true)
+            endTransaction()
             return
         }
         try validateDeleteRules()
@@ -65,62 +65,31 @@ extension ManagedObjectContext {
     /// on a borrowed connection for the main context.
     func beginWriteTransaction() throws -> Connection {
         switch concurrencyType {
-        case .private:
-            return try transactionConnection()
-        case .main:
-            let connection = try coordinator.pool.acquire()
-            do {
-                try coordinator.execute("BEGIN ISOLATION LEVEL READ COMMITTED", on: connection)
-            } catch {
-                coordinator.pool.release(connection)
-                throw error
-            }
-            return connection
+        case .private: return try transactionConnection()
+        case .main: return try coordinator.beginTransaction(isolation: .readCommitted)
         }
     }
 
     /// Rolls a write transaction back and gives its connection back.
     func abortWriteTransaction(_ connection: Connection) {
-        if connection === transaction {
-            endTransaction(commit: false)
-            return
-        }
-        if connection.transactionStatus != .idle {
-            do {
-                try coordinator.execute("ROLLBACK", on: connection)
-            } catch {
-                logger.debug("rollback failed: \(error)")
-            }
-        }
-        coordinator.pool.release(connection)
+        if connection === transaction { transaction = nil }
+        coordinator.rollbackAndRelease(connection)
     }
 
     /// Commits a write transaction and gives its connection back (a private context's
     /// transaction ends). On failure the caller aborts it.
     func commitWriteTransaction(_ connection: Connection) throws {
-        try coordinator.commit(on: connection)
-        if connection === transaction {
-            transaction = nil
-        }
-        coordinator.pool.release(connection)
+        try coordinator.commitAndRelease(connection)
+        if connection === transaction { transaction = nil }
     }
 
     /// Writes the change record (which queues the notification), commits, then updates
     /// the objects and tells observers.
     private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
         let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
-        try recordChanges(changes, on: connection)
+        try coordinator.recordChanges(changes, on: connection)
         try commitWriteTransaction(connection)
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
-    }
-
-    /// Writes the change record of a write transaction: other processes' listeners read
-    /// it after the commit.
-    func recordChanges(_ changes: ContextChanges, on connection: Connection) throws {
-        guard !changes.isEmpty else { return }
-        try ChangeLog.write(changes, origin: coordinator.origin, on: connection) { sql, parameters, connection in
-            try coordinator.execute(sql, parameters, on: connection)
-        }
     }
 
     /// What a save changes, with the permanent IDs its inserted objects will have.
@@ -143,9 +112,8 @@ extension ManagedObjectContext {
     private func saveResolvingConflicts(
         reservedKeys: inout [ObjectIdentifier: Int64], overwrite: inout Set<ObjectIdentifier>
     ) throws {
-        let connection = try coordinator.pool.acquire()
+        let connection = try coordinator.beginTransaction(isolation: .readCommitted)
         do {
-            try coordinator.execute("BEGIN ISOLATION LEVEL READ COMMITTED", on: connection)
             let conflicts = try lockAndFindConflicts(on: connection)
             if !conflicts.isEmpty {
                 if mergePolicy == .error {
@@ -179,145 +147,118 @@ extension ManagedObjectContext {
         var conflicts: [ManagedObject] = []
     }
 
-    /// Sends the statements of a save on a connection inside a transaction.
+    /// Which columns an update writes: updated objects of one entity that write the
+    /// same columns go out as one statement. `overwrite` rows (merge policy
+    /// `.overwrite`) write every column and skip the version check.
+    struct UpdateShape: Hashable, Comparable {
+        let entityName: String
+        let overwrite: Bool
+        let attributeIndexes: [Int]
+        let toOneIndexes: [Int]
+
+        static func < (a: UpdateShape, b: UpdateShape) -> Bool {
+            if a.entityName != b.entityName { return a.entityName < b.entityName }
+            if a.overwrite != b.overwrite { return !a.overwrite }
+            if a.attributeIndexes != b.attributeIndexes {
+                return a.attributeIndexes.lexicographicallyPrecedes(b.attributeIndexes)
+            }
+            return a.toOneIndexes.lexicographicallyPrecedes(b.toOneIndexes)
+        }
+    }
+
+    /// Decides what a save writes and has the Store send it on a connection inside a
+    /// transaction: keys, inserts in foreign-key order, updates grouped by shape,
+    /// deletes children first.
     private func writeChanges(
         on connection: Connection, reservedKeys: inout [ObjectIdentifier: Int64],
         overwrite: Set<ObjectIdentifier>
     ) throws -> WriteOutcome {
         var outcome = WriteOutcome()
         let model = coordinator.model
-        let inserted = insertedSet
         let updated = changedSet.filter {
             !insertedSet.contains($0) && !deletedSet.contains($0)
                 && ($0.hasPersistentChangedValues || overwrite.contains(ObjectIdentifier($0)))
         }
-        let deleted = deletedSet
 
-        // Reserve primary keys for new objects: one statement per entity.
         for entity in model.insertOrder {
-            let needing = inserted.filter { $0.entity.name == entity.name && reservedKeys[ObjectIdentifier($0)] == nil }
+            let needing = insertedSet.filter { $0.entity.name == entity.name && reservedKeys[ObjectIdentifier($0)] == nil }
             guard !needing.isEmpty else { continue }
-            let keys = try coordinator.execute(
-                "SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, $3)",
-                [entity.quotedTable, entity.primaryKeyColumn, needing.count], on: connection
-            ).map { try $0.decode(Int64.self, at: 0) }
+            let keys = try coordinator.reserveKeys(for: entity, count: needing.count, on: connection)
             for (object, key) in zip(needing, keys) { reservedKeys[ObjectIdentifier(object)] = key }
         }
-        func key(of object: ManagedObject) -> Int64? {
-            object.objectID.primaryKey ?? reservedKeys[ObjectIdentifier(object)]
+        let keys = reservedKeys
+        func key(of object: ManagedObject) -> Int64 {
+            object.objectID.primaryKey ?? keys[ObjectIdentifier(object)] ?? 0
         }
         func foreignKey(_ object: ManagedObject, _ index: Int) -> Int64? {
             switch object.toOne[index] {
             case .none: return nil
             case .key(let key): return key
-            case .object(let target): return target.deletedFlag && target.objectID.isTemporaryID ? nil : key(of: target)
+            case .object(let target):
+                if target.deletedFlag && target.objectID.isTemporaryID { return nil }
+                return target.objectID.primaryKey ?? keys[ObjectIdentifier(target)]
             }
         }
+        func rows(_ objects: [ManagedObject], _ entity: EntityDescription, attributes: [Int], toOne: [Int]) -> RowBatch {
+            RowBatch(
+                keys: objects.map(key(of:)), versions: objects.map(\.version),
+                attributes: attributes.map { index in (entity.attributes[index], objects.map { $0.values[index] }) },
+                foreignKeys: toOne.compactMap { index in
+                    entity.relationships[index].columnName.map { ($0, objects.map { foreignKey($0, index) }) }
+                })
+        }
 
-        // Inserts, in foreign-key order: one multi-row statement per entity.
         for entity in model.insertOrder {
-            let objects = inserted.filter { $0.entity.name == entity.name }
-                .sorted { (key(of: $0) ?? 0) < (key(of: $1) ?? 0) }
+            let objects = insertedSet.filter { $0.entity.name == entity.name }.sorted { key(of: $0) < key(of: $1) }
             guard !objects.isEmpty else { continue }
-            let toOne = entity.toOneRelationships
-            var columns = [entity.primaryKeyColumn, entity.versionColumn]
-            var types = ["bigint", "bigint"]
-            var arrays: [(any PostgresEncodable)?] = [
-                objects.map { key(of: $0) }, Array(repeating: Int64(1), count: objects.count),
-            ]
-            for attribute in entity.attributes {
-                columns.append(attribute.columnName)
-                types.append(attribute.type.sqlType)
-                arrays.append(try attribute.encodeArray(objects.map { $0.values[attribute.index] }))
-            }
-            for relationship in toOne {
-                guard let column = relationship.columnName else { continue }
-                columns.append(column)
-                types.append("bigint")
-                arrays.append(objects.map { foreignKey($0, relationship.index) })
-            }
-            let unnest = types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
-            try coordinator.execute(
-                "INSERT INTO \(entity.quotedTable) (\(columns.map(Connection.quoteIdentifier).joined(separator: ", "))) "
-                    + "SELECT * FROM unnest(\(unnest))",
-                arrays, on: connection)
+            var batch = rows(
+                objects, entity, attributes: Array(entity.attributes.indices),
+                toOne: entity.toOneRelationships.map(\.index))
+            batch.versions = Array(repeating: 1, count: objects.count)
+            try coordinator.insertRows(into: entity, batch, on: connection)
             outcome.inserted += objects
         }
 
-        // Updates: one statement per entity and set of changed columns.
-        var groups: [String: (entity: EntityDescription, attributes: [Int], toOne: [Int], objects: [ManagedObject])] = [:]
+        var groups: [UpdateShape: [ManagedObject]] = [:]
         for object in updated {
-            let entity = object.entity
             let all = overwrite.contains(ObjectIdentifier(object))
-            let attributes = all ? Array(entity.attributes.indices) : object.changedAttributeIndexes
-            let toOne = all ? entity.toOneRelationships.map(\.index) : object.changedToOneIndexes
-            let signature = "\(entity.name)|\(all)|\(attributes)|\(toOne)"
-            groups[signature, default: (entity, attributes, toOne, [])].objects.append(object)
+            let shape = UpdateShape(
+                entityName: object.entity.name, overwrite: all,
+                attributeIndexes: all ? Array(object.entity.attributes.indices) : object.changedAttributeIndexes,
+                toOneIndexes: all ? object.entity.toOneRelationships.map(\.index) : object.changedToOneIndexes)
+            groups[shape, default: []].append(object)
         }
-        for (signature, group) in groups.sorted(by: { $0.key < $1.key }) {
-            let entity = group.entity
-            let checksVersion = !signature.contains("|true|")
-            var types = ["bigint", "bigint"]
-            var arrays: [(any PostgresEncodable)?] = [
-                group.objects.map { key(of: $0) }, group.objects.map { $0.version },
-            ]
-            var assignments: [String] = []
-            for index in group.attributes {
-                let attribute = entity.attributes[index]
-                types.append(attribute.type.sqlType)
-                arrays.append(try attribute.encodeArray(group.objects.map { $0.values[index] }))
-                assignments.append("\(Connection.quoteIdentifier(attribute.columnName)) = v.c\(types.count - 1)")
-            }
-            for index in group.toOne {
-                guard let column = entity.relationships[index].columnName else { continue }
-                types.append("bigint")
-                arrays.append(group.objects.map { foreignKey($0, index) })
-                assignments.append("\(Connection.quoteIdentifier(column)) = v.c\(types.count - 1)")
-            }
-            let version = Connection.quoteIdentifier(entity.versionColumn)
-            let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
-            assignments.append("\(version) = t.\(version) + 1")
-            let unnest = types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
-            let aliases = types.indices.map { "c\($0)" }.joined(separator: ", ")
-            let result = try coordinator.execute(
-                "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
-                    + "FROM unnest(\(unnest)) AS v(\(aliases)) WHERE t.\(primaryKey) = v.c0"
-                    + (checksVersion ? " AND t.\(version) = v.c1" : "")
-                    + " RETURNING t.\(primaryKey), t.\(version)",
-                arrays, on: connection)
-            var written: [Int64: Int64] = [:]
-            for row in result { written[try row.decode(Int64.self, at: 0)] = try row.decode(Int64.self, at: 1) }
-            for object in group.objects {
-                guard let objectKey = key(of: object), let newVersion = written[objectKey] else {
+        for (shape, objects) in groups.sorted(by: { $0.key < $1.key }) {
+            guard let entity = objects.first?.entity else { continue }
+            let written = try coordinator.updateRows(
+                of: entity, rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes),
+                checksVersion: !shape.overwrite, on: connection)
+            var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
+            changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
+            for object in objects {
+                guard let newVersion = written[key(of: object)] else {
                     outcome.conflicts.append(object)
                     continue
                 }
                 outcome.newVersions[ObjectIdentifier(object)] = newVersion
-                var keys = Set(group.attributes.map { entity.attributes[$0].name })
-                keys.formUnion(group.toOne.map { entity.relationships[$0].name })
-                outcome.updated.append((object, keys))
+                outcome.updated.append((object, changedKeys))
             }
         }
 
-        // Deletes, children first: one statement per entity.
         for entity in model.insertOrder.reversed() {
-            let objects = deleted.filter { $0.entity.name == entity.name }
+            let objects = deletedSet.filter { $0.entity.name == entity.name }
             guard !objects.isEmpty else { continue }
-            let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
-            let version = Connection.quoteIdentifier(entity.versionColumn)
-            let forced = objects.filter { overwrite.contains(ObjectIdentifier($0)) }
-            let checked = objects.filter { !overwrite.contains(ObjectIdentifier($0)) }
             var removed: Set<Int64> = []
-            for (batch, checksVersion) in [(checked, true), (forced, false)] where !batch.isEmpty {
-                let result = try coordinator.execute(
-                    "DELETE FROM \(entity.quotedTable) AS t USING unnest($1::bigint[], $2::bigint[]) AS v(c0, c1) "
-                        + "WHERE t.\(primaryKey) = v.c0" + (checksVersion ? " AND t.\(version) = v.c1" : "")
-                        + " RETURNING t.\(primaryKey)",
-                    [batch.map { key(of: $0) }, batch.map { $0.version }], on: connection)
-                for row in result { removed.insert(try row.decode(Int64.self, at: 0)) }
+            for forced in [false, true] {
+                let batch = objects.filter { overwrite.contains(ObjectIdentifier($0)) == forced }
+                guard !batch.isEmpty else { continue }
+                removed.formUnion(
+                    try coordinator.deleteRows(
+                        of: entity, keys: batch.map(key(of:)), versions: batch.map(\.version), checksVersion: !forced,
+                        on: connection))
             }
             for object in objects {
-                if let objectKey = key(of: object), removed.contains(objectKey) {
+                if removed.contains(key(of: object)) {
                     outcome.deleted.append(object)
                 } else {
                     outcome.conflicts.append(object)
@@ -346,11 +287,8 @@ extension ManagedObjectContext {
         for entity in coordinator.model.entities {
             let objects = candidates.filter { $0.entity.name == entity.name }
             guard !objects.isEmpty else { continue }
-            let keys = objects.compactMap(\.objectID.primaryKey)
-            let result = try coordinator.execute(
-                "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t "
-                    + "WHERE t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = ANY($1) FOR UPDATE",
-                [keys], on: connection)
+            let result = try coordinator.lockObjects(
+                of: entity, keys: objects.compactMap(\.objectID.primaryKey), on: connection)
             var rows: [Int64: Row] = [:]
             for row in result { rows[try row.decode(Int64.self, at: 0)] = row }
             for object in objects {
@@ -465,7 +403,8 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Updates the objects after a commit and tells observers and the manager.
+    /// Updates the objects after a commit and tells did-save observers (the context
+    /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
         for object in outcome.inserted {
             guard let key = reservedKeys[ObjectIdentifier(object)] else { continue }
@@ -487,8 +426,5 @@ extension ManagedObjectContext {
         deletedSet.removeAll()
         changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }
         observers.postDidSave(changes)
-        if shouldMergeOnSave, let manager, manager.mainContext !== self {
-            manager.mergeIntoMainContext(changes)
-        }
     }
 }

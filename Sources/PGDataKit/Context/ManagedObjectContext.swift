@@ -60,7 +60,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
     private let queueKey = DispatchSpecificKey<Bool>()
     /// The weak reference every object of this context holds.
     let reference = ContextReference()
-    weak var manager: ContextManager?
     let logger: Logger
 
     var registered: [ObjectID: ManagedObject] = [:]
@@ -73,15 +72,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var observers = ContextObservers()
 
     /// Creates a context; usually `ContextManager` does this.
+    ///
+    /// - Parameter logger: where the context logs; the coordinator's logger by default.
     public init(
-        concurrencyType: ConcurrencyType, coordinator: StoreCoordinator, name: String? = nil
+        concurrencyType: ConcurrencyType, coordinator: StoreCoordinator, name: String? = nil, logger: Logger? = nil
     ) {
         self.concurrencyType = concurrencyType
         self.coordinator = coordinator
         let label = name ?? (concurrencyType == .main ? "main" : "private")
         self.name = label
         self.queue = DispatchQueue(label: "pgdatakit.context.\(label)")
-        self.logger = Logger(label: "pgdatakit.context")
+        self.logger = logger ?? coordinator.logger
         queue.setSpecific(key: queueKey, value: true)
         reference.context = self
     }
@@ -238,7 +239,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
                 return try body(connection)
             } catch let error as PostgresError {
                 // A failed statement aborts the transaction; its snapshot is gone.
-                endTransaction(commit: false)
+                endTransaction()
                 throw error
             }
         }
@@ -247,29 +248,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The private context's transaction, begun if needed.
     func transactionConnection() throws -> Connection {
         if let transaction { return transaction }
-        let connection = try coordinator.pool.acquire()
-        do {
-            try coordinator.execute("BEGIN ISOLATION LEVEL \(isolationLevel.rawValue)", on: connection)
-        } catch {
-            coordinator.pool.release(connection)
-            throw error
-        }
+        let connection = try coordinator.beginTransaction(isolation: isolationLevel)
         transaction = connection
         return connection
     }
 
-    /// Ends a private context's transaction and gives the connection back.
-    func endTransaction(commit: Bool) {
+    /// Ends a private context's transaction (rolling back what it did not commit) and
+    /// gives the connection back.
+    func endTransaction() {
         guard let connection = transaction else { return }
         transaction = nil
-        if !commit, connection.transactionStatus != .idle {
-            do {
-                try coordinator.execute("ROLLBACK", on: connection)
-            } catch {
-                logger.debug("rollback failed: \(error)")
-            }
-        }
-        coordinator.pool.release(connection)
+        coordinator.rollbackAndRelease(connection)
     }
 
     /// Whether a private context holds an open transaction (and its snapshot).
@@ -296,7 +285,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         for object in changedSet { revert(object) }
         changedSet.removeAll()
         for object in registered.values { object.loadedToMany.removeAll() }
-        endTransaction(commit: false)
+        endTransaction()
     }
 
     private func revert(_ object: ManagedObject) {
@@ -316,7 +305,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         insertedSet.removeAll()
         deletedSet.removeAll()
         changedSet.removeAll()
-        endTransaction(commit: false)
+        endTransaction()
     }
 
     /// Re-reads an object's row (Core Data's `refresh(_:mergeChanges:)`).

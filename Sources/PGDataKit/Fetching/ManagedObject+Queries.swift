@@ -141,10 +141,12 @@ extension ManagedObjectQueries where Self: ManagedObject {
         }
         var compiler = PredicateSQLCompiler(model: model)
         let column = try compiler.valueSQL(resolved, alias: "t").sql
-        var sql = "SELECT \(function.rawValue)(\(column)) FROM \(entity.quotedTable) AS t"
-        if let predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
-        let parameters = compiler.parameters
-        let result = try context.withDatabase { try context.coordinator.execute(sql, parameters, on: $0) }
+        var query = StoreQuery()
+        if let predicate { query.condition = try compiler.compile(predicate, entity: entity, alias: "t") }
+        query.parameters = compiler.parameters
+        let result = try context.withDatabase {
+            try context.coordinator.aggregate(function.rawValue, of: column, of: entity, query, on: $0)
+        }
         return try result[0].decode(Value?.self, at: 0)
     }
 
@@ -178,23 +180,8 @@ extension ManagedObjectQueries where Self: ManagedObject {
     public static func deleteAll(in context: ManagedObjectContext, where predicate: FetchPredicate? = nil) throws -> Int {
         context.assertOnQueue()
         let entity = try context.entityDescription(for: self)
-        var compiler = PredicateSQLCompiler(model: context.coordinator.model)
-        let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
-        var sql = "DELETE FROM \(entity.quotedTable) AS t"
-        if let predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
-        sql += " RETURNING t.\(primaryKey)"
-        let parameters = compiler.parameters
-        let changes = try context.writeAndCommit { connection in
-            let keys = try context.coordinator.execute(sql, parameters, on: connection).map {
-                try $0.decode(Int64.self, at: 0)
-            }
-            var changes = ContextChanges()
-            changes.deleted = Set(keys.map { ObjectID(entityName: entity.name, primaryKey: $0) })
-            try context.recordChanges(changes, on: connection)
-            return changes
-        }
-        context.didWriteOutsideSave(changes)
-        return changes.deleted.count
+        let query = try context.storeQuery(FetchRequest<Self>(predicate: predicate), entity: entity, ordered: false)
+        return try context.batchDelete(of: entity, query).count
     }
 
     /// Deletes every row matching a format string; see `deleteAll(in:where:)`.
@@ -233,33 +220,5 @@ extension ManagedObjectQueries where Self: ManagedObject {
             throw error
         }
         return object
-    }
-}
-
-extension ManagedObjectContext {
-    /// Runs `body` in the context's write transaction and commits; a private context's
-    /// transaction ends.
-    func writeAndCommit<T>(_ body: (Connection) throws -> T) throws -> T {
-        let connection = try beginWriteTransaction()
-        do {
-            let value = try body(connection)
-            try commitWriteTransaction(connection)
-            return value
-        } catch {
-            abortWriteTransaction(connection)
-            throw error
-        }
-    }
-
-    /// Applies changes written outside `save()` (batch deletes): marks this context's
-    /// objects, tells did-save observers, and merges into the main context.
-    func didWriteOutsideSave(_ changes: ContextChanges) {
-        for id in changes.deleted {
-            if let object = registered[id] { forgetDeletedObject(object) }
-        }
-        observers.postDidSave(changes)
-        if shouldMergeOnSave, let manager, manager.mainContext !== self {
-            manager.mergeIntoMainContext(changes)
-        }
     }
 }

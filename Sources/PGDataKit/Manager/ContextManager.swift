@@ -37,34 +37,41 @@ public final class ContextManager: Sendable {
     /// The long-lived context where private contexts' and other processes' saves are
     /// merged.
     public let mainContext: ManagedObjectContext
-    let logger = Logger(label: "pgdatakit.manager")
+    let logger: Logger
     private let remoteObservation = Mutex<ObserverToken?>(nil)
 
     /// Creates a manager over a coordinator.
     ///
-    /// - Parameter automaticallyMergesRemoteChanges: merge other processes' saves into
-    ///   the main context (starts the coordinator's listener now).
-    public init(coordinator: StoreCoordinator, automaticallyMergesRemoteChanges: Bool = true) {
+    /// - Parameters:
+    ///   - automaticallyMergesRemoteChanges: merge other processes' saves into the main
+    ///     context (starts the coordinator's listener now).
+    ///   - logger: where the manager and its contexts log; the coordinator's logger by
+    ///     default.
+    public init(coordinator: StoreCoordinator, automaticallyMergesRemoteChanges: Bool = true, logger: Logger? = nil) {
+        let logger = logger ?? coordinator.logger
         self.coordinator = coordinator
-        self.mainContext = ManagedObjectContext(concurrencyType: .main, coordinator: coordinator, name: "main")
-        mainContext.performAndWait { mainContext.manager = self }
+        self.logger = logger
+        self.mainContext = ManagedObjectContext(concurrencyType: .main, coordinator: coordinator, name: "main", logger: logger)
         self.automaticallyMergesRemoteChanges = automaticallyMergesRemoteChanges
     }
 
     /// Builds the model, opens the pool, checks the schema and starts listening for other
     /// processes' saves.
     ///
+    /// - Parameter logger: where the coordinator, its listener, the manager and its
+    ///   contexts log (label `pgdatakit` by default).
     /// - Throws: `ModelError`, `SchemaMismatchError` or `PostgresError`.
     public convenience init(
         configuration: ConnectionConfiguration, entities: [ManagedObject.Type], maximumConnections: Int = 10,
-        automaticallyMergesRemoteChanges: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions()
+        automaticallyMergesRemoteChanges: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions(),
+        logger: Logger = Logger(label: "pgdatakit")
     ) throws {
         let model = try Model(entities: entities)
         self.init(
             coordinator: try StoreCoordinator(
                 model: model, configuration: configuration, maximumConnections: maximumConnections,
-                changeLog: changeLog),
-            automaticallyMergesRemoteChanges: automaticallyMergesRemoteChanges)
+                changeLog: changeLog, logger: logger),
+            automaticallyMergesRemoteChanges: automaticallyMergesRemoteChanges, logger: logger)
     }
 
     /// Whether other processes' saves are merged into the main context (default `true`).
@@ -111,22 +118,26 @@ public final class ContextManager: Sendable {
     }
 
     /// A new private context: a transaction of its own, begun on first use.
+    ///
+    /// The manager observes its saves (and batch deletes) and merges each into the main
+    /// context right after commit while the context's `shouldMergeOnSave` is `true`, as
+    /// Core Data users do with the did-save notification. The context knows nothing of
+    /// the manager.
     public func newPrivateContext(name: String? = nil) -> ManagedObjectContext {
-        let context = ManagedObjectContext(concurrencyType: .private, coordinator: coordinator, name: name)
-        context.performAndWait { context.manager = self }
-        return context
-    }
-
-    /// Queues the merge of a private context's save into the main context.
-    func mergeIntoMainContext(_ changes: ContextChanges) {
+        let context = ManagedObjectContext(concurrencyType: .private, coordinator: coordinator, name: name, logger: logger)
         let main = mainContext
         let logger = self.logger
-        main.perform {
-            do {
-                try main.mergeChanges(changes)
-            } catch {
-                logger.error("merging a save into the main context failed: \(error)")
+        // Did-save observers run on the context's queue, so reading the flag is safe.
+        context.observers.addForLifetime { [weak context] changes in
+            guard context?.shouldMergeOnSave ?? false else { return }
+            main.perform {
+                do {
+                    try main.mergeChanges(changes)
+                } catch {
+                    logger.error("merging a save into the main context failed: \(error)")
+                }
             }
         }
+        return context
     }
 }

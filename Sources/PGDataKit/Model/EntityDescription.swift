@@ -120,14 +120,6 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             slotTable.store(Unmanaged.passUnretained(next), ordering: .releasing)
         }
     }
-
-    /// `"t"."id", "t"."version", …` for a table alias.
-    func selectList(alias: String) -> String {
-        selectColumns.map { "\(alias).\(Connection.quoteIdentifier($0))" }.joined(separator: ", ")
-    }
-
-    /// The quoted table name.
-    var quotedTable: String { Connection.quoteIdentifier(tableName) }
 }
 
 /// Storage positions by key-path identity, immutable once built. It holds the key paths,

@@ -48,18 +48,15 @@ enum ChangeLog {
     ///
     /// - Returns: the record's id.
     @discardableResult
-    static func write(
-        _ changes: ContextChanges, origin: UUID, on connection: Connection,
-        execute: (String, [(any PostgresEncodable)?], Connection) throws -> QueryResult
-    ) throws -> Int64 {
-        let result = try execute(
+    static func write(_ changes: ContextChanges, origin: UUID, on connection: Connection) throws -> Int64 {
+        let result = try connection.execute(
             """
             WITH record AS (
                 INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::jsonb) RETURNING id
             )
             SELECT id, pg_notify('\(channel)', id::text) FROM record
             """,
-            [origin, Int32(getpid()), try encode(changes)], connection)
+            [origin, Int32(getpid()), try encode(changes)])
         return try result[0].decode(Int64.self, at: 0)
     }
 

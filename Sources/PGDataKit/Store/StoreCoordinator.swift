@@ -19,7 +19,8 @@ public final class StoreCoordinator: Sendable {
     /// The connections contexts borrow.
     public let pool: ConnectionPool
     let logger: Logger
-    private let statements = Atomic<Int>(0)
+    /// Statements sent for contexts, counted by `execute` and the transaction helpers.
+    let statementCounter = Atomic<Int>(0)
     /// This coordinator's identity in the change log: its own records are not merged
     /// again when they come back through the listener.
     public let origin = UUID()
@@ -43,16 +44,14 @@ public final class StoreCoordinator: Sendable {
     public init(
         model: Model, configuration: ConnectionConfiguration, maximumConnections: Int = 10,
         validatesSchema: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions(),
-        logger: Logger = Logger(label: "pgdatakit.store")
+        logger: Logger = Logger(label: "pgdatakit")
     ) throws {
         self.model = model
         self.pool = ConnectionPool(
             configuration: configuration, maximumConnections: maximumConnections, logger: logger)
         self.logger = logger
         self.changeLogOptions = changeLog
-        self.listener = ChangeListener(
-            configuration: configuration, origin: origin, options: changeLog,
-            logger: Logger(label: "pgdatakit.listener"))
+        self.listener = ChangeListener(configuration: configuration, origin: origin, options: changeLog, logger: logger)
         try pool.withConnection { try ChangeLog.prepare(on: $0) }
         if validatesSchema { try validateSchema() }
     }
@@ -61,23 +60,5 @@ public final class StoreCoordinator: Sendable {
 
     /// How many statements contexts of this coordinator have sent (for tests and
     /// statistics: a save of 1,000 new objects sends a handful, not 1,000).
-    public var statementCount: Int { statements.load(ordering: .relaxed) }
-
-    /// Runs a statement for a context, counting it.
-    @discardableResult
-    func execute(
-        _ sql: String, _ parameters: [(any PostgresEncodable)?] = [], on connection: Connection
-    ) throws -> QueryResult {
-        statements.add(1, ordering: .relaxed)
-        return try connection.execute(sql, parameters)
-    }
-
-    /// Commits a context's transaction, counting the statement.
-    ///
-    /// - Throws: `PostgresError`, also when the transaction had failed and PostgreSQL
-    ///   rolled it back instead.
-    func commit(on connection: Connection) throws {
-        statements.add(1, ordering: .relaxed)
-        try connection.commit()
-    }
+    public var statementCount: Int { statementCounter.load(ordering: .relaxed) }
 }

@@ -200,7 +200,7 @@ struct ChangeLogTests {
             changes.deleted = [ObjectID(entityName: "User", primaryKey: 1)]
             let write = { (connection: Connection) throws -> Int64 in
                 try connection.begin()
-                return try ChangeLog.write(changes, origin: UUID(), on: connection) { try $2.execute($0, $1) }
+                return try ChangeLog.write(changes, origin: UUID(), on: connection)
             }
             let earlier = try write(first)
             let later = try write(second)

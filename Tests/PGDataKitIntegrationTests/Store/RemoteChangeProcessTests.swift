@@ -135,9 +135,7 @@ struct RemoteChangeProcessTests {
                 let id = ObjectID(entityName: "User", primaryKey: key)
                 changes.updated = [id]
                 changes.changedKeys = [id: ["name"]]
-                return try ChangeLog.write(changes, origin: UUID(), on: connection) { sql, parameters, connection in
-                    try connection.execute(sql, parameters)
-                }
+                return try ChangeLog.write(changes, origin: UUID(), on: connection)
             }
             let earlier = try update("r1", to: "first", on: first)
             let later = try update("r2", to: "second", on: second)

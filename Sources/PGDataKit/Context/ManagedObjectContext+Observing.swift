@@ -1,39 +1,5 @@
 import Foundation
 
-/// What a save or a merge changed: the IDs of inserted, updated and deleted objects and
-/// the keys changed on each updated object (Core Data's did-save / objects-did-change
-/// notification contents).
-public struct ContextChanges: Sendable, Equatable {
-    /// Objects inserted.
-    public var inserted: Set<ObjectID> = []
-    /// Objects updated.
-    public var updated: Set<ObjectID> = []
-    /// Objects deleted.
-    public var deleted: Set<ObjectID> = []
-    /// For each updated object, the attributes and relationships that changed.
-    public var changedKeys: [ObjectID: Set<String>] = [:]
-
-    /// An empty change set.
-    public init() {}
-
-    /// Whether nothing changed.
-    public var isEmpty: Bool { inserted.isEmpty && updated.isEmpty && deleted.isEmpty }
-}
-
-/// Keeps an observer registered until it is cancelled or released.
-public final class ObserverToken: Sendable {
-    private let cancellation: @Sendable () -> Void
-
-    init(_ cancellation: @escaping @Sendable () -> Void) {
-        self.cancellation = cancellation
-    }
-
-    /// Stops the observation.
-    public func cancel() { cancellation() }
-
-    deinit { cancellation() }
-}
-
 /// The observers of one context; confined to its queue except for registration, which
 /// is locked.
 struct ContextObservers: @unchecked Sendable {
@@ -63,6 +29,14 @@ struct ContextObservers: @unchecked Sendable {
             storage.didChange.removeValue(forKey: id)
             storage.lock.unlock()
         }
+    }
+
+    /// Registers a did-save observer for the context's whole life (no token).
+    func addForLifetime(didSave observer: @escaping @Sendable (ContextChanges) -> Void) {
+        storage.lock.lock()
+        storage.didSave[storage.nextID] = observer
+        storage.nextID += 1
+        storage.lock.unlock()
     }
 
     func stream(didSave: Bool) -> AsyncStream<ContextChanges> {

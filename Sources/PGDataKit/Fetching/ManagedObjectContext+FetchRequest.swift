@@ -52,15 +52,8 @@ extension ManagedObjectContext {
         if request.includesPendingChanges && !pendingObjects(of: entity).isEmpty {
             return try fetch(request).count
         }
-        var compiler = PredicateSQLCompiler(model: coordinator.model)
-        var sql = "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t"
-        if let predicate = request.predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
-        if let limit = request.fetchLimit { sql += " LIMIT \(max(0, limit))" }
-        if request.fetchOffset > 0 { sql += " OFFSET \(request.fetchOffset)" }
-        sql += ") AS counted"
-        let parameters = compiler.parameters
-        let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
-        return try result[0].decode(Int.self, at: 0)
+        let query = try storeQuery(request, entity: entity, ordered: false)
+        return try withDatabase { try coordinator.count(of: entity, query, on: $0) }
     }
 
     /// The IDs of the objects a request describes (only the keys are read unless pending
@@ -73,11 +66,10 @@ extension ManagedObjectContext {
         if request.includesPendingChanges && !pendingObjects(of: entity).isEmpty {
             return try fetch(request).map(\.objectID)
         }
-        let (sql, parameters) = try selectSQL(
-            request, entity: entity, columns: "t.\(Connection.quoteIdentifier(entity.primaryKeyColumn))",
-            limit: request.fetchLimit, offset: request.fetchOffset)
-        let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
-        return try result.map { ObjectID(entityName: entity.name, primaryKey: try $0.decode(Int64.self, at: 0)) }
+        let query = try storeQuery(request, entity: entity)
+        return try withDatabase { try coordinator.selectKeys(of: entity, query, on: $0) }.map {
+            ObjectID(entityName: entity.name, primaryKey: $0)
+        }
     }
 
     /// The rows a request describes as dictionaries of `propertiesToFetch` (all
@@ -115,20 +107,18 @@ extension ManagedObjectContext {
                 decoders.append { cell in try Int64?.decode(from: cell) }
             }
         }
-        var sql = "SELECT \(request.returnsDistinctResults ? "DISTINCT " : "")\(columns.joined(separator: ", ")) FROM \(entity.quotedTable) AS t"
-        if let predicate = request.predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
-        if !request.sortDescriptors.isEmpty || !request.returnsDistinctResults {
-            if request.returnsDistinctResults {
-                // DISTINCT needs the ORDER BY terms in the select list: sort by the columns.
-                sql += " ORDER BY " + columns.map { $0 + " ASC NULLS FIRST" }.joined(separator: ", ")
-            } else {
-                sql += " ORDER BY " + (try compiler.orderBy(request.sortDescriptors, entity: entity, alias: "t"))
-            }
+        var query = StoreQuery(limit: request.fetchLimit, offset: request.fetchOffset)
+        if let predicate = request.predicate { query.condition = try compiler.compile(predicate, entity: entity, alias: "t") }
+        if request.returnsDistinctResults {
+            // DISTINCT needs the ORDER BY terms in the select list: sort by the columns.
+            query.orderBy = columns.map { $0 + " ASC NULLS FIRST" }.joined(separator: ", ")
+        } else {
+            query.orderBy = try compiler.orderBy(request.sortDescriptors, entity: entity, alias: "t")
         }
-        if let limit = request.fetchLimit { sql += " LIMIT \(max(0, limit))" }
-        if request.fetchOffset > 0 { sql += " OFFSET \(request.fetchOffset)" }
-        let parameters = compiler.parameters
-        let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
+        query.parameters = compiler.parameters
+        let result = try withDatabase {
+            try coordinator.selectValues(columns, distinct: request.returnsDistinctResults, of: entity, query, on: $0)
+        }
         return try result.map { row in
             var dictionary: [String: (any Sendable)?] = [:]
             for (index, key) in keys.enumerated() {
@@ -158,15 +148,9 @@ extension ManagedObjectContext {
         assertOnQueue()
         let entity = try entityDescription(for: T.self)
         let batchSize = request.fetchBatchSize > 0 ? request.fetchBatchSize : 1000
-        let (sql, parameters) = try selectSQL(
-            request, entity: entity, columns: entity.selectList(alias: "t"), limit: request.fetchLimit,
-            offset: request.fetchOffset)
-        let cursor = "pgdatakit_cursor_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased())"
+        let query = try storeQuery(request, entity: entity)
         func run(_ connection: Connection) throws {
-            try coordinator.execute("DECLARE \(cursor) NO SCROLL CURSOR FOR \(sql)", parameters, on: connection)
-            while true {
-                let page = try coordinator.execute("FETCH FORWARD \(batchSize) FROM \(cursor)", on: connection)
-                if page.isEmpty { break }
+            try coordinator.forEachPage(of: entity, query, pageSize: batchSize, on: connection) { page in
                 var batch: [ManagedObject] = []
                 batch.reserveCapacity(page.count)
                 for row in page { batch.append(try register(row: row, entity: entity)) }
@@ -177,17 +161,10 @@ extension ManagedObjectContext {
                     object.managedObjectContext = nil
                 }
             }
-            try coordinator.execute("CLOSE \(cursor)", on: connection)
         }
         switch concurrencyType {
-        case .private:
-            try withDatabase(run)
-        case .main:
-            try coordinator.pool.withConnection { connection in
-                try coordinator.execute("BEGIN READ ONLY", on: connection)
-                try run(connection)
-                try coordinator.execute("COMMIT", on: connection)
-            }
+        case .private: try withDatabase(run)
+        case .main: try coordinator.withReadOnlyTransaction(run)
         }
     }
 
@@ -198,30 +175,27 @@ extension ManagedObjectContext {
         (Array(insertedSet) + Array(changedSet) + Array(deletedSet)).filter { $0.entity.name == entity.name }
     }
 
-    func selectSQL<T: ManagedObject>(
-        _ request: FetchRequest<T>, entity: EntityDescription, columns: String, limit: Int?, offset: Int
-    ) throws -> (String, [(any PostgresEncodable)?]) {
+    /// A request's predicate and order compiled for the Store, with its window (or the
+    /// one given).
+    func storeQuery<T: ManagedObject>(
+        _ request: FetchRequest<T>, entity: EntityDescription, ordered: Bool = true, limit: Int?? = nil,
+        offset: Int? = nil
+    ) throws -> StoreQuery {
         var compiler = PredicateSQLCompiler(model: coordinator.model)
-        var sql = "SELECT \(columns) FROM \(entity.quotedTable) AS t"
-        if let predicate = request.predicate { sql += " WHERE " + (try compiler.compile(predicate, entity: entity, alias: "t")) }
-        sql += " ORDER BY " + (try compiler.orderBy(request.sortDescriptors, entity: entity, alias: "t"))
-        if let limit { sql += " LIMIT \(max(0, limit))" }
-        if offset > 0 { sql += " OFFSET \(offset)" }
-        return (sql, compiler.parameters)
+        var query = StoreQuery(limit: limit ?? request.fetchLimit, offset: offset ?? request.fetchOffset)
+        if let predicate = request.predicate { query.condition = try compiler.compile(predicate, entity: entity, alias: "t") }
+        if ordered { query.orderBy = try compiler.orderBy(request.sortDescriptors, entity: entity, alias: "t") }
+        query.parameters = compiler.parameters
+        return query
     }
 
     private func fetchFromStore<T: ManagedObject>(
         _ request: FetchRequest<T>, entity: EntityDescription, limit: Int?, offset: Int
     ) throws -> [ManagedObject] {
-        let (sql, parameters) = try selectSQL(request, entity: entity, columns: entity.selectList(alias: "t"), limit: limit, offset: offset)
-        let result = try withDatabase { try coordinator.execute(sql, parameters, on: $0) }
         // Rows of one result have distinct keys: in an empty context none can be registered.
-        let mayBeRegistered = !registered.isEmpty
-        registered.reserveCapacity(registered.count + result.count)
-        var objects: [ManagedObject] = []
-        objects.reserveCapacity(result.count)
-        for row in result { objects.append(try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered)) }
-        return objects
+        try fetchObjects(
+            entity: entity, try storeQuery(request, entity: entity, limit: .some(limit), offset: offset),
+            mayBeRegistered: !registered.isEmpty)
     }
 
     /// Orders objects as `orderBy` does in SQL: `nil` first ascending, strings by
@@ -273,8 +247,7 @@ extension ManagedObjectContext {
                     let owners = level.filter { $0.objectID.primaryKey != nil && !$0.loadedToMany.contains(relationship.index) }
                     if !owners.isEmpty {
                         _ = try fetchObjects(
-                            entity: destination, where: "t.\(Connection.quoteIdentifier(column)) = ANY($1)",
-                            [owners.compactMap(\.objectID.primaryKey)])
+                            entity: destination, .rows(where: column, isIn: owners.compactMap(\.objectID.primaryKey)))
                         for owner in owners { owner.loadedToMany.insert(relationship.index) }
                     }
                     level = level.flatMap { $0.relatedObjects(at: relationship.index) }
@@ -289,9 +262,7 @@ extension ManagedObjectContext {
                         }
                     }
                     if !missing.isEmpty {
-                        _ = try fetchObjects(
-                            entity: destination,
-                            where: "t.\(Connection.quoteIdentifier(destination.primaryKeyColumn)) = ANY($1)", [Array(missing)])
+                        _ = try fetchObjects(entity: destination, .keys(Array(missing), of: destination))
                     }
                     level = level.flatMap { $0.relatedObjects(at: relationship.index) }
                 }

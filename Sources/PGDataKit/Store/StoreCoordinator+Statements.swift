@@ -1,0 +1,199 @@
+import Foundation
+
+/// Rows to insert or update, column by column: one array per column, one element per
+/// row. The Store binds each column as one array parameter, so a batch is one statement
+/// whatever its size.
+struct RowBatch {
+    /// The primary keys.
+    var keys: [Int64] = []
+    /// The row versions: the new rows' (1) or, for an update, the versions read.
+    var versions: [Int64] = []
+    /// The attributes written, each with its values in row order.
+    var attributes: [(attribute: AttributeDescription, values: [StoredValue])] = []
+    /// The to-one foreign-key columns written, each with its keys in row order.
+    var foreignKeys: [(column: String, keys: [Int64?])] = []
+}
+
+/// Every statement the contexts send is built here, from an entity description plus a
+/// `StoreQuery` or a `RowBatch`; identifiers are quoted, values are bound parameters.
+/// Each runs on the connection given (a context's transaction or a borrowed one) and is
+/// counted in `statementCount`.
+extension StoreCoordinator {
+    // MARK: - Reading
+
+    /// The rows of objects (`selectColumns` of the entity) a query describes.
+    func selectObjects(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> QueryResult {
+        try execute(
+            "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses,
+            query.parameters, on: connection)
+    }
+
+    /// The rows of objects with these keys, locked for update (`FOR UPDATE`) until the
+    /// transaction ends.
+    func lockObjects(of entity: EntityDescription, keys: [Int64], on connection: Connection) throws -> QueryResult {
+        let query = StoreQuery.keys(keys, of: entity)
+        return try execute(
+            "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses + " FOR UPDATE",
+            query.parameters, on: connection)
+    }
+
+    /// The primary keys of the rows a query describes.
+    func selectKeys(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> [Int64] {
+        try execute("SELECT \(entity.qualifiedPrimaryKey) FROM \(entity.quotedTable) AS t" + query.clauses, query.parameters, on: connection)
+            .map { try $0.decode(Int64.self, at: 0) }
+    }
+
+    /// How many rows a query describes (its limit and offset apply).
+    func count(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> Int {
+        let result = try execute(
+            "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t" + query.clauses + ") AS counted",
+            query.parameters, on: connection)
+        return try result[0].decode(Int.self, at: 0)
+    }
+
+    /// Values of SQL expressions over alias `t` for the rows a query describes;
+    /// `distinct` drops duplicate rows.
+    func selectValues(
+        _ expressions: [String], distinct: Bool, of entity: EntityDescription, _ query: StoreQuery,
+        on connection: Connection
+    ) throws -> QueryResult {
+        try execute(
+            "SELECT \(distinct ? "DISTINCT " : "")\(expressions.joined(separator: ", ")) FROM \(entity.quotedTable) AS t"
+                + query.clauses,
+            query.parameters, on: connection)
+    }
+
+    /// One aggregate (`sum`, `avg`, `min`, `max`) of an SQL expression over alias `t`
+    /// for the rows a query describes: one row, one column.
+    func aggregate(
+        _ function: String, of expression: String, of entity: EntityDescription, _ query: StoreQuery,
+        on connection: Connection
+    ) throws -> QueryResult {
+        try execute(
+            "SELECT \(function)(\(expression)) FROM \(entity.quotedTable) AS t" + query.clauses, query.parameters,
+            on: connection)
+    }
+
+    /// Streams the rows of objects a query describes through a server-side cursor, in
+    /// pages of `pageSize`, inside the connection's open transaction.
+    func forEachPage(
+        of entity: EntityDescription, _ query: StoreQuery, pageSize: Int, on connection: Connection,
+        _ body: (QueryResult) throws -> Void
+    ) throws {
+        let cursor = "pgdatakit_cursor_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try execute(
+            "DECLARE \(cursor) NO SCROLL CURSOR FOR SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t"
+                + query.clauses,
+            query.parameters, on: connection)
+        while true {
+            let page = try execute("FETCH FORWARD \(Swift.max(1, pageSize)) FROM \(cursor)", on: connection)
+            if page.isEmpty { break }
+            try body(page)
+        }
+        try execute("CLOSE \(cursor)", on: connection)
+    }
+
+    // MARK: - Writing
+
+    /// Takes `count` new primary keys from the entity's sequence (one statement).
+    func reserveKeys(for entity: EntityDescription, count: Int, on connection: Connection) throws -> [Int64] {
+        try execute(
+            "SELECT nextval(pg_get_serial_sequence($1, $2)) FROM generate_series(1, $3)",
+            [entity.quotedTable, entity.primaryKeyColumn, count], on: connection
+        ).map { try $0.decode(Int64.self, at: 0) }
+    }
+
+    /// Inserts rows with one `INSERT … SELECT FROM unnest(…)`.
+    func insertRows(into entity: EntityDescription, _ rows: RowBatch, on connection: Connection) throws {
+        let columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.attribute.columnName)
+            + rows.foreignKeys.map(\.column)
+        let (arrays, types) = try bind(rows)
+        try execute(
+            "INSERT INTO \(entity.quotedTable) (\(columns.map(Connection.quoteIdentifier).joined(separator: ", "))) "
+                + "SELECT * FROM unnest(\(Self.unnestList(types)))",
+            arrays, on: connection)
+    }
+
+    /// Updates rows with one `UPDATE … FROM unnest(…)`, bumping their versions. With
+    /// `checksVersion` only rows still at the version read are written.
+    ///
+    /// - Returns: the new version of each row written, by primary key; a row missing
+    ///   here was changed or deleted elsewhere (a conflict).
+    func updateRows(
+        of entity: EntityDescription, _ rows: RowBatch, checksVersion: Bool, on connection: Connection
+    ) throws -> [Int64: Int64] {
+        let (arrays, types) = try bind(rows)
+        let assigned = rows.attributes.map(\.attribute.columnName) + rows.foreignKeys.map(\.column)
+        let version = Connection.quoteIdentifier(entity.versionColumn)
+        let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        var assignments = assigned.enumerated().map { "\(Connection.quoteIdentifier($0.element)) = v.c\($0.offset + 2)" }
+        assignments.append("\(version) = t.\(version) + 1")
+        let aliases = types.indices.map { "c\($0)" }.joined(separator: ", ")
+        let result = try execute(
+            "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
+                + "FROM unnest(\(Self.unnestList(types))) AS v(\(aliases)) WHERE t.\(primaryKey) = v.c0"
+                + (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)",
+            arrays, on: connection)
+        var written: [Int64: Int64] = [:]
+        for row in result { written[try row.decode(Int64.self, at: 0)] = try row.decode(Int64.self, at: 1) }
+        return written
+    }
+
+    /// Deletes rows by primary key with one `DELETE … USING unnest(…)`. With
+    /// `checksVersion` only rows still at the versions read go.
+    ///
+    /// - Returns: the keys of the rows deleted.
+    func deleteRows(
+        of entity: EntityDescription, keys: [Int64], versions: [Int64], checksVersion: Bool, on connection: Connection
+    ) throws -> Set<Int64> {
+        let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        let version = Connection.quoteIdentifier(entity.versionColumn)
+        let result = try execute(
+            "DELETE FROM \(entity.quotedTable) AS t USING unnest($1::bigint[], $2::bigint[]) AS v(c0, c1) "
+                + "WHERE t.\(primaryKey) = v.c0" + (checksVersion ? " AND t.\(version) = v.c1" : "")
+                + " RETURNING t.\(primaryKey)",
+            [keys, versions], on: connection)
+        return Set(try result.map { try $0.decode(Int64.self, at: 0) })
+    }
+
+    /// Deletes the rows a query describes with one statement (its order and window do
+    /// not apply).
+    ///
+    /// - Returns: the keys of the rows deleted.
+    func deleteRows(of entity: EntityDescription, matching query: StoreQuery, on connection: Connection) throws -> [Int64] {
+        var sql = "DELETE FROM \(entity.quotedTable) AS t"
+        if let condition = query.condition { sql += " WHERE " + condition }
+        return try execute(sql + " RETURNING \(entity.qualifiedPrimaryKey)", query.parameters, on: connection)
+            .map { try $0.decode(Int64.self, at: 0) }
+    }
+
+    /// Writes the change record of a write transaction (which queues its notification):
+    /// other processes' listeners read it after the commit. Nothing for empty changes.
+    func recordChanges(_ changes: ContextChanges, on connection: Connection) throws {
+        guard !changes.isEmpty else { return }
+        statementCounter.add(1, ordering: .relaxed)
+        try ChangeLog.write(changes, origin: origin, on: connection)
+    }
+
+    // MARK: - Binding
+
+    /// The batch's arrays as parameters, with their SQL element types.
+    private func bind(_ rows: RowBatch) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
+        var arrays: [(any PostgresEncodable)?] = [rows.keys, rows.versions]
+        var types = ["bigint", "bigint"]
+        for (attribute, values) in rows.attributes {
+            arrays.append(try attribute.encodeArray(values))
+            types.append(attribute.type.sqlType)
+        }
+        for (_, keys) in rows.foreignKeys {
+            arrays.append(keys)
+            types.append("bigint")
+        }
+        return (arrays, types)
+    }
+
+    /// `$1::bigint[], $2::text[], …`.
+    private static func unnestList(_ types: [String]) -> String {
+        types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
+    }
+}

@@ -1,0 +1,43 @@
+/// Which rows of one entity's table a statement reads or deletes, in what order and how
+/// many of them.
+///
+/// The condition and order are SQL over the table alias `t` with `$1…$n` placeholders
+/// for `parameters`: the Fetching layer compiles them from a predicate and sort
+/// descriptors, and the context makes simple ones from primary keys (`keys(_:of:)`).
+/// The Store puts them into whole statements.
+struct StoreQuery {
+    /// The `WHERE` condition, if any.
+    var condition: String?
+    /// The values of the condition's placeholders, in order.
+    var parameters: [(any PostgresEncodable)?] = []
+    /// The `ORDER BY` terms, if any.
+    var orderBy: String?
+    /// At most this many rows (not negative).
+    var limit: Int?
+    /// Rows skipped first (not negative).
+    var offset: Int = 0
+
+    /// Every row, in no particular order.
+    static let all = StoreQuery()
+
+    /// The rows whose `column` is one of `keys` (one array parameter, so any number of
+    /// keys is one statement).
+    static func rows(where column: String, isIn keys: [Int64]) -> StoreQuery {
+        StoreQuery(condition: "t.\(Connection.quoteIdentifier(column)) = ANY($1)", parameters: [keys])
+    }
+
+    /// The rows of an entity with these primary keys.
+    static func keys(_ keys: [Int64], of entity: EntityDescription) -> StoreQuery {
+        rows(where: entity.primaryKeyColumn, isIn: keys)
+    }
+
+    /// The `WHERE … ORDER BY … LIMIT … OFFSET …` tail of a statement.
+    var clauses: String {
+        var sql = ""
+        if let condition { sql += " WHERE " + condition }
+        if let orderBy { sql += " ORDER BY " + orderBy }
+        if let limit { sql += " LIMIT \(Swift.max(0, limit))" }
+        if offset > 0 { sql += " OFFSET \(offset)" }
+        return sql
+    }
+}
