@@ -52,7 +52,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PGDataKitIntegrationTests",
-            dependencies: ["PGDataKit", "pgdatakit", "pgdatakit-test-helper", "pgdatakit-bench"]
+            dependencies: [
+                "PGDataKit", "pgdatakit", "pgdatakit-test-helper", "pgdatakit-bench",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -20,7 +20,7 @@ public enum MergePolicy: Sendable, Equatable {
 }
 
 /// One object whose row changed in the store since it was read.
-public struct MergeConflict: Sendable, CustomStringConvertible {
+public struct MergeConflict: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// The object.
     public let objectID: ObjectID
     /// The version this context read.
@@ -34,8 +34,19 @@ public struct MergeConflict: Sendable, CustomStringConvertible {
     /// The store's current values, or `nil` when the row was deleted.
     public let storeValues: [String: (any Sendable)?]?
 
-    /// `User/42: read version 3, store version 4; name: ours "A", read "B", store "C"`.
+    /// `User/42: read at version 3, store at version 4; changed: name` — the keys but not
+    /// the values (values can be personal data; `debugDescription` shows them).
     public var description: String {
+        guard storeValues != nil, let storeVersion else {
+            return "\(objectID): read at version \(snapshotVersion), deleted in the store since"
+        }
+        let keys = objectValues.keys.sorted()
+        return "\(objectID): read at version \(snapshotVersion), store at version \(storeVersion)"
+            + (keys.isEmpty ? "" : "; changed: " + keys.joined(separator: ", "))
+    }
+
+    /// The description plus each changed key's values: ours, as read, and in the store.
+    public var debugDescription: String {
         func show(_ value: (any Sendable)??) -> String {
             switch value {
             case .none: return "-"
@@ -43,20 +54,16 @@ public struct MergeConflict: Sendable, CustomStringConvertible {
             case .some(.some(let value)): return "\"\(value)\""
             }
         }
-        guard let storeValues, let storeVersion else {
-            return "\(objectID): read at version \(snapshotVersion), deleted in the store since"
-        }
-        let keys = objectValues.keys.sorted()
-        let changes = keys.map { key in
+        guard let storeValues, storeVersion != nil else { return description }
+        let changes = objectValues.keys.sorted().map { key in
             "\(key): ours \(show(objectValues[key])), read \(show(snapshotValues[key])), store \(show(storeValues[key]))"
         }
-        return "\(objectID): read at version \(snapshotVersion), store at version \(storeVersion)"
-            + (changes.isEmpty ? "" : "; " + changes.joined(separator: "; "))
+        return description + (changes.isEmpty ? "" : " — " + changes.joined(separator: "; "))
     }
 }
 
 /// A save found conflicts and the merge policy was `.error`; nothing was written.
-public struct MergeConflictError: Error, Sendable, CustomStringConvertible {
+public struct MergeConflictError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// Every conflicting object.
     public let conflicts: [MergeConflict]
 
@@ -64,5 +71,11 @@ public struct MergeConflictError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         "save failed with \(conflicts.count) merge conflict(s):\n"
             + conflicts.map { "- \($0)" }.joined(separator: "\n")
+    }
+
+    /// One line per conflict, with the values.
+    public var debugDescription: String {
+        "save failed with \(conflicts.count) merge conflict(s):\n"
+            + conflicts.map { "- \($0.debugDescription)" }.joined(separator: "\n")
     }
 }

@@ -19,18 +19,29 @@
 /// `debugDescription` does.
 public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     /// What went wrong, broadly.
-    public enum Kind: Sendable, Equatable {
+    ///
+    /// A struct of named values rather than an enum, so later versions can add kinds
+    /// without breaking a caller's `switch` (which therefore needs a `default:`), as
+    /// postgres-nio's `PSQLError.Code` does. Compare with `==` or match in a `switch`.
+    public struct Kind: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+
+        private init(_ name: String) { self.name = name }
+
         /// The server rejected a statement; see `sqlState`, `message`, `detail`, `hint`.
-        case server
-        /// A connection could not be opened; see `connectionFailure`.
-        case connectionFailed
+        public static let server = Kind("server")
+        /// A connection could not be opened; see `connectionFailureReason`.
+        public static let connectionFailed = Kind("connectionFailed")
         /// An open connection broke (the server went away or the backend was terminated).
-        case connectionLost
+        public static let connectionLost = Kind("connectionLost")
         /// The connection was closed by this program and cannot be used.
-        case connectionClosed
+        public static let connectionClosed = Kind("connectionClosed")
         /// libpq reported a client-side failure (out of memory, protocol trouble, bad
         /// state).
-        case client
+        public static let client = Kind("client")
+
+        /// The kind's name, such as `connectionLost`.
+        public var description: String { name }
     }
 
     /// Why a connection could not be opened.
@@ -52,40 +63,40 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// Where a failed connection tried to go. The password is never kept.
     public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
         /// The host name or socket directory.
-        public var host: String
+        public internal(set) var host: String
         /// The port.
-        public var port: String
+        public internal(set) var port: String
         /// The database name.
-        public var database: String
+        public internal(set) var database: String
         /// The user name.
-        public var user: String
+        public internal(set) var user: String
 
         /// `user@host:port/database`.
         public var description: String { "\(user)@\(host):\(port)/\(database)" }
     }
 
     /// The broad kind of failure.
-    public var kind: Kind
+    public internal(set) var kind: Kind
     /// The SQLSTATE code of a server error (also set for some connection failures).
-    public var sqlState: SQLState?
+    public internal(set) var sqlState: SQLState?
     /// The primary message (from the server or from libpq).
-    public var message: String
+    public internal(set) var message: String
     /// The server's detail line, if any.
-    public var detail: String?
+    public internal(set) var detail: String?
     /// The server's hint, if any.
-    public var hint: String?
+    public internal(set) var hint: String?
     /// The statement that failed, if a statement was running.
-    public var statement: String?
+    public internal(set) var statement: String?
     /// The name of the constraint involved, if the server reported one.
-    public var constraint: String?
+    public internal(set) var constraint: String?
     /// The table involved, if the server reported one.
-    public var table: String?
+    public internal(set) var table: String?
     /// The column involved, if the server reported one.
-    public var column: String?
+    public internal(set) var column: String?
     /// The endpoint of a failed connection.
-    public var endpoint: Endpoint?
+    public internal(set) var endpoint: Endpoint?
     /// Why a connection could not be opened (for `.connectionFailed`).
-    public var connectionFailureReason: ConnectionFailureReason?
+    public internal(set) var connectionFailureReason: ConnectionFailureReason?
     /// A redacted rendering of the bound parameters, shown only by `debugDescription`.
     var parameterDescriptions: [String]?
 
@@ -104,12 +115,9 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
 
     /// Whether the connection that raised this error is unusable now.
     public var isConnectionError: Bool {
-        switch kind {
-        case .connectionFailed, .connectionLost, .connectionClosed: return true
-        case .server, .client:
-            // 57P01..57P03 and class 08 mean the session is gone.
-            return sqlState?.errorClass == "08" || sqlState == .adminShutdown
-        }
+        if kind == .connectionFailed || kind == .connectionLost || kind == .connectionClosed { return true }
+        // 57P01..57P03 and class 08 mean the session is gone.
+        return sqlState?.errorClass == "08" || sqlState == .adminShutdown
     }
 
     /// Whether retrying the whole transaction may succeed (serialisation failure or
@@ -130,7 +138,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
             text = "connection lost: \(message)"
         case .connectionClosed:
             text = "connection closed: \(message)"
-        case .client:
+        default:
             text = "client error: \(message)"
         }
         if let detail, !detail.isEmpty { text += " — detail: \(detail)" }

@@ -63,7 +63,7 @@ struct PredicateTranslator {
             return .comparison(FetchPredicate.Comparison(try operand(left), node.isEqual ? .equal : .notEqual, try operand(right)))
         case let node as any OrderingNode:
             return .comparison(FetchPredicate.Comparison(
-                try operand(try self.expression(node.left)), node.operator, try operand(try self.expression(node.right))))
+                try operand(try self.expression(node.left)), try node.operator(), try operand(try self.expression(node.right))))
         case let node as any NilCoalesceNode:
             guard case .value(.value(.bool(false))) = try self.expression(node.right) else {
                 throw unsupported(expression, "only `?? false` around a boolean is supported")
@@ -191,7 +191,10 @@ protocol EqualityNode {
 protocol OrderingNode {
     var left: Any { get }
     var right: Any { get }
-    var `operator`: FetchPredicate.Operator { get }
+    /// The comparison's operator.
+    ///
+    /// - Throws: `FetchPredicateError` for an operator this version does not know.
+    func `operator`() throws -> FetchPredicate.Operator
 }
 protocol NilCoalesceNode {
     var left: Any { get }
@@ -251,13 +254,15 @@ extension PredicateExpressions.NotEqual: EqualityNode {
 extension PredicateExpressions.Comparison: OrderingNode {
     var left: Any { lhs }
     var right: Any { rhs }
-    var `operator`: FetchPredicate.Operator {
+    func `operator`() throws -> FetchPredicate.Operator {
         switch op {
         case .lessThan: return .lessThan
         case .lessThanOrEqual: return .lessThanOrEqual
         case .greaterThan: return .greaterThan
         case .greaterThanOrEqual: return .greaterThanOrEqual
-        @unknown default: return .equal
+        @unknown default:
+            // A comparison Foundation added later: refuse it rather than build a wrong query.
+            throw FetchPredicateError(message: "#Predicate comparison \(op) is not supported")
         }
     }
 }

@@ -22,7 +22,7 @@ public final class Model: Sendable {
     ///
     /// - Throws: `ModelError` listing every problem found.
     public init(entities classes: [ManagedObject.Type]) throws {
-        var problems: [String] = []
+        var problems: [ModelError.Problem] = []
         var entities: [EntityDescription] = []
         for objectClass in classes {
             entities.append(EntityDescription(objectClass: objectClass))
@@ -30,24 +30,22 @@ public final class Model: Sendable {
         var byName: [String: EntityDescription] = [:]
         var byClass: [ObjectIdentifier: EntityDescription] = [:]
         for entity in entities {
-            if byName[entity.name] != nil { problems.append("entity \(entity.name) is declared twice") }
+            if byName[entity.name] != nil { problems.append(.duplicateEntity(entity: entity.name)) }
             byName[entity.name] = entity
             byClass[ObjectIdentifier(entity.objectClass)] = entity
             if entity.attributes.isEmpty && entity.relationships.isEmpty {
-                problems.append("entity \(entity.name) declares no @Attribute or @Relationship properties")
+                problems.append(.noProperties(entity: entity.name))
             }
             let columns = entity.attributes.map(\.columnName) + entity.relationships.compactMap(\.columnName)
             for column in Set(columns) where columns.filter({ $0 == column }).count > 1 {
-                problems.append("entity \(entity.name) maps several properties to column \(column)")
+                problems.append(.duplicateColumn(entity: entity.name, column: column))
             }
             for reserved in [entity.primaryKeyColumn, entity.versionColumn] where columns.contains(reserved) {
-                problems.append(
-                    "entity \(entity.name): column \(reserved) is the primary key or version column; "
-                        + "choose another column for the property")
+                problems.append(.reservedColumn(entity: entity.name, column: reserved))
             }
             for key in entity.uniqueKeys {
                 for attribute in key where entity.attribute(named: attribute) == nil {
-                    problems.append("entity \(entity.name): unique key names unknown attribute \(attribute)")
+                    problems.append(.unknownUniqueKeyAttribute(entity: entity.name, attribute: attribute))
                 }
             }
         }
@@ -56,41 +54,40 @@ public final class Model: Sendable {
             for relationship in entity.relationships {
                 guard let destination = byClass[ObjectIdentifier(relationship.destinationType)] else {
                     problems.append(
-                        "\(entity.name).\(relationship.name) points at \(relationship.destinationType), "
-                            + "which is not an entity of the model")
+                        .unknownDestination(
+                            entity: entity.name, relationship: relationship.name,
+                            destination: String(describing: relationship.destinationType)))
                     continue
                 }
                 relationship.destinationEntityName = destination.name
                 if let inverseName = relationship.inverseName {
                     guard let inverse = destination.relationship(named: inverseName) else {
                         problems.append(
-                            "\(entity.name).\(relationship.name): inverse \(destination.name).\(inverseName) does not exist")
+                            .missingInverse(
+                                entity: entity.name, relationship: relationship.name, inverse: "\(destination.name).\(inverseName)"))
                         continue
                     }
                     if inverse.destinationType != entity.objectClass {
                         problems.append(
-                            "\(entity.name).\(relationship.name): inverse \(destination.name).\(inverseName) "
-                                + "points at \(inverse.destinationType), not \(entity.name)")
+                            .inverseDestinationMismatch(
+                                entity: entity.name, relationship: relationship.name,
+                                inverse: "\(destination.name).\(inverseName)",
+                                inverseDestination: String(describing: inverse.destinationType)))
                     }
                     if let back = inverse.inverseName, back != relationship.name {
                         problems.append(
-                            "\(entity.name).\(relationship.name) and \(destination.name).\(inverseName) "
-                                + "disagree about their inverse")
+                            .inverseDisagreement(
+                                entity: entity.name, relationship: relationship.name,
+                                inverse: "\(destination.name).\(inverseName)"))
                     }
                     if relationship.isToMany && inverse.isToMany {
-                        problems.append(
-                            "\(entity.name).\(relationship.name): many-to-many relationships are not supported; "
-                                + "use a join entity")
+                        problems.append(.manyToManyUnsupported(entity: entity.name, relationship: relationship.name))
                     }
                     if !relationship.isToMany && !inverse.isToMany {
-                        problems.append(
-                            "\(entity.name).\(relationship.name): one-to-one relationships with an inverse are "
-                                + "not supported yet; declare only one side")
+                        problems.append(.oneToOneInverseUnsupported(entity: entity.name, relationship: relationship.name))
                     }
                 } else if relationship.isToMany {
-                    problems.append(
-                        "\(entity.name).\(relationship.name): a to-many relationship needs the inverse to-one "
-                            + "relationship that holds the foreign key")
+                    problems.append(.toManyWithoutInverse(entity: entity.name, relationship: relationship.name))
                 }
             }
         }
@@ -140,13 +137,86 @@ public final class Model: Sendable {
     }
 }
 
-/// The model declarations are inconsistent.
+/// The model declarations are inconsistent; every problem is listed.
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     _ = try Model(entities: [User.self, Post.self])
+/// } catch let error as ModelError {
+///     for case .missingInverse(let entity, let relationship, _) in error.problems {
+///         print("fix \(entity).\(relationship)")
+///     }
+/// }
+/// ```
 public struct ModelError: Error, Sendable, CustomStringConvertible {
-    /// Every problem found, one sentence each.
-    public var problems: [String]
+    /// One problem of the declarations.
+    public enum Problem: Sendable, Hashable, CustomStringConvertible {
+        /// Two classes declare the same entity name.
+        case duplicateEntity(entity: String)
+        /// The entity has no `@Attribute` or `@Relationship` property.
+        case noProperties(entity: String)
+        /// Several properties map to one column.
+        case duplicateColumn(entity: String, column: String)
+        /// A property maps to the primary-key or version column.
+        case reservedColumn(entity: String, column: String)
+        /// A unique key names an attribute the entity does not have.
+        case unknownUniqueKeyAttribute(entity: String, attribute: String)
+        /// A relationship points at a class that is not an entity of the model.
+        case unknownDestination(entity: String, relationship: String, destination: String)
+        /// The named inverse (`Entity.relationship`) does not exist.
+        case missingInverse(entity: String, relationship: String, inverse: String)
+        /// The inverse points at another entity.
+        case inverseDestinationMismatch(entity: String, relationship: String, inverse: String, inverseDestination: String)
+        /// The two sides name different inverses.
+        case inverseDisagreement(entity: String, relationship: String, inverse: String)
+        /// Both sides are to-many (use a join entity for now).
+        case manyToManyUnsupported(entity: String, relationship: String)
+        /// Both sides are to-one (declare only one side for now).
+        case oneToOneInverseUnsupported(entity: String, relationship: String)
+        /// A to-many relationship has no inverse to-one relationship holding the foreign key.
+        case toManyWithoutInverse(entity: String, relationship: String)
+
+        /// One sentence.
+        public var description: String {
+            switch self {
+            case .duplicateEntity(let entity):
+                return "entity \(entity) is declared twice"
+            case .noProperties(let entity):
+                return "entity \(entity) declares no @Attribute or @Relationship properties"
+            case .duplicateColumn(let entity, let column):
+                return "entity \(entity) maps several properties to column \(column)"
+            case .reservedColumn(let entity, let column):
+                return "entity \(entity): column \(column) is the primary key or version column; "
+                    + "choose another column for the property"
+            case .unknownUniqueKeyAttribute(let entity, let attribute):
+                return "entity \(entity): unique key names unknown attribute \(attribute)"
+            case .unknownDestination(let entity, let relationship, let destination):
+                return "\(entity).\(relationship) points at \(destination), which is not an entity of the model"
+            case .missingInverse(let entity, let relationship, let inverse):
+                return "\(entity).\(relationship): inverse \(inverse) does not exist"
+            case .inverseDestinationMismatch(let entity, let relationship, let inverse, let destination):
+                return "\(entity).\(relationship): inverse \(inverse) points at \(destination), not \(entity)"
+            case .inverseDisagreement(let entity, let relationship, let inverse):
+                return "\(entity).\(relationship) and \(inverse) disagree about their inverse"
+            case .manyToManyUnsupported(let entity, let relationship):
+                return "\(entity).\(relationship): many-to-many relationships are not supported; use a join entity"
+            case .oneToOneInverseUnsupported(let entity, let relationship):
+                return "\(entity).\(relationship): one-to-one relationships with an inverse are not supported yet; "
+                    + "declare only one side"
+            case .toManyWithoutInverse(let entity, let relationship):
+                return "\(entity).\(relationship): a to-many relationship needs the inverse to-one relationship "
+                    + "that holds the foreign key"
+            }
+        }
+    }
+
+    /// Every problem found.
+    public let problems: [Problem]
 
     /// All problems, one per line.
     public var description: String {
-        "the model is invalid:\n" + problems.map { "- " + $0 }.joined(separator: "\n")
+        "the model is invalid:\n" + problems.map { "- \($0)" }.joined(separator: "\n")
     }
 }

@@ -50,6 +50,7 @@ final class ChangeListener: Sendable {
         var isStopping = false
         var backendPID: Int32?
         var reconnects = 0
+        var pruneAttempts = 0
         var thread: pthread_t?
     }
 
@@ -85,6 +86,8 @@ final class ChangeListener: Sendable {
 
     /// How many times the listener has reconnected after losing its session.
     var reconnects: Int { state.withLock { $0.reconnects } }
+    /// How many times the listener tried to prune (whether or not it got the lock).
+    var pruneAttempts: Int { state.withLock { $0.pruneAttempts } }
 
     /// Adds a batch observer and starts listening if not yet started.
     func add(_ observer: @escaping @Sendable ([ChangeRecord]) -> Void) -> Int {
@@ -191,9 +194,9 @@ final class ChangeListener: Sendable {
                     position = try catchUp(on: current, from: from)
                 } else if lastPrune.duration(to: .now) >= options.pruneInterval {
                     lastPrune = .now
-                    if let pruned = try ChangeLog.prune(olderThan: options.retention, on: current), pruned > 0 {
-                        logger.debug("pruned \(pruned) change records")
-                    }
+                    let pruned = try ChangeLog.prune(olderThan: options.retention, on: current)
+                    state.withLock { $0.pruneAttempts += 1 }
+                    if let pruned, pruned > 0 { logger.debug("pruned \(pruned) change records") }
                 }
             } catch {
                 if isStopping { break }

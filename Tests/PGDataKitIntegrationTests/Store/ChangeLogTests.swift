@@ -68,11 +68,14 @@ struct ChangeLogTests {
 
             try insertUser("once", in: writer)
             try eventually("the other coordinator has the record") { received.all.count == 1 }
-            // The writer's listener has read past the same record by now or soon; give it
-            // time to (wrongly) deliver it.
-            usleep(300_000)
-            #expect(merged.all.count == 1)
-            #expect(ownRecords.all.isEmpty)
+            // A sentinel saved by the reader after it: the writer's listener delivers in
+            // commit order, so once the sentinel is there, its own record would be too.
+            try insertUser("sentinel", in: reader)
+            try eventually("the writer has the sentinel") { ownRecords.all.count >= 1 }
+            try eventually("the writer merged its save and the sentinel") { merged.all.count >= 2 }
+            writer.mainContext.performAndWait {}  // any merge queued before this has run
+            #expect(merged.all.count == 2)
+            #expect(ownRecords.all.count == 1)
             #expect(received.all.first?.inserted.map(\.entityName) == ["User"])
         }
     }
@@ -157,7 +160,10 @@ struct ChangeLogTests {
         #expect(record.origin == writer.coordinator.origin)
         #expect(record.originProcessID == getpid())
         #expect(record.changes.inserted.count == 1)
-        try await Task.sleep(for: .milliseconds(200))
+        // The listener calls observers in registration order and the stream registered
+        // last, so a merge of this record would have been queued on the main context by
+        // now: let the queue run, then look.
+        try await reader.mainContext.perform {}
         #expect(merged.all.isEmpty)
         reader.coordinator.close()
         #expect(try await firstElement(of: stream) == nil)  // closing ends the stream
@@ -180,7 +186,7 @@ struct ChangeLogTests {
             defer { pruner.close() }
             let token = pruner.observeRemoteChanges { _ in }
             defer { token.cancel() }
-            usleep(300_000)
+            try eventually("the pruner tried twice") { pruner.listener.pruneAttempts >= 2 }
             #expect(try records() == 1)
             try admin.execute("SELECT pg_advisory_unlock($1)", [ChangeLog.pruneLockKey])
             try eventually("the record is pruned") { try records() == 0 }
@@ -293,8 +299,13 @@ struct ChangeLogTests {
             try insertUser("dup", in: writer)
             #expect(throws: PostgresError.self) { try insertUser("dup", in: writer) }  // unique violation
             try insertUser("after", in: writer)
-            try eventually("the later save arrived") { received.all.count == 2 }
-            usleep(100_000)
+            // The later save is the sentinel: a record of the failed save would come before it.
+            let after = try writer.coordinator.pool.withConnection { connection in
+                try connection.query("SELECT id FROM users WHERE user_id = 'after'")[0].decode(Int64.self, at: 0)
+            }
+            try eventually("the later save arrived") {
+                received.all.contains { $0.inserted.contains(ObjectID(entityName: "User", primaryKey: after)) }
+            }
             #expect(received.all.count == 2)
             let records = try writer.coordinator.pool.withConnection { connection in
                 try connection.query("SELECT count(*) FROM pgdatakit_changes")[0].decode(Int.self, at: 0)

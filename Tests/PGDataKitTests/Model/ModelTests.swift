@@ -66,6 +66,8 @@ struct ModelTests {
             Issue.record("expected a model error")
         } catch let error as ModelError {
             #expect(error.problems.count >= 2)
+            #expect(error.problems.contains(.unknownDestination(entity: "Orphan", relationship: "friends", destination: "Book")))
+            #expect(error.problems.contains(.unknownDestination(entity: "Lonely", relationship: "stranger", destination: "Stranger")))
             #expect(error.description.contains("Orphan.friends points at Book"))
             #expect(error.description.contains("Lonely.stranger points at Stranger"))
         } catch {
