@@ -50,86 +50,65 @@ private func parseInteger<T: FixedWidthInteger>(
     return value
 }
 
+extension PostgresEncodable where Self: FixedWidthInteger {
+    /// Decimal digits.
+    public func postgresText() throws -> String? { String(self) }
+}
+
+extension PostgresDecodable where Self: FixedWidthInteger {
+    /// Reads any integer column; out-of-range values throw.
+    public static func decode(from cell: PostgresCell) throws -> Self {
+        try parseInteger(Self.self, from: cell)
+    }
+}
+
 extension Int: PostgresCodable {
     /// Sent as `bigint`.
     public static var postgresType: PostgresType { .int8 }
-    /// Decimal digits.
-    public func postgresText() throws -> String? { String(self) }
-    /// Reads any integer column; out-of-range values throw.
-    public static func decode(from cell: PostgresCell) throws -> Int {
-        try parseInteger(Int.self, from: cell)
-    }
 }
 
 extension Int64: PostgresCodable {
     /// Sent as `bigint`.
     public static var postgresType: PostgresType { .int8 }
-    /// Decimal digits.
-    public func postgresText() throws -> String? { String(self) }
-    /// Reads any integer column; out-of-range values throw.
-    public static func decode(from cell: PostgresCell) throws -> Int64 {
-        try parseInteger(Int64.self, from: cell)
-    }
 }
 
 extension Int32: PostgresCodable {
     /// Sent as `integer`.
     public static var postgresType: PostgresType { .int4 }
-    /// Decimal digits.
-    public func postgresText() throws -> String? { String(self) }
-    /// Reads any integer column; out-of-range values throw.
-    public static func decode(from cell: PostgresCell) throws -> Int32 {
-        try parseInteger(Int32.self, from: cell)
-    }
 }
 
 extension Int16: PostgresCodable {
     /// Sent as `smallint`.
     public static var postgresType: PostgresType { .int2 }
-    /// Decimal digits.
-    public func postgresText() throws -> String? { String(self) }
-    /// Reads any integer column; out-of-range values throw.
-    public static func decode(from cell: PostgresCell) throws -> Int16 {
-        try parseInteger(Int16.self, from: cell)
+}
+
+extension PostgresEncodable where Self: BinaryFloatingPoint & LosslessStringConvertible {
+    /// Shortest round-trip digits; `Infinity`, `-Infinity` and `NaN` for the specials.
+    public func postgresText() throws -> String? {
+        if isNaN { return "NaN" }
+        if isInfinite { return self < 0 ? "-Infinity" : "Infinity" }
+        return description
+    }
+}
+
+extension PostgresDecodable where Self: BinaryFloatingPoint & LosslessStringConvertible {
+    /// Reads float columns, and integer and numeric ones (numeric may round; use
+    /// `Decimal` for exact values).
+    public static func decode(from cell: PostgresCell) throws -> Self {
+        let text = String(decoding: try cell.requireBytes(for: Self.self), as: UTF8.self)
+        guard let value = Self(text) else { throw cell.invalid(for: Self.self) }
+        return value
     }
 }
 
 extension Double: PostgresCodable {
     /// Sent as `double precision`.
     public static var postgresType: PostgresType { .float8 }
-
-    /// Shortest round-trip digits; `Infinity`, `-Infinity` and `NaN` for the specials.
-    public func postgresText() throws -> String? {
-        if isNaN { return "NaN" }
-        if isInfinite { return self < 0 ? "-Infinity" : "Infinity" }
-        return description
-    }
-
-    /// Reads float, integer and numeric columns (numeric may round; use `Decimal`).
-    public static func decode(from cell: PostgresCell) throws -> Double {
-        let text = String(decoding: try cell.requireBytes(for: Double.self), as: UTF8.self)
-        guard let value = Double(text) else { throw cell.invalid(for: Double.self) }
-        return value
-    }
 }
 
 extension Float: PostgresCodable {
     /// Sent as `real`.
     public static var postgresType: PostgresType { .float4 }
-
-    /// Shortest round-trip digits; `Infinity`, `-Infinity` and `NaN` for the specials.
-    public func postgresText() throws -> String? {
-        if isNaN { return "NaN" }
-        if isInfinite { return self < 0 ? "-Infinity" : "Infinity" }
-        return description
-    }
-
-    /// Reads float columns.
-    public static func decode(from cell: PostgresCell) throws -> Float {
-        let text = String(decoding: try cell.requireBytes(for: Float.self), as: UTF8.self)
-        guard let value = Float(text) else { throw cell.invalid(for: Float.self) }
-        return value
-    }
 }
 
 extension Bool: PostgresCodable {
