@@ -87,7 +87,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// When set, property reads record which property they were (used to name the
     /// properties behind Swift key paths).
     var recordsAccess = false
-    static let logger = Logger(label: "pgdatakit.object")
     var lastAccess: (isAttribute: Bool, index: Int)?
 
     /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
@@ -209,7 +208,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     func setStoredValue(_ value: StoredValue, at slot: Int) {
         checkQueue()
         if isMissingFromStore {
-            ManagedObject.logger.warning(
+            (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
         }
         prepareStorage()

@@ -59,7 +59,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     let queue: DispatchQueue
     private let queueKey = DispatchSpecificKey<Bool>()
     /// The weak reference every object of this context holds.
-    let reference = ContextReference()
+    let reference: ContextReference
+    /// What objects deleted elsewhere hold instead: no context, but its logger.
+    let detachedReference: ContextReference
     let logger: Logger
 
     var registered: [ObjectID: ManagedObject] = [:]
@@ -82,7 +84,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
         let label = name ?? (concurrencyType == .main ? "main" : "private")
         self.name = label
         self.queue = DispatchQueue(label: "pgdatakit.context.\(label)")
-        self.logger = logger ?? coordinator.logger
+        let logger = logger ?? coordinator.logger
+        self.logger = logger
+        self.reference = ContextReference(logger: logger)
+        self.detachedReference = ContextReference(logger: logger)
         queue.setSpecific(key: queueKey, value: true)
         reference.context = self
     }
@@ -331,12 +336,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
         changedSet.remove(object)
         insertedSet.remove(object)
         deletedSet.remove(object)
-        object.managedObjectContext = nil
+        object.contextReference = detachedReference
     }
 }
 
-/// A weak reference to a context, shared by its objects.
+/// A weak reference to a context, shared by its objects, with the context's logger.
 final class ContextReference: @unchecked Sendable {
-    // Sendable: set once in the context's initialiser, then only read.
+    // Sendable: `context` is set once in the context's initialiser, then only read.
     weak var context: ManagedObjectContext?
+    let logger: Logger
+
+    init(logger: Logger) { self.logger = logger }
 }
