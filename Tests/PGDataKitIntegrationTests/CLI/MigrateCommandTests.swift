@@ -2,7 +2,7 @@ import Foundation
 @testable import PGDataKit
 import Testing
 
-@Suite("pgdatakit migrate and db (the built binary)")
+@Suite("pgdatakit migrate (the built binary)")
 struct MigrateCommandTests {
     @Test func statusThenMigrateThenStatus() throws {
         try TestDatabase.withFreshDatabase { configuration in
@@ -90,30 +90,5 @@ struct MigrateCommandTests {
         #expect(throws: PostgresError.self) {
             try Connection(url: "postgresql://postgres@127.0.0.1:\(port)/postgres?connect_timeout=3")
         }
-    }
-
-    @Test func dbStartURLStop() throws {
-        try TestDatabase.withTemporaryDirectory { state in
-            try dbStartURLStop(environment: ["PGDATAKIT_STATE_DIR": state.path])
-        }
-    }
-
-    private func dbStartURLStop(environment: [String: String]) throws {
-        let start = try CLI.run(["db", "start"], environment: environment)
-        #expect(start.status == 0, "\(start.error)")
-        let exported = start.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(exported.hasPrefix("export DATABASE_URL='postgresql://"))
-        let url = try CLI.run(["db", "url"], environment: environment)
-        #expect(url.status == 0)
-        let serverURL = url.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(exported.contains(serverURL))
-        // Still running after `db start` exited.
-        let connection = try Connection(url: serverURL)
-        #expect(try connection.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
-        connection.close()
-        let stop = try CLI.run(["db", "stop"], environment: environment)
-        #expect(stop.status == 0, "\(stop.error)")
-        #expect(try CLI.run(["db", "url"], environment: environment).status == 1)
-        #expect(throws: PostgresError.self) { try Connection(url: serverURL + "?connect_timeout=3") }
     }
 }
