@@ -91,4 +91,87 @@ struct MigrateCommandTests {
             try Connection(url: "postgresql://postgres@127.0.0.1:\(port)/postgres?connect_timeout=3")
         }
     }
+
+    // MARK: - Telling the truth
+
+    /// Runs `pgdatakit migrate` with extra arguments on a folder of files.
+    private func migrate(_ directory: URL, _ url: String, _ extra: [String] = []) throws -> CLI.Outcome {
+        try CLI.run(["migrate", "--dir", directory.path, "--database-url", url] + extra)
+    }
+
+    private func write(_ files: [String: String], to directory: URL) throws {
+        for (name, sql) in files {
+            try sql.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+    }
+
+    /// Whether a table (or the bookkeeping table) exists in the database.
+    private func tableExists(_ name: String, _ configuration: ConnectionConfiguration) throws -> Bool {
+        let connection = try Connection(configuration)
+        defer { connection.close() }
+        return try connection.query("SELECT to_regclass($1) IS NOT NULL", [name])[0].decode(Bool.self, at: 0)
+    }
+
+    /// A file that ends the migration's transaction itself (`commit;` on line 5) used to be
+    /// half-applied and reported as applied; now every pending file is checked first and
+    /// nothing runs, not even the good file before it.
+    @Test func transactionControlInAFileIsRejectedBeforeAnythingRuns() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(
+                    [
+                        "0001_good.sql": "CREATE TABLE good (id int);\n",
+                        "0002_bad.sql": """
+                            CREATE TABLE bad (begin_date date, note text DEFAULT 'BEGIN; COMMIT;');
+                            -- COMMIT; in a comment
+                            /* END; in a /* nested */ block comment */
+                            DO $$ BEGIN PERFORM 1; END $$;
+                            commit;
+                            CREATE TABLE after_commit (id int);
+
+                            """,
+                    ], to: directory)
+                let outcome = try migrate(directory, url)
+                #expect(outcome.status != 0)
+                #expect(outcome.error.contains("0002_bad.sql:5:1"), "\(outcome.error)")
+                #expect(outcome.error.lowercased().contains("commit"), "\(outcome.error)")
+                #expect(outcome.error.contains("nothing was applied"), "\(outcome.error)")
+                #expect(!outcome.output.contains("Applied"), "\(outcome.output)")
+                for table in ["good", "bad", "after_commit"] {
+                    #expect(!(try tableExists(table, configuration)), "\(table) exists")
+                }
+                if try tableExists("pgdatakit_migrations", configuration) {
+                    let connection = try Connection(configuration)
+                    defer { connection.close() }
+                    #expect(try connection.query("SELECT count(*) FROM pgdatakit_migrations")[0].decode(Int.self, at: 0) == 0)
+                }
+            }
+        }
+    }
+
+    /// The error of a failing statement points at the file, line and column PostgreSQL
+    /// reported (counted in characters: the lines before hold multibyte ones).
+    @Test func sqlErrorNamesFileLineAndColumn() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(
+                    [
+                        "0001_typo.sql": """
+                            -- Größe: café ✓
+                            CREATE TABLE t (id int, label text DEFAULT 'naïve');
+                            INSERT INTO t VALUES (1,, 'x');
+
+                            """
+                    ], to: directory)
+                let outcome = try migrate(directory, url)
+                #expect(outcome.status == 1)
+                // Line 3, column 25: the second comma of `(1,,`.
+                #expect(outcome.error.contains("0001_typo.sql:3:25:"), "\(outcome.error)")
+                #expect(outcome.error.contains("syntax error"), "\(outcome.error)")
+                #expect(!(try tableExists("t", configuration)))
+            }
+        }
+    }
 }
