@@ -174,4 +174,40 @@ struct MigrateCommandTests {
             }
         }
     }
+
+    /// An applied file that was edited since is reported as CHANGED and not counted as
+    /// applied.
+    @Test func statusCountsAChangedFileAsChangedNotApplied() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(["0001_a.sql": "CREATE TABLE a (id int);", "0002_b.sql": "CREATE TABLE b (id int);"], to: directory)
+                #expect(try migrate(directory, url).status == 0)
+                try write(["0002_b.sql": "CREATE TABLE b (id bigint);"], to: directory)
+                let status = try migrate(directory, url, ["--status"])
+                #expect(status.status == 1)
+                #expect(status.output.contains("2        b     CHANGED"), "\(status.output)")
+                #expect(status.output.contains("2 migration(s): 1 applied, 0 pending, 1 changed."), "\(status.output)")
+                #expect(status.error.contains("0002_b.sql"), "\(status.error)")
+            }
+        }
+    }
+
+    /// A migration recorded as applied whose file is gone is shown and fails the command.
+    @Test func statusShowsAMissingFileAndFails() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(["0001_a.sql": "CREATE TABLE a (id int);", "0002_b.sql": "CREATE TABLE b (id int);"], to: directory)
+                #expect(try migrate(directory, url).status == 0)
+                try FileManager.default.removeItem(at: directory.appendingPathComponent("0002_b.sql"))
+                let status = try migrate(directory, url, ["--status"])
+                #expect(status.status == 1)
+                #expect(status.output.contains("2        b     MISSING"), "\(status.output)")
+                #expect(status.output.contains("2 migration(s): 1 applied, 0 pending, 1 missing."), "\(status.output)")
+                #expect(status.error.contains("migration 2 (b)"), "\(status.error)")
+                #expect(status.error.contains("no file"), "\(status.error)")
+            }
+        }
+    }
 }
