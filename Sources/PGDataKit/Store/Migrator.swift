@@ -221,7 +221,9 @@ public struct Migrator: Sendable {
                     reason: .migrationFailed(version: migration.version, name: migration.name, underlying: error),
                     location: MigrationError.Location(file: migration.path ?? migration.fileName))
             }
-            logger.info("applied migration \(migration.fileName)")
+            // Debug, not info: callers report what was applied (the return value); a
+            // normal run of the CLI or the tests prints no log lines.
+            logger.debug("applied migration \(migration.fileName)")
             done.append(migration)
         }
         return done

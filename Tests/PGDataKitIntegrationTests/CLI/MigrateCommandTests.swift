@@ -210,4 +210,21 @@ struct MigrateCommandTests {
             }
         }
     }
+
+    /// A normal run prints its results and nothing else: no library log lines.
+    @Test func aSuccessfulMigrateLogsNothing() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(["0001_a.sql": "CREATE TABLE a (id int);"], to: directory)
+                let outcome = try migrate(directory, url)
+                #expect(outcome.status == 0, "\(outcome.error)")
+                #expect(outcome.output.contains("Applied 0001_a.sql"))
+                #expect(outcome.error.isEmpty, "standard error: \(outcome.error)")
+                let status = try migrate(directory, url, ["--status"])
+                #expect(status.status == 0, "\(status.error)")
+                #expect(status.error.isEmpty, "standard error: \(status.error)")
+            }
+        }
+    }
 }
