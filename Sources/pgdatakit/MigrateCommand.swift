@@ -51,7 +51,7 @@ struct MigrateCommand: ParsableCommand {
         }
         let statuses = try migrator.status(on: connection)
         Self.printStatus(statuses)
-        let problems = Self.problems(statuses, migrator: migrator)
+        let problems = Self.problems(statuses, migrator: migrator, folder: dir)
         if !problems.isEmpty {
             for problem in problems { printError("Error: \(problem)") }
             throw ExitCode(1)
@@ -76,7 +76,7 @@ struct MigrateCommand: ParsableCommand {
     }
 
     /// What makes the command fail: applied files edited since, applied files gone.
-    static func problems(_ statuses: [MigrationStatus], migrator: Migrator) -> [String] {
+    static func problems(_ statuses: [MigrationStatus], migrator: Migrator, folder: String) -> [String] {
         statuses.compactMap { status in
             switch status.state {
             case .applied, .pending:
@@ -88,7 +88,7 @@ struct MigrateCommand: ParsableCommand {
                     + "(\(place)); applied migrations must not be edited: restore it and add a new migration"
             case .missingFile:
                 return "migration \(status.version) (\(status.name)) is recorded as applied, but no file in "
-                    + "the migrations folder has version \(status.version); restore the file "
+                    + "\(folder) has version \(status.version); restore the file "
                     + "(or run a checkout whose folder has it)"
             }
         }

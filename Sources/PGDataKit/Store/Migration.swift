@@ -8,8 +8,9 @@ public struct Migration: Sendable, Equatable {
     public var name: String
     /// The SQL; it may hold several statements and runs in one transaction.
     public var sql: String
-    /// The file it was read from, as `Migrator(directory:)` found it (the folder's path
-    /// plus the file name); `nil` for a migration made in code. Errors name it.
+    /// The file it was read from: the folder's path as given to `Migrator(directory:)`
+    /// (relative stays relative) plus the file name; `nil` for a migration made in code.
+    /// Errors name it.
     public var path: String?
 
     /// Creates a migration from its parts.

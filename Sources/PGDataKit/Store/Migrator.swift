@@ -92,7 +92,7 @@ public struct Migrator: Sendable {
             migrations.append(
                 Migration(
                     version: version, name: name, sql: sql,
-                    path: directory.appendingPathComponent(file).path))
+                    path: directory.appendingPathComponent(file).relativePath))
         }
         try self.init(migrations: migrations, logger: logger)
     }
