@@ -9,7 +9,14 @@ struct MigrateCommand: ParsableCommand {
         discussion: """
             Applies every pending NNNN_name.sql file in order, each in its own transaction,
             holding an advisory lock so that workers starting together apply each file once.
-            Exits with status 1 when an applied file was changed or a migration fails.
+            Every pending file is checked first: if one begins, commits or rolls back a
+            transaction itself (BEGIN, COMMIT, END, ROLLBACK…), nothing is applied. A
+            failing file is rolled back and the error names file:line:column. Then prints
+            the status of every migration.
+
+            Exits with status 1 when a migration fails or is refused, when an applied file
+            was changed (CHANGED), or when a migration recorded as applied has no file any
+            more (MISSING), also with --status. Pending files alone are not an error.
             """
     )
 
@@ -28,7 +35,14 @@ struct MigrateCommand: ParsableCommand {
         let connection = try Connection(url: url)
         defer { connection.close() }
         if !status {
-            let applied = try migrator.migrate(on: connection)
+            let applied: [Migration]
+            do {
+                applied = try migrator.migrate(on: connection)
+            } catch {
+                // Show what the database holds now, then the error.
+                if let statuses = try? migrator.status(on: connection) { Self.printStatus(statuses) }
+                throw error
+            }
             if applied.isEmpty {
                 print("Nothing to apply: the database is up to date.")
             } else {
@@ -36,11 +50,47 @@ struct MigrateCommand: ParsableCommand {
             }
         }
         let statuses = try migrator.status(on: connection)
-        print(Self.table(statuses))
-        let pending = statuses.filter { $0.state == .pending }.count
-        print("\(statuses.count) migration(s): \(statuses.count - pending) applied, \(pending) pending.")
-        if statuses.contains(where: { if case .changed = $0.state { return true } else { return false } }) {
+        Self.printStatus(statuses)
+        let problems = Self.problems(statuses, migrator: migrator, folder: dir)
+        if !problems.isEmpty {
+            for problem in problems { printError("Error: \(problem)") }
             throw ExitCode(1)
+        }
+    }
+
+    static func printStatus(_ statuses: [MigrationStatus]) {
+        print(table(statuses))
+        var applied = 0, pending = 0, changed = 0, missing = 0
+        for status in statuses {
+            switch status.state {
+            case .applied: applied += 1
+            case .pending: pending += 1
+            case .changed: changed += 1
+            case .missingFile: missing += 1
+            }
+        }
+        var summary = "\(statuses.count) migration(s): \(applied) applied, \(pending) pending"
+        if changed > 0 { summary += ", \(changed) changed" }
+        if missing > 0 { summary += ", \(missing) missing" }
+        print(summary + ".")
+    }
+
+    /// What makes the command fail: applied files edited since, applied files gone.
+    static func problems(_ statuses: [MigrationStatus], migrator: Migrator, folder: String) -> [String] {
+        statuses.compactMap { status in
+            switch status.state {
+            case .applied, .pending:
+                return nil
+            case .changed:
+                let file = migrator.migrations.first { $0.version == status.version }
+                let place = file?.path ?? file?.fileName ?? "its file"
+                return "migration \(status.version) (\(status.name)) was changed after it was applied "
+                    + "(\(place)); applied migrations must not be edited: restore it and add a new migration"
+            case .missingFile:
+                return "migration \(status.version) (\(status.name)) is recorded as applied, but no file in "
+                    + "\(folder) has version \(status.version); restore the file "
+                    + "(or run a checkout whose folder has it)"
+            }
         }
     }
 
@@ -53,7 +103,7 @@ struct MigrateCommand: ParsableCommand {
             case .applied(let date): (state, time) = ("applied", formatter.string(from: date))
             case .pending: (state, time) = ("pending", "")
             case .changed: (state, time) = ("CHANGED", "file edited after it was applied")
-            case .missingFile: (state, time) = ("applied", "file missing")
+            case .missingFile: (state, time) = ("MISSING", "applied, but the file is gone")
             }
             rows.append([String(status.version), status.name, state, time])
         }

@@ -171,7 +171,9 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         throw lastError ?? EmbeddedPostgresError(reason: .fileSystem("server did not start"))
     }
 
-    /// Stops the server and deletes its folder. Stopping twice is harmless.
+    /// Stops the server and deletes its folder. Stopping twice is harmless, and so is
+    /// stopping a server whose process already died (killed, crashed): then only the
+    /// folder is removed.
     ///
     /// - Throws: `EmbeddedPostgresError` when `pg_ctl stop` fails (the folder is kept so
     ///   the log can be read).
@@ -182,7 +184,10 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         }
         guard !alreadyStopped else { return }
         Registry.remove(self)
-        if FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("postmaster.pid").path) {
+        // A dead postmaster leaves its postmaster.pid behind; `pg_ctl stop` would wait
+        // for a zombie (or signal whoever reused the pid), so it is only asked to stop a
+        // live one.
+        if postmasterIsAlive() {
             try EmbeddedPostgres.runCommand(
                 binDirectory.appendingPathComponent("pg_ctl"),
                 ["-D", dataDirectory.path, "-m", "fast", "-w", "-t", "60", "stop"],
@@ -272,7 +277,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     }
 
     /// Re-opens the handle of a server started earlier (by another process) in
-    /// `directory`, to read its URL or stop it.
+    /// `directory`, to read its URL, check that it still runs (`liveness()`) or stop it.
     ///
     /// - Throws: `EmbeddedPostgresError.Reason.notAServerDirectory` when the folder does
     ///   not hold such a server.

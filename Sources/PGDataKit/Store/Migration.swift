@@ -8,12 +8,17 @@ public struct Migration: Sendable, Equatable {
     public var name: String
     /// The SQL; it may hold several statements and runs in one transaction.
     public var sql: String
+    /// The file it was read from: the folder's path as given to `Migrator(directory:)`
+    /// (relative stays relative) plus the file name; `nil` for a migration made in code.
+    /// Errors name it.
+    public var path: String?
 
     /// Creates a migration from its parts.
-    public init(version: Int, name: String, sql: String) {
+    public init(version: Int, name: String, sql: String, path: String? = nil) {
         self.version = version
         self.name = name
         self.sql = sql
+        self.path = path
     }
 
     /// SHA-256 of the SQL text, recorded when the migration is applied so that later
@@ -23,6 +28,7 @@ public struct Migration: Sendable, Equatable {
     /// The file name the migration was (or would be) read from, such as
     /// `0001_create_users.sql`.
     public var fileName: String {
+        if let path { return URL(fileURLWithPath: path).lastPathComponent }
         let digits = String(version)
         return String(repeating: "0", count: max(0, 4 - digits.count)) + digits + "_\(name).sql"
     }
@@ -64,13 +70,49 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
         case checksumMismatch(version: Int, name: String, recorded: String, current: String)
         /// A migration's SQL failed; nothing of it was applied.
         case migrationFailed(version: Int, name: String, underlying: PostgresError)
+        /// A pending migration begins, commits or rolls back a transaction itself
+        /// (`command`, such as `COMMIT`); nothing was applied.
+        case transactionControl(version: Int, name: String, command: String)
+    }
+
+    /// A place in a migration file.
+    public struct Location: Sendable, Equatable, CustomStringConvertible {
+        /// The file's path (or its name, for a migration made in code).
+        public var file: String
+        /// The 1-based line, when known.
+        public var line: Int?
+        /// The 1-based column, counted in characters (Unicode code points, as PostgreSQL
+        /// counts them), when known.
+        public var column: Int?
+        /// The text of that line, when known.
+        public var lineText: String?
+
+        /// `file:line:column`, or as much of it as is known.
+        public var description: String {
+            guard let line else { return file }
+            return "\(file):\(line)" + (column.map { ":\($0)" } ?? "")
+        }
     }
 
     /// What went wrong.
     public var reason: Reason
+    /// Where in which file, for errors about one migration's SQL.
+    public var location: Location?
 
-    /// Names the file or version and says what to do.
+    /// Creates an error.
+    init(reason: Reason, location: Location? = nil) {
+        self.reason = reason
+        self.location = location
+    }
+
+    /// Names the file or version and says what to do; errors about a file's SQL start
+    /// with `file:line:column:`, as compilers do.
     public var description: String {
+        let prefix = location.map { "\($0): " } ?? ""
+        return prefix + message
+    }
+
+    private var message: String {
         switch reason {
         case .unreadableDirectory(let path, let message):
             return "cannot read migrations folder \(path): \(message)"
@@ -83,8 +125,298 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
             return "migration \(version) (\(name)) was changed after it was applied "
                 + "(recorded checksum \(recorded.prefix(12))…, file now \(current.prefix(12))…); "
                 + "applied migrations must not be edited: add a new migration instead"
-        case .migrationFailed(let version, let name, let underlying):
-            return "migration \(version) (\(name)) failed and was rolled back: \(underlying)"
+        case .migrationFailed(let version, let name, var underlying):
+            // The statement is the whole file: the location and line say more.
+            underlying.statement = nil
+            var text = "migration \(version) (\(name)) failed and was rolled back: \(underlying)"
+            if let location, let line = location.line, let lineText = location.lineText {
+                text += " — line \(line): \(lineText.trimmingCharacters(in: .whitespaces))"
+            }
+            return text
+        case .transactionControl(let version, let name, let command):
+            return "migration \(version) (\(name)) runs \(command) itself, but each migration runs in "
+                + "the migrator's transaction (SAVEPOINT and RELEASE are fine); remove it. "
+                + "Every pending file is checked before any runs: nothing was applied"
         }
+    }
+}
+
+// MARK: - Reading a migration's SQL
+
+extension Migration {
+    /// A statement of a migration that begins, ends or rolls back a transaction by itself.
+    struct TransactionControlStatement: Equatable {
+        /// The command, upper-cased: `BEGIN`, `COMMIT`, `START TRANSACTION`, …
+        var command: String
+        /// Where its first word starts: an index into `sql.unicodeScalars`.
+        var offset: Int
+    }
+
+    /// The statements that would begin, commit or roll back a transaction: `BEGIN`,
+    /// `START TRANSACTION`, `COMMIT`, `END`, `ROLLBACK`, `ABORT`, `PREPARE TRANSACTION`,
+    /// in any case. Words inside string literals, comments, quoted identifiers and
+    /// dollar-quoted bodies do not count, nor do words that are not the first of a
+    /// statement (a column `begin_date`, `BEGIN ATOMIC … END` in `CREATE FUNCTION`), nor
+    /// `SAVEPOINT`, `RELEASE` and `ROLLBACK TO`, which stay inside the transaction.
+    func transactionControlStatements() -> [TransactionControlStatement] {
+        SQLStatementScanner(sql).statements().compactMap { statement in
+            guard let command = statement.transactionControlCommand else { return nil }
+            return TransactionControlStatement(command: command, offset: statement.offset)
+        }
+    }
+
+    /// The line and column of a character of `sql`, given as an index into
+    /// `sql.unicodeScalars` (PostgreSQL counts error positions in such characters).
+    func location(ofCharacterAt offset: Int) -> MigrationError.Location {
+        var line = 1
+        var column = 1
+        var lineStart = sql.unicodeScalars.startIndex
+        var index = sql.unicodeScalars.startIndex
+        var count = 0
+        while index < sql.unicodeScalars.endIndex, count < offset {
+            if sql.unicodeScalars[index] == "\n" {
+                line += 1
+                column = 1
+                lineStart = sql.unicodeScalars.index(after: index)
+            } else {
+                column += 1
+            }
+            index = sql.unicodeScalars.index(after: index)
+            count += 1
+        }
+        let lineEnd = sql.unicodeScalars[lineStart...].firstIndex(of: "\n") ?? sql.unicodeScalars.endIndex
+        var text = String(sql.unicodeScalars[lineStart..<lineEnd])
+        if text.hasSuffix("\r") { text.removeLast() }
+        return MigrationError.Location(file: path ?? fileName, line: line, column: column, lineText: text)
+    }
+}
+
+/// Splits SQL text into statements the way `psql` does, to look at each statement's
+/// first words: it knows string literals ('…', E'…'), quoted identifiers, dollar quoting,
+/// nested comments, parentheses, and `BEGIN … END` bodies of `CREATE FUNCTION` /
+/// `CREATE PROCEDURE` (psql's heuristic), so that semicolons inside those do not end a
+/// statement.
+struct SQLStatementScanner {
+    /// A token at the start of a statement.
+    enum Token: Equatable {
+        /// An unquoted word (keyword or identifier), lower-cased.
+        case word(String)
+        /// A string literal or dollar-quoted text.
+        case string
+        /// Anything else: a quoted identifier, number, operator, parenthesis, parameter.
+        case other
+    }
+
+    /// One statement: where its first token starts and its first few tokens.
+    struct Statement: Equatable {
+        /// An index into the text's Unicode scalars.
+        var offset: Int
+        /// Its first tokens (at most four).
+        var leadingTokens: [Token]
+
+        /// The transaction command this statement is, if it is one.
+        var transactionControlCommand: String? {
+            func word(_ index: Int) -> String? {
+                guard index < leadingTokens.count, case .word(let word) = leadingTokens[index] else { return nil }
+                return word
+            }
+            switch word(0) {
+            case "begin", "commit", "end", "abort":
+                return word(0)?.uppercased()
+            case "start" where word(1) == "transaction":
+                return "START TRANSACTION"
+            case "rollback":
+                // ROLLBACK [WORK | TRANSACTION] TO [SAVEPOINT] name stays in the transaction.
+                let next = word(1) == "work" || word(1) == "transaction" ? 2 : 1
+                return word(next) == "to" ? nil : "ROLLBACK"
+            case "prepare" where word(1) == "transaction" && leadingTokens.count > 2
+                && leadingTokens[2] == .string:
+                return "PREPARE TRANSACTION"
+            default:
+                return nil
+            }
+        }
+    }
+
+    private let scalars: [Unicode.Scalar]
+
+    init(_ sql: String) {
+        scalars = Array(sql.unicodeScalars)
+    }
+
+    /// The statements, in order; empty ones (a lone `;`) are left out.
+    func statements() -> [Statement] {
+        var statements: [Statement] = []
+        var current: Statement?
+        var words: [String] = []  // the statement's first words, for CREATE FUNCTION
+        var parenthesisDepth = 0
+        var beginDepth = 0
+        var index = 0
+
+        func add(_ token: Token, at offset: Int) {
+            if current == nil { current = Statement(offset: offset, leadingTokens: []) }
+            if let count = current?.leadingTokens.count, count < 4 { current?.leadingTokens.append(token) }
+        }
+        func endStatement() {
+            if let current { statements.append(current) }
+            current = nil
+            words = []
+            parenthesisDepth = 0
+            beginDepth = 0
+        }
+
+        while index < scalars.count {
+            let scalar = scalars[index]
+            let start = index
+            switch scalar {
+            case " ", "\t", "\n", "\r", "\u{0B}", "\u{0C}":
+                index += 1
+            case "-" where peek(index + 1) == "-":
+                while index < scalars.count, scalars[index] != "\n" { index += 1 }
+            case "/" where peek(index + 1) == "*":
+                index = skipBlockComment(from: index)
+            case "'":
+                index = skipQuoted(from: index, quote: "'", backslashEscapes: false)
+                add(.string, at: start)
+            case "\"":
+                index = skipQuoted(from: index, quote: "\"", backslashEscapes: false)
+                add(.other, at: start)
+            case "$":
+                if let end = skipDollarQuoted(from: index) {
+                    index = end
+                    add(.string, at: start)
+                } else {
+                    index += 1
+                    while index < scalars.count, Self.isDigit(scalars[index]) { index += 1 }
+                    add(.other, at: start)
+                }
+            case "(":
+                parenthesisDepth += 1
+                index += 1
+                add(.other, at: start)
+            case ")":
+                parenthesisDepth = max(0, parenthesisDepth - 1)
+                index += 1
+                add(.other, at: start)
+            case ";":
+                index += 1
+                if parenthesisDepth == 0, beginDepth == 0 { endStatement() }
+            case _ where Self.isIdentifierStart(scalar):
+                while index < scalars.count, Self.isIdentifierPart(scalars[index]) { index += 1 }
+                let word = String(String.UnicodeScalarView(scalars[start..<index])).lowercased()
+                if word == "e", peek(index) == "'" {
+                    index = skipQuoted(from: index, quote: "'", backslashEscapes: true)
+                    add(.string, at: start)
+                    continue
+                }
+                add(.word(word), at: start)
+                if words.count < 4 { words.append(word) }
+                if parenthesisDepth == 0, Self.isCreateRoutine(words) {
+                    switch word {
+                    case "begin": beginDepth += 1
+                    case "case" where beginDepth > 0: beginDepth += 1
+                    case "end" where beginDepth > 0: beginDepth -= 1
+                    default: break
+                    }
+                }
+            case _ where Self.isDigit(scalar):
+                while index < scalars.count,
+                    Self.isIdentifierPart(scalars[index]) || scalars[index] == "."
+                {
+                    index += 1
+                }
+                add(.other, at: start)
+            default:
+                index += 1
+                add(.other, at: start)
+            }
+        }
+        endStatement()
+        return statements
+    }
+
+    private func peek(_ index: Int) -> Unicode.Scalar? {
+        index < scalars.count ? scalars[index] : nil
+    }
+
+    /// Past a `/* … */` comment, which may nest.
+    private func skipBlockComment(from start: Int) -> Int {
+        var depth = 0
+        var index = start
+        while index < scalars.count {
+            if scalars[index] == "/", peek(index + 1) == "*" {
+                depth += 1
+                index += 2
+            } else if scalars[index] == "*", peek(index + 1) == "/" {
+                depth -= 1
+                index += 2
+                if depth == 0 { return index }
+            } else {
+                index += 1
+            }
+        }
+        return index
+    }
+
+    /// Past a quoted string or identifier starting at `start` (a doubled quote stands for
+    /// one; in `E'…'` a backslash escapes the next character).
+    private func skipQuoted(from start: Int, quote: Unicode.Scalar, backslashEscapes: Bool) -> Int {
+        var index = start + 1
+        while index < scalars.count {
+            let scalar = scalars[index]
+            if backslashEscapes, scalar == "\\" {
+                index += 2
+            } else if scalar == quote {
+                if peek(index + 1) == quote {
+                    index += 2
+                } else {
+                    return index + 1
+                }
+            } else {
+                index += 1
+            }
+        }
+        return index
+    }
+
+    /// Past a `$tag$ … $tag$` string starting at `start`, or `nil` when the `$` does
+    /// not open one (a parameter such as `$1`).
+    private func skipDollarQuoted(from start: Int) -> Int? {
+        var index = start + 1
+        if let first = peek(index), !Self.isIdentifierStart(first), first != "$" { return nil }
+        while index < scalars.count, scalars[index] != "$" {
+            guard Self.isIdentifierPart(scalars[index]) else { return nil }
+            index += 1
+        }
+        guard index < scalars.count else { return nil }
+        let delimiter = Array(scalars[start...index])
+        index += 1
+        while index + delimiter.count <= scalars.count {
+            if scalars[index] == "$", Array(scalars[index..<(index + delimiter.count)]) == delimiter {
+                return index + delimiter.count
+            }
+            index += 1
+        }
+        return scalars.count
+    }
+
+    /// Whether a statement's first words are `CREATE [OR REPLACE] FUNCTION|PROCEDURE`.
+    private static func isCreateRoutine(_ words: [String]) -> Bool {
+        let routines: Set<String> = ["function", "procedure"]
+        guard words.first == "create", words.count > 1 else { return false }
+        if routines.contains(words[1]) { return true }
+        return words.count > 3 && words[1] == "or" && words[2] == "replace" && routines.contains(words[3])
+    }
+
+    private static func isDigit(_ scalar: Unicode.Scalar) -> Bool {
+        ("0"..."9").contains(scalar)
+    }
+
+    private static func isIdentifierStart(_ scalar: Unicode.Scalar) -> Bool {
+        ("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || scalar == "_" || scalar.value >= 0x80
+    }
+
+    private static func isIdentifierPart(_ scalar: Unicode.Scalar) -> Bool {
+        isIdentifierStart(scalar) || isDigit(scalar) || scalar == "$"
     }
 }

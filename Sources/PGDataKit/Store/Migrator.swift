@@ -13,8 +13,16 @@ import Logging
 /// migration is applied exactly once and the others find nothing left to do.
 ///
 /// An applied file whose content has changed is an error, not a silent re-run. Files
-/// must not contain `BEGIN`/`COMMIT` or statements that cannot run in a transaction
-/// (such as `CREATE INDEX CONCURRENTLY`).
+/// must not begin, commit or roll back transactions themselves (`BEGIN`, `COMMIT`,
+/// `START TRANSACTION`, `END`, `ROLLBACK`, `ABORT`, `PREPARE TRANSACTION` as a
+/// statement): before it runs anything, `migrate` checks every pending file and refuses
+/// the whole run, naming the file, line and column, if one does. (`SAVEPOINT`, `RELEASE`
+/// and `ROLLBACK TO` are fine.) Statements that cannot run in a transaction block (such
+/// as `CREATE INDEX CONCURRENTLY`) fail with PostgreSQL's error and are rolled back.
+///
+/// When a migration's SQL fails, the error names `file:line:column` from the error
+/// position PostgreSQL reports (syntax errors, unknown tables and columns…); errors
+/// without a position (a constraint violation, say) name the file only.
 ///
 /// For example:
 ///
@@ -81,7 +89,10 @@ public struct Migrator: Sendable {
                 throw MigrationError(
                     reason: .unreadableDirectory(path: directory.path, message: "\(file): \(error.localizedDescription)"))
             }
-            migrations.append(Migration(version: version, name: name, sql: sql))
+            migrations.append(
+                Migration(
+                    version: version, name: name, sql: sql,
+                    path: directory.appendingPathComponent(file).relativePath))
         }
         try self.init(migrations: migrations, logger: logger)
     }
@@ -136,9 +147,11 @@ public struct Migrator: Sendable {
     ///
     /// - Returns: the migrations this call applied (empty when another process had
     ///   applied them already).
-    /// - Throws: `MigrationError.Reason.checksumMismatch` when an applied file changed
-    ///   (nothing is applied then), `.migrationFailed` when a migration's SQL fails
-    ///   (earlier migrations of the run stay applied), or `PostgresError`.
+    /// - Throws: `MigrationError.Reason.checksumMismatch` when an applied file changed,
+    ///   `.transactionControl` when a pending file begins, commits or rolls back a
+    ///   transaction itself (nothing is applied in either case), `.migrationFailed` when
+    ///   a migration's SQL fails (earlier migrations of the run stay applied; the error's
+    ///   `location` says where, when PostgreSQL said), or `PostgresError`.
     @discardableResult
     public func migrate(on connection: Connection, upTo version: Int? = nil) throws -> [Migration] {
         try connection.execute("SELECT pg_advisory_lock($1)", [Migrator.advisoryLockKey])
@@ -168,13 +181,25 @@ public struct Migrator: Sendable {
                         current: migration.checksum))
             }
         }
+        let toApply = migrations.filter { migration in
+            applied[migration.version] == nil && version.map { migration.version <= $0 } ?? true
+        }
+        // All of them before any runs: a COMMIT in the third file must not leave the
+        // first two applied and the third half done.
+        for migration in toApply {
+            if let statement = migration.transactionControlStatements().first {
+                throw MigrationError(
+                    reason: .transactionControl(
+                        version: migration.version, name: migration.name, command: statement.command),
+                    location: migration.location(ofCharacterAt: statement.offset))
+            }
+        }
         var done: [Migration] = []
-        for migration in migrations where applied[migration.version] == nil {
-            if let version, migration.version > version { break }
+        for migration in toApply {
             let started = ContinuousClock.now
             do {
                 try connection.transaction { connection in
-                    try connection.executeScript(migration.sql)
+                    try connection.executeScriptLocatingErrors(migration.sql)
                     let elapsed = ContinuousClock.now - started
                     try connection.execute(
                         "INSERT INTO \(Connection.quoteIdentifier(Migrator.tableName)) "
@@ -185,11 +210,20 @@ public struct Migrator: Sendable {
                                 + Double(elapsed.components.attoseconds) / 1e15,
                         ])
                 }
+            } catch let failure as PositionedPostgresError {
+                throw MigrationError(
+                    reason: .migrationFailed(
+                        version: migration.version, name: migration.name, underlying: failure.error),
+                    location: failure.position.map { migration.location(ofCharacterAt: $0 - 1) }
+                        ?? MigrationError.Location(file: migration.path ?? migration.fileName))
             } catch let error as PostgresError {
                 throw MigrationError(
-                    reason: .migrationFailed(version: migration.version, name: migration.name, underlying: error))
+                    reason: .migrationFailed(version: migration.version, name: migration.name, underlying: error),
+                    location: MigrationError.Location(file: migration.path ?? migration.fileName))
             }
-            logger.info("applied migration \(migration.fileName)")
+            // Debug, not info: callers report what was applied (the return value); a
+            // normal run of the CLI or the tests prints no log lines.
+            logger.debug("applied migration \(migration.fileName)")
             done.append(migration)
         }
         return done

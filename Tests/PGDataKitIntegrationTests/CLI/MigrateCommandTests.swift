@@ -2,7 +2,7 @@ import Foundation
 @testable import PGDataKit
 import Testing
 
-@Suite("pgdatakit migrate and db (the built binary)")
+@Suite("pgdatakit migrate (the built binary)")
 struct MigrateCommandTests {
     @Test func statusThenMigrateThenStatus() throws {
         try TestDatabase.withFreshDatabase { configuration in
@@ -92,28 +92,139 @@ struct MigrateCommandTests {
         }
     }
 
-    @Test func dbStartURLStop() throws {
-        try TestDatabase.withTemporaryDirectory { state in
-            try dbStartURLStop(environment: ["PGDATAKIT_STATE_DIR": state.path])
+    // MARK: - Telling the truth
+
+    /// Runs `pgdatakit migrate` with extra arguments on a folder of files.
+    private func migrate(_ directory: URL, _ url: String, _ extra: [String] = []) throws -> CLI.Outcome {
+        try CLI.run(["migrate", "--dir", directory.path, "--database-url", url] + extra)
+    }
+
+    private func write(_ files: [String: String], to directory: URL) throws {
+        for (name, sql) in files {
+            try sql.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
         }
     }
 
-    private func dbStartURLStop(environment: [String: String]) throws {
-        let start = try CLI.run(["db", "start"], environment: environment)
-        #expect(start.status == 0, "\(start.error)")
-        let exported = start.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(exported.hasPrefix("export DATABASE_URL='postgresql://"))
-        let url = try CLI.run(["db", "url"], environment: environment)
-        #expect(url.status == 0)
-        let serverURL = url.output.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(exported.contains(serverURL))
-        // Still running after `db start` exited.
-        let connection = try Connection(url: serverURL)
-        #expect(try connection.query("SELECT 1")[0].decode(Int.self, at: 0) == 1)
-        connection.close()
-        let stop = try CLI.run(["db", "stop"], environment: environment)
-        #expect(stop.status == 0, "\(stop.error)")
-        #expect(try CLI.run(["db", "url"], environment: environment).status == 1)
-        #expect(throws: PostgresError.self) { try Connection(url: serverURL + "?connect_timeout=3") }
+    /// Whether a table (or the bookkeeping table) exists in the database.
+    private func tableExists(_ name: String, _ configuration: ConnectionConfiguration) throws -> Bool {
+        let connection = try Connection(configuration)
+        defer { connection.close() }
+        return try connection.query("SELECT to_regclass($1) IS NOT NULL", [name])[0].decode(Bool.self, at: 0)
+    }
+
+    /// A file that ends the migration's transaction itself (`commit;` on line 5) used to be
+    /// half-applied and reported as applied; now every pending file is checked first and
+    /// nothing runs, not even the good file before it.
+    @Test func transactionControlInAFileIsRejectedBeforeAnythingRuns() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(
+                    [
+                        "0001_good.sql": "CREATE TABLE good (id int);\n",
+                        "0002_bad.sql": """
+                            CREATE TABLE bad (begin_date date, note text DEFAULT 'BEGIN; COMMIT;');
+                            -- COMMIT; in a comment
+                            /* END; in a /* nested */ block comment */
+                            DO $$ BEGIN PERFORM 1; END $$;
+                            commit;
+                            CREATE TABLE after_commit (id int);
+
+                            """,
+                    ], to: directory)
+                let outcome = try migrate(directory, url)
+                #expect(outcome.status != 0)
+                #expect(outcome.error.contains("0002_bad.sql:5:1"), "\(outcome.error)")
+                #expect(outcome.error.lowercased().contains("commit"), "\(outcome.error)")
+                #expect(outcome.error.contains("nothing was applied"), "\(outcome.error)")
+                #expect(!outcome.output.contains("Applied"), "\(outcome.output)")
+                for table in ["good", "bad", "after_commit"] {
+                    #expect(!(try tableExists(table, configuration)), "\(table) exists")
+                }
+                if try tableExists("pgdatakit_migrations", configuration) {
+                    let connection = try Connection(configuration)
+                    defer { connection.close() }
+                    #expect(try connection.query("SELECT count(*) FROM pgdatakit_migrations")[0].decode(Int.self, at: 0) == 0)
+                }
+            }
+        }
+    }
+
+    /// The error of a failing statement points at the file, line and column PostgreSQL
+    /// reported (counted in characters: the lines before hold multibyte ones).
+    @Test func sqlErrorNamesFileLineAndColumn() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(
+                    [
+                        "0001_typo.sql": """
+                            -- Größe: café ✓
+                            CREATE TABLE t (id int, label text DEFAULT 'naïve');
+                            INSERT INTO t VALUES (1,, 'x');
+
+                            """
+                    ], to: directory)
+                let outcome = try migrate(directory, url)
+                #expect(outcome.status == 1)
+                // Line 3, column 25: the second comma of `(1,,`.
+                #expect(outcome.error.contains("0001_typo.sql:3:25:"), "\(outcome.error)")
+                #expect(outcome.error.contains("syntax error"), "\(outcome.error)")
+                #expect(!(try tableExists("t", configuration)))
+            }
+        }
+    }
+
+    /// An applied file that was edited since is reported as CHANGED and not counted as
+    /// applied.
+    @Test func statusCountsAChangedFileAsChangedNotApplied() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(["0001_a.sql": "CREATE TABLE a (id int);", "0002_b.sql": "CREATE TABLE b (id int);"], to: directory)
+                #expect(try migrate(directory, url).status == 0)
+                try write(["0002_b.sql": "CREATE TABLE b (id bigint);"], to: directory)
+                let status = try migrate(directory, url, ["--status"])
+                #expect(status.status == 1)
+                #expect(status.output.contains("2        b     CHANGED"), "\(status.output)")
+                #expect(status.output.contains("2 migration(s): 1 applied, 0 pending, 1 changed."), "\(status.output)")
+                #expect(status.error.contains("0002_b.sql"), "\(status.error)")
+            }
+        }
+    }
+
+    /// A migration recorded as applied whose file is gone is shown and fails the command.
+    @Test func statusShowsAMissingFileAndFails() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(["0001_a.sql": "CREATE TABLE a (id int);", "0002_b.sql": "CREATE TABLE b (id int);"], to: directory)
+                #expect(try migrate(directory, url).status == 0)
+                try FileManager.default.removeItem(at: directory.appendingPathComponent("0002_b.sql"))
+                let status = try migrate(directory, url, ["--status"])
+                #expect(status.status == 1)
+                #expect(status.output.contains("2        b     MISSING"), "\(status.output)")
+                #expect(status.output.contains("2 migration(s): 1 applied, 0 pending, 1 missing."), "\(status.output)")
+                #expect(status.error.contains("migration 2 (b)"), "\(status.error)")
+                #expect(status.error.contains("no file"), "\(status.error)")
+            }
+        }
+    }
+
+    /// A normal run prints its results and nothing else: no library log lines.
+    @Test func aSuccessfulMigrateLogsNothing() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                try write(["0001_a.sql": "CREATE TABLE a (id int);"], to: directory)
+                let outcome = try migrate(directory, url)
+                #expect(outcome.status == 0, "\(outcome.error)")
+                #expect(outcome.output.contains("Applied 0001_a.sql"))
+                #expect(outcome.error.isEmpty, "standard error: \(outcome.error)")
+                let status = try migrate(directory, url, ["--status"])
+                #expect(status.status == 0, "\(status.error)")
+                #expect(status.error.isEmpty, "standard error: \(status.error)")
+            }
+        }
     }
 }

@@ -19,6 +19,23 @@ struct EmbeddedPostgresTests {
         #expect(throws: PostgresError.self) { try Connection(url: server.url + "?connect_timeout=3") }
     }
 
+    @Test func livenessNoticesAKilledServerAndStopRemovesIt() throws {
+        let server = try EmbeddedPostgres.start()
+        defer { try? server.stop() }
+        #expect(server.liveness() == .running)
+        // The killed postmaster may linger as a zombie, which `kill(pid, 0)` still finds.
+        try DBState.kill(serverIn: server.directory, url: server.url)
+        #expect(server.liveness() == .dead)
+        try server.stop()
+        #expect(!FileManager.default.fileExists(atPath: server.directory.path))
+    }
+
+    @Test func livenessOfAStoppedServerIsDead() throws {
+        let server = try EmbeddedPostgres.start()
+        try server.stop()
+        #expect(server.liveness() == .dead)
+    }
+
     @Test func missingBinariesSayWhatToInstall() throws {
         do {
             _ = try EmbeddedPostgres.locateBinaries(

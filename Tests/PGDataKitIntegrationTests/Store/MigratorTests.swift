@@ -85,6 +85,8 @@ struct MigratorTests {
                 }
                 #expect(version == 2)
                 #expect(underlying.sqlState == .undefinedTable)
+                // PostgreSQL's error position, as line and column of the file.
+                #expect(error.description.hasPrefix("0002_broken.sql:2:15: "), "\(error)")
             }
             #expect(try migrator.pending(on: connection).map(\.version) == [2])
             let halfDone = try connection.query("SELECT to_regclass('half_done') IS NULL")[0]
@@ -93,6 +95,30 @@ struct MigratorTests {
             let other = try Connection(connection.configuration)
             defer { other.close() }
             #expect(try other.query("SELECT pg_try_advisory_lock($1)", [Migrator.advisoryLockKey])[0].decode(Bool.self, at: 0))
+        }
+    }
+
+    /// A `COMMIT` inside a file used to end the migration's transaction: what came
+    /// before it stayed applied although the error said "rolled back". Now no pending
+    /// migration runs when any of them controls its own transaction.
+    @Test func transactionControlIsRejectedBeforeAnyMigrationRuns() throws {
+        try TestDatabase.withConnection { connection in
+            let sneaky = Migration(
+                version: 2, name: "sneaky",
+                sql: "CREATE TABLE half (id int);\n  COMMIT;\nSELECT * FROM nowhere;")
+            let migrator = try Migrator(migrations: [Self.createWidgets, sneaky])
+            do {
+                try migrator.migrate(on: connection)
+                Issue.record("expected an error")
+            } catch let error as MigrationError {
+                #expect(error.description.hasPrefix("0002_sneaky.sql:2:3: "), "\(error)")
+                #expect(error.description.contains("COMMIT"), "\(error)")
+            }
+            for table in ["half", "widgets"] {
+                let missing = try connection.query("SELECT to_regclass($1) IS NULL", [table])[0]
+                #expect(try missing.decode(Bool.self, at: 0), "\(table) was created")
+            }
+            #expect(try migrator.pending(on: connection).map(\.version) == [1, 2])
         }
     }
 
