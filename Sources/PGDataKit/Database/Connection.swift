@@ -350,6 +350,7 @@ public final class Connection: @unchecked Sendable {
         error.constraint = field("n")
         error.table = field("t")
         error.column = field("c")
+        error.position = field("P").flatMap { Int($0) }
         return error
     }
 
@@ -372,42 +373,5 @@ public final class Connection: @unchecked Sendable {
     /// `["public", "users"]` → `"public"."users"`.
     public static func quoteQualifiedName(_ parts: [String]) -> String {
         parts.map(quoteIdentifier).joined(separator: ".")
-    }
-}
-
-/// A statement of a script failed, and the server said where in the script's text.
-///
-/// `executeScriptLocatingErrors(_:)` throws it; the migrator turns `position` into the
-/// line and column of the migration file.
-struct PositionedPostgresError: Error, Sendable {
-    /// The error, as `executeScript(_:)` would have thrown it.
-    let error: PostgresError
-    /// The server's error cursor (`PG_DIAG_STATEMENT_POSITION`): a 1-based index into the
-    /// script, counted in characters (Unicode code points), not bytes; `nil` when the
-    /// server gave none (most errors that are not about the text, such as a unique
-    /// violation, have none).
-    let position: Int?
-}
-
-extension Connection {
-    /// Runs SQL text like `executeScript(_:)`, and when a statement fails, also says where
-    /// in `sql` the server located the error.
-    ///
-    /// - Throws: `PositionedPostgresError` when a statement fails; `PostgresError` when
-    ///   the connection is closed.
-    func executeScriptLocatingErrors(_ sql: String) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        let handle = try requireHandle()
-        executedStatements += 1
-        let result = PQexec(handle, sql)
-        // Read before `check` clears the result.
-        let position = result.flatMap { PQresultErrorField($0, Int32(UInt8(ascii: "P"))) }
-            .flatMap { Int(String(cString: $0)) }
-        do {
-            _ = try check(result, handle: handle, sql: sql, parameters: [])
-        } catch let error as PostgresError {
-            throw PositionedPostgresError(error: error, position: position)
-        }
     }
 }

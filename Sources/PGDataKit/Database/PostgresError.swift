@@ -93,6 +93,10 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public internal(set) var table: String?
     /// The column involved, if the server reported one.
     public internal(set) var column: String?
+    /// Where in the statement's text the server located the error: a 1-based index
+    /// counted in characters (Unicode code points), not bytes; `nil` when the server
+    /// gave none (most errors that are not about the text, such as a unique violation).
+    public internal(set) var position: Int?
     /// The endpoint of a failed connection.
     public internal(set) var endpoint: Endpoint?
     /// Why a connection could not be opened (for `.connectionFailed`).

@@ -199,7 +199,7 @@ public struct Migrator: Sendable {
             let started = ContinuousClock.now
             do {
                 try connection.transaction { connection in
-                    try connection.executeScriptLocatingErrors(migration.sql)
+                    try connection.executeScript(migration.sql)
                     let elapsed = ContinuousClock.now - started
                     try connection.execute(
                         "INSERT INTO \(Connection.quoteIdentifier(Migrator.tableName)) "
@@ -210,16 +210,11 @@ public struct Migrator: Sendable {
                                 + Double(elapsed.components.attoseconds) / 1e15,
                         ])
                 }
-            } catch let failure as PositionedPostgresError {
-                throw MigrationError(
-                    reason: .migrationFailed(
-                        version: migration.version, name: migration.name, underlying: failure.error),
-                    location: failure.position.map { migration.location(ofCharacterAt: $0 - 1) }
-                        ?? MigrationError.Location(file: migration.path ?? migration.fileName))
             } catch let error as PostgresError {
                 throw MigrationError(
                     reason: .migrationFailed(version: migration.version, name: migration.name, underlying: error),
-                    location: MigrationError.Location(file: migration.path ?? migration.fileName))
+                    location: error.position.map { migration.location(ofCharacterAt: $0 - 1) }
+                        ?? MigrationError.Location(file: migration.path ?? migration.fileName))
             }
             // Debug, not info: callers report what was applied (the return value); a
             // normal run of the CLI or the tests prints no log lines.

@@ -47,6 +47,7 @@ struct ConnectionTests {
                 Issue.record("expected an error")
             } catch let error as PostgresError {
                 #expect(error.sqlState == .undefinedTable)
+                #expect(error.position == 15)  // where "no_such_table" starts, in characters
                 #expect(!error.description.contains("secret-value"))
                 #expect(error.debugDescription.contains("secret-value"))
             }
