@@ -46,6 +46,11 @@ let package = Package(
             dependencies: ["PGDataKit"],
             path: "Sources/pgdatakit-test-helper"
         ),
+        .executableTarget(
+            name: "pgdatakit-example",
+            dependencies: ["PGDataKit"],
+            path: "Sources/pgdatakit-example"
+        ),
         .testTarget(
             name: "PGDataKitTests",
             dependencies: ["PGDataKit"]
@@ -53,7 +58,7 @@ let package = Package(
         .testTarget(
             name: "PGDataKitIntegrationTests",
             dependencies: [
-                "PGDataKit", "pgdatakit", "pgdatakit-test-helper", "pgdatakit-bench",
+                "PGDataKit", "pgdatakit", "pgdatakit-test-helper", "pgdatakit-bench", "pgdatakit-example",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -107,7 +107,7 @@ public final class ConnectionPool: @unchecked Sendable {
                 if connection.isUsable, connection.transactionStatus == .idle {
                     return connection
                 }
-                logger.info("dropping a broken pooled connection", metadata: ["server": "\(configuration)"])
+                logger.debug("dropping a broken pooled connection", metadata: ["server": "\(configuration)"])
                 discard(connection)
                 continue
             }

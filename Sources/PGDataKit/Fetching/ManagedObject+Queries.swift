@@ -111,14 +111,22 @@ extension ManagedObjectQueries where Self: ManagedObject {
     /// The distinct values of a key among matching objects, computed by the database
     /// (saved data only), in ascending order with `nil` first.
     ///
-    /// - Throws: `FetchPredicateError` or `PostgresError`.
-    public static func distinctValues(
-        of key: String, in context: ManagedObjectContext, where predicate: FetchPredicate? = nil
-    ) throws -> [(any Sendable)?] {
+    /// For example, `let ages = try User.distinctValues(of: "age", as: Int.self, in: context)`
+    /// is an `[Int?]`. A to-one relationship's value is the related row's key (`Int64`).
+    ///
+    /// - Throws: `ManagedObjectError.typeMismatch` when the key's values are not `Value`,
+    ///   `FetchPredicateError` or `PostgresError`.
+    public static func distinctValues<Value: Sendable>(
+        of key: String, as type: Value.Type = Value.self, in context: ManagedObjectContext,
+        where predicate: FetchPredicate? = nil
+    ) throws -> [Value?] {
         var request = FetchRequest<Self>(predicate: predicate)
         request.propertiesToFetch = [key]
         request.returnsDistinctResults = true
-        return try context.fetchDictionaries(request).map { $0[key] ?? nil }
+        return try context.fetchDictionaries(request).map { row in
+            guard case .some(.some(let value)) = row[key] else { return nil }
+            return try cast(value, to: Value.self, key: key, in: context)
+        }
     }
 
     /// An aggregate of an attribute over matching objects, computed by the database
@@ -151,17 +159,34 @@ extension ManagedObjectQueries where Self: ManagedObject {
     }
 
     /// Matching objects keyed by the value of an attribute (Vokoder's
-    /// `fetchAsDictionary`); with duplicates, the last one in primary-key order wins.
+    /// `fetchAsDictionary`); with duplicates, the last one in primary-key order wins, and
+    /// objects whose value is `nil` are left out.
     ///
-    /// - Throws: `FetchPredicateError` or `PostgresError`.
-    public static func fetchAsDictionary(
-        keyedBy key: String, in context: ManagedObjectContext, where predicate: FetchPredicate? = nil
-    ) throws -> [AnyHashable: Self] {
-        var dictionary: [AnyHashable: Self] = [:]
+    /// For example, `let byID = try User.fetchAsDictionary(keyedBy: "userID", as: String.self, in: context)`
+    /// is a `[String: User]`.
+    ///
+    /// - Throws: `ManagedObjectError.typeMismatch` when the key's values are not `Key`,
+    ///   `ManagedObjectError.unknownKey`, `FetchPredicateError` or `PostgresError`.
+    public static func fetchAsDictionary<Key: Hashable & Sendable>(
+        keyedBy key: String, as type: Key.Type = Key.self, in context: ManagedObjectContext,
+        where predicate: FetchPredicate? = nil
+    ) throws -> [Key: Self] {
+        var dictionary: [Key: Self] = [:]
         for object in try fetch(in: context, where: predicate) {
-            if let value = try object.value(forKey: key) as? AnyHashable { dictionary[value] = object }
+            guard let value = try object.value(forKey: key) else { continue }
+            dictionary[try cast(value, to: Key.self, key: key, in: context)] = object
         }
         return dictionary
+    }
+
+    /// A value read for `key`, as `T`, or a type-mismatch error naming entity and key.
+    private static func cast<T>(_ value: Any, to type: T.Type, key: String, in context: ManagedObjectContext) throws -> T {
+        guard let typed = value as? T else {
+            throw ManagedObjectError.typeMismatch(
+                entity: (try? context.entityDescription(for: self).name) ?? entityName, key: key,
+                expected: String(describing: T.self), actual: String(describing: Swift.type(of: value)))
+        }
+        return typed
     }
 
     /// Deletes every matching row with one `DELETE` statement and commits at once (like

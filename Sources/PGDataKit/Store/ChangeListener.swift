@@ -179,7 +179,7 @@ final class ChangeListener: Sendable {
                         position = try ChangeLog.currentPosition(on: opened)
                     } else {
                         state.withLock { $0.reconnects += 1 }
-                        logger.info("change listener reconnected; catching up")
+                        logger.debug("change listener reconnected; catching up")
                         position = try catchUp(on: opened, from: position ?? "")
                     }
                     delay = options.reconnectDelay

@@ -1,41 +1,44 @@
 import Foundation
-import PGDataKit
+@testable import PGDataKit
 import Testing
 
 /// The README's first program, run as written (with the test's own database URL).
 @Suite("README examples")
 struct ReadmeExampleTests {
-    @Test func firstProgram() throws {
+    @Test func firstProgramInTheReadmeIsTheExampleProgram() throws {
+        let readme = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let source = try String(
+            contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("Sources/pgdatakit-example/main.swift"),
+            encoding: .utf8)
+        let section = try #require(readme.range(of: "## A first program"))
+        let start = try #require(readme.range(of: "```swift\n", range: section.upperBound..<readme.endIndex))
+        let end = try #require(readme.range(of: "```\n", range: start.upperBound..<readme.endIndex))
+        #expect(String(readme[start.upperBound..<end.lowerBound]) == source)
+    }
+
+    /// The first program, built as `pgdatakit-example`, run from a folder that is not the
+    /// repository: on a throwaway server of its own (which it stops at exit: a program
+    /// that did not close its manager would log the listener's reconnect warnings then),
+    /// and twice on one database (a second run finds what the first saved). Each prints
+    /// the names and logs nothing.
+    @Test func firstProgramRunsFromAnyFolderAndClosesCleanly() throws {
         try TestDatabase.withFreshDatabase { configuration in
             let url = try #require(configuration.renderedConnectionString())
-            // --- as in README.md, "A first program" ---
-            let connection = try Connection(url: url)
-            try Migrator(directory: TestDatabase.repositoryRoot.appendingPathComponent("migrations")).migrate(on: connection)
-
-            let manager = try ContextManager(
-                configuration: ConnectionConfiguration(url), entities: [User.self, Post.self])
-
-            let context = manager.newPrivateContext()
-            try context.performAndWait {
-                let user = User(context: context)
-                user.userID = "u1"
-                user.name = "Ada"
-                let post = Post(context: context)
-                post.postID = "p1"
-                post.title = "Hello"
-                post.user = user
-                try context.save()
+            var environment = ProcessInfo.processInfo.environment
+            for databaseURL in [nil, url, url] {
+                environment["DATABASE_URL"] = databaseURL
+                let outcome = try ChildProcess.start(
+                    try CLI.builtProduct("pgdatakit-example").path, [], in: FileManager.default.temporaryDirectory,
+                    environment: environment
+                ).wait()
+                #expect(outcome.status == 0, "\(outcome.error)")
+                #expect(outcome.output == "[\"Ada\"]\n")
+                #expect(outcome.error.isEmpty)
             }
-
-            let names = try manager.mainContext.performAndWait {
-                try manager.mainContext.fetchAll(User.self).map { $0.name ?? "" }
-            }
-            // --- end ---
-            #expect(names == ["Ada"])
+            let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+            defer { manager.close() }
             let count = try runThreadSnippet(manager)
             #expect(count == 1)
-            connection.close()
-            manager.close()
         }
     }
 

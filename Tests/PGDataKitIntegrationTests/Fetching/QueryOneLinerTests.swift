@@ -38,10 +38,11 @@ struct QueryOneLinerTests {
                     user.age = age
                 }
                 try context.save()
-                let ages = try User.distinctValues(of: "age", in: context)
-                #expect(ages.count == 3)
-                #expect(ages[0] == nil)
-                #expect(ages.compactMap { $0 as? Int } == [30, 41])
+                let ages = try User.distinctValues(of: "age", as: Int.self, in: context)
+                #expect(ages == [nil, 30, 41])
+                #expect(throws: ManagedObjectError.typeMismatch(entity: "User", key: "age", expected: "String", actual: "Int")) {
+                    try User.distinctValues(of: "age", as: String.self, in: context)
+                }
                 let sum: Int? = try User.aggregate(.sum, of: "age", in: context)
                 #expect(sum == 101)
                 let average: Double? = try User.aggregate(.average, of: "age", in: context)
@@ -50,9 +51,12 @@ struct QueryOneLinerTests {
                 #expect(oldest == 30)
                 let none: Int? = try User.aggregate(.min, of: "age", in: context, where: try FetchPredicate(format: "age > 99"))
                 #expect(none == nil)
-                let byID = try User.fetchAsDictionary(keyedBy: "userID", in: context)
+                let byID: [String: User] = try User.fetchAsDictionary(keyedBy: "userID", in: context)
                 #expect(byID.count == 4)
-                #expect((byID["u2"])?.age == 41)
+                #expect(byID["u2"]?.age == 41)
+                let byAge = try User.fetchAsDictionary(keyedBy: "age", as: Int.self, in: context)
+                #expect(Set(byAge.keys) == [30, 41])  // the user without an age is left out
+                #expect(throws: ManagedObjectError.self) { try User.fetchAsDictionary(keyedBy: "age", as: String.self, in: context) }
             }
         }
     }
