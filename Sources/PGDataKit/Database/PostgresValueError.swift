@@ -25,7 +25,8 @@ public struct PostgresValueError: Error, Sendable, CustomStringConvertible {
     public var reason: Reason
     /// The Swift type being read or written.
     public var swiftType: String
-    /// The column name, when reading a result.
+    /// The column name, when reading a result; `Entity.attribute` when a managed
+    /// object's value cannot be encoded on save.
     public var column: String?
     /// The row index, when reading a result.
     public var row: Int?
