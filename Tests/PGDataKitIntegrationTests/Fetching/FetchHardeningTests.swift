@@ -61,4 +61,58 @@ struct FetchHardeningTests {
             }
         }
     }
+
+    @Test func negativeLimitsAndOffsetsAreErrorsNamingTheField() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try seedSavedAndUnsaved(["Ada", "bob"], manager: manager, context: context)
+            try context.performAndWait { () throws in
+                for pending in [true, false] {
+                    for (limit, offset, field) in [(-1, 0, "fetchLimit"), (Int.min, 0, "fetchLimit"), (nil, -1, "fetchOffset"), (1, Int.min, "fetchOffset")] as [(Int?, Int, String)] {
+                        var request = FetchRequest<User>(fetchLimit: limit, fetchOffset: offset)
+                        request.includesPendingChanges = pending
+                        func expectFieldError(_ body: () throws -> Void) {
+                            do {
+                                try body()
+                                Issue.record("no error for \(field) with pending \(pending)")
+                            } catch let error as FetchRequestError {
+                                #expect(error.field == field)
+                                #expect("\(error)".contains(field), "\(error)")
+                            } catch {
+                                Issue.record("unexpected \(error)")
+                            }
+                        }
+                        expectFieldError { _ = try context.fetch(request) }
+                        expectFieldError { _ = try context.count(for: request) }
+                        expectFieldError { _ = try context.fetchObjectIDs(request) }
+                        expectFieldError { _ = try context.fetchDictionaries(request) }
+                        expectFieldError { try context.fetch(request) { _ in } }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `fetchLimit = Int.max` with pending changes used to overflow `limit + offset +
+    /// pending.count`.
+    @Test func hugeLimitsAndOffsetsDoNotOverflow() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try seedSavedAndUnsaved(["Ada", "bob"], manager: manager, context: context)
+            try context.performAndWait { () throws in
+                for pending in [true, false] {
+                    var request = FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")], fetchLimit: Int.max, fetchOffset: 1)
+                    request.includesPendingChanges = pending
+                    #expect(try context.fetch(request).count == (pending ? 3 : 1))
+                    #expect(try context.count(for: request) == (pending ? 3 : 1))
+                    request.fetchOffset = Int.max
+                    #expect(try context.fetch(request).isEmpty)
+                    #expect(try context.count(for: request) == 0)
+                    request.fetchLimit = 0
+                    request.fetchOffset = 0
+                    #expect(try context.fetch(request).isEmpty)
+                }
+            }
+        }
+    }
 }
