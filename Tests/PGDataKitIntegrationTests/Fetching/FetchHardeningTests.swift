@@ -115,4 +115,34 @@ struct FetchHardeningTests {
             }
         }
     }
+
+    /// Predicates built in code are held to the parser's depth limit before any SQL is
+    /// sent; at the limit the server accepts them.
+    @Test func deepPredicatesBuiltInCodeAreErrorsBeforeTheServer() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try seedSavedAndUnsaved(["Ada", "bob"], manager: manager, context: context)
+            try context.performAndWait { () throws in
+                let isAda = try FetchPredicate(format: "name == 'Ada'")
+                var alternating = isAda
+                for _ in 0..<256 { alternating = .and([isAda, .or([isAda, alternating])]) }
+                for pending in [true, false] {
+                    var request = FetchRequest<User>(predicate: negated(isAda, 256))
+                    request.includesPendingChanges = pending
+                    #expect(try context.fetch(request).map(\.userID).sorted() == (pending ? ["m0", "s0"] : ["s0"]))
+                    request.predicate = .and([isAda, alternating])
+                    #expect(try context.fetch(request).count == (pending ? 2 : 1))
+                    for tooDeep in [negated(isAda, 257), negated(isAda, 5_000), negated(isAda, 100_000)] {
+                        request.predicate = tooDeep
+                        #expect(throws: FetchPredicateError.self) { _ = try context.fetch(request) }
+                        #expect(throws: FetchPredicateError.self) { _ = try context.count(for: request) }
+                    }
+                    var chain = FetchPredicate.constant(true)
+                    for _ in 0..<100_000 { chain = .and([chain, .constant(true)]) }
+                    request.predicate = .and([chain, isAda])
+                    #expect(try context.fetch(request).count == (pending ? 2 : 1))
+                }
+            }
+        }
+    }
 }
