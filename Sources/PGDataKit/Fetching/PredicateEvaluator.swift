@@ -4,6 +4,8 @@ import Foundation
 /// compiler emits (two-valued comparisons, scalar string order, the same folding).
 struct PredicateEvaluator {
     let model: Model
+    /// The regular-expression work this evaluator (one fetch) may still do.
+    let matchesBudget = MatchesBudget()
 
     /// Whether the object matches; a predicate nested deeper than
     /// `FetchPredicate.maximumDepth` throws before anything is evaluated.
@@ -225,8 +227,7 @@ struct PredicateEvaluator {
             case .like: return ValueComparison.like(l, r)
             default:
                 let folded = String(String.UnicodeScalarView(l))
-                let regex = try NSRegularExpression(pattern: "^(?:" + pattern + ")$")
-                return regex.firstMatch(in: folded, range: NSRange(folded.startIndex..., in: folded)) != nil
+                return try matchesBudget.pattern(pattern).matches(folded, budget: matchesBudget)
             }
         }
     }

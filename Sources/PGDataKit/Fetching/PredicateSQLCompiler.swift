@@ -342,7 +342,13 @@ struct PredicateSQLCompiler {
             case .like:
                 sql = "\(l) LIKE \(fold(bind(PredicateValues.likePattern(text)) + "::text", options)) ESCAPE '\\'"
             default:
-                sql = "\(l) ~ \(bind("^(?:" + text + ")$"))::text"
+                let checked: MatchesPattern
+                do {
+                    checked = try MatchesPattern(text)
+                } catch {
+                    throw self.error(error.message, path)
+                }
+                sql = "\(l) ~ \(bind(checked.sqlPattern))::text"
             }
             return wrap(sql, strict)
         }

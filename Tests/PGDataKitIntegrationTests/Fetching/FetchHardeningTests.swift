@@ -116,6 +116,57 @@ struct FetchHardeningTests {
         }
     }
 
+    /// The same MATCHES answers whether PostgreSQL decides (saved rows) or the
+    /// in-memory evaluator does (unsaved objects).
+    @Test func matchesAgreesInSQLAndInMemory() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try seedSavedAndUnsaved(["Ada", "a\nb", "Bob", "ab\n", "carol", "Ada)x"], manager: manager, context: context)
+            try context.performAndWait { () throws in
+                for (pattern, expected) in [
+                    ("A.a", [0]), ("a.b", [1]), ("[a-c].*", [1, 3, 4]), ("ab", []), ("ab\n", [3]),
+                    ("Ada|Bob", [0, 2]), (".*", [0, 1, 2, 3, 4, 5]), ("Ada\\)x", [5]), ("\\w+", [0, 2, 4]),
+                    ("[[:upper:]].*", [0, 2, 5]), ("(a|A)(?=d).*", [0, 5]),
+                ] as [(String, [Int])] {
+                    let result = try matchingIndexes(try FetchPredicate(format: "name MATCHES %@", pattern), in: context)
+                    #expect(result.saved == expected, "SQL: \(pattern.debugDescription)")
+                    #expect(result.unsaved == expected, "memory: \(pattern.debugDescription)")
+                }
+                for pattern in [
+                    "(", "Ada)|(?:.*", ").*|(.*", "[a-", "a{2,1}", "(?i)ada", "a{256}", "\\Qa\\E", "\\bAda", "(?<n>Ada)",
+                ] {
+                    let predicate = try FetchPredicate(format: "name MATCHES %@", pattern)
+                    for pending in [true, false] {
+                        var request = FetchRequest<User>(predicate: predicate)
+                        request.includesPendingChanges = pending
+                        #expect(throws: FetchPredicateError.self, "\(pattern) pending \(pending)") {
+                            _ = try context.fetch(request)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `(a+)+b` against forty `a`s: PostgreSQL's engine answers at once; the in-memory
+    /// evaluation stops at its budget with a typed error rather than run for seconds.
+    @Test func catastrophicRegexOnUnsavedObjectsStopsAtTheBudget() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            let fortyAs = String(repeating: "a", count: 40)
+            try seedSavedAndUnsaved([fortyAs, fortyAs, fortyAs], manager: manager, context: context)
+            try context.performAndWait { () throws in
+                let predicate = try FetchPredicate(format: "name MATCHES %@", "(a+)+b")
+                var saved = FetchRequest<User>(predicate: predicate)
+                saved.includesPendingChanges = false
+                #expect(try context.fetch(saved).isEmpty)
+                let start = ContinuousClock.now
+                #expect(throws: FetchPredicateError.self) { _ = try context.fetch(FetchRequest<User>(predicate: predicate)) }
+                #expect(ContinuousClock.now - start < .seconds(2))
+            }
+        }
+    }
+
     /// Predicates built in code are held to the parser's depth limit before any SQL is
     /// sent; at the limit the server accepts them.
     @Test func deepPredicatesBuiltInCodeAreErrorsBeforeTheServer() throws {
