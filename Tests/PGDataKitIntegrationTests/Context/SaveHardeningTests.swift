@@ -76,4 +76,26 @@ struct SaveHardeningTests {
             #expect(try ExampleSchema.count("SELECT count(*) FROM samples WHERE date = '4714-11-24 00:00:00+00 BC'", in: manager) == 1)
         }
     }
+
+    /// A 39-digit decimal fits `numeric` but not `Decimal` on the way back: it used to
+    /// save and then break every unfiltered fetch of the entity.
+    @Test func decimalsThatCannotBeReadBackAreRefused() throws {
+        let digits = "123456789012345678901234567890123456789"
+        try expectRefusedSave(
+            attribute: "decimal", hiding: "123456789", spoil: { $0.decimal = Decimal(string: digits) ?? 0 },
+            mend: { $0.decimal = Decimal(string: String(digits.dropLast())) ?? 0 })
+        try expectRefusedSave(
+            attribute: "optionalDecimal", hiding: "123456789", spoil: { $0.optionalDecimal = Decimal(string: digits) },
+            mend: { $0.optionalDecimal = nil })
+    }
+
+    /// `JSONValue.number(.nan)` used to be written as `null`.
+    @Test func nonFiniteJSONNumbersAreRefused() throws {
+        for number in [Double.nan, .infinity, -.infinity] {
+            try expectRefusedSave(
+                attribute: "json", spoil: { $0.json = ["score": .number(number)] }, mend: { $0.json = ["score": 1] })
+            try expectRefusedSave(
+                attribute: "optionalJSON", spoil: { $0.optionalJSON = [.number(number)] }, mend: { $0.optionalJSON = nil })
+        }
+    }
 }

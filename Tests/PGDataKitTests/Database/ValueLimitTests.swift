@@ -50,4 +50,28 @@ struct ValueLimitTests {
             try nonsense.withUTF8 { try Date.decode(from: PostgresCell(bytes: $0)) }
         }
     }
+
+    /// `numeric` stores 39 digits, but `Decimal` reads back at most 38: refuse to write
+    /// what could not be read, without showing the value.
+    @Test func decimalsThatCannotBeReadBackAreRefused() throws {
+        let digits = "123456789012345678901234567890123456789"
+        let tooLong = try #require(Decimal(string: digits))
+        let error = try #require(encodingError(tooLong))
+        #expect(error.swiftType == "Decimal")
+        #expect("\(error)".contains("38"), "\(error)")
+        #expect(!"\(error)".contains("123456789"), "\(error)")
+        let longest = try #require(Decimal(string: "12345678901234567890123456789012345678"))
+        #expect(try longest.postgresText() == "12345678901234567890123456789012345678")
+        #expect(try Decimal(string: "-0.0000000000000000000000000000000000001")?.postgresText() != nil)
+    }
+
+    /// JSON has no NaN or infinity: `jsonText` would write `null`, so encoding refuses.
+    @Test(arguments: [Double.nan, .infinity, -.infinity])
+    func nonFiniteJSONNumbersAreRefused(_ number: Double) throws {
+        for value: JSONValue in [.number(number), ["a": [1, .number(number)]], [.null, ["b": .number(number)]]] {
+            let error = try #require(encodingError(value))
+            #expect(error.swiftType == "JSONValue")
+        }
+        #expect(try JSONValue.object(["a": [1, 2.5, "x"]]).postgresText() == #"{"a":[1,2.5,"x"]}"#)
+    }
 }
