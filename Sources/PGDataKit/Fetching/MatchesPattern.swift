@@ -25,7 +25,7 @@ struct MatchesPattern {
     /// - Throws: `FetchPredicateError` saying what is not accepted.
     init(_ pattern: String) throws(FetchPredicateError) {
         if let problem = Self.syntaxProblem(in: pattern) {
-            throw FetchPredicateError(message: "MATCHES pattern \(Self.quoted(pattern)): \(problem)")
+            throw FetchPredicateError(message: "MATCHES pattern not accepted: \(problem)")
         }
         do {
             // On its own first: a pattern that compiles alone has balanced groups. (ICU
@@ -35,8 +35,7 @@ struct MatchesPattern {
             }
             regex = try NSRegularExpression(pattern: "\\A(?:" + pattern + ")\\z", options: [.dotMatchesLineSeparators])
         } catch {
-            throw FetchPredicateError(
-                message: "MATCHES pattern \(Self.quoted(pattern)) is not a valid regular expression")
+            throw FetchPredicateError(message: "MATCHES pattern is not a valid regular expression")
         }
         self.pattern = pattern
     }
@@ -61,16 +60,11 @@ struct MatchesPattern {
         }
         if exhausted && !found {
             throw FetchPredicateError(
-                message: "MATCHES pattern \(Self.quoted(pattern)) took more than \(MatchesBudget.steps) steps of "
+                message: "a MATCHES pattern took more than \(MatchesBudget.steps) steps of "
                     + "the regular-expression engine on unsaved objects; simplify the pattern (nested "
                     + "repetition such as (a+)+ backtracks exponentially) or save before fetching")
         }
         return found
-    }
-
-    private static func quoted(_ pattern: String) -> String {
-        let shown = pattern.count > 60 ? String(pattern.prefix(60)) + "…" : pattern
-        return "\"" + shown + "\""
     }
 
     // MARK: - Syntax both engines share
