@@ -74,4 +74,19 @@ struct ValueLimitTests {
         }
         #expect(try JSONValue.object(["a": [1, 2.5, "x"]]).postgresText() == #"{"a":[1,2.5,"x"]}"#)
     }
+
+    /// Values read from the server can be personal data: `description` leaves them out,
+    /// `debugDescription` shows them.
+    @Test func invalidTextIsShownOnlyInTheDebugDescription() throws {
+        var text = "private-value-1234"
+        do {
+            _ = try text.withUTF8 { try Int.decode(from: PostgresCell(bytes: $0, typeOID: 20, columnName: "age", rowIndex: 3)) }
+            Issue.record("decoded")
+        } catch let error as PostgresValueError {
+            #expect(!error.description.contains("private-value"), "\(error.description)")
+            #expect(!"\(error)".contains("private-value"))
+            #expect(error.description.contains("age"))
+            #expect(String(reflecting: error).contains("private-value"))
+        }
+    }
 }
