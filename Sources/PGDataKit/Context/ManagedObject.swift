@@ -327,8 +327,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// widths when the value fits.
     ///
     /// - Throws: `ManagedObjectError.unknownKey`, or `.typeMismatch` naming the entity,
-    ///   key, expected and actual types (also for `nil` into a non-optional attribute), or
-    ///   `.objectDeleted` when the object's row was deleted elsewhere and merged in.
+    ///   key, expected and actual types (also for `nil` into a non-optional attribute),
+    ///   `.wrongContext` naming a related object that belongs to another context (fetch
+    ///   it here with `object(with:)`; nothing is changed), or `.objectDeleted` when the
+    ///   object's row was deleted elsewhere and merged in.
     public func setValue(_ value: Any?, forKey key: String) throws {
         checkQueue()
         if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }
@@ -367,6 +369,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 throw ManagedObjectError.typeMismatch(
                     entity: entity.name, key: key, expected: "one \(relationship.destinationEntityName)",
                     actual: "\(objects.count) objects")
+            }
+            if let context = managedObjectContext,
+                let stranger = objects.first(where: { $0.managedObjectContext.map { $0 !== context } ?? false })
+            {
+                throw ManagedObjectError.wrongContext(stranger.objectID)
             }
             setRelatedObjects(objects, at: relationship.index)
             return

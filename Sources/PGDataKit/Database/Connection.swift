@@ -38,7 +38,8 @@ public final class Connection: @unchecked Sendable {
     ///
     /// - Throws: `PostgresError` with kind `.connectionFailed`, naming host, port,
     ///   database and user and saying why (host not found, refused, authentication
-    ///   failed, database does not exist).
+    ///   failed, database does not exist, a URL scheme other than `postgres://` or
+    ///   `postgresql://`); the password never appears in it.
     public convenience init(url: String, logger: Logger = Logger(label: "pgdatakit.connection")) throws {
         try self.init(ConnectionConfiguration(url), logger: logger)
     }
@@ -67,6 +68,11 @@ public final class Connection: @unchecked Sendable {
     }
 
     private static func open(_ configuration: ConnectionConfiguration) throws -> OpaquePointer {
+        if let problem = configuration.schemeProblem {
+            var error = PostgresError(kind: .connectionFailed, message: problem)
+            error.connectionFailureReason = .other
+            throw error
+        }
         var pairs: [(String, String)] = [
             ("dbname", configuration.connectionString),
             ("client_encoding", "UTF8"),
@@ -102,13 +108,15 @@ public final class Connection: @unchecked Sendable {
     private static func connectionFailure(
         _ connection: OpaquePointer, configuration: ConnectionConfiguration
     ) -> PostgresError {
-        let message = String(cString: PQerrorMessage(connection))
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // libpq quotes the connection string (or a part of it) in some parse errors:
+        // never let the password through.
+        let message = configuration.redacting(
+            String(cString: PQerrorMessage(connection)).trimmingCharacters(in: .whitespacesAndNewlines))
         var error = PostgresError(kind: .connectionFailed, message: message)
         let parameters = configuration.parameters() ?? [:]
         func text(_ value: UnsafeMutablePointer<CChar>?) -> String? {
             guard let value else { return nil }
-            let string = String(cString: value)
+            let string = configuration.redacting(String(cString: value))
             return string.isEmpty ? nil : string
         }
         let user = text(PQuser(connection)) ?? parameters["user"] ?? "<default user>"

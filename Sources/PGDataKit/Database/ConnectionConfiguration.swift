@@ -12,7 +12,10 @@ import CLibPQ
 /// ```
 ///
 /// Overrides are handed to libpq as separate key words, never spliced into the string,
-/// so no value needs quoting. `description` never shows the password.
+/// so no value needs quoting. `description`, `debugDescription` and `dump` never show the
+/// password. A URL must start with `postgres://` or `postgresql://`: any other scheme
+/// (`jdbc:postgresql://`, `postgresql+psycopg2://`) is refused before libpq sees it,
+/// since libpq would quote it, password and all, in its error.
 public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// The URL or `key=value` string as given.
     public var connectionString: String
@@ -34,8 +37,10 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     }
 
     /// The effective libpq parameters (string parsed, overrides applied), or `nil` when
-    /// the string cannot be parsed. Includes the password, if any: do not log it.
+    /// the string cannot be parsed or is a URL of another scheme. Includes the password,
+    /// if any: do not log it.
     public func parameters() -> [String: String]? {
+        guard schemeProblem == nil else { return nil }
         var error: UnsafeMutablePointer<CChar>?
         guard let options = PQconninfoParse(connectionString, &error) else {
             if let error { PQfreemem(error) }

@@ -63,7 +63,8 @@ public enum JSONValue: Sendable, Hashable, Codable {
         self = try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
     }
 
-    /// Compact JSON text with sorted keys.
+    /// Compact JSON text with sorted keys; a NaN or infinite number is written `null`
+    /// (`postgresText()` refuses such values instead).
     public var jsonText: String {
         switch self {
         case .null: return "null"
@@ -109,8 +110,32 @@ extension JSONValue: PostgresCodable {
     /// Sent as `jsonb`.
     public static var postgresType: PostgresType { .jsonb }
 
-    /// The JSON text; a string holding NUL is an error (`jsonb` cannot store `\u0000`).
-    public func postgresText() throws -> String? { jsonText }
+    /// The JSON text.
+    ///
+    /// - Throws: `PostgresValueError` when a number is NaN or infinite: JSON has no such
+    ///   numbers, and writing `null` instead would not read back as what was saved.
+    public func postgresText() throws -> String? {
+        guard !containsNonFiniteNumber else {
+            throw PostgresValueError(
+                reason: .unencodable("it holds a number that is NaN or infinite, which JSON cannot represent"),
+                swiftType: "JSONValue")
+        }
+        return jsonText
+    }
+
+    /// Whether any number inside is NaN or infinite (checked with a worklist).
+    private var containsNonFiniteNumber: Bool {
+        var pending = [self]
+        while let value = pending.popLast() {
+            switch value {
+            case .number(let number): if !number.isFinite { return true }
+            case .array(let values): pending.append(contentsOf: values)
+            case .object(let members): pending.append(contentsOf: members.values)
+            case .null, .bool, .string: break
+            }
+        }
+        return false
+    }
 
     /// Parses `json` or `jsonb` text.
     public static func decode(from cell: PostgresCell) throws -> JSONValue {

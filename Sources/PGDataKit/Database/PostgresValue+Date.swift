@@ -6,13 +6,27 @@ extension Date: PostgresCodable {
 
     /// ISO 8601 in UTC with microseconds, such as `2024-05-01 12:00:00.250000+00`, so
     /// the server stores the same instant whatever its session time zone.
+    ///
+    /// - Throws: `PostgresValueError` for a date that is not finite or lies outside
+    ///   what `timestamptz` stores (4714-11-24 BC to 294276-12-31 AD, UTC).
     public func postgresText() throws -> String? {
         let seconds = timeIntervalSince1970
         guard seconds.isFinite else {
             throw PostgresValueError(reason: .unencodable("not a finite date"), swiftType: "Date")
         }
-        let micros = Int64((seconds * 1_000_000).rounded())
-        return TimestampText.format(microsecondsSince1970: micros)
+        var whole = seconds.rounded(.down)
+        var micros = ((seconds - whole) * 1_000_000).rounded()
+        if micros >= 1_000_000 {
+            whole += 1
+            micros -= 1_000_000
+        }
+        guard whole >= Double(TimestampText.firstSecond), whole < Double(TimestampText.endSecond) else {
+            throw PostgresValueError(
+                reason: .unencodable(
+                    "the date lies outside PostgreSQL's timestamptz range (4714-11-24 BC to 294276-12-31 AD)"),
+                swiftType: "Date")
+        }
+        return TimestampText.format(secondsSince1970: Int64(whole), microseconds: Int64(micros))
     }
 
     /// Reads `timestamptz` (any offset the session uses), `timestamp` (as UTC) and
@@ -20,13 +34,18 @@ extension Date: PostgresCodable {
     /// `distantPast`.
     public static func decode(from cell: PostgresCell) throws -> Date {
         let bytes = try cell.requireBytes(for: Date.self)
-        guard let micros = TimestampText.parse(bytes) else {
+        guard let (days, micros) = TimestampText.parseDays(bytes) else {
             let text = String(decoding: bytes, as: UTF8.self)
             if text == "infinity" { return .distantFuture }
             if text == "-infinity" { return .distantPast }
             throw cell.invalid(for: Date.self)
         }
-        return Date(timeIntervalSince1970: Double(micros) / 1_000_000)
+        if let total = TimestampText.microseconds(days: days, micros: micros) {
+            return Date(timeIntervalSince1970: Double(total) / 1_000_000)
+        }
+        // Beyond ±292,277 years (a `date` column reaches 5874897 AD): days and the rest
+        // apart, as Int64 microseconds would overflow.
+        return Date(timeIntervalSince1970: Double(days) * 86_400 + Double(micros) / 1_000_000)
     }
 }
 
@@ -55,19 +74,34 @@ enum TimestampText {
         return era * 146_097 + dayOfEra - 719_468
     }
 
+    /// The first second `timestamptz` stores: 4714-11-24 00:00:00 BC, UTC.
+    static let firstSecond: Int64 = -210_866_803_200
+    /// The second after the last one `timestamptz` stores: 294277-01-01 00:00:00, UTC.
+    static let endSecond: Int64 = 9_224_318_016_000
+
     static func format(microsecondsSince1970 micros: Int64) -> String {
-        let perDay: Int64 = 86_400_000_000
-        var days = micros / perDay
-        var rest = micros % perDay
+        var seconds = micros / 1_000_000
+        var rest = micros % 1_000_000
         if rest < 0 {
-            rest += perDay
+            rest += 1_000_000
+            seconds -= 1
+        }
+        return format(secondsSince1970: seconds, microseconds: rest)
+    }
+
+    /// Formats whole seconds and 0–999,999 microseconds (kept apart: the last instants
+    /// PostgreSQL stores lie beyond Int64 microseconds since 1970).
+    static func format(secondsSince1970 seconds: Int64, microseconds fraction: Int64) -> String {
+        var days = seconds / 86_400
+        var rest = seconds % 86_400
+        if rest < 0 {
+            rest += 86_400
             days -= 1
         }
         let (year, month, day) = civil(fromDays: days)
-        let hour = rest / 3_600_000_000
-        let minute = rest / 60_000_000 % 60
-        let second = rest / 1_000_000 % 60
-        let fraction = rest % 1_000_000
+        let hour = rest / 3600
+        let minute = rest / 60 % 60
+        let second = rest % 60
         func pad(_ value: Int64, _ width: Int) -> String {
             let digits = String(value)
             return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
@@ -78,8 +112,23 @@ enum TimestampText {
             + "\(pad(minute, 2)):\(pad(second, 2)).\(pad(fraction, 6))+00\(era)"
     }
 
-    /// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]][±HH[:MM[:SS]]][ BC]`; `nil` if malformed.
+    /// Parses `YYYY-MM-DD[ HH:MM:SS[.ffffff]][±HH[:MM[:SS]]][ BC]` to microseconds since
+    /// 1970; `nil` if malformed or beyond Int64 microseconds.
     static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        parseDays(bytes).flatMap { microseconds(days: $0.days, micros: $0.micros) }
+    }
+
+    /// `days × 86,400,000,000 + micros`, or `nil` on overflow.
+    static func microseconds(days: Int64, micros: Int64) -> Int64? {
+        let (dayMicros, overflow) = days.multipliedReportingOverflow(by: 86_400_000_000)
+        let (total, overflow2) = dayMicros.addingReportingOverflow(micros)
+        return overflow || overflow2 ? nil : total
+    }
+
+    /// Parses the same text to days since 1970 and microseconds from that midnight UTC
+    /// (the time minus its offset, so possibly negative or past a day); `nil` if
+    /// malformed. Years have at most seven digits (PostgreSQL's dates end in 5874897).
+    static func parseDays(_ bytes: UnsafeBufferPointer<UInt8>) -> (days: Int64, micros: Int64)? {
         var index = 0
         func number(maxDigits: Int = 12) -> Int64? {
             var value: Int64 = 0
@@ -100,7 +149,7 @@ enum TimestampText {
             index += 1
             return true
         }
-        guard var year = number(), expect("-"), let month = number(maxDigits: 2), expect("-"),
+        guard var year = number(maxDigits: 7), expect("-"), let month = number(maxDigits: 2), expect("-"),
             let day = number(maxDigits: 2), (1...12).contains(month), (1...31).contains(day)
         else { return nil }
         var micros: Int64 = 0
@@ -145,6 +194,6 @@ enum TimestampText {
             year = 1 - year
             index = bytes.count
         }
-        return days(year: year, month: month, day: day) * 86_400_000_000 + micros
+        return (days(year: year, month: month, day: day), micros)
     }
 }

@@ -192,17 +192,32 @@ extension Decimal: PostgresCodable {
     public static var postgresType: PostgresType { .numeric }
 
     /// The exact decimal digits (never through `Double`); `NaN` for not-a-number.
+    ///
+    /// - Throws: `PostgresValueError` for a value of more than 38 significant digits:
+    ///   `numeric` would store it, but `Decimal` cannot read it back, so every later
+    ///   fetch of the row would fail.
     public func postgresText() throws -> String? {
         if isNaN { return "NaN" }
-        return description
+        let text = description
+        guard Self.significantDigits(of: text) <= Self.maximumReadableDigits else {
+            throw PostgresValueError(
+                reason: .unencodable(
+                    "it has more than \(Self.maximumReadableDigits) significant digits, which Decimal "
+                        + "cannot read back from numeric"),
+                swiftType: "Decimal")
+        }
+        return text
     }
+
+    /// The most significant digits `decode(from:)` reads without rounding.
+    static let maximumReadableDigits = 38
 
     /// Reads `numeric` exactly; values with more than 38 significant digits throw
     /// rather than round.
     public static func decode(from cell: PostgresCell) throws -> Decimal {
         let text = String(decoding: try cell.requireBytes(for: Decimal.self), as: UTF8.self)
         if text == "NaN" { return .nan }
-        guard significantDigits(of: text) <= 38,
+        guard significantDigits(of: text) <= maximumReadableDigits,
             let value = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX"))
         else {
             if Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) != nil {

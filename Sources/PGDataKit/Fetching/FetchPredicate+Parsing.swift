@@ -63,29 +63,15 @@ extension FetchPredicate {
     /// - Parameter variables: Values by variable name (without `$`); `nil` means `nil`.
     /// - Returns: The predicate without variables.
     /// - Throws: `FetchPredicateError` when a variable has no value or a value cannot be used
-    ///   where the variable stands (an array after `==`, a single value after `IN`).
+    ///   where the variable stands (an array after `==`, a single value after `IN`), or
+    ///   when the predicate nests deeper than `maximumDepth`.
     public func substituting(_ variables: [String: Any?]) throws -> FetchPredicate {
-        try substitutingVariables(variables)
-    }
-
-    private func substitutingVariables(
-        _ variables: [String: Any?]
-    ) throws(FetchPredicateError) -> FetchPredicate {
-        switch self {
-        case .constant: return self
-        case .not(let inner): return .not(try inner.substitutingVariables(variables))
-        case .and(let parts):
-            return .and(try parts.map { part throws(FetchPredicateError) in
-                try part.substitutingVariables(variables)
-            })
-        case .or(let parts):
-            return .or(try parts.map { part throws(FetchPredicateError) in
-                try part.substitutingVariables(variables)
-            })
-        case .comparison(var comparison):
+        try checkDepth()
+        return try mapComparisons { comparison throws(FetchPredicateError) in
+            var comparison = comparison
             comparison.left = try comparison.left.substituting(variables)
             comparison.right = try comparison.right.substituting(variables)
-            return .comparison(try comparison.checked(leftPosition: nil, rightPosition: nil))
+            return try comparison.checked(leftPosition: nil, rightPosition: nil)
         }
     }
 }
@@ -96,6 +82,10 @@ extension FetchPredicate.Expression {
         case .keyPath, .value, .count: return self
         case .list(let elements):
             return .list(try elements.map { element throws(FetchPredicateError) in
+                // Checked before substituting, so lists nested in code never recurse.
+                if case .list = element {
+                    throw FetchPredicateError(message: "nested lists are not supported")
+                }
                 let substituted = try element.substituting(variables)
                 if case .list = substituted {
                     throw FetchPredicateError(message: "nested lists are not supported")
@@ -175,7 +165,7 @@ private struct PredicateFormatParser {
     /// How many `(` and `NOT` enclose the current token.
     private var depth = 0
     /// Deeper nesting is an error rather than a stack overflow.
-    private static let maximumDepth = 256
+    private static let maximumDepth = FetchPredicate.maximumDepth
 
     private static let operators: [String: FetchPredicate.Operator] = [
         "==": .equal, "=": .equal, "!=": .notEqual, "<>": .notEqual,
@@ -229,7 +219,7 @@ private struct PredicateFormatParser {
         }
         guard parts.count > 1 else { return parts[0] }
         return .or(parts.flatMap { part -> [FetchPredicate] in
-            if case .or(let inner) = part { return inner }
+            if case .or(let inner) = part.kind { return inner }
             return [part]
         })
     }
@@ -242,7 +232,7 @@ private struct PredicateFormatParser {
         }
         guard parts.count > 1 else { return parts[0] }
         return .and(parts.flatMap { part -> [FetchPredicate] in
-            if case .and(let inner) = part { return inner }
+            if case .and(let inner) = part.kind { return inner }
             return [part]
         })
     }

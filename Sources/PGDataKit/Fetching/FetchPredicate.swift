@@ -14,17 +14,68 @@ import Foundation
 ///
 /// Comparisons are two-valued as in `NSPredicate`: a comparison with `nil` (SQL `NULL`) is
 /// false unless it asks for `nil` (`name == nil`), and `NOT` of it is true.
-public indirect enum FetchPredicate: Sendable, Equatable {
+///
+/// Build predicates in code with `.not(p)`, `.and([p, q])`, `.or([p, q])`,
+/// `.comparison(…)` and `.constant(true)`; take them apart with `switch predicate.kind`.
+/// A predicate may nest at most `maximumDepth` (256) levels, counted as the format parser
+/// counts them: each `NOT` is a level, and so is each group that needs parentheses (an OR
+/// inside an AND, a compound inside a NOT). An AND inside an AND (or an OR inside an OR)
+/// is not a level, so `a && b && c && …` folded from thousands of terms is fine. Fetches,
+/// counts and `substituting(_:)` throw `FetchPredicateError` for deeper predicates
+/// before any SQL is sent; releasing one never recurses, however deep it is.
+public struct FetchPredicate: Sendable, Equatable, CustomStringConvertible {
+    /// What a predicate is: one node of the `NSPredicate` tree.
+    public enum Kind: Sendable, Equatable {
+        /// `TRUEPREDICATE` or `FALSEPREDICATE`.
+        case constant(Bool)
+        /// `NOT p`.
+        case not(FetchPredicate)
+        /// `p AND q AND …`.
+        case and([FetchPredicate])
+        /// `p OR q OR …`.
+        case or([FetchPredicate])
+        /// A comparison such as `age > 30` or `ANY posts.title BEGINSWITH[c] "a"`.
+        case comparison(Comparison)
+    }
+
+    /// Holds the kind; its release unlinks children instead of recursing.
+    let node: PredicateNode
+
+    /// Creates a predicate of a kind.
+    public init(_ kind: Kind) {
+        node = PredicateNode(kind)
+    }
+
+    /// What this predicate is, for `switch`.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// if case .and(let parts) = predicate.kind { print(parts.count) }
+    /// ```
+    public var kind: Kind { node.kind }
+
     /// `TRUEPREDICATE` or `FALSEPREDICATE`.
-    case constant(Bool)
+    public static func constant(_ value: Bool) -> FetchPredicate { FetchPredicate(.constant(value)) }
+
     /// `NOT p`.
-    case not(FetchPredicate)
-    /// `p AND q AND …`.
-    case and([FetchPredicate])
-    /// `p OR q OR …`.
-    case or([FetchPredicate])
-    /// A comparison such as `age > 30` or `ANY posts.title BEGINSWITH[c] "a"`.
-    case comparison(Comparison)
+    public static func not(_ predicate: FetchPredicate) -> FetchPredicate { FetchPredicate(.not(predicate)) }
+
+    /// `p AND q AND …` (`TRUEPREDICATE` when empty).
+    public static func and(_ parts: [FetchPredicate]) -> FetchPredicate { FetchPredicate(.and(parts)) }
+
+    /// `p OR q OR …` (`FALSEPREDICATE` when empty).
+    public static func or(_ parts: [FetchPredicate]) -> FetchPredicate { FetchPredicate(.or(parts)) }
+
+    /// A comparison such as `age > 30`.
+    public static func comparison(_ comparison: Comparison) -> FetchPredicate {
+        FetchPredicate(.comparison(comparison))
+    }
+
+    /// How deeply a predicate may nest (the format parser's limit too): deeper predicates
+    /// are refused with `FetchPredicateError` rather than exhaust the stack here or the
+    /// server's parser.
+    public static let maximumDepth = 256
 
     /// A comparison between two expressions.
     public struct Comparison: Sendable, Equatable {

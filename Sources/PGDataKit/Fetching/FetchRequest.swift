@@ -15,9 +15,11 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     public var predicate: FetchPredicate?
     /// The order; the primary key breaks ties (and orders when empty).
     public var sortDescriptors: [FetchSortDescriptor]
-    /// At most this many results; `nil` for no limit.
+    /// At most this many results; `nil` for no limit. A negative limit makes the fetch
+    /// throw `FetchRequestError`.
     public var fetchLimit: Int?
-    /// Skip this many results first.
+    /// Skip this many results first. A negative offset makes the fetch throw
+    /// `FetchRequestError`.
     public var fetchOffset: Int
     /// Rows per page for `fetch(_:inBatches:)` (1,000 when 0).
     public var fetchBatchSize: Int
@@ -55,4 +57,47 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     public init(format: String, _ arguments: Any?...) throws {
         self.init(predicate: try FetchPredicate(format: format, argumentArray: arguments))
     }
+}
+
+extension FetchRequest {
+    /// Checks the paging before any SQL is built: a negative `fetchLimit` or
+    /// `fetchOffset` throws, naming the property.
+    func validatePaging() throws(FetchRequestError) {
+        if let fetchLimit, fetchLimit < 0 {
+            throw FetchRequestError(field: "fetchLimit", message: "is \(fetchLimit); it must be 0 or more, or nil for no limit")
+        }
+        if fetchOffset < 0 {
+            throw FetchRequestError(field: "fetchOffset", message: "is \(fetchOffset); it must be 0 or more")
+        }
+    }
+
+    /// How many rows to read from the store when pending objects are merged in memory:
+    /// limit + offset + the number of pending objects, saturating at `Int.max` (a limit
+    /// of `Int.max` means "all").
+    func storeLimit(pendingCount: Int) -> Int? {
+        guard let fetchLimit else { return nil }
+        let (withOffset, overflow) = fetchLimit.addingReportingOverflow(fetchOffset)
+        let (total, overflow2) = withOffset.addingReportingOverflow(pendingCount)
+        return overflow || overflow2 ? Int.max : total
+    }
+}
+
+/// A fetch request asks for something no fetch can do, such as a negative limit.
+///
+/// For example, `request.fetchOffset = -1` makes `context.fetch(request)` throw
+/// `FetchRequestError` with `field == "fetchOffset"`.
+public struct FetchRequestError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The request property at fault, such as `fetchLimit` or `fetchOffset`.
+    public var field: String
+    /// What is wrong with it.
+    public var message: String
+
+    /// Creates an error.
+    public init(field: String, message: String) {
+        self.field = field
+        self.message = message
+    }
+
+    /// `invalid fetch request: fetchOffset is -1; it must be 0 or more`.
+    public var description: String { "invalid fetch request: \(field) \(message)" }
 }

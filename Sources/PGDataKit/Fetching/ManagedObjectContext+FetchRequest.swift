@@ -8,7 +8,8 @@ extension ManagedObjectContext {
     /// entity count: the predicate and the order are then applied in memory to those
     /// objects, with the same answers as in SQL.
     ///
-    /// - Throws: `FetchPredicateError` (unknown key, wrong value type), or `PostgresError`.
+    /// - Throws: `FetchPredicateError` (unknown key, wrong value type),
+    ///   `FetchRequestError` (negative limit or offset), or `PostgresError`.
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
         assertOnQueue()
         let entity = try entityDescription(for: T.self)
@@ -17,7 +18,7 @@ extension ManagedObjectContext {
         if pending.isEmpty {
             results = try fetchFromStore(request, entity: entity, limit: request.fetchLimit, offset: request.fetchOffset)
         } else {
-            let limit = request.fetchLimit.map { $0 + request.fetchOffset + pending.count }
+            let limit = request.storeLimit(pendingCount: pending.count)
             let stored = try fetchFromStore(request, entity: entity, limit: limit, offset: 0)
             var seen = Set(stored.map(ObjectIdentifier.init))
             var candidates = stored
@@ -90,6 +91,7 @@ extension ManagedObjectContext {
     public func fetchDictionaries<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [[String: (any Sendable)?]] {
         assertOnQueue()
         let entity = try entityDescription(for: T.self)
+        try request.validatePaging()
         let keys = request.propertiesToFetch ?? entity.attributes.map(\.name)
         var compiler = PredicateSQLCompiler(model: coordinator.model)
         var columns: [String] = []
@@ -181,6 +183,7 @@ extension ManagedObjectContext {
         _ request: FetchRequest<T>, entity: EntityDescription, ordered: Bool = true, limit: Int?? = nil,
         offset: Int? = nil
     ) throws -> StoreQuery {
+        try request.validatePaging()
         var compiler = PredicateSQLCompiler(model: coordinator.model)
         var query = StoreQuery(limit: limit ?? request.fetchLimit, offset: offset ?? request.fetchOffset)
         if let predicate = request.predicate { query.condition = try compiler.compile(predicate, entity: entity, alias: "t") }

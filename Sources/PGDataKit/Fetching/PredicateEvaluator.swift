@@ -4,16 +4,31 @@ import Foundation
 /// compiler emits (two-valued comparisons, scalar string order, the same folding).
 struct PredicateEvaluator {
     let model: Model
+    /// The regular-expression work this evaluator (one fetch) may still do.
+    let matchesBudget = MatchesBudget()
 
+    /// Whether the object matches; a predicate nested deeper than
+    /// `FetchPredicate.maximumDepth` throws before anything is evaluated.
     func evaluate(_ predicate: FetchPredicate, on object: ManagedObject) throws -> Bool {
-        switch predicate {
+        try predicate.checkDepth()
+        return try evaluateNode(predicate, on: object)
+    }
+
+    /// Recurses only where the operator changes (nested ANDs and ORs are flattened), so
+    /// the depth check bounds the recursion.
+    private func evaluateNode(_ predicate: FetchPredicate, on object: ManagedObject) throws -> Bool {
+        switch predicate.kind {
         case .constant(let value): return value
-        case .not(let inner): return !(try evaluate(inner, on: object))
+        case .not(let inner): return !(try evaluateNode(inner, on: object))
         case .and(let parts):
-            for part in parts where !(try evaluate(part, on: object)) { return false }
+            for part in FetchPredicate.flattened(parts, and: true) where !(try evaluateNode(part, on: object)) {
+                return false
+            }
             return true
         case .or(let parts):
-            for part in parts where try evaluate(part, on: object) { return true }
+            for part in FetchPredicate.flattened(parts, and: false) where try evaluateNode(part, on: object) {
+                return true
+            }
             return false
         case .comparison(let comparison):
             return try evaluate(comparison, on: object)
@@ -212,8 +227,7 @@ struct PredicateEvaluator {
             case .like: return ValueComparison.like(l, r)
             default:
                 let folded = String(String.UnicodeScalarView(l))
-                let regex = try NSRegularExpression(pattern: "^(?:" + pattern + ")$")
-                return regex.firstMatch(in: folded, range: NSRange(folded.startIndex..., in: folded)) != nil
+                return try matchesBudget.pattern(pattern).matches(folded, budget: matchesBudget)
             }
         }
     }

@@ -34,18 +34,34 @@ struct PredicateSQLCompiler {
 
     // MARK: - Predicates
 
+    /// The predicate as an SQL condition; a predicate nested deeper than
+    /// `FetchPredicate.maximumDepth` throws before anything is compiled.
     mutating func compile(_ predicate: FetchPredicate, entity: EntityDescription, alias: String, strict: Bool = false) throws -> String {
-        switch predicate {
+        do {
+            try predicate.checkDepth()
+        } catch var error {
+            error.format = format
+            throw error
+        }
+        return try compileNode(predicate, entity: entity, alias: alias, strict: strict)
+    }
+
+    /// Recurses only where the operator changes (nested ANDs and ORs are flattened), so
+    /// the depth check bounds the recursion.
+    private mutating func compileNode(_ predicate: FetchPredicate, entity: EntityDescription, alias: String, strict: Bool) throws -> String {
+        switch predicate.kind {
         case .constant(let value):
             return value ? "TRUE" : "FALSE"
         case .not(let inner):
-            return "NOT (\(try compile(inner, entity: entity, alias: alias, strict: true)))"
+            return "NOT (\(try compileNode(inner, entity: entity, alias: alias, strict: true)))"
         case .and(let parts):
+            let parts = FetchPredicate.flattened(parts, and: true)
             guard !parts.isEmpty else { return "TRUE" }
-            return "(" + (try parts.map { try compile($0, entity: entity, alias: alias, strict: strict) }).joined(separator: " AND ") + ")"
+            return "(" + (try parts.map { try compileNode($0, entity: entity, alias: alias, strict: strict) }).joined(separator: " AND ") + ")"
         case .or(let parts):
+            let parts = FetchPredicate.flattened(parts, and: false)
             guard !parts.isEmpty else { return "FALSE" }
-            return "(" + (try parts.map { try compile($0, entity: entity, alias: alias, strict: strict) }).joined(separator: " OR ") + ")"
+            return "(" + (try parts.map { try compileNode($0, entity: entity, alias: alias, strict: strict) }).joined(separator: " OR ") + ")"
         case .comparison(let comparison):
             return try compile(comparison, entity: entity, alias: alias, strict: strict)
         }
@@ -326,7 +342,13 @@ struct PredicateSQLCompiler {
             case .like:
                 sql = "\(l) LIKE \(fold(bind(PredicateValues.likePattern(text)) + "::text", options)) ESCAPE '\\'"
             default:
-                sql = "\(l) ~ \(bind("^(?:" + text + ")$"))::text"
+                let checked: MatchesPattern
+                do {
+                    checked = try MatchesPattern(text)
+                } catch {
+                    throw self.error(error.message, path)
+                }
+                sql = "\(l) ~ \(bind(checked.sqlPattern))::text"
             }
             return wrap(sql, strict)
         }

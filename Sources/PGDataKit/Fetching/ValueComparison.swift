@@ -82,25 +82,35 @@ enum ValueComparison {
     }
 
     /// `*` any run of characters, `?` one character, matched over scalars.
+    ///
+    /// Two cursors with backtracking to the last `*` only: no recursion and no memo, so
+    /// any pattern length is safe. Backtracking to an earlier `*` is never needed (the
+    /// last `*` can absorb whatever an earlier one would have), so the worst case is
+    /// O(text × pattern) and common patterns are linear.
     static func like(_ text: [Unicode.Scalar], _ pattern: [Unicode.Scalar]) -> Bool {
-        var memo: [Int: Bool] = [:]
-        func match(_ t: Int, _ p: Int) -> Bool {
-            let key = t * (pattern.count + 1) + p
-            if let known = memo[key] { return known }
-            let result: Bool
-            if p == pattern.count {
-                result = t == text.count
-            } else if pattern[p] == "*" {
-                result = match(t, p + 1) || (t < text.count && match(t + 1, p))
-            } else if t < text.count && (pattern[p] == "?" || pattern[p] == text[t]) {
-                result = match(t + 1, p + 1)
+        var t = 0
+        var p = 0
+        var star: Int?  // the pattern position after the last `*` seen
+        var resume = 0  // the text position that `*` absorbs up to, exclusive
+        while t < text.count {
+            if p < pattern.count && pattern[p] == "*" {
+                while p < pattern.count && pattern[p] == "*" { p += 1 }
+                star = p
+                resume = t
+            } else if p < pattern.count && (pattern[p] == "?" || pattern[p] == text[t]) {
+                t += 1
+                p += 1
+            } else if let afterStar = star {
+                // Let the last `*` take one more character and retry from there.
+                resume += 1
+                t = resume
+                p = afterStar
             } else {
-                result = false
+                return false
             }
-            memo[key] = result
-            return result
         }
-        return match(0, 0)
+        while p < pattern.count && pattern[p] == "*" { p += 1 }
+        return p == pattern.count
     }
 
     /// Whether `text` contains `part` as a run of scalars.

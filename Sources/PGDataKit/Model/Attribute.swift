@@ -75,10 +75,10 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
         }
     }
 
-    func describe(name: String, index: Int) -> AttributeDescription {
+    func describe(name: String, index: Int, entityName: String) -> AttributeDescription {
         AttributeCoding.make(
             Value.self, name: name, column: column, unique: unique, index: index,
-            defaultValue: defaultValue)
+            defaultValue: defaultValue, entityName: entityName)
     }
 }
 

@@ -62,14 +62,15 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
 
 /// Implemented by `Attribute` so the model can read declarations through reflection.
 protocol AttributeDeclaration {
-    func describe(name: String, index: Int) -> AttributeDescription
+    func describe(name: String, index: Int, entityName: String) -> AttributeDescription
 }
 
 enum AttributeCoding {
     static func make<Value: AttributeValue>(
         _ type: Value.Type, name: String, column: String?, unique: Bool, index: Int,
-        defaultValue: Value?
+        defaultValue: Value?, entityName: String
     ) -> AttributeDescription {
+        let label = "\(entityName).\(name)"
         typealias Scalar = Value.Scalar
         let swiftTypeName = String(describing: Value.self).replacingOccurrences(
             of: "Optional<", with: "").replacingOccurrences(of: ">", with: Value.isOptional ? "?" : "")
@@ -82,7 +83,7 @@ enum AttributeCoding {
                 return try Scalar.decode(from: cell)
             },
             encode: { stored in stored as? Scalar },
-            encodeArray: { values in values.map { $0 as? Scalar } },
+            encodeArray: { values in AttributeValueArray(values: values.map { $0 as? Scalar }, attribute: label) },
             isEqual: { left, right in (left as? Scalar) == (right as? Scalar) },
             coerce: { value in
                 guard let value else { return Value.isOptional ? .some(nil) : nil }
@@ -104,5 +105,25 @@ enum AttributeCoding {
                 }
                 return nil
             })
+    }
+}
+
+/// One attribute's values in a save statement: sent as the array of its scalars; when a
+/// value cannot be encoded, the error names the attribute as `Entity.attribute` (in
+/// `PostgresValueError.column`), so a failed save says which property to fix.
+struct AttributeValueArray<Scalar: PostgresEncodable>: PostgresEncodable {
+    let values: [Scalar?]
+    /// `Entity.attribute`.
+    let attribute: String
+
+    static var postgresType: PostgresType { [Scalar?].postgresType }
+
+    func postgresText() throws -> String? {
+        do {
+            return try values.postgresText()
+        } catch var error as PostgresValueError {
+            error.column = attribute
+            throw error
+        }
     }
 }

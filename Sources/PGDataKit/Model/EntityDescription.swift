@@ -61,7 +61,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
                 guard let label = child.label, label.hasPrefix("_") else { continue }
                 let propertyName = String(label.dropFirst())
                 if let declaration = child.value as? any AttributeDeclaration {
-                    attributes.append(declaration.describe(name: propertyName, index: attributes.count))
+                    attributes.append(declaration.describe(
+                        name: propertyName, index: attributes.count, entityName: objectClass.entityName))
                 } else if let declaration = child.value as? any RelationshipDeclaration {
                     relationships.append(declaration.describe(name: propertyName, index: relationships.count))
                 }

@@ -56,6 +56,11 @@ extension Set: RelationshipValue where Element: ManagedObject {
 /// changes `user.posts`, and inserting into `user.posts` sets `post.user`. Many-to-many
 /// relationships are not supported yet: model them with a join entity.
 ///
+/// Related objects must belong to the same context (objects of no context are inserted
+/// into it). Assigning an object of another context through the property traps, since a
+/// setter cannot throw; use `try object.setValue(other, forKey: "user")` where the
+/// object may come from elsewhere, which throws `ManagedObjectError.wrongContext`.
+///
 /// For example:
 ///
 /// ```swift
@@ -109,6 +114,10 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, S
     }
 
     /// Reads and writes the relationship through the object's context.
+    ///
+    /// Setting objects of another context is a programmer error that traps, because a
+    /// property setter cannot throw; `setValue(_:forKey:)` throws
+    /// `ManagedObjectError.wrongContext` for the same mistake.
     public static subscript<Object: ManagedObject>(
         _enclosingInstance object: Object,
         wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,

@@ -312,4 +312,46 @@ struct ObjectGraphTests {
             }
         }
     }
+
+    /// Relating objects of two contexts through `setValue(_:forKey:)` is a thrown
+    /// error, not a trap.
+    @Test func relatingObjectsOfAnotherContextThrows() throws {
+        try ExampleSchema.withManager { manager in
+            let first = manager.newPrivateContext()
+            let second = manager.newPrivateContext()
+            let stranger = first.performAndWait {
+                let user = User(context: first)
+                user.userID = "stranger"
+                return user
+            }
+            let strangerPost = first.performAndWait {
+                let post = Post(context: first)
+                post.postID = "stranger-post"
+                return post
+            }
+            second.performAndWait {
+                let post = Post(context: second)
+                post.postID = "p"
+                let user = User(context: second)
+                user.userID = "u"
+                #expect(throws: ManagedObjectError.wrongContext(stranger.objectID)) {
+                    try post.setValue(stranger, forKey: "user")
+                }
+                #expect(throws: ManagedObjectError.wrongContext(strangerPost.objectID)) {
+                    try user.setValue(Set([strangerPost]), forKey: "posts")
+                }
+                #expect(throws: ManagedObjectError.wrongContext(strangerPost.objectID)) {
+                    try user.setValue([strangerPost], forKey: "posts")
+                }
+                // Nothing changed, and objects of no context are still taken in.
+                #expect(post.user == nil)
+                #expect(user.posts.isEmpty)
+                let loose = Post()
+                loose.postID = "loose"
+                #expect(throws: Never.self) { try user.setValue([loose], forKey: "posts") }
+                #expect(loose.managedObjectContext === second)
+                #expect(loose.user === user)
+            }
+        }
+    }
 }

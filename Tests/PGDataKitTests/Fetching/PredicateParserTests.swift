@@ -26,7 +26,7 @@ private func parse(_ format: String, _ arguments: Any?...) throws -> FetchPredic
 /// The right side of `x == %@` for one argument.
 private func converted(_ argument: Any?) throws -> Expression {
     let predicate = try FetchPredicate(format: "x == %@", argumentArray: [argument])
-    guard case .comparison(let comparison) = predicate else {
+    guard case .comparison(let comparison) = predicate.kind else {
         Issue.record("not a comparison: \(predicate)")
         return .value(.null)
     }
@@ -181,8 +181,8 @@ struct PredicateParserTests {
 
     @Test func keyPathPositionsAreCharacterOffsets() throws {
         let predicate = try parse("name == '日本' AND user.name == %K", "other.name")
-        guard case .and(let parts) = predicate, parts.count == 2,
-            case .comparison(let first) = parts[0], case .comparison(let second) = parts[1],
+        guard case .and(let parts) = predicate.kind, parts.count == 2,
+            case .comparison(let first) = parts[0].kind, case .comparison(let second) = parts[1].kind,
             case .keyPath(let name) = first.left, case .keyPath(let userName) = second.left,
             case .keyPath(let other) = second.right
         else {
@@ -312,7 +312,7 @@ struct PredicateParserTests {
             == compare(key("id"), .in, .list([.value(.integer(1)), .value(.null), .variable("X")])))
 
         let fromSet = try parse("id IN %@", Set([3, 1, 2]))
-        guard case .comparison(let comparison) = fromSet, case .list(let elements) = comparison.right
+        guard case .comparison(let comparison) = fromSet.kind, case .list(let elements) = comparison.right
         else {
             Issue.record("unexpected \(fromSet)")
             return
