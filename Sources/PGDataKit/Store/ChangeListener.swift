@@ -63,7 +63,11 @@ final class ChangeListener: Sendable {
     private let wakeWrite: Int32
     private let finished = DispatchSemaphore(value: 0)
 
-    init(configuration: ConnectionConfiguration, origin: UUID, options: ChangeLogOptions, logger: Logger) {
+    /// Whether this listener prunes old records (the role may delete them).
+    private let prunes: Mutex<Bool>
+
+    init(configuration: ConnectionConfiguration, origin: UUID, options: ChangeLogOptions, prunes: Bool, logger: Logger) {
+        self.prunes = Mutex(prunes)
         self.configuration = configuration
         self.origin = origin
         self.options = options
@@ -185,18 +189,16 @@ final class ChangeListener: Sendable {
                     delay = options.reconnectDelay
                 }
                 guard let current = connection, let from = position else { continue }
-                let untilPrune = options.pruneInterval - lastPrune.duration(to: .now)
+                let untilPrune = prunes.withLock { $0 } ? options.pruneInterval - lastPrune.duration(to: .now) : .seconds(60)
                 let notification = try current.waitForNotification(
                     timeout: max(.milliseconds(1), min(untilPrune, .seconds(60))), wakeDescriptor: wakeRead)
                 if isStopping { break }
                 if notification != nil {
                     _ = try current.drainNotifications()
                     position = try catchUp(on: current, from: from)
-                } else if lastPrune.duration(to: .now) >= options.pruneInterval {
+                } else if lastPrune.duration(to: .now) >= options.pruneInterval, prunes.withLock({ $0 }) {
                     lastPrune = .now
-                    let pruned = try ChangeLog.prune(olderThan: options.retention, on: current)
-                    state.withLock { $0.pruneAttempts += 1 }
-                    if let pruned, pruned > 0 { logger.debug("pruned \(pruned) change records") }
+                    try prune(on: current)
                 }
             } catch {
                 if isStopping { break }
@@ -207,6 +209,21 @@ final class ChangeListener: Sendable {
                 sleepUnlessWoken(delay)
                 delay = min(delay * 2, options.maximumReconnectDelay)
             }
+        }
+    }
+
+    /// Deletes records older than the retention. A role without the `DELETE` grant is
+    /// told once, and the listener stops pruning instead of treating it as a lost
+    /// connection.
+    private func prune(on connection: Connection) throws {
+        do {
+            let pruned = try ChangeLog.prune(olderThan: options.retention, on: connection)
+            state.withLock { $0.pruneAttempts += 1 }
+            if let pruned, pruned > 0 { logger.debug("pruned \(pruned) change records") }
+        } catch let error as PostgresError where error.sqlState == .insufficientPrivilege {
+            state.withLock { $0.pruneAttempts += 1 }
+            prunes.withLock { $0 = false }
+            logger.warning("pruning the change log is not permitted, so this process stops pruning: \(error)")
         }
     }
 

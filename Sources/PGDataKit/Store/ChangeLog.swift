@@ -18,29 +18,54 @@ enum ChangeLog {
     static let setupLockKey: Int64 = 0x7067_646b_6368_0001
     static let pruneLockKey: Int64 = 0x7067_646b_6368_0002
 
-    /// Creates the table and its indexes when missing (needs PostgreSQL 13 or later for
-    /// `xid8` and `pg_current_snapshot()`).
-    static func prepare(on connection: Connection) throws {
-        let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL", [table])
-        if try exists[0].decode(Bool.self, at: 0) { return }
+    /// The library's own schema: the change-log table and its indexes (PostgreSQL 13 or
+    /// later for `xid8` and `pg_current_snapshot()`). Idempotent.
+    static let schemaSQL = """
+        CREATE TABLE IF NOT EXISTS \(table) (
+            id bigserial PRIMARY KEY,
+            transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
+            origin uuid NOT NULL,
+            origin_pid integer NOT NULL,
+            backend_pid integer NOT NULL DEFAULT pg_backend_pid(),
+            created_at timestamptz NOT NULL DEFAULT now(),
+            changes jsonb NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS \(table)_transaction_id ON \(table) (transaction_id);
+        CREATE INDEX IF NOT EXISTS \(table)_created_at ON \(table) (created_at);
+        """
+
+    /// Creates the table and its indexes when missing, one process at a time. Run by the
+    /// migrator (with an owner role), never at runtime.
+    static func install(on connection: Connection) throws {
         try connection.transaction { _ in
             try connection.execute("SELECT pg_advisory_xact_lock($1)", [setupLockKey])
-            try connection.execute(
-                """
-                CREATE TABLE IF NOT EXISTS \(table) (
-                    id bigserial PRIMARY KEY,
-                    transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
-                    origin uuid NOT NULL,
-                    origin_pid integer NOT NULL,
-                    backend_pid integer NOT NULL DEFAULT pg_backend_pid(),
-                    created_at timestamptz NOT NULL DEFAULT now(),
-                    changes jsonb NOT NULL
-                )
-                """)
-            try connection.execute(
-                "CREATE INDEX IF NOT EXISTS \(table)_transaction_id ON \(table) (transaction_id)")
-            try connection.execute("CREATE INDEX IF NOT EXISTS \(table)_created_at ON \(table) (created_at)")
+            try connection.executeScript(schemaSQL)
         }
+    }
+
+    /// Checks, without changing anything, that the table exists and that the connection's
+    /// role may use it: `SELECT` (listeners), `INSERT` and `USAGE` on its id sequence
+    /// (saves). `DELETE` (pruning) is optional.
+    ///
+    /// - Returns: whether the role may prune (delete old records).
+    /// - Throws: `ChangeLogError.notInstalled` or `.missingPrivilege`, or `PostgresError`.
+    static func check(on connection: Connection) throws -> Bool {
+        let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL", [table])
+        guard try exists[0].decode(Bool.self, at: 0) else { throw ChangeLogError.notInstalled(table: table) }
+        let row = try connection.query(
+            """
+            SELECT has_table_privilege($1, 'SELECT'), has_table_privilege($1, 'INSERT'),
+                   has_table_privilege($1, 'DELETE'), pg_get_serial_sequence($1, 'id'),
+                   has_sequence_privilege(pg_get_serial_sequence($1, 'id'), 'USAGE')
+            """, [table])[0]
+        var missing: [String] = []
+        if try !row.decode(Bool.self, at: 0) { missing.append("SELECT on \(table)") }
+        if try !row.decode(Bool.self, at: 1) { missing.append("INSERT on \(table)") }
+        if try row.decode(Bool?.self, at: 4) != true {
+            missing.append("USAGE on \(try row.decode(String?.self, at: 3) ?? table + "_id_seq")")
+        }
+        if !missing.isEmpty { throw ChangeLogError.missingPrivilege(missing) }
+        return try row.decode(Bool.self, at: 2)
     }
 
     /// Writes the record of a save inside its transaction and queues the notification
@@ -188,16 +213,27 @@ enum ChangeLog {
     }
 }
 
-/// A change-log record that could not be read.
-public enum ChangeLogError: Error, CustomStringConvertible, Sendable {
+/// The change log is missing, unreadable or not usable by this role.
+public enum ChangeLogError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The record's `changes` column is not in the format this version writes.
     case unreadableRecord(id: Int64, reason: String)
+    /// The change-log table does not exist: run `pgdatakit migrate` (or
+    /// `Migrator.migrate(on:)`, or the SQL of `Migrator.librarySchemaSQL`) with a role
+    /// that may create tables.
+    case notInstalled(table: String)
+    /// The role lacks these grants, each as `PRIVILEGE on object`.
+    case missingPrivilege([String])
 
-    /// What went wrong, with the record id.
+    /// What went wrong and what to do.
     public var description: String {
         switch self {
         case .unreadableRecord(let id, let reason):
             return "change record \(id) in \(ChangeLog.table) could not be read: \(reason)"
+        case .notInstalled(let table):
+            return "the change log \(table) does not exist: run `pgdatakit migrate` (or Migrator.migrate(on:)) "
+                + "with a role that may create tables"
+        case .missingPrivilege(let grants):
+            return "the role may not use the change log; grant " + grants.joined(separator: ", ")
         }
     }
 }

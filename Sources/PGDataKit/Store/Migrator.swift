@@ -142,6 +142,20 @@ public struct Migrator: Sendable {
         return migrations.filter { applied[$0.version] == nil }
     }
 
+    /// The library's own schema, which `migrate(on:upTo:)` installs first: the change-log
+    /// table `pgdatakit_changes` through which saves reach other processes. Give it to a
+    /// DBA who applies schema changes by hand; it is idempotent.
+    public static var librarySchemaSQL: String { ChangeLog.schemaSQL }
+
+    /// Installs the library's own schema (`librarySchemaSQL`) when missing, one process at
+    /// a time. Needs a role that may create tables; applications running with DML rights
+    /// only never call it (their coordinator only checks the change log exists).
+    ///
+    /// - Throws: `PostgresError`.
+    public static func installLibrarySchema(on connection: Connection) throws {
+        try ChangeLog.install(on: connection)
+    }
+
     /// Applies every pending migration up to `version` (all if `nil`), in order, each in
     /// its own transaction, while holding the migration advisory lock.
     ///
@@ -172,6 +186,7 @@ public struct Migrator: Sendable {
                 execution_ms double precision NOT NULL DEFAULT 0
             )
             """)
+        try Migrator.installLibrarySchema(on: connection)
         let applied = try appliedMigrations(on: connection)
         for migration in migrations {
             if let record = applied[migration.version], record.checksum != migration.checksum {

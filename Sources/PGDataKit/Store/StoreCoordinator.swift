@@ -38,9 +38,12 @@ public final class StoreCoordinator: Sendable {
     ///     transaction holds one connection.
     ///   - validatesSchema: compare the model with the live schema now.
     ///   - changeLog: retention and reconnection of the change log (see
-    ///     `observeRemoteChanges(_:)`); the library creates its table,
-    ///     `pgdatakit_changes`, here when it is missing.
-    /// - Throws: `SchemaMismatchError` listing every mismatch, or `PostgresError`.
+    ///     `observeRemoteChanges(_:)`). Its table, `pgdatakit_changes`, is installed by
+    ///     the migrator (`pgdatakit migrate`); here it is only checked, with the grants
+    ///     the role needs.
+    /// - Throws: `ChangeLogError` (change log missing, or a grant missing),
+    ///   `SchemaMismatchError` listing every mismatch (missing grants included), or
+    ///   `PostgresError`.
     public init(
         model: Model, configuration: ConnectionConfiguration, maximumConnections: Int = 10,
         validatesSchema: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions(),
@@ -51,8 +54,13 @@ public final class StoreCoordinator: Sendable {
             configuration: configuration, maximumConnections: maximumConnections, logger: logger)
         self.logger = logger
         self.changeLogOptions = changeLog
-        self.listener = ChangeListener(configuration: configuration, origin: origin, options: changeLog, logger: logger)
-        try pool.withConnection { try ChangeLog.prepare(on: $0) }
+        let mayPrune = try pool.withConnection { try ChangeLog.check(on: $0) }
+        if !mayPrune {
+            logger.notice(
+                "no DELETE privilege on \(ChangeLog.table): this process does not prune old change records; grant DELETE to one process's role or prune from a job")
+        }
+        self.listener = ChangeListener(
+            configuration: configuration, origin: origin, options: changeLog, prunes: mayPrune, logger: logger)
         if validatesSchema { try validateSchema() }
     }
 

@@ -37,6 +37,15 @@ enum TestDatabase {
             admin.close()
         }
         let configuration = server.database(name)
+        do {
+            // What `pgdatakit migrate` installs first; coordinators only check for it.
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            try Migrator.installLibrarySchema(on: connection)
+        } catch {
+            cleanup()
+            throw error
+        }
         if migrations {
             do {
                 let connection = try Connection(configuration)
