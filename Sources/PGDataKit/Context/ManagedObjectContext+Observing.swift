@@ -56,19 +56,15 @@ struct ContextObservers: @unchecked Sendable {
         return stream
     }
 
-    func postDidSave(_ changes: ContextChanges) {
-        storage.lock.lock()
-        let observers = Array(storage.didSave.values)
-        let streams = Array(storage.saveStreams.values)
-        storage.lock.unlock()
-        observers.forEach { $0(changes) }
-        streams.forEach { $0.yield(changes) }
-    }
+    func postDidSave(_ changes: ContextChanges) { post(changes, didSave: true) }
 
-    func postDidChange(_ changes: ContextChanges) {
+    func postDidChange(_ changes: ContextChanges) { post(changes, didSave: false) }
+
+    /// Calls the observers and feeds the streams of one kind, outside the lock.
+    private func post(_ changes: ContextChanges, didSave: Bool) {
         storage.lock.lock()
-        let observers = Array(storage.didChange.values)
-        let streams = Array(storage.changeStreams.values)
+        let observers = Array((didSave ? storage.didSave : storage.didChange).values)
+        let streams = Array((didSave ? storage.saveStreams : storage.changeStreams).values)
         storage.lock.unlock()
         observers.forEach { $0(changes) }
         streams.forEach { $0.yield(changes) }

@@ -177,15 +177,13 @@ extension ManagedObjectContext {
         (Array(insertedSet) + Array(changedSet) + Array(deletedSet)).filter { $0.entity.name == entity.name }
     }
 
-    /// A request's predicate and order compiled for the Store, with its window (or the
-    /// one given).
+    /// A request's predicate, order and window compiled for the Store.
     func storeQuery<T: ManagedObject>(
-        _ request: FetchRequest<T>, entity: EntityDescription, ordered: Bool = true, limit: Int?? = nil,
-        offset: Int? = nil
+        _ request: FetchRequest<T>, entity: EntityDescription, ordered: Bool = true
     ) throws -> StoreQuery {
         try request.validatePaging()
         var compiler = PredicateSQLCompiler(model: coordinator.model)
-        var query = StoreQuery(limit: limit ?? request.fetchLimit, offset: offset ?? request.fetchOffset)
+        var query = StoreQuery(limit: request.fetchLimit, offset: request.fetchOffset)
         if let predicate = request.predicate { query.condition = try compiler.compile(predicate, entity: entity, alias: "t") }
         if ordered { query.orderBy = try compiler.orderBy(request.sortDescriptors, entity: entity, alias: "t") }
         query.parameters = compiler.parameters
@@ -195,10 +193,11 @@ extension ManagedObjectContext {
     private func fetchFromStore<T: ManagedObject>(
         _ request: FetchRequest<T>, entity: EntityDescription, limit: Int?, offset: Int
     ) throws -> [ManagedObject] {
+        var query = try storeQuery(request, entity: entity)
+        query.limit = limit
+        query.offset = offset
         // Rows of one result have distinct keys: in an empty context none can be registered.
-        try fetchObjects(
-            entity: entity, try storeQuery(request, entity: entity, limit: .some(limit), offset: offset),
-            mayBeRegistered: !registered.isEmpty)
+        return try fetchObjects(entity: entity, query, mayBeRegistered: !registered.isEmpty)
     }
 
     /// Orders objects as `orderBy` does in SQL: `nil` first ascending, strings by

@@ -38,23 +38,18 @@ enum TestDatabase {
         }
         let configuration = server.database(name)
         do {
-            // What `pgdatakit migrate` installs first; coordinators only check for it.
+            // `migrate` installs the library's schema (the change log) first; without
+            // migrations, install just that: coordinators only check for it.
             let connection = try Connection(configuration)
             defer { connection.close() }
-            try Migrator.installLibrarySchema(on: connection)
+            if migrations {
+                try Migrator(directory: repositoryRoot.appendingPathComponent("migrations")).migrate(on: connection)
+            } else {
+                try Migrator.installLibrarySchema(on: connection)
+            }
         } catch {
             cleanup()
             throw error
-        }
-        if migrations {
-            do {
-                let connection = try Connection(configuration)
-                defer { connection.close() }
-                try Migrator(directory: repositoryRoot.appendingPathComponent("migrations")).migrate(on: connection)
-            } catch {
-                cleanup()
-                throw error
-            }
         }
         return (configuration, cleanup)
     }
