@@ -128,12 +128,15 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// deadlock).
     public var isTransient: Bool { sqlState?.isTransient ?? false }
 
-    /// One line for logs: kind, SQLSTATE, message, detail, hint and the statement.
+    /// One line for logs: kind, SQLSTATE, message, detail, hint and the statement —
+    /// without data: the detail of integrity violations (class 23, which quotes keys and
+    /// rows) is withheld, and quoted values in data exceptions' messages (class 22) are
+    /// blanked. `debugDescription` has them, and the bound parameters.
     public var description: String {
         var text: String
         switch kind {
         case .server:
-            text = "server error \(sqlState?.rawValue ?? "?????"): \(message)"
+            text = "server error \(sqlState?.rawValue ?? "?????"): \(redactedMessage)"
         case .connectionFailed:
             let reason = connectionFailureReason?.rawValue ?? "connection failed"
             let target = endpoint.map { " to \($0)" } ?? ""
@@ -145,15 +148,50 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         default:
             text = "client error: \(message)"
         }
-        if let detail, !detail.isEmpty { text += " — detail: \(detail)" }
+        if let detail, !detail.isEmpty {
+            text += carriesRowData ? " — detail withheld (may hold row data)" : " — detail: \(detail)"
+        }
         if let hint, !hint.isEmpty { text += " — hint: \(hint)" }
         if let statement { text += " — in: \(statement)" }
         return text
     }
 
-    /// The description plus the bound parameters of the failing statement.
+    /// Whether the server's message and detail may quote data: integrity violations
+    /// (class 23) put the key or the whole failing row in the detail, data exceptions
+    /// (class 22) quote the value that did not fit or parse. `description` leaves such
+    /// data out; `message`, `detail` and `debugDescription` keep it.
+    var carriesRowData: Bool {
+        guard kind == .server, let errorClass = sqlState?.errorClass else { return false }
+        return errorClass == "23" || errorClass == "22"
+    }
+
+    /// `message`, with the quoted parts of a data exception's message blanked
+    /// (`invalid input syntax for type integer: "…"`).
+    var redactedMessage: String {
+        guard carriesRowData, sqlState?.errorClass == "22" else { return message }
+        var result = ""
+        var quoted = false
+        for character in message {
+            if character == "\"" {
+                result.append(quoted ? "…\"" : "\"")
+                quoted.toggle()
+            } else if !quoted {
+                result.append(character)
+            }
+        }
+        if quoted { result.append("…") }
+        return result
+    }
+
+    /// The description plus what it withholds: the server's full message and detail,
+    /// and the bound parameters of the failing statement.
     public var debugDescription: String {
-        guard let parameterDescriptions, !parameterDescriptions.isEmpty else { return description }
-        return description + " — parameters: [" + parameterDescriptions.joined(separator: ", ") + "]"
+        var text = description
+        if carriesRowData {
+            text += " — message: \(message)"
+            if let detail, !detail.isEmpty { text += " — detail: \(detail)" }
+        }
+        guard let parameterDescriptions, !parameterDescriptions.isEmpty else { return text }
+        return text + " — parameters: [" + parameterDescriptions.joined(separator: ", ") + "]"
     }
 }

@@ -53,6 +53,37 @@ struct MigrateCommandTests {
         }
     }
 
+    /// An uncaught error is printed with its `description`: the bound values of the
+    /// failing statement (its `debugDescription`) and the row in the server's detail stay
+    /// out of the output. Here the bookkeeping INSERT fails on a CHECK constraint the
+    /// table was given beforehand; its parameters hold the file's checksum.
+    @Test func anUncaughtErrorPrintsItsDescriptionWithoutBoundValues() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            try connection.execute("""
+                CREATE TABLE \(Connection.quoteIdentifier(Migrator.tableName)) (
+                    version bigint PRIMARY KEY, name text NOT NULL,
+                    checksum text NOT NULL CONSTRAINT no_checksums CHECK (checksum = ''),
+                    applied_at timestamptz NOT NULL DEFAULT now(),
+                    execution_ms double precision NOT NULL DEFAULT 0)
+                """)
+            try TestDatabase.withTemporaryDirectory { directory in
+                let sql = "CREATE TABLE marker (n int);"
+                try sql.write(to: directory.appendingPathComponent("0001_marker.sql"), atomically: true, encoding: .utf8)
+                let checksum = Migration(version: 1, name: "marker", sql: sql).checksum
+                let outcome = try CLI.run(["migrate", "--dir", directory.path, "--database-url", url])
+                #expect(outcome.status != 0)
+                let printed = outcome.output + outcome.error
+                #expect(printed.contains("23514"), "\(printed)")
+                #expect(printed.contains("no_checksums") || printed.contains("check constraint"), "\(printed)")
+                #expect(!printed.contains(checksum), "\(printed)")
+                #expect(!printed.contains(String(checksum.prefix(12))), "\(printed)")
+            }
+        }
+    }
+
     @Test func changedFileFailsWithStatusOne() throws {
         try TestDatabase.withFreshDatabase { configuration in
             let url = try #require(configuration.renderedConnectionString())

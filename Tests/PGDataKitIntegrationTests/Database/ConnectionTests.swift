@@ -56,6 +56,33 @@ struct ConnectionTests {
         }
     }
 
+    /// A server error's detail and some messages quote row data: a unique key, a whole
+    /// failing row, a value that did not parse. `description` withholds them (they are in
+    /// `detail`, `message` and `debugDescription`).
+    @Test func serverErrorDescriptionsWithholdRowData() throws {
+        try TestDatabase.withConnection { connection in
+            try connection.execute("CREATE TABLE t (k text UNIQUE, n integer CHECK (n > 0))")
+            try connection.execute("INSERT INTO t VALUES ($1, 1)", ["secret-key"])
+            let cases: [(String, [(any PostgresEncodable)?], SQLState)] = [
+                ("INSERT INTO t VALUES ($1, 1)", ["secret-key"], .uniqueViolation),
+                ("INSERT INTO t VALUES ($1, -5)", ["secret-row"], .checkViolation),
+                ("SELECT $1::integer", ["secret-number"], .invalidTextRepresentation),
+            ]
+            for (sql, parameters, state) in cases {
+                do {
+                    try connection.execute(sql, parameters)
+                    Issue.record("expected \(state) from \(sql)")
+                } catch let error as PostgresError {
+                    #expect(error.sqlState == state)
+                    #expect(!error.description.contains("secret"), "\(error.description)")
+                    #expect(error.description.contains(sql))
+                    #expect(error.debugDescription.contains("secret"))
+                    #expect((error.detail ?? "").contains("secret") || error.message.contains("secret"))
+                }
+            }
+        }
+    }
+
     @Test func failedTransactionIsRolledBack() throws {
         try TestDatabase.withConnection(migrations: true) { connection in
             try connection.execute("INSERT INTO users (user_id) VALUES ('existing')")
