@@ -90,11 +90,13 @@ struct SaveTests {
                 let user = User(context: context)
                 user.userID = "survives"
             }
-            // Terminate every other backend of this database: the context's among them.
+            // Terminate every other backend of this database but the change listener's
+            // (its reconnect is tested elsewhere): the context's among them.
             let admin = try Connection(manager.coordinator.pool.configuration)
             defer { admin.close() }
             try admin.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                    + "AND pid <> pg_backend_pid() AND application_name <> $1", ["pgdatakit listener"])
             try context.performAndWait {
                 do {
                     try context.save()

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PGDataKit
 import Synchronization
 import Testing
@@ -43,10 +44,22 @@ struct LeastPrivilegeTests {
     @Test func aRoleWithTheDocumentedGrantsSavesAndSeesOtherProcessesSaves() throws {
         try withApplicationRole { owner, role, configuration in
             try grantDocumentedPrivileges(to: role, on: owner)
-            let writer = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+            // Without DELETE on the change log each process says once that it will not prune.
+            let writerLog = RecordingLogHandler(), readerLog = RecordingLogHandler()
+            let writer = try ContextManager(
+                configuration: configuration, entities: [User.self, Post.self],
+                logger: Logger(label: "writer") { _ in writerLog })
             defer { writer.close() }
-            let reader = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+            let reader = try ContextManager(
+                configuration: configuration, entities: [User.self, Post.self],
+                logger: Logger(label: "reader") { _ in readerLog })
             defer { reader.close() }
+            defer {
+                for log in [writerLog, readerLog] {
+                    #expect(log.messages.filter { $0.contains("no DELETE privilege on pgdatakit_changes") }.count == 1,
+                            "\(log.messages)")
+                }
+            }
             let inserted = RecordBox()
             let token = reader.coordinator.observeRemoteChanges { record in
                 if !record.changes.inserted.isEmpty { inserted.set(record.changes.inserted.count) }
@@ -92,7 +105,10 @@ struct LeastPrivilegeTests {
             }
             try owner.execute("GRANT USAGE ON SEQUENCE pgdatakit_changes_id_seq TO \(role)")
             do {
-                _ = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+                // (Its notice about pruning, before the entities are checked, is not the point.)
+                _ = try ContextManager(
+                    configuration: configuration, entities: [User.self, Post.self],
+                    logger: Logger(label: "quiet") { _ in SwiftLogNoOpLogHandler() })
                 Issue.record("expected the missing grants to be reported")
             } catch let error as SchemaMismatchError {
                 let problems = Set(error.mismatches)

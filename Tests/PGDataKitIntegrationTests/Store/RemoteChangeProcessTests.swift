@@ -86,11 +86,23 @@ struct RemoteChangeProcessTests {
                     user.userID = "k\(index)"
                 }
                 if index % 20 == 10 {
-                    // Kill the watcher's listener session while saves go on.
+                    // Kill the watcher's listener session while saves go on (not this
+                    // process's own listener: a kill that hit only that one counted too).
+                    // Wait until it is back from the previous kill (it reconnects with a
+                    // back-off while the saves go on).
+                    let own = try #require(manager.coordinator.listener.backendPID)
+                    let back = ContinuousClock.now
+                    while try admin.query(
+                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
+                            + "AND datname = current_database() AND pid <> $2",
+                        [ChangeListener.applicationName, Int(own)])[0].decode(Int.self, at: 0) == 0,
+                        back.duration(to: .now) < .seconds(10) {
+                        try admin.execute("SELECT pg_sleep(0.01)")
+                    }
                     let killed = try admin.query(
                         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                            + "WHERE application_name = $1 AND datname = current_database()",
-                        [ChangeListener.applicationName])
+                            + "WHERE application_name = $1 AND datname = current_database() AND pid <> $2",
+                        [ChangeListener.applicationName, Int(own)])
                     kills += try killed[0].decode(Int.self, at: 0)
                 }
             }
