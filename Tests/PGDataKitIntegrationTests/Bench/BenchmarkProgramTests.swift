@@ -42,4 +42,16 @@ struct BenchmarkProgramTests {
         #expect(Set(fields.keys) == ["object_rows_per_s", "raw_rows_per_s", "ratio"])
         #expect(fields.values.allSatisfy { $0 > 0 })
     }
+
+    @Test func throughputScenarioRunsWriterProcessesBesideTheRawFloor() throws {
+        let outcome = try run(["throughput", "--writers", "1,2", "--seconds", "0.5"])
+        let fields = try result(outcome, "throughput")
+        #expect(Set(fields.keys) == [
+            "writers", "saves_per_s", "raw_tx_per_s", "ratio", "merge_p50_ms", "merge_p99_ms", "peak_saves_per_s",
+        ])
+        #expect(fields["writers"] == 2)
+        #expect((fields["saves_per_s"] ?? 0) > 0 && (fields["raw_tx_per_s"] ?? 0) > 0)
+        #expect((fields["merge_p50_ms"] ?? 0) > 0, "this process merged the writers' saves")
+        #expect(outcome.output.split(separator: "\n").contains { $0.hasPrefix("      2  ") })
+    }
 }

@@ -1,0 +1,233 @@
+import ArgumentParser
+import Foundation
+import PGDataKit
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The table of the raw floor and its notification channel.
+let rawThroughputTable = "bench_raw_counters"
+let rawThroughputChannel = "pgdatakit_bench_throughput"
+
+struct ThroughputBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "throughput",
+        abstract: "Saves/s and merge latency as writer processes grow, beside raw NOTIFY commits.",
+        discussion: """
+            For each writer count N, starts N writer processes (this program's
+            `throughput-writer`) that save as fast as they can for --seconds: each save is a
+            private context updating the writer's own user (one UPDATE, the change record,
+            the NOTIFY, the commit). This process's main context holds every writer's user
+            and merges all saves; merge latency is the time from a writer's commit (its
+            did-save observer) to the end of the merge here that showed that save. In the
+            same run, the floor: N processes committing raw transactions that update one row
+            and NOTIFY, as fast as they can. Every process commits with a NOTIFY, so they
+            all queue on PostgreSQL's notification commit lock: the table shows where that
+            bites.
+            """)
+
+    @Option(help: "Writer process counts, comma-separated.")
+    var writers = "1,2,4,8"
+
+    @Option(help: "Seconds each measurement runs.")
+    var seconds = 5.0
+
+    func run() throws {
+        let counts = writers.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !counts.isEmpty, counts.allSatisfy({ (1...64).contains($0) }) else {
+            throw ValidationError("--writers takes counts from 1 to 64, such as 1,2,4,8")
+        }
+        guard seconds > 0, seconds <= 600 else { throw ValidationError("--seconds must be in (0, 600]") }
+        let database = try BenchDatabase()
+        defer { database.drop() }
+        guard let url = database.configuration.renderedConnectionString() else {
+            throw ValidationError("the database configuration cannot be passed to another process")
+        }
+        let most = counts.max() ?? 1
+        try seed(database.configuration, writers: most)
+
+        let manager = try ContextManager(configuration: database.configuration, entities: [BenchUser.self])
+        defer { manager.close() }
+        let merges = MergeTimes()
+        let main = manager.mainContext
+        let held = try main.performAndWait {
+            try BenchUser.fetch(in: main, where: "userID BEGINSWITH %@", "writer-")
+        }
+        let token = main.observeObjectsDidChange { changes in
+            let now = monotonicNanoseconds()
+            for id in changes.updated {
+                guard let user = try? main.existingObject(with: id) as? BenchUser,
+                    let seq = user.age, let writer = Int(user.userID.dropFirst("writer-".count))
+                else { continue }
+                merges.record(writer: writer, seq: seq, at: now)
+            }
+        }
+        defer { token.cancel() }
+
+        print("throughput: N writer processes, \(format(seconds, 1)) s each; one save = one transaction")
+        print("(UPDATE of one row, change record, NOTIFY, COMMIT); raw = UPDATE + NOTIFY + COMMIT on a plain connection")
+        print("writers   raw tx/s    saves/s   saves/raw   merge p50 ms   merge p99 ms   merged")
+        var rows: [(writers: Int, raw: Double, saves: Double, merge: Percentiles)] = []
+        for count in counts {
+            let raw = try measure(url: url, writers: count, mode: "raw").rate
+            merges.reset()
+            let objects = try measure(url: url, writers: count, mode: "objects")
+            // Give the last merges a moment to arrive.
+            Thread.sleep(forTimeInterval: 0.5)
+            let latencies = merges.latencies(for: objects.commits)
+            let merge = Percentiles(latencies)
+            rows.append((count, raw, objects.rate, merge))
+            print(
+                String(format: "%7d  %9.0f  %9.0f  %10.2f  %13.3f  %13.3f   %d/%d",
+                       count, raw, objects.rate, objects.rate / max(raw, 1), merge.p50, merge.p99,
+                       latencies.count, objects.commits.count))
+        }
+        withExtendedLifetime(held) {}
+        let last = rows[rows.count - 1]
+        let peak = rows.map(\.saves).max() ?? 0
+        print(
+            "RESULT throughput writers=\(last.writers) saves_per_s=\(format(last.saves, 0)) "
+                + "raw_tx_per_s=\(format(last.raw, 0)) ratio=\(format(last.saves / max(last.raw, 1), 3)) "
+                + "merge_p50_ms=\(format(last.merge.p50, 3)) merge_p99_ms=\(format(last.merge.p99, 3)) "
+                + "peak_saves_per_s=\(format(peak, 0))")
+    }
+
+    /// One user per writer, and the raw floor's table with one row per writer.
+    func seed(_ configuration: ConnectionConfiguration, writers: Int) throws {
+        let connection = try Connection(configuration)
+        defer { connection.close() }
+        try connection.execute("CREATE TABLE \(rawThroughputTable) (id integer PRIMARY KEY, n bigint NOT NULL DEFAULT 0)")
+        try connection.execute(
+            "INSERT INTO \(rawThroughputTable) (id) SELECT generate_series(0, $1 - 1)", [writers])
+        try connection.execute(
+            "INSERT INTO users (user_id, age) SELECT 'writer-' || i, -1 FROM generate_series(0, $1 - 1) AS i",
+            [writers])
+    }
+
+    /// Runs `writers` processes in `mode` at once; their total rate and every commit.
+    func measure(url: String, writers: Int, mode: String) throws -> (rate: Double, commits: [Commit]) {
+        // Everyone starts at the same instant, after the processes have connected.
+        let start = monotonicNanoseconds() + 1_500_000_000
+        let processes = try (0..<writers).map { index in
+            try ListenerProcess(arguments: [
+                "throughput-writer", url, String(index), mode, String(start), String(seconds),
+            ])
+        }
+        var total = 0
+        var commits: [Commit] = []
+        for (index, process) in processes.enumerated() {
+            defer { process.stop() }
+            var done = false
+            while let line = process.nextLine() {
+                let parts = line.split(separator: " ")
+                if parts.count == 3, parts[0] == "commit", let seq = Int(parts[1]), let time = Int64(parts[2]) {
+                    commits.append(Commit(writer: index, seq: seq, nanoseconds: time))
+                } else if parts.count == 2, parts[0] == "done", let count = Int(parts[1]) {
+                    total += count
+                    done = true
+                    break
+                }
+            }
+            guard done else { throw ValidationError("writer \(index) (\(mode)) ended without reporting") }
+        }
+        return (Double(total) / seconds, commits)
+    }
+
+    func format(_ value: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", value) }
+}
+
+/// A writer's commit of sequence number `seq`.
+struct Commit: Hashable {
+    var writer: Int
+    var seq: Int
+    var nanoseconds: Int64
+}
+
+/// When this process's main context merged each (writer, seq) it saw.
+final class MergeTimes: Sendable {
+    private let times = Mutex<[Int: [Int: Int64]]>([:])
+
+    func record(writer: Int, seq: Int, at nanoseconds: Int64) {
+        times.withLock { times in
+            if times[writer, default: [:]][seq] == nil { times[writer, default: [:]][seq] = nanoseconds }
+        }
+    }
+
+    func reset() { times.withLock { $0 = [:] } }
+
+    /// Milliseconds from commit to merge of the commits a merge showed (merges coalesce:
+    /// a merge after several saves of one writer shows the last of them).
+    func latencies(for commits: [Commit]) -> [Double] {
+        times.withLock { times in
+            commits.compactMap { commit in
+                times[commit.writer]?[commit.seq].map { Double($0 - commit.nanoseconds) / 1e6 }
+            }
+        }
+    }
+}
+
+/// One writer of the throughput benchmark: saves (or raw-commits) until the time is up,
+/// then prints every commit time and its count.
+struct ThroughputWriter: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "throughput-writer", abstract: "A writer process of `throughput` (not run by hand).",
+        shouldDisplay: false)
+
+    @Argument(help: "The database URL.") var databaseURL: String
+    @Argument(help: "This writer's number.") var index: Int
+    @Argument(help: "raw or objects.") var mode: String
+    @Argument(help: "Monotonic nanoseconds to start at.") var start: Int64
+    @Argument(help: "Seconds to run.") var seconds: Double
+
+    func run() throws {
+        let configuration = ConnectionConfiguration(databaseURL)
+        let end = start + Int64(seconds * 1e9)
+        var commits: [(Int, Int64)] = []
+        commits.reserveCapacity(100_000)
+        if mode == "raw" {
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            waitUntil(start)
+            while monotonicNanoseconds() < end {
+                try connection.transaction { connection in
+                    try connection.execute("UPDATE \(rawThroughputTable) SET n = n + 1 WHERE id = $1", [index])
+                    try connection.notify(rawThroughputChannel, payload: String(index))
+                }
+                commits.append((commits.count, monotonicNanoseconds()))
+            }
+        } else {
+            let manager = try ContextManager(configuration: configuration, entities: [BenchUser.self])
+            defer { manager.close() }
+            let context = manager.newPrivateContext()
+            let committed = CommitTime()
+            let token = context.observeDidSave { _ in committed.nanoseconds = monotonicNanoseconds() }
+            defer { token.cancel() }
+            let user = try context.performAndWait { () throws -> BenchUser in
+                guard let user = try BenchUser.first(in: context, where: "userID == %@", "writer-\(index)") else {
+                    throw ValidationError("writer-\(index) is missing")
+                }
+                return user
+            }
+            waitUntil(start)
+            while monotonicNanoseconds() < end {
+                let seq = commits.count
+                try context.performAndWait {
+                    user.age = seq
+                    try context.save()
+                }
+                commits.append((seq, committed.nanoseconds))
+            }
+        }
+        var text = ""
+        for (seq, time) in commits { text += "commit \(seq) \(time)\n" }
+        text += "done \(commits.count)\n"
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+
+    func waitUntil(_ nanoseconds: Int64) {
+        let wait = nanoseconds - monotonicNanoseconds()
+        if wait > 0 { Thread.sleep(forTimeInterval: Double(wait) / 1e9) }
+    }
+}
