@@ -75,7 +75,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Creates a context; usually `ContextManager` does this.
     ///
-    /// - Parameter logger: where the context logs; the coordinator's logger by default.
+    /// - Parameters:
+    ///   - concurrencyType: `.privateQueue` for a unit of work (one transaction), `.main`
+    ///     for the long-lived context saves are merged into.
+    ///   - coordinator: the store it reads from and saves to.
+    ///   - name: a label for logs and the queue.
+    ///   - logger: where the context logs; the coordinator's logger by default.
     public init(
         concurrencyType: ConcurrencyType, coordinator: StoreCoordinator, name: String? = nil, logger: Logger? = nil
     ) {

@@ -43,6 +43,7 @@ public final class ContextManager: Sendable {
     /// Creates a manager over a coordinator.
     ///
     /// - Parameters:
+    ///   - coordinator: the model and connection pool every context of this manager uses.
     ///   - automaticallyMergesRemoteChanges: merge other processes' saves into the main
     ///     context (starts the coordinator's listener now).
     ///   - logger: where the manager and its contexts log; the coordinator's logger by
@@ -58,8 +59,16 @@ public final class ContextManager: Sendable {
     /// Builds the model, opens the pool, checks the schema and starts listening for other
     /// processes' saves.
     ///
-    /// - Parameter logger: where the coordinator, its listener, the manager and its
-    ///   contexts log (label `pgdatakit` by default).
+    /// - Parameters:
+    ///   - configuration: where the database is (URL or libpq `key=value` string).
+    ///   - entities: the `ManagedObject` subclasses of the model.
+    ///   - maximumConnections: the pool size; each private context with an open
+    ///     transaction holds one connection.
+    ///   - automaticallyMergesRemoteChanges: merge other processes' saves into the main
+    ///     context.
+    ///   - changeLog: retention and reconnect settings of the change log.
+    ///   - logger: where the coordinator, its listener, the manager and its contexts log
+    ///     (label `pgdatakit` by default).
     /// - Throws: `ModelError`, `SchemaMismatchError` or `PostgresError`.
     public convenience init(
         configuration: ConnectionConfiguration, entities: [ManagedObject.Type], maximumConnections: Int = 10,

@@ -41,6 +41,8 @@ public final class StoreCoordinator: Sendable {
     ///     `observeRemoteChanges(_:)`). Its table, `pgdatakit_changes`, is installed by
     ///     the migrator (`pgdatakit migrate`); here it is only checked, with the grants
     ///     the role needs.
+    ///   - logger: where the coordinator, its pool and its change listener log (label
+    ///     `pgdatakit` by default).
     /// - Throws: `ChangeLogError` (change log missing, or a grant missing),
     ///   `SchemaMismatchError` listing every mismatch (missing grants included), or
     ///   `PostgresError`.
