@@ -26,6 +26,7 @@ extension ManagedObjectContext {
         assertOnQueue()
         guard hasChanges else {
             endTransaction()
+            resolvedConflicts = []
             return
         }
         try validateDeleteRules()
@@ -53,6 +54,7 @@ extension ManagedObjectContext {
         }
         do {
             try commitSave(on: first, outcome: outcome, reservedKeys: reservedKeys)
+            resolvedConflicts = []
         } catch {
             abortWriteTransaction(first)
             throw error
@@ -121,6 +123,7 @@ extension ManagedObjectContext {
                 }
                 resolve(conflicts, overwrite: &overwrite)
             }
+            let settled = conflicts.map(\.report)
             let outcome = try writeChanges(on: connection, reservedKeys: &reservedKeys, overwrite: overwrite)
             guard outcome.conflicts.isEmpty else {
                 // The rows are locked, so this means they changed in a way we cannot see.
@@ -131,6 +134,7 @@ extension ManagedObjectContext {
                 })
             }
             try commitSave(on: connection, outcome: outcome, reservedKeys: reservedKeys)
+            resolvedConflicts = settled
         } catch {
             abortWriteTransaction(connection)
             throw error

@@ -50,6 +50,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// How a save resolves rows changed elsewhere since they were read; `.error`
     /// by default.
     public var mergePolicy: MergePolicy = .error
+    /// The conflicts the last successful `save()` settled with `mergePolicy` (empty when
+    /// it met none, or under `.error`, where a conflict fails the save instead). Each
+    /// names the object, the versions and the snapshot, object and store values.
+    ///
+    /// For example, counting what a worker's policy decided:
+    ///
+    /// ```swift
+    /// try context.save()
+    /// settled += context.resolvedConflicts.count
+    /// ```
+    public internal(set) var resolvedConflicts: [MergeConflict] = []
     /// Whether the context manager merges this context's saves into the main context
     /// right after commit (`true` by default, as in SQKDataKit).
     public var shouldMergeOnSave = true

@@ -70,6 +70,18 @@ struct MergePolicyTests {
         }
     }
 
+    @Test func aSaveWithoutConflictsResolvesNone() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                context.mergePolicy = .mergeByPropertyObjectTrump
+                User(context: context).userID = "alone"
+                try context.save()
+                #expect(context.resolvedConflicts.isEmpty)
+            }
+        }
+    }
+
     @Test func errorPolicyKeepsTheContextDirtyForRetry() throws {
         try ExampleSchema.withManager { manager in
             let (_, _, first) = try conflictingEdit(policy: .error, manager: manager)
@@ -108,8 +120,12 @@ struct MergePolicyTests {
     ])
     func resolvingPolicyLeavesTheExpectedRow(_ expected: Resolution) throws {
         try ExampleSchema.withManager { manager in
-            let (result, stored, _) = try conflictingEdit(policy: expected.policy, manager: manager)
+            let (result, stored, first) = try conflictingEdit(policy: expected.policy, manager: manager)
             try result.get()
+            // The context says what its last save settled, and how.
+            let resolved = first.performAndWait { first.resolvedConflicts }
+            #expect(resolved.map(\.objectValues.keys.count) == [2])
+            #expect(resolved.first?.storeValues?["name"] as? String == "second's name")
             #expect(stored.name == expected.name)
             #expect(stored.age == expected.age)
             #expect(stored.version == expected.version)
