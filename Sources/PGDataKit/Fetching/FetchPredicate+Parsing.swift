@@ -67,7 +67,12 @@ extension FetchPredicate {
     ///   when the predicate nests deeper than `maximumDepth`.
     public func substituting(_ variables: [String: Any?]) throws -> FetchPredicate {
         try checkDepth()
-        return try mapComparisons { comparison throws(FetchPredicateError) in
+        return try substitutingUnchecked(variables)
+    }
+
+    /// `substituting(_:)` without the depth check (done once, for subqueries too).
+    fileprivate func substitutingUnchecked(_ variables: [String: Any?]) throws(FetchPredicateError) -> FetchPredicate {
+        try mapComparisons { comparison throws(FetchPredicateError) in
             var comparison = comparison
             comparison.left = try comparison.left.substituting(variables)
             comparison.right = try comparison.right.substituting(variables)
@@ -79,7 +84,11 @@ extension FetchPredicate {
 extension FetchPredicate.Expression {
     fileprivate func substituting(_ variables: [String: Any?]) throws(FetchPredicateError) -> Self {
         switch self {
-        case .keyPath, .value, .count: return self
+        case .keyPath, .value, .count, .aggregate: return self
+        case .subquery(var subquery):
+            // Bounded: `substituting(_:)` checked the depth, subqueries included.
+            subquery.predicate = try subquery.predicate.substitutingUnchecked(variables)
+            return .subquery(subquery)
         case .list(let elements):
             return .list(try elements.map { element throws(FetchPredicateError) in
                 // Checked before substituting, so lists nested in code never recurse.
@@ -121,6 +130,9 @@ extension FetchPredicate.Comparison {
                 .checked(leftPosition: rightPosition, rightPosition: leftPosition)
         }
         switch (self.operator, right) {
+        case (.in, .keyPath), (.in, .value(.string)):
+            // A collection on the right (`%@ IN posts`) or a string (a substring test).
+            return self
         case (.between, .list(let bounds)) where bounds.count != 2:
             throw FetchPredicateError(
                 message: "BETWEEN needs a list of two values {low, high}, found \(bounds.count)",
@@ -153,7 +165,10 @@ extension FetchPredicate.Comparison {
 /// and        := not (("AND" | "&&") not)*
 /// not        := ("NOT" | "!") not | "(" or ")" | TRUEPREDICATE | FALSEPREDICATE | comparison
 /// comparison := quantifier? operand operator modifier? operand
-/// operand    := keyPath | value | "{" operands? "}" | "$" name | specifier
+/// operand    := keyPath | value | "{" operands? "}" | "$" name | specifier | subquery
+/// keyPath    := ("SELF" | "$" variable | name | "#" name | "%K") ("." name)*
+///               ("." "@count" | "." ("@min" | "@max" | "@sum" | "@avg") ("." name)+)?
+/// subquery   := "SUBQUERY" "(" keyPath "," "$" variable "," or ")" "." "@count"
 /// ```
 private struct PredicateFormatParser {
     private var lexer: PredicateFormatLexer
@@ -162,8 +177,10 @@ private struct PredicateFormatParser {
     private var previousEnd = 0
     private let arguments: [Any?]
     private var argumentIndex = 0
-    /// How many `(` and `NOT` enclose the current token.
+    /// How many `(`, `NOT` and `SUBQUERY` enclose the current token.
     private var depth = 0
+    /// The variables of the enclosing `SUBQUERY`s, innermost last.
+    private var subqueryVariables: [String] = []
     /// Deeper nesting is an error rather than a stack overflow.
     private static let maximumDepth = FetchPredicate.maximumDepth
 
@@ -179,7 +196,8 @@ private struct PredicateFormatParser {
     ]
     /// Operators that take `[c]`, `[d]`, `[cd]`.
     private static let operatorsWithOptions: Set<FetchPredicate.Operator> = [
-        .equal, .notEqual, .in, .contains, .beginsWith, .endsWith, .like, .matches,
+        .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual, .between,
+        .in, .contains, .beginsWith, .endsWith, .like, .matches,
     ]
     /// Words that are not key paths unless escaped with `#`.
     private static let reservedWords: Set<String> = Set(operators.keys)
@@ -363,9 +381,10 @@ private struct PredicateFormatParser {
             case "NIL", "NULL": value = .null
             case "TRUE", "YES": value = .bool(true)
             case "FALSE", "NO": value = .bool(false)
-            case "SELF", "SUBQUERY":
-                throw error("\(keyword) is not supported; write #\(word) for a key named "
-                            + word, at: token.position)
+            case "SELF":
+                return try parseKeyPath()
+            case "SUBQUERY":
+                return try parseSubquery()
             default:
                 throw error("expected \(expectation), found reserved word \(token.quoted) "
                             + "(write #\(word) for a key named \(word))", at: token.position)
@@ -384,6 +403,13 @@ private struct PredicateFormatParser {
             try advance()
             return .value(.double(double))
         case .variable(let name):
+            if let index = subqueryVariables.lastIndex(of: name) {
+                guard index == subqueryVariables.count - 1 else {
+                    throw error("$\(name) belongs to an enclosing SUBQUERY; a nested SUBQUERY can "
+                                + "use only its own variable", at: token.position)
+                }
+                return try parseKeyPath()
+            }
             try advance()
             return .variable(name)
         case .specifier(let specifier):
@@ -415,6 +441,7 @@ private struct PredicateFormatParser {
             }
             let element = try parseOperand(expecting: "a value in the list")
             if case .list = element { throw error("nested arrays are not supported", at: position) }
+            if case .subquery = element { throw error("SUBQUERY cannot stand in a list", at: position) }
             elements.append(element)
             if current.kind == .symbol("}") { break }
             guard current.kind == .symbol(",") else {
@@ -427,16 +454,28 @@ private struct PredicateFormatParser {
         return .list(elements)
     }
 
+    /// A key path: names joined by dots, starting with a name, `#name`, `%K`, `SELF`
+    /// (the object itself) or the enclosing `SUBQUERY`'s variable (the related object),
+    /// perhaps with `@count` at the end or `@min`/`@max`/`@sum`/`@avg` before a key.
     private mutating func parseKeyPath() throws(FetchPredicateError) -> FetchPredicate.Expression {
         let start = current
-        var components: [String]
+        var components: [String] = []
         var isCount = false
+        /// The operator, where it splits the components, and where it stood.
+        var aggregate: (function: FetchPredicate.CollectionOperator, split: Int, position: Int)?
         switch start.kind {
+        case .word(let name) where name.uppercased() == "SELF":
+            break
+        case .variable:
+            break
         case .word(let name), .escapedWord(let name):
             components = [name]
         default:
             let argument = try takeArgument(for: start)
-            (components, isCount) = try keyPathArgument(argument, at: start)
+            let parsed = try keyPathArgument(argument, at: start)
+            components = parsed.components
+            isCount = parsed.isCount
+            aggregate = parsed.aggregate.map { ($0.function, $0.split, start.position) }
         }
         try advance()
         while current.kind == .symbol(".") {
@@ -447,19 +486,107 @@ private struct PredicateFormatParser {
             switch current.kind {
             case .word(let name), .escapedWord(let name):
                 components.append(name)
-            case .collectionOperator(let name) where name.lowercased() == "count":
-                isCount = true
             case .collectionOperator(let name):
-                throw error("unsupported collection operator '@\(name)'; only @count is "
-                            + "supported", at: current.position)
+                let function = FetchPredicate.CollectionOperator(rawValue: "@" + name.lowercased())
+                guard function != nil || name.lowercased() == "count" else {
+                    throw error("unsupported collection operator '@\(name)'; expected @count, @min, "
+                                + "@max, @sum or @avg", at: current.position)
+                }
+                if let aggregate {
+                    throw error("only keys can follow \(aggregate.function.rawValue), not '@\(name)'",
+                                at: current.position)
+                }
+                guard !components.isEmpty else {
+                    throw error("'@\(name)' must follow a to-many key path, as in posts.@\(name)",
+                                at: current.position)
+                }
+                if let function {
+                    aggregate = (function, components.count, current.position)
+                } else {
+                    isCount = true
+                }
             default:
                 throw error("expected a key after '.', found \(current.quoted)",
                             at: current.position)
             }
             try advance()
         }
+        if let aggregate {
+            guard components.count > aggregate.split else {
+                throw error("\(aggregate.function.rawValue) needs a key after it, as in "
+                            + "posts.\(aggregate.function.rawValue).score", at: aggregate.position)
+            }
+            return .aggregate(
+                aggregate.function,
+                FetchPredicate.KeyPath(Array(components[..<aggregate.split]), position: start.position),
+                FetchPredicate.KeyPath(Array(components[aggregate.split...]), position: start.position))
+        }
         let keyPath = FetchPredicate.KeyPath(components, position: start.position)
         return isCount ? .count(keyPath) : .keyPath(keyPath)
+    }
+
+    /// `SUBQUERY(collection, $variable, predicate).@count`; inside, the variable (and a
+    /// bare key path) stands for each object of the collection.
+    private mutating func parseSubquery() throws(FetchPredicateError) -> FetchPredicate.Expression {
+        let start = current.position
+        try advance()
+        guard current.kind == .symbol("(") else {
+            throw error("expected '(' after SUBQUERY, found \(current.quoted)", at: current.position)
+        }
+        guard depth < Self.maximumDepth else {
+            throw error("predicate nested more than \(Self.maximumDepth) levels deep", at: start)
+        }
+        depth += 1
+        defer { depth -= 1 }
+        try advance()
+        let collectionPosition = current.position
+        let collection = try parseOperand(expecting: "a to-many key path as SUBQUERY's collection")
+        guard case .keyPath(let path) = collection, !path.components.isEmpty else {
+            throw error("SUBQUERY's collection must be a to-many key path such as posts",
+                        at: collectionPosition)
+        }
+        try expect(",", after: "SUBQUERY's collection")
+        guard case .variable(let name) = current.kind else {
+            throw error("expected a variable such as $p after SUBQUERY's collection, found "
+                        + current.quoted, at: current.position)
+        }
+        try advance()
+        try expect(",", after: "SUBQUERY's variable")
+        subqueryVariables.append(name)
+        let predicate: FetchPredicate
+        do {
+            predicate = try parseOr()
+        } catch {
+            subqueryVariables.removeLast()
+            throw error
+        }
+        subqueryVariables.removeLast()
+        guard current.kind == .symbol(")") else {
+            throw error("expected ')' to close the SUBQUERY at position \(start), found "
+                        + current.quoted, at: current.position)
+        }
+        try advance()
+        let countPosition = current.position
+        var counted = false
+        if current.kind == .symbol(".") {
+            try advance()
+            if case .collectionOperator(let operation) = current.kind, operation.lowercased() == "count" {
+                counted = true
+                try advance()
+            }
+        }
+        guard counted else {
+            throw error("SUBQUERY(…) must be followed by .@count, as in "
+                        + "SUBQUERY(posts, $p, $p.title == 'a').@count > 0", at: countPosition)
+        }
+        return .subquery(FetchPredicate.Subquery(collection: path, variable: name, predicate: predicate))
+    }
+
+    private mutating func expect(_ symbol: String, after what: String) throws(FetchPredicateError) {
+        guard current.kind == .symbol(symbol) else {
+            throw error("expected '\(symbol)' after \(what), found \(current.quoted)", at: current.position)
+        }
+        try advance()
     }
 
     // MARK: Arguments
@@ -477,29 +604,50 @@ private struct PredicateFormatParser {
     }
 
     /// Splits and checks a `%K` argument: names of letters, digits and `_` joined by dots,
-    /// optionally ending in `.@count`.
+    /// optionally ending in `.@count` or with `@min`, `@max`, `@sum` or `@avg` before the
+    /// last key(s) (`posts.@max.score`).
     private func keyPathArgument(
         _ argument: Any?, at token: PredicateFormatToken
-    ) throws(FetchPredicateError) -> ([String], Bool) {
+    ) throws(FetchPredicateError) -> (
+        components: [String], isCount: Bool,
+        aggregate: (function: FetchPredicate.CollectionOperator, split: Int)?
+    ) {
         let label = "argument \(argumentIndex) for %K"
         guard let string = argument as? String else {
             throw error("\(label) must be a key path string, got \(typeName(argument))",
                         at: token.position)
         }
-        var components = string.split(separator: ".", omittingEmptySubsequences: false)
-            .map(String.init)
-        let isCount = components.count > 1 && components.last == "@count"
-        if isCount { components.removeLast() }
-        let valid = components.allSatisfy { component in
-            guard let first = component.first else { return false }
-            return PredicateFormatLexer.isIdentifierStart(first)
-                && component.allSatisfy(PredicateFormatLexer.isIdentifierPart)
+        var components: [String] = []
+        var isCount = false
+        var aggregate: (function: FetchPredicate.CollectionOperator, split: Int)?
+        var valid = true
+        for part in string.split(separator: ".", omittingEmptySubsequences: false).map(String.init) {
+            if isCount { valid = false }
+            if part.first == "@" {
+                let function = FetchPredicate.CollectionOperator(rawValue: part)
+                if components.isEmpty || aggregate != nil || (function == nil && part != "@count") {
+                    valid = false
+                } else if let function {
+                    aggregate = (function, components.count)
+                } else {
+                    isCount = true
+                }
+                continue
+            }
+            guard let first = part.first, PredicateFormatLexer.isIdentifierStart(first),
+                part.allSatisfy(PredicateFormatLexer.isIdentifierPart)
+            else {
+                valid = false
+                continue
+            }
+            components.append(part)
         }
-        guard valid else {
+        if let aggregate, components.count == aggregate.split { valid = false }
+        guard valid, !components.isEmpty else {
             throw error("\(label) is not a key path: expected names of letters, digits and "
                         + "underscores joined by dots", at: token.position)
         }
-        return (components, isCount)
+        return (components, isCount, aggregate)
     }
 
     /// Converts the argument of `%@`, `%d`, `%f` or `%s`.
@@ -520,7 +668,7 @@ private struct PredicateFormatParser {
         case "s":
             if case .value(.string) = converted { return converted }
             expected = "a string"
-        case "f", "lf":
+        case _ where PredicateFormatLexer.floatingPointSpecifiers.contains(specifier):
             if case .value(.double) = converted { return converted }
             if case .value(.integer(let integer)) = converted {
                 return .value(.double(Double(integer)))
