@@ -128,6 +128,11 @@ struct ComparisonPlanner {
         if comparison.operator == .in, case .keyPath(let collection) = comparison.right {
             return try membership(of: comparison.left, in: collection, comparison.options)
         }
+        if comparison.operator == .in, case .value(.string) = comparison.right {
+            // `name IN 'Ada Lovelace'`: a substring test, as in NSPredicate.
+            return try combine(
+                try rawSide(comparison.right), .contains, try rawSide(comparison.left), comparison.options, path)
+        }
         if comparison.operator == .contains, case .keyPath(let collection) = comparison.left,
             let resolved = try? resolve(collection), case .object = resolved.end, !collection.components.isEmpty,
             resolved.hops.last?.relationship.isToMany == true
@@ -343,9 +348,6 @@ struct ComparisonPlanner {
             throw error("a comparison needs a key path on one side", path)
         }
         if case .list = left { throw error("a list can only stand on the right of IN or BETWEEN", path) }
-        if let leftType = left.type, let rightType = right.type {
-            try checkComparable(leftType, rightType, path)
-        }
         switch op {
         case .contains, .beginsWith, .endsWith, .like, .matches:
             for side in [left, right] {
@@ -363,6 +365,9 @@ struct ComparisonPlanner {
         }
         if op == .between {
             guard case .list = right else { throw error("BETWEEN needs {low, high}", path) }
+        }
+        if let leftKey = left.readKey, let rightKey = right.readKey {
+            try checkComparable(leftKey, rightKey, path)
         }
         let plannedLeft = try side(left, type: type, subject: subject, op, path)
         let plannedRight = try side(right, type: type, subject: subject, op, path)
@@ -390,7 +395,7 @@ struct ComparisonPlanner {
                     case .list: throw error("nested lists are not supported", path)
                     default:
                         let key = try rawSide(item)
-                        if let boundType = key.type { try checkComparable(type, boundType, path) }
+                        if let bound = key.readKey { try checkComparable(subject, bound, path) }
                         return try side(key, type: type, subject: subject, op, path)
                     }
                 }
@@ -448,18 +453,18 @@ struct ComparisonPlanner {
 
     /// Whether two keys' values can be compared: the same type, two numbers, or objects
     /// of one entity.
-    private func checkComparable(_ left: PlannedType, _ right: PlannedType, _ path: FetchPredicate.KeyPath?) throws {
+    private func checkComparable(_ leftKey: PlannedKey, _ rightKey: PlannedKey, _ path: FetchPredicate.KeyPath?) throws {
+        let (left, right) = (leftKey.type, rightKey.type)
         switch (left, right) {
         case (.object(let a), .object(let b)):
             guard a == b else { throw error("cannot compare \(a) objects with \(b) objects", path) }
+            return
         case (.value(let a), .value(let b)):
-            guard a != .json && b != .json else { throw error("JSON attributes cannot be compared with each other", path) }
-            guard a == b || (left.isNumber && right.isNumber) else {
-                throw error("cannot compare \(a.rawValue) values with \(b.rawValue) values", path)
-            }
+            if a != .json && b != .json && (a == b || (left.isNumber && right.isNumber)) { return }
         default:
-            throw error("cannot compare an object with a value", path)
+            break
         }
+        throw error("cannot compare \(describe(leftKey)) with \(describe(rightKey))", path)
     }
 
     /// Strings, NaN and variables that no engine can compare: a string with NUL (which
