@@ -136,7 +136,8 @@ struct PredicateTranslator {
         case let node as any VariableNode:
             if node.variableID == root { return .value(.keyPath(FetchPredicate.KeyPath([]))) }
             if let prefix = bound[node.variableID] { return .value(.keyPath(FetchPredicate.KeyPath(prefix))) }
-            throw unsupported(expression, "unknown variable")
+            throw unsupported(expression, "a closure of contains(where:), allSatisfy(_:) or filter(_:) reads a "
+                              + "variable from outside its closure; only the closure's own object can be read there")
         case let node as any KeyPathNode:
             if let filter = node.rootNode as? any FilterNode {
                 guard Self.isCountKeyPath(node.anyKeyPath) else {
@@ -184,6 +185,9 @@ struct PredicateTranslator {
 
     /// `.count` of a relationship's objects, for `isEmpty`.
     private mutating func countOfCollection(_ node: any KeyPathNode, _ context: Any) throws -> FetchPredicate.Expression {
+        if let filter = node.rootNode as? any FilterNode {
+            return .subquery(try subquery(filter.sequenceNode, filter.testNode, filter.variableID, negated: false))
+        }
         guard case .value(.keyPath(let path)) = try self.expression(node.rootNode), !path.components.isEmpty else {
             throw unsupported(context, "isEmpty is supported on to-many relationships only")
         }
