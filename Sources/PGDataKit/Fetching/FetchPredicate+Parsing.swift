@@ -2,7 +2,8 @@ import Foundation
 
 extension FetchPredicate {
     /// Parses a Core Data (`NSPredicate`) format string, substituting arguments for `%@`,
-    /// `%K`, `%d`, `%f` and `%s`.
+    /// `%K`, `%s`, integer specifiers (`%d`, `%i`, `%u`, `%ld`, `%lu`, `%lld`, `%hi`, …) and
+    /// floating-point ones (`%f`, `%lf`, `%e`, `%g`, …).
     ///
     /// For example:
     ///
@@ -10,6 +11,8 @@ extension FetchPredicate {
     /// let recent = try FetchPredicate(
     ///     format: "ANY posts.title CONTAINS[cd] %@ AND age BETWEEN {18, 65}", "swift")
     /// let counted = try FetchPredicate(format: "%K.@count > %d", "posts", 3)
+    /// let busy = try FetchPredicate(
+    ///     format: "SUBQUERY(posts, $p, $p.title BEGINSWITH 'a').@count > 0 AND NOT SELF IN %@", [ada])
     /// ```
     ///
     /// Arguments are always data: a `%@` string containing quotes or SQL stays one string
@@ -38,8 +41,9 @@ extension FetchPredicate {
     /// ```
     ///
     /// `%@` takes `nil`, `NSNull`, strings, booleans, integers, floating-point numbers,
-    /// `Decimal`, `Date`, `UUID`, `Data`, saved managed objects, `ObjectID`s, and arrays
-    /// or sets of these (which become lists, for `IN` and `BETWEEN`).
+    /// `Decimal` (and `NSDecimalNumber`), `Date`, `UUID`, `Data`, saved managed objects,
+    /// `ObjectID`s, and arrays or sets of these (which become lists, for `IN` and
+    /// `BETWEEN`).
     ///
     /// - Parameters:
     ///   - format: The format string.

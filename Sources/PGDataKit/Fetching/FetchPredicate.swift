@@ -18,11 +18,11 @@ import Foundation
 /// Build predicates in code with `.not(p)`, `.and([p, q])`, `.or([p, q])`,
 /// `.comparison(…)` and `.constant(true)`; take them apart with `switch predicate.kind`.
 /// A predicate may nest at most `maximumDepth` (256) levels, counted as the format parser
-/// counts them: each `NOT` is a level, and so is each group that needs parentheses (an OR
-/// inside an AND, a compound inside a NOT). An AND inside an AND (or an OR inside an OR)
-/// is not a level, so `a && b && c && …` folded from thousands of terms is fine. Fetches,
-/// counts and `substituting(_:)` throw `FetchPredicateError` for deeper predicates
-/// before any SQL is sent; releasing one never recurses, however deep it is.
+/// counts them: each `NOT` and each `SUBQUERY` is a level, and so is each group that needs
+/// parentheses (an OR inside an AND, a compound inside a NOT). An AND inside an AND (or an
+/// OR inside an OR) is not a level, so `a && b && c && …` folded from thousands of terms
+/// is fine. Fetches, counts and `substituting(_:)` throw `FetchPredicateError` for deeper
+/// predicates before any SQL is sent; releasing one never recurses, however deep it is.
 public struct FetchPredicate: Sendable, Equatable, CustomStringConvertible {
     /// What a predicate is: one node of the `NSPredicate` tree.
     public enum Kind: Sendable, Equatable {
