@@ -92,6 +92,14 @@ struct ComparisonPlan {
     var type: PlannedType
 }
 
+extension FetchPredicate.Expression {
+    /// Whether the expression is a string constant.
+    fileprivate var isString: Bool {
+        if case .value(.string) = self { return true }
+        return false
+    }
+}
+
 /// Plans the comparisons of one entity.
 struct ComparisonPlanner {
     let model: Model
@@ -114,7 +122,7 @@ struct ComparisonPlanner {
             }
             let (quantified, key) = try quantifiedKey(left, quantifier)
             var plan: ComparisonPlan
-            if comparison.operator == .in, case .keyPath = comparison.right {
+            if comparison.operator == .in, comparison.right.isKeyPath || comparison.right.isString {
                 // `ANY posts.title IN name`: each title is a substring of the name.
                 plan = try combine(
                     try rawSide(comparison.right), .contains, .key(key, onMember: true), comparison.options, path)

@@ -57,6 +57,8 @@ struct PredicateFamilyTests {
         try f.check(User.self, "name IN 'Ada Lovelace'", [], ["ada"])
         try f.check(User.self, "name IN[c] 'Ada Lovelace'", [], ["ada", "ada2"])
         try f.check(User.self, "ANY posts.title IN[c] name", [], ["ada2"])
+        try f.check(User.self, "ANY posts.title IN 'Zebra and apple pie'", [], ["ada"])
+        try f.check(User.self, "ALL posts.title IN 'Zebra and apple pie'", [], ["ada", "ce"])
         try f.check(Post.self, "title IN user.name", [], [])
         try f.check(Post.self, "title IN[c] user.name", [], ["p6"])
     }
