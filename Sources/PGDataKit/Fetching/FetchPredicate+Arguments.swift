@@ -78,6 +78,10 @@ extension FetchPredicate.Expression {
 extension FetchPredicate.Value {
     /// Converts one argument that is not `nil` and not a list.
     fileprivate init(argument: Any) throws(FetchPredicateError) {
+        if let decimal = argument as? NSDecimalNumber, type(of: argument) is NSNumber.Type {
+            self = .decimal(decimal.decimalValue)
+            return
+        }
         if type(of: argument) is NSNumber.Type, let number = argument as? NSNumber {
             if type(of: number) == type(of: NSNumber(value: true)) {
                 self = .bool(number.boolValue)

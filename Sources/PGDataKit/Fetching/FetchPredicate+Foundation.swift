@@ -16,11 +16,18 @@ extension FetchPredicate {
     /// Supported: `==`, `!=`, `<`, `<=`, `>`, `>=`, `&&`, `||`, `!`, comparisons with
     /// `nil`, optional chaining and `!` through to-one relationships (`$0.user?.name`),
     /// `?? false` around a boolean, string `contains(_:)` and `starts(with:)`,
-    /// `[literal array].contains($0.key)` (IN), and `.count` of a to-many relationship.
+    /// `[literal array].contains($0.key)` (IN), `.count` and `.isEmpty` of a to-many
+    /// relationship, and on a to-many relationship `contains(where:)`,
+    /// `allSatisfy(_:)` and `filter(_:).count`, which become the same `SUBQUERY` a
+    /// format string would give (`EXISTS` / a correlated count in SQL). Inside those
+    /// closures only the closure's own object can be read.
+    ///
     /// Foundation on Linux offers no case-insensitive string comparison in `#Predicate`;
-    /// use a format string with `[c]` for that. Anything else is a thrown
-    /// `FetchPredicateError` naming the unsupported expression — never a silent full-table
-    /// filter.
+    /// use a format string with `[c]` for that. `max()` and `min()` need `Comparable`
+    /// elements and `#Predicate` has no `map`, so they cannot reach a to-many
+    /// relationship's attributes: use a format string with `posts.@max.score`. Anything
+    /// else is a thrown `FetchPredicateError` naming the unsupported expression — never a
+    /// silent full-table filter.
     ///
     /// - Throws: `FetchPredicateError`.
     public init<T: ManagedObject>(_ predicate: Predicate<T>) throws {
@@ -79,6 +86,18 @@ struct PredicateTranslator {
         case let node as any StartsWithNode:
             return .comparison(FetchPredicate.Comparison(
                 try operand(try self.expression(node.baseNode)), .beginsWith, try operand(try self.expression(node.prefixNode))))
+        case let node as any SequenceContainsWhereNode:
+            let subquery = try self.subquery(node.sequenceNode, node.testNode, node.variableID, negated: false)
+            return .comparison(FetchPredicate.Comparison(.subquery(subquery), .greaterThan, .value(.integer(0))))
+        case let node as any SequenceAllSatisfyNode:
+            let subquery = try self.subquery(node.sequenceNode, node.testNode, node.variableID, negated: true)
+            return .comparison(FetchPredicate.Comparison(.subquery(subquery), .equal, .value(.integer(0))))
+        case let node as any KeyPathNode where Self.isEmptyKeyPath(node.anyKeyPath):
+            return .comparison(FetchPredicate.Comparison(
+                try countOfCollection(node, expression), .equal, .value(.integer(0))))
+        case is any SequenceExtremumNode:
+            throw unsupported(expression, "max() and min() need Comparable elements and #Predicate has no map(_:); "
+                              + "use a format string such as posts.@max.score")
         case let node as any SequenceContainsNode:
             guard case .value(let list) = try self.expression(node.sequenceNode), case .list = list else {
                 throw unsupported(expression, "contains(_:) is supported on literal arrays only")
@@ -117,8 +136,15 @@ struct PredicateTranslator {
         case let node as any VariableNode:
             if node.variableID == root { return .value(.keyPath(FetchPredicate.KeyPath([]))) }
             if let prefix = bound[node.variableID] { return .value(.keyPath(FetchPredicate.KeyPath(prefix))) }
-            throw unsupported(expression, "unknown variable")
+            throw unsupported(expression, "a closure of contains(where:), allSatisfy(_:) or filter(_:) reads a "
+                              + "variable from outside its closure; only the closure's own object can be read there")
         case let node as any KeyPathNode:
+            if let filter = node.rootNode as? any FilterNode {
+                guard Self.isCountKeyPath(node.anyKeyPath) else {
+                    throw unsupported(expression, "only .count of filter(_:) is supported")
+                }
+                return .value(.subquery(try subquery(filter.sequenceNode, filter.testNode, filter.variableID, negated: false)))
+            }
             guard case .value(let base) = try self.expression(node.rootNode) else { throw unsupported(expression) }
             let components: [String]
             switch base {
@@ -143,6 +169,43 @@ struct PredicateTranslator {
         }
     }
 
+    /// `SUBQUERY(collection, $x, test)` (or `NOT test`) for `contains(where:)`,
+    /// `allSatisfy(_:)` and `filter(_:)`; the closure is translated on its own, with its
+    /// variable as the related object.
+    private mutating func subquery(
+        _ sequence: Any, _ test: Any, _ variable: PredicateExpressions.VariableID, negated: Bool
+    ) throws -> FetchPredicate.Subquery {
+        guard case .value(.keyPath(let path)) = try self.expression(sequence), !path.components.isEmpty else {
+            throw unsupported(sequence, "contains(where:), allSatisfy(_:) and filter(_:) need a to-many relationship")
+        }
+        var inner = PredicateTranslator(root: variable)
+        let body = try inner.predicate(test)
+        return FetchPredicate.Subquery(collection: path, variable: "x", predicate: negated ? .not(body) : body)
+    }
+
+    /// `.count` of a relationship's objects, for `isEmpty`.
+    private mutating func countOfCollection(_ node: any KeyPathNode, _ context: Any) throws -> FetchPredicate.Expression {
+        if let filter = node.rootNode as? any FilterNode {
+            return .subquery(try subquery(filter.sequenceNode, filter.testNode, filter.variableID, negated: false))
+        }
+        guard case .value(.keyPath(let path)) = try self.expression(node.rootNode), !path.components.isEmpty else {
+            throw unsupported(context, "isEmpty is supported on to-many relationships only")
+        }
+        return .count(path)
+    }
+
+    /// Whether a key path is `.count` of a to-many relationship's set or a filtered array.
+    static func isCountKeyPath(_ keyPath: AnyKeyPath) -> Bool {
+        guard let root = type(of: keyPath).rootType as? any ObjectCollection.Type else { return false }
+        return keyPath == root.countKeyPath
+    }
+
+    /// Whether a key path is `.isEmpty` of a to-many relationship's set.
+    static func isEmptyKeyPath(_ keyPath: AnyKeyPath) -> Bool {
+        guard let root = type(of: keyPath).rootType as? any ObjectCollection.Type else { return false }
+        return keyPath == root.isEmptyKeyPath
+    }
+
     /// The attribute or relationship a Swift key path reads, found by reading it on a
     /// prototype object that records its accesses; `@count` for a collection's count.
     static func propertyName(_ keyPath: AnyKeyPath) throws -> String {
@@ -150,7 +213,7 @@ struct PredicateTranslator {
         guard let objectType = rootType as? ManagedObject.Type else {
             // `.count` of a to-many relationship's set: the only Int-valued key path a
             // relationship value offers.
-            if rootType is any RelationshipValue.Type, type(of: keyPath).valueType == Int.self { return "@count" }
+            if isCountKeyPath(keyPath) { return "@count" }
             throw FetchPredicateError(message: "unsupported #Predicate key path \(keyPath.debugDescription)")
         }
         let probe = objectType.init()
@@ -214,6 +277,47 @@ protocol StartsWithNode {
     var baseNode: Any { get }
     var prefixNode: Any { get }
 }
+protocol SequenceContainsWhereNode {
+    var sequenceNode: Any { get }
+    var testNode: Any { get }
+    var variableID: PredicateExpressions.VariableID { get }
+}
+protocol SequenceAllSatisfyNode {
+    var sequenceNode: Any { get }
+    var testNode: Any { get }
+    var variableID: PredicateExpressions.VariableID { get }
+}
+protocol FilterNode {
+    var sequenceNode: Any { get }
+    var testNode: Any { get }
+    var variableID: PredicateExpressions.VariableID { get }
+}
+protocol SequenceExtremumNode {}
+
+/// A to-many relationship's set, or a filtered array of objects: its `count` and
+/// `isEmpty` key paths, to recognise them.
+protocol ObjectCollection {
+    static var countKeyPath: AnyKeyPath { get }
+    static var isEmptyKeyPath: AnyKeyPath { get }
+}
+
+// The key paths are made in functions generic over `Hashable` alone: written in the
+// extensions below (over `ManagedObject`) they crash Swift 6.3's compiler.
+private func countKeyPath<Element: Hashable>(ofSetOf _: Element.Type) -> AnyKeyPath { \Set<Element>.count }
+private func isEmptyKeyPath<Element: Hashable>(ofSetOf _: Element.Type) -> AnyKeyPath { \Set<Element>.isEmpty }
+private func countKeyPath<Element>(ofArrayOf _: Element.Type) -> AnyKeyPath { \[Element].count }
+private func isEmptyKeyPath<Element>(ofArrayOf _: Element.Type) -> AnyKeyPath { \[Element].isEmpty }
+
+extension Set: ObjectCollection where Element: ManagedObject {
+    static var countKeyPath: AnyKeyPath { PGDataKit.countKeyPath(ofSetOf: Element.self) }
+    static var isEmptyKeyPath: AnyKeyPath { PGDataKit.isEmptyKeyPath(ofSetOf: Element.self) }
+}
+
+extension Array: ObjectCollection where Element: ManagedObject {
+    static var countKeyPath: AnyKeyPath { PGDataKit.countKeyPath(ofArrayOf: Element.self) }
+    static var isEmptyKeyPath: AnyKeyPath { PGDataKit.isEmptyKeyPath(ofArrayOf: Element.self) }
+}
+
 protocol SequenceContainsNode {
     var sequenceNode: Any { get }
     var elementNode: Any { get }
@@ -290,3 +394,20 @@ extension PredicateExpressions.SequenceContains: SequenceContainsNode {
     var sequenceNode: Any { sequence }
     var elementNode: Any { element }
 }
+extension PredicateExpressions.SequenceContainsWhere: SequenceContainsWhereNode {
+    var sequenceNode: Any { sequence }
+    var testNode: Any { test }
+    var variableID: PredicateExpressions.VariableID { variable.key }
+}
+extension PredicateExpressions.SequenceAllSatisfy: SequenceAllSatisfyNode {
+    var sequenceNode: Any { sequence }
+    var testNode: Any { test }
+    var variableID: PredicateExpressions.VariableID { variable.key }
+}
+extension PredicateExpressions.Filter: FilterNode {
+    var sequenceNode: Any { sequence }
+    var testNode: Any { filter }
+    var variableID: PredicateExpressions.VariableID { variable.key }
+}
+extension PredicateExpressions.SequenceMaximum: SequenceExtremumNode {}
+extension PredicateExpressions.SequenceMinimum: SequenceExtremumNode {}

@@ -61,10 +61,19 @@ struct PredicateFormatLexer {
     /// The offset of the next character to read.
     private var index = 0
 
-    /// The specifiers after `%` that take an argument.
-    static let specifiers: Set<String> = [
-        "@", "K", "d", "i", "u", "ld", "li", "lu", "lld", "lli", "llu", "f", "lf", "s",
+    /// The specifiers after `%` that take an integer argument.
+    static let integerSpecifiers: Set<String> = [
+        "d", "i", "u", "ld", "li", "lu", "lld", "lli", "llu", "hd", "hi", "hu", "hhd", "hhi", "hhu",
+        "qd", "qi", "qu",
     ]
+    /// The specifiers after `%` that take a floating-point argument (an integer is taken
+    /// as the same number).
+    static let floatingPointSpecifiers: Set<String> = [
+        "f", "lf", "e", "le", "E", "lE", "g", "lg", "G", "lG",
+    ]
+    /// The specifiers after `%` that take an argument.
+    static let specifiers: Set<String> = integerSpecifiers.union(floatingPointSpecifiers)
+        .union(["@", "K", "s"])
 
     /// Symbolic operators and punctuation, longest first so `<=` wins over `<`.
     private static let symbols = [
@@ -304,8 +313,9 @@ struct PredicateFormatLexer {
             if Self.specifiers.contains(text) { break }
         }
         guard Self.specifiers.contains(text) else {
-            throw error("unknown format specifier '%\(text)'; expected %@, %K, %d, %i, %u, "
-                        + "%ld, %lld, %f, %lf or %s", at: start)
+            throw error("unknown format specifier '%\(text)'; expected %@, %K, %s, an integer "
+                        + "such as %d, %i, %u, %ld, %lu, %lld, %hi, or a number such as %f, %lf, %e, %g",
+                        at: start)
         }
         return token(.specifier(text), from: start)
     }

@@ -2,7 +2,8 @@ import Foundation
 
 extension FetchPredicate {
     /// Parses a Core Data (`NSPredicate`) format string, substituting arguments for `%@`,
-    /// `%K`, `%d`, `%f` and `%s`.
+    /// `%K`, `%s`, integer specifiers (`%d`, `%i`, `%u`, `%ld`, `%lu`, `%lld`, `%hi`, …) and
+    /// floating-point ones (`%f`, `%lf`, `%e`, `%g`, …).
     ///
     /// For example:
     ///
@@ -10,6 +11,8 @@ extension FetchPredicate {
     /// let recent = try FetchPredicate(
     ///     format: "ANY posts.title CONTAINS[cd] %@ AND age BETWEEN {18, 65}", "swift")
     /// let counted = try FetchPredicate(format: "%K.@count > %d", "posts", 3)
+    /// let busy = try FetchPredicate(
+    ///     format: "SUBQUERY(posts, $p, $p.title BEGINSWITH 'a').@count > 0 AND NOT SELF IN %@", [ada])
     /// ```
     ///
     /// Arguments are always data: a `%@` string containing quotes or SQL stays one string
@@ -38,8 +41,9 @@ extension FetchPredicate {
     /// ```
     ///
     /// `%@` takes `nil`, `NSNull`, strings, booleans, integers, floating-point numbers,
-    /// `Decimal`, `Date`, `UUID`, `Data`, saved managed objects, `ObjectID`s, and arrays
-    /// or sets of these (which become lists, for `IN` and `BETWEEN`).
+    /// `Decimal` (and `NSDecimalNumber`), `Date`, `UUID`, `Data`, saved managed objects,
+    /// `ObjectID`s, and arrays or sets of these (which become lists, for `IN` and
+    /// `BETWEEN`).
     ///
     /// - Parameters:
     ///   - format: The format string.
@@ -49,97 +53,6 @@ extension FetchPredicate {
     public init(format: String, argumentArray: [Any?]) throws {
         var parser = try PredicateFormatParser(format: format, arguments: argumentArray)
         self = try parser.parse()
-    }
-
-    /// Replaces every `$NAME` variable with a value, converted as a `%@` argument is.
-    ///
-    /// For example:
-    ///
-    /// ```swift
-    /// let template = try FetchPredicate(format: "age > $MIN AND name IN $NAMES")
-    /// let predicate = try template.substituting(["MIN": 18, "NAMES": ["Ada", "Alan"]])
-    /// ```
-    ///
-    /// - Parameter variables: Values by variable name (without `$`); `nil` means `nil`.
-    /// - Returns: The predicate without variables.
-    /// - Throws: `FetchPredicateError` when a variable has no value or a value cannot be used
-    ///   where the variable stands (an array after `==`, a single value after `IN`), or
-    ///   when the predicate nests deeper than `maximumDepth`.
-    public func substituting(_ variables: [String: Any?]) throws -> FetchPredicate {
-        try checkDepth()
-        return try mapComparisons { comparison throws(FetchPredicateError) in
-            var comparison = comparison
-            comparison.left = try comparison.left.substituting(variables)
-            comparison.right = try comparison.right.substituting(variables)
-            return try comparison.checked(leftPosition: nil, rightPosition: nil)
-        }
-    }
-}
-
-extension FetchPredicate.Expression {
-    fileprivate func substituting(_ variables: [String: Any?]) throws(FetchPredicateError) -> Self {
-        switch self {
-        case .keyPath, .value, .count: return self
-        case .list(let elements):
-            return .list(try elements.map { element throws(FetchPredicateError) in
-                // Checked before substituting, so lists nested in code never recurse.
-                if case .list = element {
-                    throw FetchPredicateError(message: "nested lists are not supported")
-                }
-                let substituted = try element.substituting(variables)
-                if case .list = substituted {
-                    throw FetchPredicateError(message: "nested lists are not supported")
-                }
-                return substituted
-            })
-        case .variable(let name):
-            guard let value = variables[name] else {
-                throw FetchPredicateError(message: "no value for variable $\(name)")
-            }
-            do {
-                return try Self(argument: value)
-            } catch {
-                throw FetchPredicateError(message: "variable $\(name): \(error.message)")
-            }
-        }
-    }
-}
-
-extension FetchPredicate.Comparison {
-    /// Moves a list on the left of `CONTAINS` to the right of `IN`, and checks that lists
-    /// stand only where a list belongs.
-    fileprivate func checked(
-        leftPosition: Int?, rightPosition: Int?
-    ) throws(FetchPredicateError) -> Self {
-        if case .list = left {
-            guard self.operator == .contains, quantifier == nil else {
-                throw FetchPredicateError(
-                    message: "a list can only stand on the left of CONTAINS",
-                    position: leftPosition)
-            }
-            return try Self(right, .in, left, options: options)
-                .checked(leftPosition: rightPosition, rightPosition: leftPosition)
-        }
-        switch (self.operator, right) {
-        case (.between, .list(let bounds)) where bounds.count != 2:
-            throw FetchPredicateError(
-                message: "BETWEEN needs a list of two values {low, high}, found \(bounds.count)",
-                position: rightPosition)
-        case (.between, .list), (.between, .variable), (.in, .list), (.in, .variable):
-            return self
-        case (.between, _), (.in, _):
-            throw FetchPredicateError(
-                message: "expected a list {…} or an array argument after "
-                    + self.operator.rawValue,
-                position: rightPosition)
-        case (_, .list):
-            throw FetchPredicateError(
-                message: "a list is only allowed after IN or BETWEEN, not after "
-                    + self.operator.rawValue,
-                position: rightPosition)
-        default:
-            return self
-        }
     }
 }
 
@@ -153,7 +66,10 @@ extension FetchPredicate.Comparison {
 /// and        := not (("AND" | "&&") not)*
 /// not        := ("NOT" | "!") not | "(" or ")" | TRUEPREDICATE | FALSEPREDICATE | comparison
 /// comparison := quantifier? operand operator modifier? operand
-/// operand    := keyPath | value | "{" operands? "}" | "$" name | specifier
+/// operand    := keyPath | value | "{" operands? "}" | "$" name | specifier | subquery
+/// keyPath    := ("SELF" | "$" variable | name | "#" name | "%K") ("." name)*
+///               ("." "@count" | "." ("@min" | "@max" | "@sum" | "@avg") ("." name)+)?
+/// subquery   := "SUBQUERY" "(" keyPath "," "$" variable "," or ")" "." "@count"
 /// ```
 private struct PredicateFormatParser {
     private var lexer: PredicateFormatLexer
@@ -162,8 +78,10 @@ private struct PredicateFormatParser {
     private var previousEnd = 0
     private let arguments: [Any?]
     private var argumentIndex = 0
-    /// How many `(` and `NOT` enclose the current token.
+    /// How many `(`, `NOT` and `SUBQUERY` enclose the current token.
     private var depth = 0
+    /// The variables of the enclosing `SUBQUERY`s, innermost last.
+    private var subqueryVariables: [String] = []
     /// Deeper nesting is an error rather than a stack overflow.
     private static let maximumDepth = FetchPredicate.maximumDepth
 
@@ -179,7 +97,8 @@ private struct PredicateFormatParser {
     ]
     /// Operators that take `[c]`, `[d]`, `[cd]`.
     private static let operatorsWithOptions: Set<FetchPredicate.Operator> = [
-        .equal, .notEqual, .in, .contains, .beginsWith, .endsWith, .like, .matches,
+        .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual, .between,
+        .in, .contains, .beginsWith, .endsWith, .like, .matches,
     ]
     /// Words that are not key paths unless escaped with `#`.
     private static let reservedWords: Set<String> = Set(operators.keys)
@@ -363,9 +282,10 @@ private struct PredicateFormatParser {
             case "NIL", "NULL": value = .null
             case "TRUE", "YES": value = .bool(true)
             case "FALSE", "NO": value = .bool(false)
-            case "SELF", "SUBQUERY":
-                throw error("\(keyword) is not supported; write #\(word) for a key named "
-                            + word, at: token.position)
+            case "SELF":
+                return try parseKeyPath()
+            case "SUBQUERY":
+                return try parseSubquery()
             default:
                 throw error("expected \(expectation), found reserved word \(token.quoted) "
                             + "(write #\(word) for a key named \(word))", at: token.position)
@@ -384,6 +304,13 @@ private struct PredicateFormatParser {
             try advance()
             return .value(.double(double))
         case .variable(let name):
+            if let index = subqueryVariables.lastIndex(of: name) {
+                guard index == subqueryVariables.count - 1 else {
+                    throw error("$\(name) belongs to an enclosing SUBQUERY; a nested SUBQUERY can "
+                                + "use only its own variable", at: token.position)
+                }
+                return try parseKeyPath()
+            }
             try advance()
             return .variable(name)
         case .specifier(let specifier):
@@ -415,6 +342,7 @@ private struct PredicateFormatParser {
             }
             let element = try parseOperand(expecting: "a value in the list")
             if case .list = element { throw error("nested arrays are not supported", at: position) }
+            if case .subquery = element { throw error("SUBQUERY cannot stand in a list", at: position) }
             elements.append(element)
             if current.kind == .symbol("}") { break }
             guard current.kind == .symbol(",") else {
@@ -427,16 +355,28 @@ private struct PredicateFormatParser {
         return .list(elements)
     }
 
+    /// A key path: names joined by dots, starting with a name, `#name`, `%K`, `SELF`
+    /// (the object itself) or the enclosing `SUBQUERY`'s variable (the related object),
+    /// perhaps with `@count` at the end or `@min`/`@max`/`@sum`/`@avg` before a key.
     private mutating func parseKeyPath() throws(FetchPredicateError) -> FetchPredicate.Expression {
         let start = current
-        var components: [String]
+        var components: [String] = []
         var isCount = false
+        /// The operator, where it splits the components, and where it stood.
+        var aggregate: (function: FetchPredicate.CollectionOperator, split: Int, position: Int)?
         switch start.kind {
+        case .word(let name) where name.uppercased() == "SELF":
+            break
+        case .variable:
+            break
         case .word(let name), .escapedWord(let name):
             components = [name]
         default:
             let argument = try takeArgument(for: start)
-            (components, isCount) = try keyPathArgument(argument, at: start)
+            let parsed = try keyPathArgument(argument, at: start)
+            components = parsed.components
+            isCount = parsed.isCount
+            aggregate = parsed.aggregate.map { ($0.function, $0.split, start.position) }
         }
         try advance()
         while current.kind == .symbol(".") {
@@ -447,19 +387,107 @@ private struct PredicateFormatParser {
             switch current.kind {
             case .word(let name), .escapedWord(let name):
                 components.append(name)
-            case .collectionOperator(let name) where name.lowercased() == "count":
-                isCount = true
             case .collectionOperator(let name):
-                throw error("unsupported collection operator '@\(name)'; only @count is "
-                            + "supported", at: current.position)
+                let function = FetchPredicate.CollectionOperator(rawValue: "@" + name.lowercased())
+                guard function != nil || name.lowercased() == "count" else {
+                    throw error("unsupported collection operator '@\(name)'; expected @count, @min, "
+                                + "@max, @sum or @avg", at: current.position)
+                }
+                if let aggregate {
+                    throw error("only keys can follow \(aggregate.function.rawValue), not '@\(name)'",
+                                at: current.position)
+                }
+                guard !components.isEmpty else {
+                    throw error("'@\(name)' must follow a to-many key path, as in posts.@\(name)",
+                                at: current.position)
+                }
+                if let function {
+                    aggregate = (function, components.count, current.position)
+                } else {
+                    isCount = true
+                }
             default:
                 throw error("expected a key after '.', found \(current.quoted)",
                             at: current.position)
             }
             try advance()
         }
+        if let aggregate {
+            guard components.count > aggregate.split else {
+                throw error("\(aggregate.function.rawValue) needs a key after it, as in "
+                            + "posts.\(aggregate.function.rawValue).score", at: aggregate.position)
+            }
+            return .aggregate(
+                aggregate.function,
+                FetchPredicate.KeyPath(Array(components[..<aggregate.split]), position: start.position),
+                FetchPredicate.KeyPath(Array(components[aggregate.split...]), position: start.position))
+        }
         let keyPath = FetchPredicate.KeyPath(components, position: start.position)
         return isCount ? .count(keyPath) : .keyPath(keyPath)
+    }
+
+    /// `SUBQUERY(collection, $variable, predicate).@count`; inside, the variable (and a
+    /// bare key path) stands for each object of the collection.
+    private mutating func parseSubquery() throws(FetchPredicateError) -> FetchPredicate.Expression {
+        let start = current.position
+        try advance()
+        guard current.kind == .symbol("(") else {
+            throw error("expected '(' after SUBQUERY, found \(current.quoted)", at: current.position)
+        }
+        guard depth < Self.maximumDepth else {
+            throw error("predicate nested more than \(Self.maximumDepth) levels deep", at: start)
+        }
+        depth += 1
+        defer { depth -= 1 }
+        try advance()
+        let collectionPosition = current.position
+        let collection = try parseOperand(expecting: "a to-many key path as SUBQUERY's collection")
+        guard case .keyPath(let path) = collection, !path.components.isEmpty else {
+            throw error("SUBQUERY's collection must be a to-many key path such as posts",
+                        at: collectionPosition)
+        }
+        try expect(",", after: "SUBQUERY's collection")
+        guard case .variable(let name) = current.kind else {
+            throw error("expected a variable such as $p after SUBQUERY's collection, found "
+                        + current.quoted, at: current.position)
+        }
+        try advance()
+        try expect(",", after: "SUBQUERY's variable")
+        subqueryVariables.append(name)
+        let predicate: FetchPredicate
+        do {
+            predicate = try parseOr()
+        } catch {
+            subqueryVariables.removeLast()
+            throw error
+        }
+        subqueryVariables.removeLast()
+        guard current.kind == .symbol(")") else {
+            throw error("expected ')' to close the SUBQUERY at position \(start), found "
+                        + current.quoted, at: current.position)
+        }
+        try advance()
+        let countPosition = current.position
+        var counted = false
+        if current.kind == .symbol(".") {
+            try advance()
+            if case .collectionOperator(let operation) = current.kind, operation.lowercased() == "count" {
+                counted = true
+                try advance()
+            }
+        }
+        guard counted else {
+            throw error("SUBQUERY(…) must be followed by .@count, as in "
+                        + "SUBQUERY(posts, $p, $p.title == 'a').@count > 0", at: countPosition)
+        }
+        return .subquery(FetchPredicate.Subquery(collection: path, variable: name, predicate: predicate))
+    }
+
+    private mutating func expect(_ symbol: String, after what: String) throws(FetchPredicateError) {
+        guard current.kind == .symbol(symbol) else {
+            throw error("expected '\(symbol)' after \(what), found \(current.quoted)", at: current.position)
+        }
+        try advance()
     }
 
     // MARK: Arguments
@@ -477,29 +505,50 @@ private struct PredicateFormatParser {
     }
 
     /// Splits and checks a `%K` argument: names of letters, digits and `_` joined by dots,
-    /// optionally ending in `.@count`.
+    /// optionally ending in `.@count` or with `@min`, `@max`, `@sum` or `@avg` before the
+    /// last key(s) (`posts.@max.score`).
     private func keyPathArgument(
         _ argument: Any?, at token: PredicateFormatToken
-    ) throws(FetchPredicateError) -> ([String], Bool) {
+    ) throws(FetchPredicateError) -> (
+        components: [String], isCount: Bool,
+        aggregate: (function: FetchPredicate.CollectionOperator, split: Int)?
+    ) {
         let label = "argument \(argumentIndex) for %K"
         guard let string = argument as? String else {
             throw error("\(label) must be a key path string, got \(typeName(argument))",
                         at: token.position)
         }
-        var components = string.split(separator: ".", omittingEmptySubsequences: false)
-            .map(String.init)
-        let isCount = components.count > 1 && components.last == "@count"
-        if isCount { components.removeLast() }
-        let valid = components.allSatisfy { component in
-            guard let first = component.first else { return false }
-            return PredicateFormatLexer.isIdentifierStart(first)
-                && component.allSatisfy(PredicateFormatLexer.isIdentifierPart)
+        var components: [String] = []
+        var isCount = false
+        var aggregate: (function: FetchPredicate.CollectionOperator, split: Int)?
+        var valid = true
+        for part in string.split(separator: ".", omittingEmptySubsequences: false).map(String.init) {
+            if isCount { valid = false }
+            if part.first == "@" {
+                let function = FetchPredicate.CollectionOperator(rawValue: part)
+                if components.isEmpty || aggregate != nil || (function == nil && part != "@count") {
+                    valid = false
+                } else if let function {
+                    aggregate = (function, components.count)
+                } else {
+                    isCount = true
+                }
+                continue
+            }
+            guard let first = part.first, PredicateFormatLexer.isIdentifierStart(first),
+                part.allSatisfy(PredicateFormatLexer.isIdentifierPart)
+            else {
+                valid = false
+                continue
+            }
+            components.append(part)
         }
-        guard valid else {
+        if let aggregate, components.count == aggregate.split { valid = false }
+        guard valid, !components.isEmpty else {
             throw error("\(label) is not a key path: expected names of letters, digits and "
                         + "underscores joined by dots", at: token.position)
         }
-        return (components, isCount)
+        return (components, isCount, aggregate)
     }
 
     /// Converts the argument of `%@`, `%d`, `%f` or `%s`.
@@ -520,7 +569,7 @@ private struct PredicateFormatParser {
         case "s":
             if case .value(.string) = converted { return converted }
             expected = "a string"
-        case "f", "lf":
+        case _ where PredicateFormatLexer.floatingPointSpecifiers.contains(specifier):
             if case .value(.double) = converted { return converted }
             if case .value(.integer(let integer)) = converted {
                 return .value(.double(Double(integer)))

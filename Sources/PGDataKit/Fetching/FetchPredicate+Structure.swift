@@ -26,11 +26,16 @@ final class PredicateNode: @unchecked Sendable {
         }
     }
 
-    /// Replaces the kind with a leaf and returns the child nodes it held.
+    /// Replaces the kind with a leaf and returns the child nodes it held (the
+    /// predicates of a comparison's subqueries too).
     private func unlinkChildren() -> [PredicateNode] {
         switch kind {
-        case .constant, .comparison:
+        case .constant:
             return []
+        case .comparison(let comparison):
+            let inner = comparison.subqueries.map(\.predicate.node)
+            if !inner.isEmpty { kind = .constant(false) }
+            return inner
         case .not(let inner):
             kind = .constant(false)
             return [inner.node]
@@ -51,7 +56,9 @@ extension FetchPredicate {
             case (.constant(let a), .constant(let b)):
                 if a != b { return false }
             case (.comparison(let a), .comparison(let b)):
-                if a != b { return false }
+                // Subqueries' predicates go on the worklist rather than compare recursively.
+                guard let inner = a.equalApartFromSubqueries(b) else { return false }
+                for (x, y) in inner { pairs.append((x.node, y.node)) }
             case (.not(let a), .not(let b)):
                 pairs.append((a.node, b.node))
             case (.and(let a), .and(let b)), (.or(let a), .or(let b)):
@@ -65,10 +72,10 @@ extension FetchPredicate {
     }
 
     /// Throws when the predicate nests deeper than `maximumDepth`, counted as the format
-    /// parser counts: each `NOT` is a level, and each group that needs parentheses (an OR
-    /// inside an AND, an AND or OR inside a NOT); an AND inside an AND or an OR inside an
-    /// OR is the same flat list and no level. Measured with a worklist, so any depth is
-    /// safe to measure.
+    /// parser counts: each `NOT` is a level, each `SUBQUERY` is one, and each group that
+    /// needs parentheses (an OR inside an AND, an AND or OR inside a NOT); an AND inside
+    /// an AND or an OR inside an OR is the same flat list and no level. Measured with a
+    /// worklist, so any depth is safe to measure.
     func checkDepth() throws(FetchPredicateError) {
         enum Parent { case root, not, and, or }
         var pending: [(node: PredicateNode, level: Int, parent: Parent)] = [(node, 0, .root)]
@@ -77,8 +84,15 @@ extension FetchPredicate {
             let children: [FetchPredicate]
             let tag: Parent
             switch node.kind {
-            case .constant, .comparison:
+            case .constant:
                 continue
+            case .comparison(let comparison):
+                // A subquery's predicate is one level below the comparison.
+                let inner = comparison.subqueries
+                if inner.isEmpty { continue }
+                here += 1
+                children = inner.map(\.predicate)
+                tag = .root
             case .not(let inner):
                 here += 1
                 children = [inner]
@@ -220,13 +234,62 @@ extension FetchPredicate.Comparison: CustomStringConvertible {
     }
 }
 
+extension FetchPredicate.Comparison {
+    /// The subqueries on either side (in lists too), found without recursion.
+    var subqueries: [FetchPredicate.Subquery] {
+        var found: [FetchPredicate.Subquery] = []
+        var pending = [left, right]
+        while let expression = pending.popLast() {
+            switch expression {
+            case .subquery(let subquery): found.append(subquery)
+            case .list(let elements): pending.append(contentsOf: elements)
+            case .keyPath, .value, .variable, .count, .aggregate: break
+            }
+        }
+        return found
+    }
+
+    /// `nil` when the comparisons differ in anything but their subqueries' predicates;
+    /// otherwise the pairs of those predicates, still to compare.
+    func equalApartFromSubqueries(
+        _ other: FetchPredicate.Comparison
+    ) -> [(FetchPredicate, FetchPredicate)]? {
+        guard self.operator == other.operator, options == other.options, quantifier == other.quantifier
+        else { return nil }
+        var pairs: [(FetchPredicate, FetchPredicate)] = []
+        var pending = [(left, other.left), (right, other.right)]
+        while let (a, b) = pending.popLast() {
+            switch (a, b) {
+            case (.subquery(let x), .subquery(let y)):
+                guard x.collection == y.collection else { return nil }
+                pairs.append((x.predicate, y.predicate))
+            case (.list(let x), .list(let y)):
+                guard x.count == y.count else { return nil }
+                pending.append(contentsOf: zip(x, y))
+            case (.subquery, _), (_, .subquery), (.list, _), (_, .list):
+                return nil
+            default:
+                if a != b { return nil }
+            }
+        }
+        return pairs
+    }
+}
+
 extension FetchPredicate.Expression: CustomStringConvertible {
-    /// The expression in format-string syntax: `user.name`, `posts.@count`, `"text"`,
-    /// `{1, 2}`, `$NAME`.
+    /// The expression in format-string syntax: `user.name`, `posts.@count`,
+    /// `posts.@max.score`, `SUBQUERY(posts, $p, title == "a").@count`, `"text"`, `{1, 2}`,
+    /// `$NAME`.
     public var description: String {
         switch self {
         case .keyPath(let path): return path.description
         case .count(let path): return path.description + ".@count"
+        case .aggregate(let function, let collection, let key):
+            return collection.description + "." + function.rawValue + "." + key.description
+        case .subquery(let subquery):
+            // The predicate's own description checks its depth, so this cannot recurse
+            // deeper than `maximumDepth`.
+            return "SUBQUERY(\(subquery.collection), $\(subquery.variable), \(subquery.predicate)).@count"
         case .variable(let name): return "$" + name
         case .list(let elements):
             // Lists do not nest (a nested list is refused); "{…}" keeps this from recursing.

@@ -18,11 +18,11 @@ import Foundation
 /// Build predicates in code with `.not(p)`, `.and([p, q])`, `.or([p, q])`,
 /// `.comparison(…)` and `.constant(true)`; take them apart with `switch predicate.kind`.
 /// A predicate may nest at most `maximumDepth` (256) levels, counted as the format parser
-/// counts them: each `NOT` is a level, and so is each group that needs parentheses (an OR
-/// inside an AND, a compound inside a NOT). An AND inside an AND (or an OR inside an OR)
-/// is not a level, so `a && b && c && …` folded from thousands of terms is fine. Fetches,
-/// counts and `substituting(_:)` throw `FetchPredicateError` for deeper predicates
-/// before any SQL is sent; releasing one never recurses, however deep it is.
+/// counts them: each `NOT` and each `SUBQUERY` is a level, and so is each group that needs
+/// parentheses (an OR inside an AND, a compound inside a NOT). An AND inside an AND (or an
+/// OR inside an OR) is not a level, so `a && b && c && …` folded from thousands of terms
+/// is fine. Fetches, counts and `substituting(_:)` throw `FetchPredicateError` for deeper
+/// predicates before any SQL is sent; releasing one never recurses, however deep it is.
 public struct FetchPredicate: Sendable, Equatable, CustomStringConvertible {
     /// What a predicate is: one node of the `NSPredicate` tree.
     public enum Kind: Sendable, Equatable {
@@ -115,11 +115,70 @@ public struct FetchPredicate: Sendable, Equatable, CustomStringConvertible {
         case variable(String)
         /// `keyPath.@count`: the number of objects in a to-many relationship.
         case count(KeyPath)
+        /// `posts.@max.score`: `@min`, `@max`, `@sum` or `@avg` over the objects of a
+        /// to-many relationship (the first key path) of a key read on each of them (the
+        /// second key path, from the related object).
+        case aggregate(CollectionOperator, KeyPath, KeyPath)
+        /// `SUBQUERY(posts, $p, $p.score > 3).@count`: how many objects of a to-many
+        /// relationship match a predicate.
+        case subquery(Subquery)
+    }
+
+    /// `@min`, `@max`, `@sum` and `@avg`: what an aggregate computes over related objects.
+    ///
+    /// `nil` values are skipped; `@min`, `@max` and `@avg` of no values are `nil` (so a
+    /// comparison with them is false), `@sum` of no values is 0. `@avg` is a `Double`.
+    public enum CollectionOperator: String, Sendable, Equatable, CaseIterable {
+        /// `@min`: the smallest value (strings by Unicode code point).
+        case min = "@min"
+        /// `@max`: the largest value (strings by Unicode code point).
+        case max = "@max"
+        /// `@sum`: the sum of numbers.
+        case sum = "@sum"
+        /// `@avg`: the arithmetic mean of numbers, as a `Double`.
+        case average = "@avg"
+    }
+
+    /// `SUBQUERY(collection, $variable, predicate)`: the objects of a to-many key path
+    /// that match a predicate, counted with `.@count`.
+    ///
+    /// Key paths in `predicate` start at the related object: the format parser turns
+    /// `$p.title` into `title` and `$p` into `SELF`, as `NSPredicate` evaluates both
+    /// against each object of the collection.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let subquery = FetchPredicate.Subquery(
+    ///     collection: .init(["posts"]), variable: "p",
+    ///     predicate: try FetchPredicate(format: "title BEGINSWITH 'a'"))
+    /// let busy = FetchPredicate.comparison(.init(.subquery(subquery), .greaterThan, .value(.integer(0))))
+    /// ```
+    public struct Subquery: Sendable, Equatable {
+        /// The to-many key path whose objects are tested (`posts`, `user.posts`).
+        public var collection: KeyPath
+        /// The variable's name without `$`, for printing only.
+        public var variable: String
+        /// The test, with key paths from the related object.
+        public var predicate: FetchPredicate
+
+        /// Creates a subquery.
+        public init(collection: KeyPath, variable: String, predicate: FetchPredicate) {
+            self.collection = collection
+            self.variable = variable
+            self.predicate = predicate
+        }
+
+        /// Subqueries are equal when their collections and predicates are; the variable's
+        /// name does not matter.
+        public static func == (lhs: Subquery, rhs: Subquery) -> Bool {
+            lhs.collection == rhs.collection && lhs.predicate == rhs.predicate
+        }
     }
 
     /// A dotted key path, with where it stood in the format string (for errors).
     public struct KeyPath: Sendable, Equatable, CustomStringConvertible {
-        /// The names: `["user", "name"]` for `user.name`.
+        /// The names: `["user", "name"]` for `user.name`; none for `SELF`.
         public var components: [String]
         /// The character offset in the format string, if parsed from one.
         public var position: Int?
@@ -133,8 +192,8 @@ public struct FetchPredicate: Sendable, Equatable, CustomStringConvertible {
         /// Key paths are equal when their names are; the position is ignored.
         public static func == (lhs: KeyPath, rhs: KeyPath) -> Bool { lhs.components == rhs.components }
 
-        /// `user.name`.
-        public var description: String { components.joined(separator: ".") }
+        /// `user.name`; `SELF` for the empty key path (the object itself).
+        public var description: String { components.isEmpty ? "SELF" : components.joined(separator: ".") }
     }
 
     /// A constant value.
@@ -241,11 +300,12 @@ public struct FetchPredicateError: Error, Sendable, Equatable, CustomStringConve
 }
 
 extension FetchPredicate.Expression {
-    /// Whether the expression reads the object (a key path or a count).
+    /// Whether the expression reads the object (a key path, a count, an aggregate or a
+    /// subquery).
     var isKeyPath: Bool {
         switch self {
-        case .keyPath, .count: return true
-        default: return false
+        case .keyPath, .count, .aggregate, .subquery: return true
+        case .value, .list, .variable: return false
         }
     }
 }

@@ -15,6 +15,9 @@ struct ResolvedKeyPath {
         case toOne(RelationshipDescription)
         /// The number of objects of the last (to-many) hop.
         case count
+        /// The object the hops reach: the object itself for `SELF` (no hops), or each
+        /// related object when the last hop is to-many.
+        case object
     }
 
     let hops: [Hop]
@@ -29,19 +32,31 @@ struct ResolvedKeyPath {
         if case .attribute(let attribute) = end { return attribute }
         return nil
     }
+
+    /// The entity whose objects an `.object` end reaches: the last hop's destination, or
+    /// `root` without hops.
+    func reachedEntity(from root: EntityDescription) -> EntityDescription {
+        hops.last?.destination ?? root
+    }
 }
 
 extension Model {
     /// Resolves a key path from an entity, or throws a `FetchPredicateError` naming the key
     /// that does not exist and where it stood.
+    ///
+    /// With `allowingObjects`, the empty key path (`SELF`) reaches the object itself and
+    /// a key path ending at a to-many relationship reaches its objects (`.object`);
+    /// otherwise both are errors. With `counting`, the path must end at a to-many
+    /// relationship (`.count`).
     func resolve(
         _ path: FetchPredicate.KeyPath, from entity: EntityDescription, counting: Bool = false,
-        format: String? = nil
+        allowingObjects: Bool = false, format: String? = nil
     ) throws -> ResolvedKeyPath {
         var current = entity
         var hops: [ResolvedKeyPath.Hop] = []
         let components = path.components
         guard !components.isEmpty else {
+            if allowingObjects && !counting { return ResolvedKeyPath(hops: [], end: .object, path: path) }
             throw FetchPredicateError(message: "empty key path", position: path.position, format: format)
         }
         for (index, name) in components.enumerated() {
@@ -73,6 +88,9 @@ extension Model {
                             position: path.position, format: format)
                     }
                     return ResolvedKeyPath(hops: hops, end: .count, path: path)
+                }
+                if relationship.isToMany && allowingObjects {
+                    return ResolvedKeyPath(hops: hops, end: .object, path: path)
                 }
                 if relationship.isToMany {
                     throw FetchPredicateError(

@@ -1,11 +1,18 @@
 import Foundation
 
 /// Evaluates predicates against objects in memory with the same answers as the SQL the
-/// compiler emits (two-valued comparisons, scalar string order, the same folding).
+/// compiler emits: the same plans (`ComparisonPlanner`), two-valued comparisons,
+/// scalar string order, the same folding, numbers compared as PostgreSQL compares them.
 struct PredicateEvaluator {
     let model: Model
     /// The regular-expression work this evaluator (one fetch) may still do.
     let matchesBudget = MatchesBudget()
+    /// Each comparison is planned once per entity, however many objects are evaluated.
+    private let plans = PlanCache()
+
+    init(model: Model) {
+        self.model = model
+    }
 
     /// Whether the object matches; a predicate nested deeper than
     /// `FetchPredicate.maximumDepth` throws before anything is evaluated.
@@ -14,8 +21,8 @@ struct PredicateEvaluator {
         return try evaluateNode(predicate, on: object)
     }
 
-    /// Recurses only where the operator changes (nested ANDs and ORs are flattened), so
-    /// the depth check bounds the recursion.
+    /// Recurses only where the operator changes (nested ANDs and ORs are flattened) and
+    /// into subqueries, so the depth check bounds the recursion.
     private func evaluateNode(_ predicate: FetchPredicate, on object: ManagedObject) throws -> Bool {
         switch predicate.kind {
         case .constant(let value): return value
@@ -31,53 +38,36 @@ struct PredicateEvaluator {
             }
             return false
         case .comparison(let comparison):
-            return try evaluate(comparison, on: object)
+            let plan = try plans.plan(for: predicate, comparison, entity: object.entity, model: model)
+            return try evaluate(plan, on: object)
         }
     }
 
-    private func evaluate(_ original: FetchPredicate.Comparison, on object: ManagedObject) throws -> Bool {
-        let entity = object.entity
-        let comparison = try original.keyPathFirst()
-        switch comparison.left {
-        case .count(let path):
-            let resolved = try model.resolve(path, from: entity, counting: true)
-            let count = values(of: resolved, from: object, hopsFrom: 0).count
-            return try compare(.some(count), type: .int64, attribute: nil, comparison, object: object)
-        case .keyPath(let path):
-            let resolved = try model.resolve(path, from: entity)
-            if let toMany = resolved.toManyIndex {
-                let owners = walk(resolved.hops[..<toMany], from: object)
-                let members = owners.flatMap { $0.relatedObjects(at: resolved.hops[toMany].relationship.index) }
-                    .filter { !$0.isDeleted }
-                let remaining = ResolvedKeyPath(hops: Array(resolved.hops[(toMany + 1)...]), end: resolved.end, path: resolved.path)
-                let matches = try members.map { member -> Bool in
-                    try compareResolved(Self.reach(remaining, from: member), remaining, comparison, object: member)
-                }
-                switch comparison.quantifier ?? .any {
-                case .any: return matches.contains(true)
-                case .all: return !matches.contains(false)
-                case .noneOf: return !matches.contains(true)
-                }
-            }
-            guard comparison.quantifier == nil else {
-                throw FetchPredicateError(message: "\(comparison.quantifier?.rawValue ?? "") needs a key path through a to-many relationship", position: path.position)
-            }
-            return try compareResolved(Self.reach(resolved, from: object), resolved, comparison, object: object)
-        default:
-            throw FetchPredicateError(message: "the left side of \(comparison.operator.rawValue) must be a key path")
+    private func evaluate(_ plan: ComparisonPlan, on object: ManagedObject) throws -> Bool {
+        guard let quantified = plan.quantified else { return try compare(plan, object: object, member: object) }
+        let members = Self.members(quantified.members, from: object)
+        switch quantified.quantifier {
+        case .any:
+            for member in members where try compare(plan, object: object, member: member) { return true }
+            return false
+        case .all:
+            for member in members where !(try compare(plan, object: object, member: member)) { return false }
+            return true
+        case .noneOf:
+            for member in members where try compare(plan, object: object, member: member) { return false }
+            return true
         }
     }
 
-    private func walk(_ hops: ArraySlice<ResolvedKeyPath.Hop>, from object: ManagedObject) -> [ManagedObject] {
+    // MARK: - Reading
+
+    /// The objects a path reaches whose last hop is to-many (deleted ones left out).
+    static func members(_ members: ResolvedKeyPath, from object: ManagedObject) -> [ManagedObject] {
         var current: [ManagedObject] = [object]
-        for hop in hops {
+        for hop in members.hops {
             current = current.flatMap { $0.relatedObjects(at: hop.relationship.index) }
         }
-        return current
-    }
-
-    private func values(of resolved: ResolvedKeyPath, from object: ManagedObject, hopsFrom start: Int) -> [ManagedObject] {
-        walk(resolved.hops[start...], from: object).filter { !$0.isDeleted }
+        return current.filter { !$0.isDeleted }
     }
 
     /// What a key path without to-many hops reaches: the related object (for `.toOne`)
@@ -94,141 +84,210 @@ struct PredicateEvaluator {
             return (nil, current.values[attribute.index])
         case .toOne(let relationship):
             return (current.relatedObjects(at: relationship.index).first, nil)
+        case .object:
+            return (current, nil)
         case .count:
             return (nil, nil)
         }
     }
 
-    private func compareResolved(
-        _ value: (object: ManagedObject?, scalar: StoredValue), _ resolved: ResolvedKeyPath,
-        _ comparison: FetchPredicate.Comparison, object: ManagedObject
-    ) throws -> Bool {
-        switch resolved.end {
-        case .toOne(let relationship):
-            return try compareReference(value.object, relationship: relationship, comparison)
-        case .attribute(let attribute):
-            return try compare(value.scalar, type: attribute.type, attribute: attribute, comparison, object: object)
-        case .count:
-            let count = values(of: resolved, from: object, hopsFrom: 0).count
-            return try compare(.some(count), type: .int64, attribute: nil, comparison, object: object)
+    /// What a key reads from an object.
+    private func value(of key: PlannedKey, from object: ManagedObject) throws -> StoredValue {
+        switch key {
+        case .attribute(let resolved, _):
+            return Self.reach(resolved, from: object).scalar
+        case .object(let resolved, _):
+            var current: ManagedObject? = object
+            for hop in resolved.hops {
+                current = current?.relatedObjects(at: hop.relationship.index).first
+            }
+            guard let current else { return nil }
+            guard case .toOne(let relationship) = resolved.end else { return ObjectReference(current) }
+            // The foreign key as it stands, without loading the related object.
+            current.prepareStorage()
+            switch current.toOne[relationship.index] {
+            case .none: return nil
+            case .key(let key): return ObjectReference(key: key)
+            case .object(let target): return ObjectReference(target)
+            }
+        case .count(let resolved):
+            return Self.members(resolved, from: object).count
+        case .aggregate(let function, let members, let path, let attribute):
+            let values = Self.members(members, from: object).compactMap { Self.reach(path, from: $0).scalar }
+            return Self.aggregate(function, of: values, floating: PlannedType.value(attribute.type).isFloatingPoint)
+        case .subquery(let members, _, let predicate):
+            var count = 0
+            for member in Self.members(members, from: object) where try evaluateNode(predicate, on: member) {
+                count += 1
+            }
+            return count
         }
     }
 
-    private func compareReference(
-        _ target: ManagedObject?, relationship: RelationshipDescription, _ comparison: FetchPredicate.Comparison
-    ) throws -> Bool {
-        func matches(_ expression: FetchPredicate.Expression) throws -> Bool {
-            switch expression {
-            case .value(.null): return target == nil
-            case .value(.object(let id)): return target?.objectID == id
-            case .value(.integer(let key)): return target?.objectID.primaryKey == key
-            default: throw FetchPredicateError(message: "\(relationship.name) is a relationship: compare it with an object or nil")
+    /// `@min`, `@max`, `@sum` (0 for none) or `@avg` (`nil` for none) of non-`nil`
+    /// values, computed as the SQL computes them: integers and decimals add exactly and
+    /// are rounded once to `Double` for `@avg`; floating-point values add as `Double`.
+    static func aggregate(
+        _ function: FetchPredicate.CollectionOperator, of values: [any Sendable], floating: Bool
+    ) -> StoredValue {
+        switch function {
+        case .min, .max:
+            var best: (any Sendable)?
+            for value in values {
+                guard let current = best else {
+                    best = value
+                    continue
+                }
+                if let order = ValueComparison.compare(value, current), function == .min ? order < 0 : order > 0 {
+                    best = value
+                }
             }
+            return best
+        case .sum, .average:
+            if floating {
+                let total = values.reduce(0.0) { $0 + (ValueComparison.double(of: $1) ?? 0) }
+                if function == .sum { return total }
+                return values.isEmpty ? nil : total / Double(values.count)
+            }
+            let total = values.reduce(Decimal(0)) { $0 + (ValueComparison.number($1) ?? 0) }
+            if function == .sum { return total }
+            guard !values.isEmpty, let rounded = ValueComparison.double(of: total) else { return nil }
+            return rounded / Double(values.count)
         }
-        switch comparison.operator {
-        case .equal: return try matches(comparison.right)
-        case .notEqual: return !(try matches(comparison.right))
+    }
+
+    // MARK: - Comparing
+
+    private func read(_ side: PlannedSide, object: ManagedObject, member: ManagedObject) throws -> StoredValue {
+        switch side {
+        case .key(let key, let onMember): return try value(of: key, from: onMember ? member : object)
+        case .constant(let constant): return constant
+        case .list, .bounds: throw FetchPredicateError(message: "a list is allowed only after IN or BETWEEN")
+        }
+    }
+
+    /// Whether two non-`nil` values are equal (objects by identity or primary key).
+    private static func equal(_ a: any Sendable, _ b: any Sendable, _ options: FetchPredicate.StringOptions) -> Bool {
+        switch (a, b) {
+        case (let x as ObjectReference, let y as ObjectReference): return x.isSame(as: y)
+        case (let x as ObjectReference, let key as Int64), (let key as Int64, let x as ObjectReference): return x.key == key
+        default: return ValueComparison.compare(a, b, options: options) == 0
+        }
+    }
+
+    private func compare(_ plan: ComparisonPlan, object: ManagedObject, member: ManagedObject) throws -> Bool {
+        let options = plan.options
+        let left = try read(plan.left, object: object, member: member)
+        switch plan.operator {
         case .in:
-            guard case .list(let items) = comparison.right else { throw FetchPredicateError(message: "IN needs a list") }
-            return try items.contains { try matches($0) }
-        default:
-            throw FetchPredicateError(message: "\(comparison.operator.rawValue) cannot compare the relationship \(relationship.name)")
-        }
-    }
-
-    /// The right side's value: a constant converted to the type, or another key path's
-    /// value on the same object.
-    private func rightValue(
-        _ expression: FetchPredicate.Expression, type: AttributeType, object: ManagedObject
-    ) throws -> (value: (any Sendable)?, isConstantNull: Bool) {
-        switch expression {
-        case .value(.null): return (nil, true)
-        case .value(let value):
-            guard let converted = PredicateValues.convert(value, to: type) else {
-                throw FetchPredicateError(message: "cannot compare \(type.rawValue) with \(PredicateValues.describe(value))")
+            guard case .list(let items) = plan.right else { throw FetchPredicateError(message: "IN needs a list") }
+            for item in items {
+                guard let item else {
+                    if left == nil { return true }
+                    continue
+                }
+                if let left, Self.equal(left, item, options) { return true }
             }
-            return (converted, false)
-        case .keyPath(let path):
-            let resolved = try model.resolve(path, from: object.entity)
-            return (Self.reach(resolved, from: object).scalar, false)
-        case .count(let path):
-            let resolved = try model.resolve(path, from: object.entity, counting: true)
-            return (values(of: resolved, from: object, hopsFrom: 0).count, false)
-        case .variable(let name):
-            throw FetchPredicateError(message: "variable $\(name) has no value: call substituting(_:) first")
-        case .list:
-            throw FetchPredicateError(message: "a list is allowed only after IN or BETWEEN")
+            return false
+        case .between:
+            guard case .bounds(let lowSide, let highSide) = plan.right else {
+                throw FetchPredicateError(message: "BETWEEN needs {low, high}")
+            }
+            let low = try read(lowSide, object: object, member: member)
+            let high = try read(highSide, object: object, member: member)
+            guard let left, let low, let high, let lower = ValueComparison.compare(left, low, options: options),
+                let upper = ValueComparison.compare(left, high, options: options)
+            else { return false }
+            return lower >= 0 && upper <= 0
+        default:
+            break
         }
-    }
-
-    private func compare(
-        _ left: (any Sendable)?, type: AttributeType, attribute: AttributeDescription?,
-        _ comparison: FetchPredicate.Comparison, object: ManagedObject
-    ) throws -> Bool {
-        let options = comparison.options
-        if !options.isEmpty && type != .string { throw FetchPredicateError(message: "[c] and [d] apply to strings only") }
-        func equal(_ a: (any Sendable)?, _ b: (any Sendable)?) -> Bool {
-            guard let a, let b else { return a == nil && b == nil }
-            return ValueComparison.compare(a, b, options: options) == 0
-        }
-        let isKeyPathRight = comparison.right.isKeyPath
-        switch comparison.operator {
+        let right = try read(plan.right, object: object, member: member)
+        switch plan.operator {
         case .equal, .notEqual:
-            let (right, isNull) = try rightValue(comparison.right, type: type, object: object)
-            let negate = comparison.operator == .notEqual
-            if isNull { return negate ? left != nil : left == nil }
-            if isKeyPathRight { return negate ? !equal(left, right) : equal(left, right) }
-            guard let left else { return negate }
-            let same = equal(left, right)
+            let negate = plan.operator == .notEqual
+            let same: Bool
+            switch (left, right) {
+            case (nil, nil):
+                // `key == nil`, or two keys both nil (`IS NOT DISTINCT FROM`).
+                same = true
+            case (nil, _), (_, nil):
+                // Unequal, so `!=` holds (SQL's `<> … OR … IS NULL`, `IS DISTINCT FROM`).
+                same = false
+            case (let l?, let r?):
+                same = Self.equal(l, r, options)
+            }
             return negate ? !same : same
         case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual:
-            let (right, _) = try rightValue(comparison.right, type: type, object: object)
-            guard let left, let right, let order = ValueComparison.compare(left, right) else { return false }
-            switch comparison.operator {
+            guard let left, let right, let order = ValueComparison.compare(left, right, options: options) else { return false }
+            switch plan.operator {
             case .lessThan: return order < 0
             case .lessThanOrEqual: return order <= 0
             case .greaterThan: return order > 0
             default: return order >= 0
             }
-        case .between:
-            guard case .list(let bounds) = comparison.right, bounds.count == 2 else {
-                throw FetchPredicateError(message: "BETWEEN needs {low, high}")
-            }
-            let (low, _) = try rightValue(bounds[0], type: type, object: object)
-            let (high, _) = try rightValue(bounds[1], type: type, object: object)
-            guard let left, let low, let high, let lower = ValueComparison.compare(left, low),
-                let upper = ValueComparison.compare(left, high)
-            else { return false }
-            return lower >= 0 && upper <= 0
-        case .in:
-            guard case .list(let items) = comparison.right else { throw FetchPredicateError(message: "IN needs a list") }
-            for item in items {
-                let (right, isNull) = try rightValue(item, type: type, object: object)
-                if isNull { if left == nil { return true } else { continue } }
-                if let left, equal(left, right) { return true }
-            }
-            return false
         case .contains, .beginsWith, .endsWith, .like, .matches:
-            guard type == .string else { throw FetchPredicateError(message: "\(comparison.operator.rawValue) applies to strings only") }
-            guard case .value(let value) = comparison.right else {
-                throw FetchPredicateError(message: "\(comparison.operator.rawValue) needs a string value on the right")
-            }
-            guard case .string(let pattern) = value else {
-                if value == .null { return false }
-                throw FetchPredicateError(message: "\(comparison.operator.rawValue) needs a string")
-            }
-            guard let text = left as? String else { return false }
+            guard let text = left as? String, let other = right as? String else { return false }
             let l = ValueComparison.fold(text, options)
-            let r = ValueComparison.fold(pattern, options)
-            switch comparison.operator {
-            case .contains: return ValueComparison.contains(l, r)
-            case .beginsWith: return l.starts(with: r)
-            case .endsWith: return l.count >= r.count && Array(l.suffix(r.count)) == r
-            case .like: return ValueComparison.like(l, r)
+            switch plan.operator {
+            case .contains: return ValueComparison.contains(l, ValueComparison.fold(other, options))
+            case .beginsWith: return l.starts(with: ValueComparison.fold(other, options))
+            case .endsWith:
+                let r = ValueComparison.fold(other, options)
+                return l.count >= r.count && Array(l.suffix(r.count)) == r
+            case .like: return ValueComparison.like(l, ValueComparison.likeTokens(other, options))
             default:
                 let folded = String(String.UnicodeScalarView(l))
-                return try matchesBudget.pattern(pattern).matches(folded, budget: matchesBudget)
+                return try matchesBudget.pattern(other).matches(folded, budget: matchesBudget)
             }
+        case .in, .between:
+            throw FetchPredicateError(message: "\(plan.operator.rawValue) needs a list")
         }
+    }
+}
+
+/// An object a predicate reads (a to-one relationship's target, `SELF`, a related
+/// object): the object if it is loaded, and its primary key if it is saved.
+struct ObjectReference: @unchecked Sendable {
+    // Sendable: made and compared within one evaluation, on the context's queue.
+    let object: ManagedObject?
+    let key: Int64?
+
+    init(_ object: ManagedObject) {
+        self.object = object
+        key = object.objectID.primaryKey
+    }
+
+    init(key: Int64) {
+        object = nil
+        self.key = key
+    }
+
+    /// The same object: identical, or the same saved row.
+    func isSame(as other: ObjectReference) -> Bool {
+        if let a = object, let b = other.object { return a === b }
+        return key != nil && key == other.key
+    }
+}
+
+/// Comparison plans by predicate node and entity, for one evaluator.
+final class PlanCache {
+    private struct Key: Hashable {
+        let node: ObjectIdentifier
+        let entity: String
+    }
+
+    // The node is kept so that its identifier cannot be reused while cached.
+    private var plans: [Key: (node: PredicateNode, plan: ComparisonPlan)] = [:]
+
+    /// The plan of `comparison` (held by `predicate`) on `entity`, made on first use.
+    func plan(
+        for predicate: FetchPredicate, _ comparison: FetchPredicate.Comparison, entity: EntityDescription, model: Model
+    ) throws -> ComparisonPlan {
+        let key = Key(node: ObjectIdentifier(predicate.node), entity: entity.name)
+        if let cached = plans[key] { return cached.plan }
+        let plan = try ComparisonPlanner(model: model, entity: entity, format: nil).plan(comparison)
+        plans[key] = (predicate.node, plan)
+        return plan
     }
 }

@@ -31,8 +31,12 @@ enum ValueComparison {
         return left.count == right.count ? 0 : (left.count < right.count ? -1 : 1)
     }
 
-    /// Orders two non-NULL stored values of one attribute type; `nil` when they cannot
-    /// be compared.
+    /// Orders two non-NULL values (of one attribute type, or two numbers); `nil` when
+    /// they cannot be compared.
+    ///
+    /// Numbers compare as PostgreSQL compares them: as `double precision` when either is
+    /// floating point, exactly (as `numeric`) otherwise. Dates compare at the microsecond
+    /// PostgreSQL stores, rounded as they are when saved.
     static func compare(_ left: any Sendable, _ right: any Sendable, options: FetchPredicate.StringOptions = []) -> Int? {
         switch (left, right) {
         case (let a as String, let b as String):
@@ -44,7 +48,8 @@ enum ValueComparison {
         case (let a as Data, let b as Data):
             return compareBytes(Array(a), Array(b))
         case (let a as Date, let b as Date):
-            return a == b ? 0 : (a < b ? -1 : 1)
+            let (x, y) = (microseconds(a), microseconds(b))
+            return x == y ? 0 : (x < y ? -1 : 1)
         case (let a as Decimal, let b as Decimal):
             return a == b ? 0 : (a < b ? -1 : 1)
         case (let a as JSONValue, let b as JSONValue):
@@ -52,8 +57,45 @@ enum ValueComparison {
         case (let a as Double, let b as Double):
             return a == b ? 0 : (a < b ? -1 : (a > b ? 1 : nil))
         default:
+            if isFloatingPoint(left) || isFloatingPoint(right) {
+                guard let a = double(of: left), let b = double(of: right) else { return nil }
+                return a == b ? 0 : (a < b ? -1 : (a > b ? 1 : nil))
+            }
             guard let a = number(left), let b = number(right) else { return nil }
             return a == b ? 0 : (a < b ? -1 : 1)
+        }
+    }
+
+    /// A date as the whole seconds and microseconds it is saved with (see
+    /// `Date.postgresText()`).
+    static func microseconds(_ date: Date) -> (Double, Double) {
+        let seconds = date.timeIntervalSince1970
+        guard seconds.isFinite else { return (seconds, 0) }
+        var whole = seconds.rounded(.down)
+        var micros = ((seconds - whole) * 1_000_000).rounded()
+        if micros >= 1_000_000 {
+            whole += 1
+            micros -= 1_000_000
+        }
+        return (whole, micros)
+    }
+
+    private static func isFloatingPoint(_ value: any Sendable) -> Bool {
+        value is Double || value is Float
+    }
+
+    /// A number as `Double`, rounded once as PostgreSQL casts it to `double precision`
+    /// (a `Decimal` through its exact digits, as `numeric` is).
+    static func double(of value: any Sendable) -> Double? {
+        switch value {
+        case let value as Double: return value
+        case let value as Float: return Double(value)
+        case let value as Int: return Double(value)
+        case let value as Int64: return Double(value)
+        case let value as Int32: return Double(value)
+        case let value as Int16: return Double(value)
+        case let value as Decimal: return Double("\(value)")
+        default: return nil
         }
     }
 
@@ -81,23 +123,68 @@ enum ValueComparison {
         }
     }
 
-    /// `*` any run of characters, `?` one character, matched over scalars.
+    /// One element of a `LIKE` pattern.
+    enum LikeToken: Equatable {
+        /// `*`: any run of characters.
+        case anyRun
+        /// `?`: one character.
+        case one
+        /// A character matched as itself.
+        case literal(Unicode.Scalar)
+    }
+
+    /// An `NSPredicate` `LIKE` pattern as tokens: `*` any run, `?` one character, `\`
+    /// before a character for that character itself (a final lone `\` is a backslash).
+    /// `[c]`/`[d]` fold the literal runs between wildcards, as SQL folds the converted
+    /// pattern (see `PredicateValues.likePattern`).
+    static func likeTokens(_ pattern: String, _ options: FetchPredicate.StringOptions) -> [LikeToken] {
+        var tokens: [LikeToken] = []
+        var run = String.UnicodeScalarView()
+        func flush() {
+            if run.isEmpty { return }
+            tokens.append(contentsOf: fold(String(run), options).map(LikeToken.literal))
+            run = String.UnicodeScalarView()
+        }
+        var escaped = false
+        for scalar in pattern.unicodeScalars {
+            if escaped {
+                escaped = false
+                run.append(scalar)
+                continue
+            }
+            switch scalar {
+            case "\\": escaped = true
+            case "*":
+                flush()
+                tokens.append(.anyRun)
+            case "?":
+                flush()
+                tokens.append(.one)
+            default: run.append(scalar)
+            }
+        }
+        if escaped { run.append("\\") }
+        flush()
+        return tokens
+    }
+
+    /// Whether `text` matches `LIKE` tokens.
     ///
     /// Two cursors with backtracking to the last `*` only: no recursion and no memo, so
     /// any pattern length is safe. Backtracking to an earlier `*` is never needed (the
     /// last `*` can absorb whatever an earlier one would have), so the worst case is
     /// O(text × pattern) and common patterns are linear.
-    static func like(_ text: [Unicode.Scalar], _ pattern: [Unicode.Scalar]) -> Bool {
+    static func like(_ text: [Unicode.Scalar], _ pattern: [LikeToken]) -> Bool {
         var t = 0
         var p = 0
         var star: Int?  // the pattern position after the last `*` seen
         var resume = 0  // the text position that `*` absorbs up to, exclusive
         while t < text.count {
-            if p < pattern.count && pattern[p] == "*" {
-                while p < pattern.count && pattern[p] == "*" { p += 1 }
+            if p < pattern.count && pattern[p] == .anyRun {
+                while p < pattern.count && pattern[p] == .anyRun { p += 1 }
                 star = p
                 resume = t
-            } else if p < pattern.count && (pattern[p] == "?" || pattern[p] == text[t]) {
+            } else if p < pattern.count && (pattern[p] == .one || pattern[p] == .literal(text[t])) {
                 t += 1
                 p += 1
             } else if let afterStar = star {
@@ -109,7 +196,7 @@ enum ValueComparison {
                 return false
             }
         }
-        while p < pattern.count && pattern[p] == "*" { p += 1 }
+        while p < pattern.count && pattern[p] == .anyRun { p += 1 }
         return p == pattern.count
     }
 

@@ -4,7 +4,7 @@ import Testing
 
 /// `LIKE` over scalars, as the in-memory evaluator runs it.
 private func like(_ text: String, _ pattern: String) -> Bool {
-    ValueComparison.like(Array(text.unicodeScalars), Array(pattern.unicodeScalars))
+    ValueComparison.like(Array(text.unicodeScalars), ValueComparison.likeTokens(pattern, []))
 }
 
 @Suite("In-memory LIKE without a server")

@@ -46,6 +46,7 @@ struct PredicateFuzzTests {
         "9223372036854775807", "9223372036854775808", "'a*b?'", "'*'", "'?'", "\"(a+)+b\"", "'.*'", "\"[a-\"",
         "'(?i)x'", "'Ada)|(?:.*'", "'\\\\'", "'é'", "\"É\"", "🚀", "日本", "\\", "\u{0}", "'\\u0041'", "\"\\\"\"",
         "@", "..", "\n", "\t", " ", "'\u{301}'", "(\u{301}", "'a\u{300}'", "*", "?", "+", "-", "/",
+        "@max", "@avg", ".@min.", "$p", "SUBQUERY(parts, $p, ", ").@count", "%e", "%hi", "%lu", "'\\*'",
     ]
 
     fileprivate static func argument(using random: inout FuzzGenerator) -> Any? {
@@ -80,6 +81,9 @@ struct PredicateFuzzTests {
     static let keyPaths = [
         "name", "size", "price", "cost", "when", "flag", "tag", "parts.label", "widget.name", "parts.@count",
         "label", "widget", "parts", "widget.size", "nosuchkey", "#name", "name.length",
+        "SELF", "parts.@max.label", "parts.@avg.label", "widget.parts.@count", "widget.parts.@sum.widget.size",
+        "SUBQUERY(parts, $p, $p.label LIKE 'a*' OR $p.widget.size > 2).@count",
+        "SUBQUERY(widget.parts, $p, SUBQUERY($p.widget.parts, $q, $q == $p).@count > 0).@count",
     ]
     static let operators = [
         "==", "=", "!=", "<>", "<", "<=", ">", ">=", "=>", "=<", "BETWEEN", "IN", "CONTAINS", "BEGINSWITH",
