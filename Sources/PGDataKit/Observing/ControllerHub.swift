@@ -1,0 +1,258 @@
+import Foundation
+import Synchronization
+
+/// The changes of one entity in a change set.
+struct EntityChangeBatch {
+    let entity: EntityDescription
+    var inserted: [ObjectID] = []
+    var updated: [ObjectID] = []
+    var deleted: [ObjectID] = []
+
+    /// Inserted and updated IDs with a primary key, without the deleted ones.
+    var candidates: [ObjectID] {
+        let gone = Set(deleted)
+        return (inserted + updated).filter { $0.primaryKey != nil && !gone.contains($0) }
+    }
+}
+
+/// What the database said about a client's condition.
+enum MembershipAnswerForClient {
+    /// The client did not need to ask.
+    case notAsked
+    /// The primary keys (among those asked) that match now.
+    case matches(Set<Int64>)
+    /// Asking failed.
+    case failed(any Error)
+}
+
+/// Whether a client needs the database to decide membership for a batch.
+enum MembershipNeed {
+    case none
+    /// Its condition (`nil`: every row), compiled with the shared compiler.
+    case condition(String?)
+}
+
+/// A controller as the hub sees it.
+protocol ControllerClient: AnyObject {
+    /// The entity whose rows the client shows; `nil` for a fixed set of objects.
+    var membershipEntity: EntityDescription? { get }
+    /// Whether the client needs the database's answer for a batch; compiles its condition
+    /// with `compiler` when it does. Runs on the context's queue.
+    func membershipNeed(for batch: EntityChangeBatch, changes: ContextChanges, compiler: inout PredicateSQLCompiler) throws
+        -> MembershipNeed
+    /// Applies a change set. Runs on the context's queue.
+    func process(_ changes: ContextChanges, batch: EntityChangeBatch?, answer: MembershipAnswerForClient)
+    /// The coordinator was closed. Runs on the context's queue.
+    func coordinatorDidClose()
+}
+
+/// The observation all controllers and object observers of one context share: one
+/// did-change and one did-save observer on the context and, per change set, one
+/// membership statement per entity for all controllers of that entity — so each
+/// controller costs at most one statement per change set, usually a fraction of one.
+final class ControllerHub: @unchecked Sendable {
+    // Sendable: the client and object-observer lists are behind `lock`; everything else
+    // is used on the context's queue only (the observers run there).
+
+    private struct WeakClient {
+        weak var client: (any ControllerClient)?
+    }
+
+    /// A per-object observer (see `ManagedObject.observeChanges`).
+    private struct ObjectObserver {
+        weak var object: ManagedObject?
+        let handler: (Set<String>) -> Void
+    }
+
+    let context: ManagedObjectContext
+    private let lock = NSLock()
+    private var clients: [Int: WeakClient] = [:]
+    private var objectObservers: [ObjectID: [Int: ObjectObserver]] = [:]
+    private var nextID = 0
+    private var tokens: [ObserverToken] = []
+
+    private static let registry = Mutex<[ObjectIdentifier: WeakHub]>([:])
+
+    private struct WeakHub {
+        weak var hub: ControllerHub?
+    }
+
+    private init(context: ManagedObjectContext) {
+        self.context = context
+    }
+
+    deinit {
+        let key = ObjectIdentifier(context)
+        Self.registry.withLock { hubs in
+            if hubs[key]?.hub == nil { hubs.removeValue(forKey: key) }
+        }
+    }
+
+    /// The hub of a context, made on first use.
+    static func hub(for context: ManagedObjectContext) -> ControllerHub {
+        let (hub, isNew) = registry.withLock { hubs -> (ControllerHub, Bool) in
+            let key = ObjectIdentifier(context)
+            if let existing = hubs[key]?.hub, existing.context === context { return (existing, false) }
+            let hub = ControllerHub(context: context)
+            hubs[key] = WeakHub(hub: hub)
+            return (hub, true)
+        }
+        if isNew { hub.start() }
+        return hub
+    }
+
+    private func start() {
+        let didChange = context.observeObjectsDidChange { [weak self] changes in self?.handle(changes) }
+        let didSave = context.observeDidSave { [weak self] changes in self?.handle(changes) }
+        let closing = context.coordinator.observeClose { [weak self] in
+            guard let self else { return }
+            self.context.perform { [weak self] in self?.coordinatorDidClose() }
+        }
+        lock.withLock { tokens = [didChange, didSave, closing] }
+    }
+
+    // MARK: - Registration
+
+    /// Adds a client (kept weakly); the returned id removes it.
+    func add(_ client: any ControllerClient) -> Int {
+        lock.withLock {
+            let id = nextID
+            nextID += 1
+            clients[id] = WeakClient(client: client)
+            return id
+        }
+    }
+
+    func remove(_ id: Int) {
+        _ = lock.withLock { clients.removeValue(forKey: id) }
+    }
+
+    /// Adds an object observer; the token removes it. The hub lives while the token does.
+    func observe(_ object: ManagedObject, _ handler: @escaping (Set<String>) -> Void) -> ObserverToken {
+        let id = object.objectID
+        let number = lock.withLock { () -> Int in
+            let number = nextID
+            nextID += 1
+            objectObservers[id, default: [:]][number] = ObjectObserver(object: object, handler: handler)
+            return number
+        }
+        return ObserverToken { [self] in
+            lock.withLock {
+                for (key, var observers) in objectObservers where observers[number] != nil {
+                    observers.removeValue(forKey: number)
+                    objectObservers[key] = observers.isEmpty ? nil : observers
+                }
+            }
+        }
+    }
+
+    private var liveClients: [any ControllerClient] {
+        lock.withLock {
+            clients = clients.filter { $0.value.client != nil }
+            return clients.sorted { $0.key < $1.key }.compactMap(\.value.client)
+        }
+    }
+
+    // MARK: - Change sets
+
+    private func coordinatorDidClose() {
+        for client in liveClients { client.coordinatorDidClose() }
+    }
+
+    /// Runs on the context's queue after a merge or a save.
+    private func handle(_ changes: ContextChanges) {
+        notifyObjectObservers(changes)
+        let clients = liveClients
+        guard !clients.isEmpty else { return }
+        var batches: [String: EntityChangeBatch] = [:]
+        let model = context.coordinator.model
+        func add(_ ids: Set<ObjectID>, _ path: WritableKeyPath<EntityChangeBatch, [ObjectID]>) {
+            for id in ids {
+                guard let entity = model.entity(named: id.entityName) else { continue }
+                batches[id.entityName, default: EntityChangeBatch(entity: entity)][keyPath: path].append(id)
+            }
+        }
+        add(changes.inserted, \.inserted)
+        add(changes.updated, \.updated)
+        add(changes.deleted, \.deleted)
+        var answers: [ObjectIdentifier: MembershipAnswerForClient] = [:]
+        for (name, batch) in batches.sorted(by: { $0.key < $1.key }) {
+            let asking = clients.filter { $0.membershipEntity?.name == name }
+            guard !asking.isEmpty else { continue }
+            let candidates = batch.candidates
+            guard !candidates.isEmpty else { continue }
+            let keys = candidates.compactMap(\.primaryKey)
+            var compiler = PredicateSQLCompiler(model: model, parameters: [keys])
+            var query = MembershipQuery(keys: keys)
+            var askers: [(client: any ControllerClient, condition: Int)] = []
+            for client in asking {
+                do {
+                    if case .condition(let condition) = try client.membershipNeed(
+                        for: batch, changes: changes, compiler: &compiler)
+                    {
+                        askers.append((client, query.conditions.count))
+                        query.conditions.append(condition)
+                    }
+                } catch {
+                    answers[ObjectIdentifier(client)] = .failed(error)
+                }
+            }
+            guard !askers.isEmpty else { continue }
+            query.parameters = Array(compiler.parameters.dropFirst())
+            do {
+                let answer = try context.withDatabase {
+                    try context.coordinator.selectMembership(of: batch.entity, query, on: $0)
+                }
+                var matched = [Set<Int64>](repeating: [], count: askers.count)
+                for row in answer.rows {
+                    let object = try context.register(row: row, entity: batch.entity)
+                    guard let key = object.objectID.primaryKey else { continue }
+                    for (position, asker) in askers.enumerated() where try answer.row(row, matches: asker.condition) {
+                        matched[position].insert(key)
+                    }
+                }
+                for (position, asker) in askers.enumerated() {
+                    answers[ObjectIdentifier(asker.client)] = .matches(matched[position])
+                }
+            } catch {
+                context.logger.error("asking which changed \(name) objects match the controllers failed: \(error)")
+                for asker in askers { answers[ObjectIdentifier(asker.client)] = .failed(error) }
+            }
+        }
+        for client in clients {
+            let batch = client.membershipEntity.flatMap { batches[$0.name] }
+            client.process(changes, batch: batch, answer: answers[ObjectIdentifier(client)] ?? .notAsked)
+        }
+    }
+
+    /// Calls the observers of updated and deleted objects (on the context's queue).
+    private func notifyObjectObservers(_ changes: ContextChanges) {
+        let calls = lock.withLock { () -> [(handler: (Set<String>) -> Void, keys: Set<String>)] in
+            guard !objectObservers.isEmpty else { return [] }
+            // Objects saved for the first time now have permanent IDs.
+            for (id, observers) in objectObservers where id.isTemporaryID {
+                guard let current = observers.values.first(where: { $0.object != nil })?.object?.objectID,
+                    current != id
+                else { continue }
+                objectObservers.removeValue(forKey: id)
+                objectObservers[current, default: [:]].merge(observers) { first, _ in first }
+            }
+            var calls: [(handler: (Set<String>) -> Void, keys: Set<String>)] = []
+            for id in changes.updated {
+                guard let observers = objectObservers[id] else { continue }
+                let keys = changes.changedKeys[id] ?? []
+                for (_, observer) in observers.sorted(by: { $0.key < $1.key }) where observer.object != nil {
+                    calls.append((observer.handler, keys))
+                }
+            }
+            for id in changes.deleted {
+                guard let observers = objectObservers.removeValue(forKey: id) else { continue }
+                for (_, observer) in observers.sorted(by: { $0.key < $1.key }) where observer.object != nil {
+                    calls.append((observer.handler, []))
+                }
+            }
+            return calls
+        }
+        for call in calls { call.handler(call.keys) }
+    }
+}

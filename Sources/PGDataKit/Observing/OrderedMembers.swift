@@ -1,0 +1,253 @@
+import Foundation
+
+/// The members of a controller in order, each with its sort key, and the diff one batch
+/// of changes makes: which old indexes left, which new indexes entered, which members
+/// were updated, and which of those moved.
+///
+/// Keys are totally ordered by `compare` (ties only for the same member: the primary key
+/// breaks them), so a member's index is found by binary search on the key it was placed
+/// with — also after its object's values changed, which is what a change set is about.
+struct OrderedMembers<Element: AnyObject, ID: Hashable, Key> {
+    /// A member: its identity, object and key.
+    struct Entry {
+        var id: ID
+        var element: Element
+        var key: Key
+    }
+
+    /// The members in order.
+    private(set) var elements: [Element] = []
+    /// Their keys, in the same order.
+    private(set) var keys: [Key] = []
+    private var byID: [ID: (element: Element, key: Key)] = [:]
+    /// Orders two keys: negative, zero or positive.
+    let compare: (Key, Key) -> Int
+
+    /// Batches at most this large are applied with in-place removals and insertions;
+    /// larger ones rebuild the arrays in one merge pass.
+    private static var inPlaceLimit: Int { 32 }
+
+    init(compare: @escaping (Key, Key) -> Int) {
+        self.compare = compare
+    }
+
+    var count: Int { elements.count }
+
+    /// The member with an ID: its object and the key it is placed with.
+    func member(_ id: ID) -> (element: Element, key: Key)? { byID[id] }
+
+    /// Replaces every member, in key order (the entries are sorted when they are not
+    /// already; a later duplicate ID is dropped).
+    mutating func reset(_ entries: [Entry]) {
+        var unique: [Entry] = []
+        unique.reserveCapacity(entries.count)
+        byID = [:]
+        byID.reserveCapacity(entries.count)
+        for entry in entries where byID[entry.id] == nil {
+            byID[entry.id] = (entry.element, entry.key)
+            unique.append(entry)
+        }
+        var sorted = true
+        for index in unique.indices.dropFirst() where compare(unique[index - 1].key, unique[index].key) > 0 {
+            sorted = false
+            break
+        }
+        if !sorted { unique.sort { compare($0.key, $1.key) < 0 } }
+        elements = unique.map(\.element)
+        keys = unique.map(\.key)
+    }
+
+    /// Files a member under a new ID (an object's temporary ID became permanent).
+    mutating func rekey(from old: ID, to new: ID) {
+        guard let member = byID.removeValue(forKey: old) else { return }
+        byID[new] = member
+    }
+
+    /// The index of a member: a binary search on its key, checked by identity.
+    func index(of id: ID) -> Int? {
+        guard let (element, key) = byID[id] else { return nil }
+        let candidate = lowerBound(key)
+        if candidate < elements.count && elements[candidate] === element { return candidate }
+        return elements.firstIndex { $0 === element }
+    }
+
+    /// The first index whose key is not below `key`.
+    func lowerBound(_ key: Key) -> Int {
+        var low = 0
+        var high = keys.count
+        while low < high {
+            let middle = (low + high) / 2
+            if compare(keys[middle], key) < 0 { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// The first index at or after `start` whose key differs from `keys[start]` by
+    /// `sameGroup` (an exponential then binary search: runs of one group are found in
+    /// logarithmic time).
+    func endOfRun(from start: Int, sameGroup: (Key, Key) -> Bool) -> Int {
+        let first = keys[start]
+        var step = 1
+        var low = start
+        var high = start + 1
+        while high < keys.count && sameGroup(first, keys[high]) {
+            low = high
+            step *= 2
+            high = Swift.min(keys.count, high + step)
+        }
+        // keys[low] is in the group; keys[high] (if any) is not.
+        var lower = low + 1
+        var upper = high
+        while lower < upper {
+            let middle = (lower + upper) / 2
+            if sameGroup(first, keys[middle]) { lower = middle + 1 } else { upper = middle }
+        }
+        return lower
+    }
+
+    /// Applies one batch: `leaving` members go, `staying` members take their new key
+    /// (and object, when it was replaced), `entering` objects come in at their key.
+    /// Unknown leaving or staying IDs and entering IDs that are members already are
+    /// ignored.
+    ///
+    /// The diff reads like a table view's batch update: remove the `deleted` and the
+    /// `moved` sources from the old order, then put the `inserted` and the `moved`
+    /// destinations at their new indexes; the other members keep their relative order.
+    /// `updated` holds the new index of every staying member, moved or not.
+    mutating func apply(leaving: [ID], staying: [Entry], entering: [Entry]) -> MembershipDiff {
+        var diff = MembershipDiff()
+        var removals: [Int] = []
+        var gone = Set<ID>()
+        for id in leaving where gone.insert(id).inserted {
+            guard let index = index(of: id) else { continue }
+            removals.append(index)
+            diff.deleted.insert(index)
+            byID.removeValue(forKey: id)
+        }
+        var insertions: [(entry: Entry, oldIndex: Int?)] = []
+        var unmoved: [ID] = []
+        var seen = Set<ID>()
+        for entry in staying where !gone.contains(entry.id) && seen.insert(entry.id).inserted {
+            guard let index = index(of: entry.id), let placed = byID[entry.id] else { continue }
+            if compare(placed.key, entry.key) != 0 {
+                removals.append(index)
+                insertions.append((entry, index))
+            } else {
+                if placed.element !== entry.element { elements[index] = entry.element }
+                byID[entry.id] = (entry.element, placed.key)
+                unmoved.append(entry.id)
+            }
+        }
+        for entry in entering where byID[entry.id] == nil && seen.insert(entry.id).inserted {
+            insertions.append((entry, nil))
+        }
+        guard !removals.isEmpty || !insertions.isEmpty else {
+            for id in unmoved { if let index = index(of: id) { diff.updated.insert(index) } }
+            return diff
+        }
+        removals.sort()
+        insertions.sort { compare($0.entry.key, $1.entry.key) < 0 }
+        let newIndexes = rearrange(removing: removals, inserting: insertions.map(\.entry))
+        for insertion in insertions { byID[insertion.entry.id] = (insertion.entry.element, insertion.entry.key) }
+
+        // Moves: a staying member whose key changed keeps its place (and is only
+        // updated) when it sits between the same unchanged members before and after,
+        // alone among the repositioned ones there; otherwise it moved.
+        var movers: [(oldIndex: Int, newIndex: Int, oldGap: Int, newGap: Int)] = []
+        var oldGaps: [Int: Int] = [:]
+        var newGaps: [Int: Int] = [:]
+        var removedBefore = 0
+        var removalPosition: [Int: Int] = [:]
+        for removal in removals {
+            removalPosition[removal] = removedBefore
+            removedBefore += 1
+        }
+        for (position, insertion) in insertions.enumerated() {
+            let newIndex = newIndexes[position]
+            guard let oldIndex = insertion.oldIndex else {
+                diff.inserted.insert(newIndex)
+                continue
+            }
+            let oldGap = oldIndex - (removalPosition[oldIndex] ?? 0)
+            let newGap = newIndex - position
+            oldGaps[oldGap, default: 0] += 1
+            newGaps[newGap, default: 0] += 1
+            movers.append((oldIndex, newIndex, oldGap, newGap))
+        }
+        for mover in movers {
+            diff.updated.insert(mover.newIndex)
+            if mover.oldGap != mover.newGap || oldGaps[mover.oldGap] != 1 || newGaps[mover.newGap] != 1 {
+                diff.moved.append(ControllerMove(from: mover.oldIndex, to: mover.newIndex))
+            }
+        }
+        for id in unmoved { if let index = index(of: id) { diff.updated.insert(index) } }
+        diff.moved.sort { $0.to < $1.to }
+        return diff
+    }
+
+    /// Removes the members at `removals` (ascending old indexes) and inserts `insertions`
+    /// (ascending keys); returns the new index of each insertion.
+    private mutating func rearrange(removing removals: [Int], inserting insertions: [Entry]) -> [Int] {
+        if removals.count + insertions.count <= Self.inPlaceLimit {
+            for index in removals.reversed() {
+                elements.remove(at: index)
+                keys.remove(at: index)
+            }
+            var indexes: [Int] = []
+            for entry in insertions {
+                let index = lowerBound(entry.key)
+                elements.insert(entry.element, at: index)
+                keys.insert(entry.key, at: index)
+                indexes.append(index)
+            }
+            return indexes
+        }
+        var newElements: [Element] = []
+        var newKeys: [Key] = []
+        let capacity = elements.count - removals.count + insertions.count
+        newElements.reserveCapacity(capacity)
+        newKeys.reserveCapacity(capacity)
+        var indexes: [Int] = []
+        indexes.reserveCapacity(insertions.count)
+        var nextRemoval = 0
+        var nextInsertion = 0
+        for index in elements.indices {
+            if nextRemoval < removals.count && removals[nextRemoval] == index {
+                nextRemoval += 1
+                continue
+            }
+            while nextInsertion < insertions.count && compare(insertions[nextInsertion].key, keys[index]) <= 0 {
+                indexes.append(newElements.count)
+                newElements.append(insertions[nextInsertion].element)
+                newKeys.append(insertions[nextInsertion].key)
+                nextInsertion += 1
+            }
+            newElements.append(elements[index])
+            newKeys.append(keys[index])
+        }
+        while nextInsertion < insertions.count {
+            indexes.append(newElements.count)
+            newElements.append(insertions[nextInsertion].element)
+            newKeys.append(insertions[nextInsertion].key)
+            nextInsertion += 1
+        }
+        elements = newElements
+        keys = newKeys
+        return indexes
+    }
+}
+
+/// How one batch rearranged a controller's members (see `OrderedMembers.apply`).
+struct MembershipDiff: Equatable {
+    /// Old indexes of members that left.
+    var deleted = IndexSet()
+    /// New indexes of members that entered.
+    var inserted = IndexSet()
+    /// New indexes of staying members that changed (moved ones included).
+    var updated = IndexSet()
+    /// Staying members whose place among the others changed.
+    var moved: [ControllerMove] = []
+
+    /// Whether nothing changed.
+    var isEmpty: Bool { deleted.isEmpty && inserted.isEmpty && updated.isEmpty && moved.isEmpty }
+}
