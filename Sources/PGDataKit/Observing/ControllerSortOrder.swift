@@ -70,11 +70,23 @@ struct ControllerSortOrder {
         self.init(terms: terms, relationshipPaths: paths)
     }
 
-    /// The key of an object from its current values.
-    func key(for object: ManagedObject) -> ControllerSortKey {
+    /// The key of an object from its current values or, with `committed`, from its last
+    /// saved or fetched values (for a request that leaves pending changes out; sort keys
+    /// through relationships use the related objects as they are).
+    func key(for object: ManagedObject, committed: Bool = false) -> ControllerSortKey {
         var values: [ControllerSortValue] = []
         values.reserveCapacity(terms.count)
         for term in terms {
+            if committed, term.resolved.hops.isEmpty, case .attribute(let attribute) = term.resolved.end,
+                let snapshot = object.snapshot, attribute.index < snapshot.count
+            {
+                switch snapshot[attribute.index] {
+                case .none: values.append(.null)
+                case .some(let text as String): values.append(.text(term.caseInsensitive ? text.lowercased() : text))
+                case .some(let value): values.append(.value(value))
+                }
+                continue
+            }
             let reached = PredicateEvaluator.reach(term.resolved, from: object)
             if case .toOne = term.resolved.end {
                 // SQL orders by the foreign key.

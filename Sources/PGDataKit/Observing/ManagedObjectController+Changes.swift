@@ -151,7 +151,7 @@ extension ManagedObjectController: ControllerClient {
         var staying: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
         var entering: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
         for (id, object) in shown {
-            let key = order.key(for: object)
+            let key = sortKey(for: object)
             let isMember = members.member(id) != nil
             guard window.contains(key, order: order) else {
                 if isMember { leaving.append(id) }

@@ -239,7 +239,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
             window = ControllerWindow()
         } else {
             let (fetched, window) = try fetchWindow()
-            entries = fetched.map { .init(id: $0.objectID, element: $0, key: order.key(for: $0)) }
+            entries = fetched.map { .init(id: $0.objectID, element: $0, key: sortKey(for: $0)) }
             self.window = window
         }
         members = OrderedMembers(compare: { [order] in order.compare($0, $1) })
@@ -275,12 +275,19 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
         predicateKeys = request.predicate.map(Self.firstKeys) ?? []
         var window = ControllerWindow()
         if let limit = request.fetchLimit, fetched.count >= limit {
-            if let last = fetched.last { window.upper = order.key(for: last) } else { window.isEmpty = true }
+            if let last = fetched.last { window.upper = sortKey(for: last) } else { window.isEmpty = true }
         }
         if request.fetchOffset > 0 {
-            if let first = fetched.first { window.lower = order.key(for: first) } else { window.isEmpty = true }
+            if let first = fetched.first { window.lower = sortKey(for: first) } else { window.isEmpty = true }
         }
         return (fetched, window)
+    }
+
+    /// Where an object sorts: by its values in the context, or by its stored values when
+    /// the request leaves pending changes out and the object has some.
+    func sortKey(for object: T) -> ControllerSortKey {
+        let committed = fetchRequest.map { !$0.includesPendingChanges } == true && context.hasPendingChanges(object)
+        return order.key(for: object, committed: committed)
     }
 
     /// The first key-path components a predicate reads (attributes and relationships of

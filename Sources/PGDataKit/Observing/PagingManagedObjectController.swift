@@ -86,7 +86,7 @@ public final class PagingManagedObjectController<T: ManagedObject>: ManagedObjec
         var staying: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
         var entering: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
         for object in fetched {
-            let key = order.key(for: object)
+            let key = sortKey(for: object)
             if let member = members.member(object.objectID) {
                 if order.compare(member.key, key) != 0 || member.element !== object {
                     staying.append(.init(id: object.objectID, element: object, key: key))
