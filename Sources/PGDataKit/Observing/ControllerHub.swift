@@ -205,8 +205,12 @@ final class ControllerHub: @unchecked Sendable {
                 }
                 var matched = [Set<Int64>](repeating: [], count: askers.count)
                 for row in answer.rows {
-                    let object = try context.register(row: row, entity: batch.entity)
-                    guard let key = object.objectID.primaryKey else { continue }
+                    let key = try ManagedObjectContext.decodeInteger(row, column: 0)
+                    // Rows the merge just refreshed need no second decoding.
+                    let registered = context.registered[ObjectID(entityName: batch.entity.name, primaryKey: key)]
+                    if registered?.version != (try ManagedObjectContext.decodeInteger(row, column: 1)) {
+                        _ = try context.register(row: row, entity: batch.entity)
+                    }
                     for (position, asker) in askers.enumerated() where try answer.row(row, matches: asker.condition) {
                         matched[position].insert(key)
                     }

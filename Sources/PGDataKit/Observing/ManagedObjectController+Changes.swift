@@ -66,12 +66,11 @@ extension ManagedObjectController: ControllerClient {
     /// Applies a batch to the members; returns the diff and the IDs of the objects that
     /// left, in the order of their old indexes.
     private func apply(
-        leaving: [ObjectID], staying: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry],
-        entering: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry]
+        leaving: [ObjectID], staying: [OrderedMembers<T>.Entry],
+        entering: [OrderedMembers<T>.Entry]
     ) -> (MembershipDiff, [ObjectID]) {
-        let gone = Set(leaving).compactMap { id in members.index(of: id).map { (index: $0, id: id) } }
         let diff = members.apply(leaving: leaving, staying: staying, entering: entering)
-        return (diff, gone.sorted { $0.index < $1.index }.map(\.id))
+        return (diff, members.lastDeleted)
     }
 
     /// Members first shown unsaved and saved since are filed under their permanent IDs.
@@ -93,7 +92,7 @@ extension ManagedObjectController: ControllerClient {
     /// Saves of given objects are updates, deletions leave; nothing enters.
     private func processGivenObjects(_ changes: ContextChanges) -> (MembershipDiff, [ObjectID]) {
         var leaving: [ObjectID] = []
-        var staying: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
+        var staying: [OrderedMembers<T>.Entry] = []
         for id in changes.deleted where members.member(id) != nil { leaving.append(id) }
         for id in changes.inserted.union(changes.updated) {
             guard let member = members.member(id) else { continue }
@@ -148,8 +147,8 @@ extension ManagedObjectController: ControllerClient {
                 context.logger.warning("loading relationships of new controller objects failed: \(error)")
             }
         }
-        var staying: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
-        var entering: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
+        var staying: [OrderedMembers<T>.Entry] = []
+        var entering: [OrderedMembers<T>.Entry] = []
         for (id, object) in shown {
             let key = sortKey(for: object)
             let isMember = members.member(id) != nil

@@ -76,7 +76,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     /// Called when asking the database about a change set failed.
     public var onError: ((ManagedObjectController<T>, any Error) -> Void)?
 
-    var members = OrderedMembers<T, ObjectID, ControllerSortKey>(compare: { _, _ in 0 })
+    var members = OrderedMembers<T>(order: ControllerKeyOrder(ascending: []))
     var order = ControllerSortOrder.given
     var sectionList: [ControllerSection] = []
     var isFetched = false
@@ -229,7 +229,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     public func performFetch() throws {
         context.assertOnQueue()
         guard !shared.isStopped, !context.coordinator.isClosed else { throw ManagedObjectControllerError.stopped }
-        let entries: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry]
+        let entries: [OrderedMembers<T>.Entry]
         if let givenObjects {
             order = .given
             entries = givenObjects.enumerated().compactMap { position, object in
@@ -242,7 +242,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
             entries = fetched.map { .init(id: $0.objectID, element: $0, key: sortKey(for: $0)) }
             self.window = window
         }
-        members = OrderedMembers(compare: { [order] in order.compare($0, $1) })
+        members = OrderedMembers(order: order.keyOrder)
         members.reset(entries)
         temporaryIDs = Set(members.elements.map(\.objectID).filter(\.isTemporaryID))
         sectionList = computeSections()
@@ -329,7 +329,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
         let order = self.order
         while start < members.count {
             let end = members.endOfRun(from: start) { order.compareFirst($0, $1) == 0 }
-            sections.append(ControllerSection(name: ControllerSortOrder.sectionName(members.keys[start]), range: start..<end))
+            sections.append(ControllerSection(name: order.sectionName(of: members.elements[start]), range: start..<end))
             start = end
         }
         return sections

@@ -4,10 +4,14 @@ import Foundation
 /// of changes makes: which old indexes left, which new indexes entered, which members
 /// were updated, and which of those moved.
 ///
-/// Keys are totally ordered by `compare` (ties only for the same member: the primary key
+/// Keys are totally ordered by `order` (ties only for the same member: the primary key
 /// breaks them), so a member's index is found by binary search on the key it was placed
 /// with — also after its object's values changed, which is what a change set is about.
-struct OrderedMembers<Element: AnyObject, ID: Hashable, Key> {
+/// Keys and IDs are concrete types so that the searches compile to direct comparisons.
+struct OrderedMembers<Element: AnyObject> {
+    typealias ID = ObjectID
+    typealias Key = ControllerSortKey
+
     /// A member: its identity, object and key.
     struct Entry {
         var id: ID
@@ -20,16 +24,17 @@ struct OrderedMembers<Element: AnyObject, ID: Hashable, Key> {
     /// Their keys, in the same order.
     private(set) var keys: [Key] = []
     private var byID: [ID: (element: Element, key: Key)] = [:]
-    /// Orders two keys: negative, zero or positive.
-    let compare: (Key, Key) -> Int
+    /// The IDs of the members the last `apply` removed, by ascending old index.
+    private(set) var lastDeleted: [ID] = []
+    /// Orders the keys.
+    let order: ControllerKeyOrder
 
-    /// Batches at most this large are applied with in-place removals and insertions;
-    /// larger ones rebuild the arrays in one merge pass.
-    private static var inPlaceLimit: Int { 32 }
-
-    init(compare: @escaping (Key, Key) -> Int) {
-        self.compare = compare
+    init(order: ControllerKeyOrder) {
+        self.order = order
     }
+
+    @inline(__always)
+    private func compare(_ a: Key, _ b: Key) -> Int { order.compare(a, b) }
 
     var count: Int { elements.count }
 
@@ -118,12 +123,15 @@ struct OrderedMembers<Element: AnyObject, ID: Hashable, Key> {
         var diff = MembershipDiff()
         var removals: [Int] = []
         var gone = Set<ID>()
+        var deleted: [(index: Int, id: ID)] = []
         for id in leaving where gone.insert(id).inserted {
             guard let index = index(of: id) else { continue }
             removals.append(index)
             diff.deleted.insert(index)
+            deleted.append((index, id))
             byID.removeValue(forKey: id)
         }
+        lastDeleted = deleted.sorted { $0.index < $1.index }.map(\.id)
         var insertions: [(entry: Entry, oldIndex: Int?)] = []
         var unmoved: [ID] = []
         var seen = Set<ID>()
@@ -186,54 +194,59 @@ struct OrderedMembers<Element: AnyObject, ID: Hashable, Key> {
     }
 
     /// Removes the members at `removals` (ascending old indexes) and inserts `insertions`
-    /// (ascending keys); returns the new index of each insertion.
+    /// (ascending keys); returns the new index of each insertion. Every other member is
+    /// moved at most twice (memory moves, no retains), whatever the batch's size.
     private mutating func rearrange(removing removals: [Int], inserting insertions: [Entry]) -> [Int] {
-        if removals.count + insertions.count <= Self.inPlaceLimit {
-            for index in removals.reversed() {
-                elements.remove(at: index)
-                keys.remove(at: index)
+        Self.remove(at: removals, from: &elements)
+        Self.remove(at: removals, from: &keys)
+        let positions = insertions.enumerated().map { lowerBound($0.element.key) + $0.offset }
+        Self.insert(insertions.map(\.element), at: positions, into: &elements)
+        Self.insert(insertions.map(\.key), at: positions, into: &keys)
+        return positions
+    }
+
+    /// Removes the values at ascending, distinct `indexes`: the values between them move
+    /// left once, the removed ones go to the end and are released there.
+    private static func remove<Value>(at indexes: [Int], from array: inout [Value]) {
+        guard !indexes.isEmpty else { return }
+        let count = array.count
+        array.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let removed = UnsafeMutablePointer<Value>.allocate(capacity: indexes.count)
+            defer { removed.deallocate() }
+            var write = indexes[0]
+            for (position, index) in indexes.enumerated() {
+                (removed + position).moveInitialize(from: base + index, count: 1)
+                let end = position + 1 < indexes.count ? indexes[position + 1] : count
+                let length = end - (index + 1)
+                if length > 0 { (base + write).moveInitialize(from: base + index + 1, count: length) }
+                write += Swift.max(0, length)
             }
-            var indexes: [Int] = []
-            for entry in insertions {
-                let index = lowerBound(entry.key)
-                elements.insert(entry.element, at: index)
-                keys.insert(entry.key, at: index)
-                indexes.append(index)
-            }
-            return indexes
+            (base + write).moveInitialize(from: removed, count: indexes.count)
         }
-        var newElements: [Element] = []
-        var newKeys: [Key] = []
-        let capacity = elements.count - removals.count + insertions.count
-        newElements.reserveCapacity(capacity)
-        newKeys.reserveCapacity(capacity)
-        var indexes: [Int] = []
-        indexes.reserveCapacity(insertions.count)
-        var nextRemoval = 0
-        var nextInsertion = 0
-        for index in elements.indices {
-            if nextRemoval < removals.count && removals[nextRemoval] == index {
-                nextRemoval += 1
-                continue
+        array.removeLast(indexes.count)
+    }
+
+    /// Inserts `values` so that value `j` ends at `positions[j]` (ascending final
+    /// indexes): the values already there move right once, from the end.
+    private static func insert<Value>(_ values: [Value], at positions: [Int], into array: inout [Value]) {
+        guard !values.isEmpty else { return }
+        let count = array.count
+        array.append(contentsOf: values)
+        array.withUnsafeMutableBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let incoming = UnsafeMutablePointer<Value>.allocate(capacity: values.count)
+            defer { incoming.deallocate() }
+            incoming.moveInitialize(from: base + count, count: values.count)
+            var segmentEnd = count
+            for position in stride(from: values.count - 1, through: 0, by: -1) {
+                let start = positions[position] - position  // where it goes among the old values
+                let length = segmentEnd - start
+                if length > 0 { (base + start + position + 1).moveInitialize(from: base + start, count: length) }
+                (base + positions[position]).moveInitialize(from: incoming + position, count: 1)
+                segmentEnd = start
             }
-            while nextInsertion < insertions.count && compare(insertions[nextInsertion].key, keys[index]) <= 0 {
-                indexes.append(newElements.count)
-                newElements.append(insertions[nextInsertion].element)
-                newKeys.append(insertions[nextInsertion].key)
-                nextInsertion += 1
-            }
-            newElements.append(elements[index])
-            newKeys.append(keys[index])
         }
-        while nextInsertion < insertions.count {
-            indexes.append(newElements.count)
-            newElements.append(insertions[nextInsertion].element)
-            newKeys.append(insertions[nextInsertion].key)
-            nextInsertion += 1
-        }
-        elements = newElements
-        keys = newKeys
-        return indexes
     }
 }
 

@@ -83,8 +83,8 @@ public final class PagingManagedObjectController<T: ManagedObject>: ManagedObjec
         }
         let wanted = Set(fetched.map(\.objectID))
         let leaving = members.elements.map(\.objectID).filter { !wanted.contains($0) }
-        var staying: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
-        var entering: [OrderedMembers<T, ObjectID, ControllerSortKey>.Entry] = []
+        var staying: [OrderedMembers<T>.Entry] = []
+        var entering: [OrderedMembers<T>.Entry] = []
         for object in fetched {
             let key = sortKey(for: object)
             if let member = members.member(object.objectID) {
@@ -96,11 +96,10 @@ public final class PagingManagedObjectController<T: ManagedObject>: ManagedObjec
                 if object.objectID.isTemporaryID { temporaryIDs.insert(object.objectID) }
             }
         }
-        let gone = leaving.compactMap { id in members.index(of: id).map { (index: $0, id: id) } }
         let diff = members.apply(leaving: leaving, staying: staying, entering: entering)
         guard !diff.isEmpty else { return }
         var changes = changeSet(from: diff, oldSections: oldSections, oldCount: oldCount)
-        changes.deletedObjectIDs = gone.sorted { $0.index < $1.index }.map(\.id)
+        changes.deletedObjectIDs = members.lastDeleted
         deliver(changes)
     }
 }

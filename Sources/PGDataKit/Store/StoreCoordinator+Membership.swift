@@ -21,7 +21,7 @@ struct MembershipQuery {
 /// condition, as object rows (`selectColumns` first, so contexts register them as
 /// fetched rows), and which conditions each matches.
 struct MembershipAnswer {
-    /// The matching rows, in primary-key order.
+    /// The matching rows, in no particular order.
     let rows: QueryResult
     /// How many conditions were asked.
     let conditionCount: Int
@@ -50,9 +50,7 @@ extension StoreCoordinator {
         let anyFlag = query.conditions.indices.map { "m.pgdatakit_member_\($0)" }.joined(separator: " OR ")
         let inner = "SELECT \(([entity.selectList(alias: "t")] + flags).joined(separator: ", ")) "
             + "FROM \(entity.quotedTable) AS t WHERE \(entity.qualifiedPrimaryKey) = ANY($1)"
-        let sql = query.conditions.isEmpty
-            ? inner + " ORDER BY \(entity.qualifiedPrimaryKey)"
-            : "SELECT * FROM (\(inner)) AS m WHERE \(anyFlag) ORDER BY 1"
+        let sql = query.conditions.isEmpty ? inner : "SELECT * FROM (\(inner)) AS m WHERE \(anyFlag)"
         let rows = try execute(sql, [query.keys] + query.parameters, on: connection)
         return MembershipAnswer(
             rows: rows, conditionCount: query.conditions.count, firstFlagColumn: entity.selectColumns.count)
