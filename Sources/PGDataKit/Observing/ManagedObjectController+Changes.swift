@@ -152,7 +152,7 @@ extension ManagedObjectController: ControllerClient {
         for (id, object) in shown {
             let key = sortKey(for: object)
             let isMember = members.member(id) != nil
-            guard window.contains(key, order: order) else {
+            guard window.contains(key) else {
                 if isMember { leaving.append(id) }
                 continue
             }

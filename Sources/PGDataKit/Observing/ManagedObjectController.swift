@@ -76,7 +76,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     /// Called when asking the database about a change set failed.
     public var onError: ((ManagedObjectController<T>, any Error) -> Void)?
 
-    var members = OrderedMembers<T>(order: ControllerKeyOrder(ascending: []))
+    var members = OrderedMembers<T>()
     var order = ControllerSortOrder.given
     var sectionList: [ControllerSection] = []
     var isFetched = false
@@ -234,7 +234,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
             order = .given
             entries = givenObjects.enumerated().compactMap { position, object in
                 guard !object.isMissingFromStore, object.managedObjectContext === context else { return nil }
-                return .init(id: object.objectID, element: object, key: ControllerSortOrder.key(position: position))
+                return .init(id: object.objectID, element: object, key: ControllerSortKey.position(position))
             }
             window = ControllerWindow()
         } else {
@@ -242,7 +242,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
             entries = fetched.map { .init(id: $0.objectID, element: $0, key: sortKey(for: $0)) }
             self.window = window
         }
-        members = OrderedMembers(order: order.keyOrder)
+        members = OrderedMembers()
         members.reset(entries)
         temporaryIDs = Set(members.elements.map(\.objectID).filter(\.isTemporaryID))
         sectionList = computeSections()
@@ -328,7 +328,7 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
         var start = 0
         let order = self.order
         while start < members.count {
-            let end = members.endOfRun(from: start) { order.compareFirst($0, $1) == 0 }
+            let end = members.endOfRun(from: start, sameGroup: ControllerSortKey.sameFirstTerm)
             sections.append(ControllerSection(name: order.sectionName(of: members.elements[start]), range: start..<end))
             start = end
         }
@@ -374,10 +374,10 @@ struct ControllerWindow {
     /// Nothing fits (the fetch found no object at its offset, or the limit is 0).
     var isEmpty = false
 
-    func contains(_ key: ControllerSortKey, order: ControllerSortOrder) -> Bool {
+    func contains(_ key: ControllerSortKey) -> Bool {
         if isEmpty { return false }
-        if let lower, order.compare(lower, key) > 0 { return false }
-        if let upper, order.compare(key, upper) > 0 { return false }
+        if let lower, ControllerSortKey.compare(lower, key) > 0 { return false }
+        if let upper, ControllerSortKey.compare(key, upper) > 0 { return false }
         return true
     }
 }

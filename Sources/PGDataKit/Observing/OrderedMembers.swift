@@ -4,7 +4,7 @@ import Foundation
 /// of changes makes: which old indexes left, which new indexes entered, which members
 /// were updated, and which of those moved.
 ///
-/// Keys are totally ordered by `order` (ties only for the same member: the primary key
+/// Keys are totally ordered (ties only for the same member: the primary key
 /// breaks them), so a member's index is found by binary search on the key it was placed
 /// with — also after its object's values changed, which is what a change set is about.
 /// Keys and IDs are concrete types so that the searches compile to direct comparisons.
@@ -26,15 +26,11 @@ struct OrderedMembers<Element: AnyObject> {
     private var byID: [ID: (element: Element, key: Key)] = [:]
     /// The IDs of the members the last `apply` removed, by ascending old index.
     private(set) var lastDeleted: [ID] = []
-    /// Orders the keys.
-    let order: ControllerKeyOrder
 
-    init(order: ControllerKeyOrder) {
-        self.order = order
-    }
+    init() {}
 
     @inline(__always)
-    private func compare(_ a: Key, _ b: Key) -> Int { order.compare(a, b) }
+    private func compare(_ a: Key, _ b: Key) -> Int { ControllerSortKey.compare(a, b) }
 
     var count: Int { elements.count }
 

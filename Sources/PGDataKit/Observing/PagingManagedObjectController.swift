@@ -88,7 +88,7 @@ public final class PagingManagedObjectController<T: ManagedObject>: ManagedObjec
         for object in fetched {
             let key = sortKey(for: object)
             if let member = members.member(object.objectID) {
-                if order.compare(member.key, key) != 0 || member.element !== object {
+                if member.key != key || member.element !== object {
                     staying.append(.init(id: object.objectID, element: object, key: key))
                 }
             } else {

@@ -234,4 +234,37 @@ struct ControllerFeatureTests {
             return error as? ManagedObjectControllerError
         }
     }
+
+    @Test(arguments: [
+        [FetchSortDescriptor("name")], [FetchSortDescriptor("name", ascending: false)],
+        [FetchSortDescriptor("name", caseInsensitive: true), FetchSortDescriptor("age", ascending: false)],
+        [FetchSortDescriptor("age"), FetchSortDescriptor("name", caseInsensitive: true, )],
+    ])
+    func theControllersOrderIsTheDatabasesAndStaysSoThroughChanges(sort: [FetchSortDescriptor]) throws {
+        try ExampleSchema.withManager { manager in
+            let names: [String?] = [
+                nil, "", "a", "A", "Z", "z", "é", "e\u{301}", "e", "ẞ", "ß", "İ", "i", "😀", "ab", "a b", "Ab", "abc",
+            ]
+            try ControllerTesting.save(manager) { context in
+                for (index, name) in names.enumerated() {
+                    let user = User(context: context)
+                    user.userID = "n\(index)"
+                    user.name = name
+                    user.age = index % 3 == 0 ? nil : (index % 5) - 2
+                }
+            }
+            let main = manager.mainContext
+            main.performAndWait {}
+            let request = FetchRequest<User>(sortDescriptors: sort)
+            let controller = ManagedObjectController(fetchRequest: request, context: main)
+            let recorder = ControllerRecorder<User>()
+            recorder.attach(to: controller)
+            try main.performAndWait { try controller.performFetch() }
+            #expect(main.performAndWait { controller.objects.map(\.objectID) } == (try T.freshIDs(request, in: main)))
+            // Renames move objects to where the database sorts them.
+            try T.updateUsers(manager, ["n2", "n5", "n9"]) { user in user.name = user.userID == "n2" ? "É" : user.userID == "n5" ? nil : "a" }
+            try T.wait("the renames arrive", on: main) { recorder.changeSets.count == 2 }
+            #expect(main.performAndWait { controller.objects.map(\.objectID) } == (try T.freshIDs(request, in: main)))
+        }
+    }
 }

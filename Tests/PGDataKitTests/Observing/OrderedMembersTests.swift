@@ -27,7 +27,10 @@ struct OrderedMembersTests {
 
     /// Keys are (value, id): ties broken by id, as primary keys break them.
     static func key(_ value: Int, _ id: Int) -> ControllerSortKey {
-        ControllerSortKey(values: [.integer(Int64(value))], tiebreak: .key(Int64(id)))
+        var builder = ControllerSortKeyBuilder()
+        builder.append(value, ascending: true, caseInsensitive: false)
+        builder.appendTiebreak(primaryKey: Int64(id))
+        return builder.key
     }
     static func id(_ number: Int) -> ObjectID { ObjectID(entityName: "Box", primaryKey: Int64(number)) }
     static func compare(_ a: (Int, Int), _ b: (Int, Int)) -> Int {
@@ -35,7 +38,6 @@ struct OrderedMembersTests {
         return a.1 == b.1 ? 0 : (a.1 < b.1 ? -1 : 1)
     }
     typealias Members = OrderedMembers<Box>
-    static let order = ControllerKeyOrder(ascending: [true])
 
     /// Replays a diff on the old order as a list view would and returns the result.
     static func replay(_ diff: MembershipDiff, old: [Box], new: [Box]) -> [Box] {
@@ -50,7 +52,7 @@ struct OrderedMembersTests {
     @Test(arguments: 0..<40)
     func randomBatchesMatchSortingFromScratchAndReplay(seed: Int) {
         var random = SeededGenerator(state: UInt64(seed) &* 7919 &+ 17)
-        var members = Members(order: Self.order)
+        var members = Members()
         var values: [Int: Int] = [:]
         var boxes: [Int: Box] = [:]
         var nextID = 0
@@ -112,7 +114,7 @@ struct OrderedMembersTests {
     }
 
     @Test func aKeyChangeThatPassesNobodyIsAnUpdateNotAMove() {
-        var members = Members(order: Self.order)
+        var members = Members()
         let boxes = (0..<3).map(Box.init)
         members.reset(boxes.map { .init(id: Self.id($0.id), element: $0, key: Self.key($0.id * 10, $0.id)) })
         let small = members.apply(leaving: [], staying: [.init(id: Self.id(1), element: boxes[1], key: Self.key(11, 1))], entering: [])
@@ -125,13 +127,13 @@ struct OrderedMembersTests {
     }
 
     @Test func runsOfEqualFirstValuesAreFoundByExponentialSearch() {
-        var members = Members(order: Self.order)
+        var members = Members()
         let values = [1, 1, 1, 2, 3, 3, 3, 3, 3, 3, 3, 9]
         members.reset(values.enumerated().map { .init(id: Self.id($0.offset), element: Box($0.offset), key: Self.key($0.element, $0.offset)) })
         var runs: [Range<Int>] = []
         var start = 0
         while start < members.count {
-            let end = members.endOfRun(from: start) { Self.order.compareTerm(0, $0, $1) == 0 }
+            let end = members.endOfRun(from: start, sameGroup: ControllerSortKey.sameFirstTerm)
             runs.append(start..<end)
             start = end
         }
