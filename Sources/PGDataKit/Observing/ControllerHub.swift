@@ -7,11 +7,16 @@ struct EntityChangeBatch {
     var inserted: [ObjectID] = []
     var updated: [ObjectID] = []
     var deleted: [ObjectID] = []
+    /// Inserted and updated IDs with a primary key, without the deleted ones (set by
+    /// `sealed()`).
+    private(set) var candidates: [ObjectID] = []
 
-    /// Inserted and updated IDs with a primary key, without the deleted ones.
-    var candidates: [ObjectID] {
+    /// The batch with its candidates worked out once for every controller.
+    func sealed() -> EntityChangeBatch {
+        var batch = self
         let gone = Set(deleted)
-        return (inserted + updated).filter { $0.primaryKey != nil && !gone.contains($0) }
+        batch.candidates = (inserted + updated).filter { $0.primaryKey != nil && !gone.contains($0) }
+        return batch
     }
 }
 
@@ -175,6 +180,7 @@ final class ControllerHub: @unchecked Sendable {
         add(changes.inserted, \.inserted)
         add(changes.updated, \.updated)
         add(changes.deleted, \.deleted)
+        batches = batches.mapValues { $0.sealed() }
         var answers: [ObjectIdentifier: MembershipAnswerForClient] = [:]
         for (name, batch) in batches.sorted(by: { $0.key < $1.key }) {
             let asking = clients.filter { $0.membershipEntity?.name == name }
@@ -211,7 +217,8 @@ final class ControllerHub: @unchecked Sendable {
                     if registered?.version != (try ManagedObjectContext.decodeInteger(row, column: 1)) {
                         _ = try context.register(row: row, entity: batch.entity)
                     }
-                    for (position, asker) in askers.enumerated() where try answer.row(row, matches: asker.condition) {
+                    let flags = try answer.flags(of: row)
+                    for (position, asker) in askers.enumerated() where MembershipAnswer.flags(flags, match: asker.condition) {
                         matched[position].insert(key)
                     }
                 }

@@ -113,12 +113,13 @@ extension ManagedObjectController: ControllerClient {
         var leaving: [ObjectID] = []
         for id in batch.deleted where members.member(id) != nil { leaving.append(id) }
         let evaluator = PredicateEvaluator(model: context.coordinator.model)
-        var shown: [(id: ObjectID, object: T)] = []
+        let mayHavePending = request.includesPendingChanges && context.hasPendingChanges
+        var shown: [(id: ObjectID, object: T, isMember: Bool)] = []
         for id in batch.candidates {
             let member = members.member(id)
-            let current = context.registered[id].flatMap { $0 as? T }
+            let current = context.registered[id].flatMap(Self.asT)
             var isMatch: Bool
-            if let current, request.includesPendingChanges, context.hasPendingChanges(current) {
+            if let current, mayHavePending, context.hasPendingChanges(current) {
                 do {
                     isMatch = try !current.deletedFlag && (request.predicate.map { try evaluator.evaluate($0, on: current) } ?? true)
                 } catch {
@@ -133,12 +134,12 @@ extension ManagedObjectController: ControllerClient {
             guard let object = current ?? member?.element else { continue }
             if object.isMissingFromStore || (object.deletedFlag && request.includesPendingChanges) { isMatch = false }
             if isMatch {
-                shown.append((id, object))
+                shown.append((id, object, member != nil))
             } else if member != nil {
                 leaving.append(id)
             }
         }
-        let newcomers = shown.filter { members.member($0.id) == nil }.map { $0.object as ManagedObject }
+        let newcomers = shown.filter { !$0.isMember }.map { $0.object as ManagedObject }
         if !newcomers.isEmpty, let entity = membershipEntity {
             let paths = order.relationshipPaths + request.relationshipKeyPathsForPrefetching
             do {
@@ -149,9 +150,8 @@ extension ManagedObjectController: ControllerClient {
         }
         var staying: [OrderedMembers<T>.Entry] = []
         var entering: [OrderedMembers<T>.Entry] = []
-        for (id, object) in shown {
+        for (id, object, isMember) in shown {
             let key = sortKey(for: object)
-            let isMember = members.member(id) != nil
             guard window.contains(key) else {
                 if isMember { leaving.append(id) }
                 continue
@@ -198,7 +198,18 @@ extension ManagedObjectController: ControllerClient {
     }
 }
 
+extension ManagedObjectController {
+    /// An object of the controller's entity as `T` (objects of an entity are created as
+    /// its class, so the check is a type comparison, not a dynamic cast).
+    static func asT(_ object: ManagedObject) -> T? {
+        type(of: object) == T.self ? unsafeDowncast(object, to: T.self) : object as? T
+    }
+}
+
 extension ManagedObjectContext {
+    /// Whether the context has unsaved changes of any object.
+    var hasPendingChanges: Bool { !insertedSet.isEmpty || !changedSet.isEmpty || !deletedSet.isEmpty }
+
     /// Whether an object has unsaved changes here (inserted, changed or deleted).
     func hasPendingChanges(_ object: ManagedObject) -> Bool {
         insertedSet.contains(object) || changedSet.contains(object) || deletedSet.contains(object)
