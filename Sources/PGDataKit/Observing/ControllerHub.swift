@@ -10,12 +10,22 @@ struct EntityChangeBatch {
     /// Inserted and updated IDs with a primary key, without the deleted ones (set by
     /// `sealed()`).
     private(set) var candidates: [ObjectID] = []
+    /// The context's object of each candidate, looked up once for every controller after
+    /// the membership statement registered new rows (set by `resolved(in:)`).
+    private(set) var objects: [ManagedObject?] = []
 
     /// The batch with its candidates worked out once for every controller.
     func sealed() -> EntityChangeBatch {
         var batch = self
         let gone = Set(deleted)
         batch.candidates = (inserted + updated).filter { $0.primaryKey != nil && !gone.contains($0) }
+        return batch
+    }
+
+    /// The batch with each candidate's registered object.
+    func resolved(in context: ManagedObjectContext) -> EntityChangeBatch {
+        var batch = self
+        batch.objects = candidates.map { context.registered[$0] }
         return batch
     }
 }
@@ -230,6 +240,7 @@ final class ControllerHub: @unchecked Sendable {
                 for asker in askers { answers[ObjectIdentifier(asker.client)] = .failed(error) }
             }
         }
+        batches = batches.mapValues { $0.resolved(in: context) }
         for client in clients {
             let batch = client.membershipEntity.flatMap { batches[$0.name] }
             client.process(changes, batch: batch, answer: answers[ObjectIdentifier(client)] ?? .notAsked)

@@ -16,15 +16,40 @@ import Foundation
 /// their 16 bytes (PostgreSQL's order); decimals by sign, exponent and digits. Other
 /// values (JSON) use their description.
 struct ControllerSortKey: Equatable {
+    /// The first 16 bytes as two big-endian words (zero-padded): most comparisons end
+    /// here, without reading `bytes` from the heap (binary searches over thousands of
+    /// keys would otherwise miss the cache at every step).
+    let head: (UInt64, UInt64)
     /// The encoded key.
-    var bytes: [UInt8]
+    let bytes: [UInt8]
     /// How many leading bytes encode the first term (a sectioned controller's section).
-    var firstTermLength: Int
+    let firstTermLength: Int
+
+    init(bytes: [UInt8], firstTermLength: Int) {
+        func word(_ offset: Int) -> UInt64 {
+            var value: UInt64 = 0
+            for index in offset..<(offset + 8) {
+                value = value << 8 | UInt64(index < bytes.count ? bytes[index] : 0)
+            }
+            return value
+        }
+        self.head = (word(0), word(8))
+        self.bytes = bytes
+        self.firstTermLength = firstTermLength
+    }
+
+    static func == (a: ControllerSortKey, b: ControllerSortKey) -> Bool { compare(a, b) == 0 }
 
     /// Orders two keys: negative, zero or positive.
     @inline(__always)
     static func compare(_ a: ControllerSortKey, _ b: ControllerSortKey) -> Int {
-        compareBytes(a.bytes, b.bytes)
+        if a.head.0 != b.head.0 { return a.head.0 < b.head.0 ? -1 : 1 }
+        if a.head.1 != b.head.1 { return a.head.1 < b.head.1 ? -1 : 1 }
+        // The first 16 bytes agree (a shorter key's padding reads as zeros).
+        if a.bytes.count <= 16 && b.bytes.count <= 16 {
+            return a.bytes.count == b.bytes.count ? 0 : (a.bytes.count < b.bytes.count ? -1 : 1)
+        }
+        return compareBytes(a.bytes, b.bytes)
     }
 
     /// Whether two keys have the same first term (they are in the same section).

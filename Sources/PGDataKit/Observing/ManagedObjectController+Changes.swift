@@ -115,9 +115,9 @@ extension ManagedObjectController: ControllerClient {
         let evaluator = PredicateEvaluator(model: context.coordinator.model)
         let mayHavePending = request.includesPendingChanges && context.hasPendingChanges
         var shown: [(id: ObjectID, object: T, isMember: Bool)] = []
-        for id in batch.candidates {
+        for (id, registered) in zip(batch.candidates, batch.objects) {
             let member = members.member(id)
-            let current = context.registered[id].flatMap(Self.asT)
+            let current = registered.flatMap(Self.asT)
             var isMatch: Bool
             if let current, mayHavePending, context.hasPendingChanges(current) {
                 do {

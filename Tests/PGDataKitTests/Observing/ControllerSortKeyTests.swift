@@ -45,6 +45,10 @@ struct ControllerSortKeyTests {
         #expect(Self.ascendingOrder(["a", "B", "A"], ascending: false))
         #expect(ControllerSortKey.compare(Self.key("ABC", caseInsensitive: true), Self.key("abc", caseInsensitive: true)) == 0)
         #expect(Self.ascendingOrder(["abc", "ab", "a", ""], ascending: false))
+        // Past the 16 bytes compared inline.
+        let long = String(repeating: "x", count: 30)
+        #expect(Self.ascendingOrder([long, long + "\u{0}", long + "a", long + "b", long + "ba"]))
+        #expect(Self.ascendingOrder([long + "b", long + "a", long], ascending: false))
     }
 
     @Test func uuidsDataAndDecimals() {
