@@ -48,13 +48,18 @@ enum MembershipNeed {
 }
 
 /// A controller as the hub sees it.
-protocol ControllerClient: AnyObject {
+protocol ControllerClient: AnyObject, Sendable {
     /// The entity whose rows the client shows; `nil` for a fixed set of objects.
     var membershipEntity: EntityDescription? { get }
-    /// Whether the client needs the database's answer for a batch; compiles its condition
-    /// with `compiler` when it does. Runs on the context's queue.
-    func membershipNeed(for batch: EntityChangeBatch, changes: ContextChanges, compiler: inout PredicateSQLCompiler) throws
-        -> MembershipNeed
+    /// Whether the client needs the database's answer for a batch. Runs on the context's
+    /// queue.
+    func needsMembership(for batch: EntityChangeBatch, changes: ContextChanges) -> Bool
+    /// Whether it may need it, from immutable state (any thread).
+    func mayNeedMembership(for batch: EntityChangeBatch, changes: ContextChanges) -> Bool
+    /// The client's condition (`nil`: every row), compiled with `compiler`; from
+    /// immutable state, so any thread may ask. `nil` for a client that asks nothing (a
+    /// fixed set of objects, or stopped).
+    func membershipCondition(compiler: inout PredicateSQLCompiler) throws -> MembershipNeed
     /// Applies a change set. Runs on the context's queue.
     func process(_ changes: ContextChanges, batch: EntityChangeBatch?, answer: MembershipAnswerForClient)
     /// The coordinator was closed. Runs on the context's queue.
@@ -81,6 +86,9 @@ final class ControllerHub: @unchecked Sendable {
 
     let context: ManagedObjectContext
     private let lock = NSLock()
+    /// Membership answers asked for while the context merges (see `prepare(_:)`).
+    let early = Mutex(EarlyState())
+    let earlyQueue = DispatchQueue(label: "pgdatakit.controllers.membership")
     private var clients: [Int: WeakClient] = [:]
     private var objectObservers: [ObjectID: [Int: ObjectObserver]] = [:]
     private var nextID = 0
@@ -123,7 +131,9 @@ final class ControllerHub: @unchecked Sendable {
             guard let self else { return }
             self.context.perform { [weak self] in self?.coordinatorDidClose() }
         }
-        lock.withLock { tokens = [didChange, didSave, closing] }
+        var tokens = [didChange, didSave, closing]
+        if let remote = observeRemoteChangesEarly() { tokens.append(remote) }
+        lock.withLock { self.tokens = tokens }
     }
 
     // MARK: - Registration
@@ -161,7 +171,7 @@ final class ControllerHub: @unchecked Sendable {
         }
     }
 
-    private var liveClients: [any ControllerClient] {
+    var liveClients: [any ControllerClient] {
         lock.withLock {
             clients = clients.filter { $0.value.client != nil }
             return clients.sorted { $0.key < $1.key }.compactMap(\.value.client)
@@ -174,13 +184,9 @@ final class ControllerHub: @unchecked Sendable {
         for client in liveClients { client.coordinatorDidClose() }
     }
 
-    /// Runs on the context's queue after a merge or a save.
-    private func handle(_ changes: ContextChanges) {
-        notifyObjectObservers(changes)
-        let clients = liveClients
-        guard !clients.isEmpty else { return }
+    /// A change set's changes by entity, with their candidates worked out.
+    static func batches(of changes: ContextChanges, model: Model) -> [String: EntityChangeBatch] {
         var batches: [String: EntityChangeBatch] = [:]
-        let model = context.coordinator.model
         func add(_ ids: Set<ObjectID>, _ path: WritableKeyPath<EntityChangeBatch, [ObjectID]>) {
             for id in ids {
                 guard let entity = model.entity(named: id.entityName) else { continue }
@@ -190,22 +196,37 @@ final class ControllerHub: @unchecked Sendable {
         add(changes.inserted, \.inserted)
         add(changes.updated, \.updated)
         add(changes.deleted, \.deleted)
-        batches = batches.mapValues { $0.sealed() }
+        return batches.mapValues { $0.sealed() }
+    }
+
+    /// Runs on the context's queue after a merge or a save.
+    private func handle(_ changes: ContextChanges) {
+        notifyObjectObservers(changes)
+        let clients = liveClients
+        guard !clients.isEmpty else { return }
+        let model = context.coordinator.model
+        var batches = Self.batches(of: changes, model: model)
+        let prepared = takeEarlyMembership(for: changes)
         var answers: [ObjectIdentifier: MembershipAnswerForClient] = [:]
         for (name, batch) in batches.sorted(by: { $0.key < $1.key }) {
             let asking = clients.filter { $0.membershipEntity?.name == name }
-            guard !asking.isEmpty else { continue }
-            let candidates = batch.candidates
-            guard !candidates.isEmpty else { continue }
-            let keys = candidates.compactMap(\.primaryKey)
+            guard !asking.isEmpty, !batch.candidates.isEmpty else { continue }
+            let needing = asking.filter { $0.needsMembership(for: batch, changes: changes) }
+            guard !needing.isEmpty else { continue }
+            if let outcome = prepared?.outcomes[name], case .success(let answer) = outcome.result,
+                needing.allSatisfy({ outcome.conditions[ObjectIdentifier($0)] != nil })
+            {
+                let askers = needing.compactMap { client in outcome.conditions[ObjectIdentifier(client)].map { (client, $0) } }
+                record(answer, of: batch, for: askers, into: &answers)
+                continue
+            }
+            let keys = batch.candidates.compactMap(\.primaryKey)
             var compiler = PredicateSQLCompiler(model: model, parameters: [keys])
             var query = MembershipQuery(keys: keys)
             var askers: [(client: any ControllerClient, condition: Int)] = []
-            for client in asking {
+            for client in needing {
                 do {
-                    if case .condition(let condition) = try client.membershipNeed(
-                        for: batch, changes: changes, compiler: &compiler)
-                    {
+                    if case .condition(let condition) = try client.membershipCondition(compiler: &compiler) {
                         askers.append((client, query.conditions.count))
                         query.conditions.append(condition)
                     }
@@ -219,22 +240,7 @@ final class ControllerHub: @unchecked Sendable {
                 let answer = try context.withDatabase {
                     try context.coordinator.selectMembership(of: batch.entity, query, on: $0)
                 }
-                var matched = [Set<Int64>](repeating: [], count: askers.count)
-                for row in answer.rows {
-                    let key = try ManagedObjectContext.decodeInteger(row, column: 0)
-                    // Rows the merge just refreshed need no second decoding.
-                    let registered = context.registered[ObjectID(entityName: batch.entity.name, primaryKey: key)]
-                    if registered?.version != (try ManagedObjectContext.decodeInteger(row, column: 1)) {
-                        _ = try context.register(row: row, entity: batch.entity)
-                    }
-                    let flags = try answer.flags(of: row)
-                    for (position, asker) in askers.enumerated() where MembershipAnswer.flags(flags, match: asker.condition) {
-                        matched[position].insert(key)
-                    }
-                }
-                for (position, asker) in askers.enumerated() {
-                    answers[ObjectIdentifier(asker.client)] = .matches(matched[position])
-                }
+                record(answer, of: batch, for: askers, into: &answers)
             } catch {
                 context.logger.error("asking which changed \(name) objects match the controllers failed: \(error)")
                 for asker in askers { answers[ObjectIdentifier(asker.client)] = .failed(error) }
@@ -244,6 +250,36 @@ final class ControllerHub: @unchecked Sendable {
         for client in clients {
             let batch = client.membershipEntity.flatMap { batches[$0.name] }
             client.process(changes, batch: batch, answer: answers[ObjectIdentifier(client)] ?? .notAsked)
+        }
+    }
+
+    /// Registers the rows of an answer (those newer than the context's objects) and
+    /// notes which keys match each asker's condition.
+    private func record(
+        _ answer: MembershipAnswer, of batch: EntityChangeBatch, for askers: [(client: any ControllerClient, condition: Int)],
+        into answers: inout [ObjectIdentifier: MembershipAnswerForClient]
+    ) {
+        var matched = [Set<Int64>](repeating: [], count: askers.count)
+        do {
+            for row in answer.rows {
+                let key = try ManagedObjectContext.decodeInteger(row, column: 0)
+                // Rows the merge already refreshed (or refreshed past) are not applied again.
+                let registered = context.registered[ObjectID(entityName: batch.entity.name, primaryKey: key)]
+                if registered.map({ $0.version < (try? ManagedObjectContext.decodeInteger(row, column: 1)) ?? 0 }) ?? true {
+                    _ = try context.register(row: row, entity: batch.entity)
+                }
+                let flags = try answer.flags(of: row)
+                for (position, asker) in askers.enumerated() where MembershipAnswer.flags(flags, match: asker.condition) {
+                    matched[position].insert(key)
+                }
+            }
+        } catch {
+            context.logger.error("reading which changed \(batch.entity.name) objects match the controllers failed: \(error)")
+            for asker in askers { answers[ObjectIdentifier(asker.client)] = .failed(error) }
+            return
+        }
+        for (position, asker) in askers.enumerated() {
+            answers[ObjectIdentifier(asker.client)] = .matches(matched[position])
         }
     }
 

@@ -7,32 +7,28 @@ extension ManagedObjectController: ControllerClient {
     /// keys touch the predicate (or, for a windowed controller, the sort keys), when the
     /// changed keys are unknown, or when a member is no longer registered in the context
     /// (so no merge refreshed it).
-    func membershipNeed(
-        for batch: EntityChangeBatch, changes: ContextChanges, compiler: inout PredicateSQLCompiler
-    ) throws -> MembershipNeed {
-        guard isFetched, !shared.isStopped, let request = fetchRequest else { return .none }
-        var needed = !batch.inserted.isEmpty
-        if !needed {
-            let windowed = window.lower != nil || window.upper != nil || window.isEmpty
-            let sortKeys = windowed ? Set(request.sortDescriptors.compactMap { $0.key.split(separator: ".").first.map(String.init) }) : []
-            for id in batch.updated {
-                guard let keys = changes.changedKeys[id], !keys.isEmpty else {
-                    needed = true
-                    break
-                }
-                if !keys.isDisjoint(with: predicateKeys) || !keys.isDisjoint(with: sortKeys) {
-                    needed = true
-                    break
-                }
-                if members.member(id) != nil && context.registered[id] == nil {
-                    needed = true
-                    break
-                }
-            }
+    func needsMembership(for batch: EntityChangeBatch, changes: ContextChanges) -> Bool {
+        guard isFetched, !shared.isStopped, fetchRequest != nil else { return false }
+        if mayNeedMembership(for: batch, changes: changes) { return true }
+        return batch.updated.contains { members.member($0) != nil && context.registered[$0] == nil }
+    }
+
+    /// The part of `needsMembership` that reads only immutable state, so any thread may
+    /// ask: inserted rows, unknown changed keys, or changed keys the predicate (or a
+    /// window's order) reads.
+    func mayNeedMembership(for batch: EntityChangeBatch, changes: ContextChanges) -> Bool {
+        guard fetchRequest != nil, !shared.isStopped else { return false }
+        if !batch.inserted.isEmpty { return true }
+        return batch.updated.contains { id in
+            guard let keys = changes.changedKeys[id], !keys.isEmpty else { return true }
+            return !keys.isDisjoint(with: predicateKeys) || !keys.isDisjoint(with: windowKeys)
         }
-        guard needed else { return .none }
+    }
+
+    func membershipCondition(compiler: inout PredicateSQLCompiler) throws -> MembershipNeed {
+        guard let request = fetchRequest, let entity = entityForMembership, !shared.isStopped else { return .none }
         guard let predicate = request.predicate else { return .condition(nil) }
-        return .condition(try compiler.compile(predicate, entity: batch.entity, alias: "t"))
+        return .condition(try compiler.compile(predicate, entity: entity, alias: "t"))
     }
 
     func coordinatorDidClose() { stop() }

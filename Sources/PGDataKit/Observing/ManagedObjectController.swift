@@ -86,7 +86,10 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     /// The limit a paging controller fetches with instead of the request's.
     var pageLimit: Int?
     /// The keys whose change can change membership: the predicate's first components.
-    var predicateKeys: Set<String> = []
+    let predicateKeys: Set<String>
+    /// The keys whose change can move an object into or out of a window: the sort keys'
+    /// first components when the request has a limit or offset or the controller pages.
+    let windowKeys: Set<String>
     let givenObjects: [T]?
     let entityForMembership: EntityDescription?
     let shared = ControllerShared()
@@ -99,12 +102,23 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     /// - Parameters:
     ///   - sectionNameKeyPath: divides the objects into sections by this key path's
     ///     value; it must be the first sort descriptor's key.
-    public init(fetchRequest: FetchRequest<T>, context: ManagedObjectContext, sectionNameKeyPath: String? = nil) {
+    public convenience init(fetchRequest: FetchRequest<T>, context: ManagedObjectContext, sectionNameKeyPath: String? = nil) {
+        self.init(fetchRequest: fetchRequest, context: context, sectionNameKeyPath: sectionNameKeyPath, pageSize: nil)
+    }
+
+    /// Creates a controller of a request; with `pageSize`, of a window that starts with
+    /// one page (see `PagingManagedObjectController`).
+    init(fetchRequest: FetchRequest<T>, context: ManagedObjectContext, sectionNameKeyPath: String?, pageSize: Int?) {
         self.context = context
         self.fetchRequest = fetchRequest
         self.sectionNameKeyPath = sectionNameKeyPath
         self.givenObjects = nil
         self.entityForMembership = context.coordinator.model.entity(for: T.self)
+        self.pageLimit = pageSize
+        self.predicateKeys = fetchRequest.predicate.map(Self.firstKeys) ?? []
+        let windowed = pageSize != nil || fetchRequest.fetchLimit != nil || fetchRequest.fetchOffset > 0
+        self.windowKeys = windowed
+            ? Set(fetchRequest.sortDescriptors.compactMap { $0.key.split(separator: ".").first.map(String.init) }) : []
         self.hub = ControllerHub.hub(for: context)
         clientID = hub.add(self)
         if context.coordinator.isClosed { shared.stop() }
@@ -145,6 +159,8 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
         self.sectionNameKeyPath = nil
         self.givenObjects = objects
         self.entityForMembership = nil
+        self.predicateKeys = []
+        self.windowKeys = []
         self.hub = ControllerHub.hub(for: context)
         clientID = hub.add(self)
         if context.coordinator.isClosed { shared.stop() }
@@ -272,7 +288,6 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
         let fetched = try context.fetch(request)
         try context.prefetch(order.relationshipPaths, for: fetched, entity: entity)
         self.order = order
-        predicateKeys = request.predicate.map(Self.firstKeys) ?? []
         var window = ControllerWindow()
         if let limit = request.fetchLimit, fetched.count >= limit {
             if let last = fetched.last { window.upper = sortKey(for: last) } else { window.isEmpty = true }

@@ -33,8 +33,7 @@ public final class PagingManagedObjectController<T: ManagedObject>: ManagedObjec
     ) throws {
         guard pageSize >= 1 else { throw ManagedObjectControllerError.invalidPageSize(pageSize) }
         self.pageSize = pageSize
-        super.init(fetchRequest: fetchRequest, context: context, sectionNameKeyPath: sectionNameKeyPath)
-        pageLimit = pageSize
+        super.init(fetchRequest: fetchRequest, context: context, sectionNameKeyPath: sectionNameKeyPath, pageSize: pageSize)
     }
 
     /// The window's limit: `pageSize` after `performFetch()`, plus `pageSize` per
