@@ -11,13 +11,13 @@ extension ManagedObject {
     /// For example:
     ///
     /// ```swift
-    /// let token = try main.performAndWait {
-    ///     let ada = try #require(try User.first(in: main, where: "userID == %@", "u1"))
+    /// let token = try main.performAndWait { () throws -> ObserverToken? in
+    ///     guard let ada = try User.first(in: main, where: "userID == %@", "u1") else { return nil }
     ///     return ada.observeChanges { changedKeys in
     ///         if ada.isDeleted { print("Ada is gone") } else { print("Ada changed:", changedKeys.sorted()) }
     ///     }
     /// }
-    /// // keep `token`; `token.cancel()` (or releasing it) ends the observation
+    /// // keep `token`; `token?.cancel()` (or releasing it) ends the observation
     /// ```
     ///
     /// Call it on the context's queue. Unsaved changes do not call it. An object of no
