@@ -187,11 +187,12 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
         return sectionList
     }
 
-    /// The object at a section and item.
-    ///
-    /// Traps on an index path outside `sections`, as an array subscript does.
-    public func object(at indexPath: ControllerIndexPath) -> T {
+    /// The object at a section and item; `nil` for an index path outside `sections`.
+    public func object(at indexPath: ControllerIndexPath) -> T? {
         context.assertOnQueue()
+        guard sectionList.indices.contains(indexPath.section),
+            sectionList[indexPath.section].range.indices.contains(indexPath.item)
+        else { return nil }
         return members.elements[sectionList[indexPath.section].range.lowerBound + indexPath.item]
     }
 

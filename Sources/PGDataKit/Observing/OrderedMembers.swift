@@ -149,7 +149,7 @@ struct OrderedMembers<Element: AnyObject> {
             for id in unmoved { if let index = index(of: id) { diff.updated.insert(index) } }
             return diff
         }
-        removals.sort()
+        removals = Array(Set(removals)).sorted()  // distinct, whatever the IDs say
         insertions.sort { compare($0.entry.key, $1.entry.key) < 0 }
         let newIndexes = rearrange(removing: removals, inserting: insertions.map(\.entry))
         for insertion in insertions { byID[insertion.entry.id] = (insertion.entry.element, insertion.entry.key) }
@@ -195,7 +195,13 @@ struct OrderedMembers<Element: AnyObject> {
     private mutating func rearrange(removing removals: [Int], inserting insertions: [Entry]) -> [Int] {
         Self.remove(at: removals, from: &elements)
         Self.remove(at: removals, from: &keys)
-        let positions = insertions.enumerated().map { lowerBound($0.element.key) + $0.offset }
+        var positions: [Int] = []
+        positions.reserveCapacity(insertions.count)
+        var floor = 0
+        for (offset, entry) in insertions.enumerated() {
+            floor = Swift.max(floor, lowerBound(entry.key))  // ascending, so the moves below stay in bounds
+            positions.append(floor + offset)
+        }
         Self.insert(insertions.map(\.element), at: positions, into: &elements)
         Self.insert(insertions.map(\.key), at: positions, into: &keys)
         return positions

@@ -21,7 +21,9 @@ struct ControllerFeatureTests {
                 main.performAndWait { controller.sections.map { "\($0.name):\($0.numberOfObjects)" } }
             }
             #expect(sections() == ["30:2", "40:1", "50:1"])
-            #expect(main.performAndWait { controller.object(at: ControllerIndexPath(section: 0, item: 1)).userID } == "b")
+            #expect(main.performAndWait { controller.object(at: ControllerIndexPath(section: 0, item: 1))?.userID } == "b")
+            #expect(main.performAndWait { controller.object(at: ControllerIndexPath(section: 0, item: 2)) } == nil)
+            #expect(main.performAndWait { controller.object(at: ControllerIndexPath(section: 7, item: 0)) } == nil)
             #expect(main.performAndWait { controller.indexPath(forObjectAt: 2) } == ControllerIndexPath(section: 1, item: 0))
 
             // c moves from 40 to 30: section 40 disappears.
