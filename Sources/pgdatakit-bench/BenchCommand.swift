@@ -15,7 +15,7 @@ struct BenchCommand: ParsableCommand {
             """,
         subcommands: [
             FetchBenchmark.self, LatencyBenchmark.self, LatencyListener.self, ThroughputBenchmark.self,
-            ThroughputWriter.self,
+            ThroughputWriter.self, ControllerBenchmark.self, ControllerWriter.self,
         ]
     )
 }

@@ -61,6 +61,10 @@ case "own-saves":
     // one, so the listener has read past this process's own record) and reports how
     // often the main context merged and which records the listener delivered.
     ownSaves()
+case "controller-save":
+    controllerSave(manager, Array(arguments.dropFirst(3)))
+case "controller-watch":
+    controllerWatch(arguments[2], Array(arguments.dropFirst(3)))
 default:
     fail("unknown command \(arguments[1])")
 }

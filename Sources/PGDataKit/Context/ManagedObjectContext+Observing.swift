@@ -60,10 +60,11 @@ struct ContextObservers: @unchecked Sendable {
 
     func postDidChange(_ changes: ContextChanges) { post(changes, didSave: false) }
 
-    /// Calls the observers and feeds the streams of one kind, outside the lock.
+    /// Calls the observers (in the order they were registered) and feeds the streams of
+    /// one kind, outside the lock.
     private func post(_ changes: ContextChanges, didSave: Bool) {
         storage.lock.lock()
-        let observers = Array((didSave ? storage.didSave : storage.didChange).values)
+        let observers = (didSave ? storage.didSave : storage.didChange).sorted { $0.key < $1.key }.map(\.value)
         let streams = Array((didSave ? storage.saveStreams : storage.changeStreams).values)
         storage.lock.unlock()
         observers.forEach { $0(changes) }
@@ -80,7 +81,8 @@ struct ContextObservers: @unchecked Sendable {
 
 extension ManagedObjectContext {
     /// Calls `observer` on the context's queue after each successful save, with what the
-    /// save changed, until `cancel()` is called on the returned token.
+    /// save changed, until `cancel()` is called on the returned token. Observers are
+    /// called in the order they were registered.
     ///
     /// For example:
     ///
@@ -94,7 +96,8 @@ extension ManagedObjectContext {
     }
 
     /// Calls `observer` on the context's queue after changes from elsewhere were merged
-    /// into this context (Core Data's objects-did-change after a merge).
+    /// into this context (Core Data's objects-did-change after a merge), in the order
+    /// observers were registered.
     public func observeObjectsDidChange(_ observer: @escaping @Sendable (ContextChanges) -> Void) -> ObserverToken {
         observers.add(didSave: false, observer)
     }

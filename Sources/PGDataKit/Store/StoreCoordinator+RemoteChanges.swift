@@ -62,9 +62,9 @@ extension StoreCoordinator {
     /// How many times the listener reconnected after losing its session.
     public var listenerReconnectCount: Int { listener.reconnects }
 
-    /// Stops the listener, ends the `remoteChanges()` streams and closes the pool.
-    /// Contexts holding a connection keep it until they finish; nothing new can be
-    /// borrowed afterwards.
+    /// Stops the listener, ends the `remoteChanges()` streams, closes the pool and stops
+    /// the object controllers of its contexts. Contexts holding a connection keep it
+    /// until they finish; nothing new can be borrowed afterwards.
     public func close() {
         listener.stop()
         let streams = remoteStreams.withLock { streams in
@@ -73,5 +73,6 @@ extension StoreCoordinator {
         }
         streams.forEach { $0.finish() }
         pool.close()
+        closeObservers.close()
     }
 }

@@ -28,6 +28,8 @@ public final class StoreCoordinator: Sendable {
     public let changeLogOptions: ChangeLogOptions
     let listener: ChangeListener
     let remoteStreams = Mutex<[AsyncStream<ChangeRecord>.Continuation]>([])
+    /// Told when the coordinator is closed (object controllers stop then).
+    let closeObservers = CloseObservers()
 
     /// Opens a pool to the database and, unless told not to, checks the schema.
     ///

@@ -1,0 +1,353 @@
+import ArgumentParser
+import Foundation
+import PGDataKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct ControllerBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "controller",
+        abstract: "Object controllers kept true while another process saves: refresh latency and statements.",
+        discussion: """
+            Loads ROWS users (ages 0–99) and, over the main context of a context manager,
+            opens CONTROLLERS controllers, each of one age band (`age >= a AND age < b`,
+            sorted by age and user id), together holding every row. A second process (this
+            program's `controller-writer`) then saves batches of BATCH-SIZE updates, each
+            moving random users to another age, one batch at a time. For each batch it
+            measures, on the system-wide monotonic clock, from the writer's commit (its
+            did-save observer) to the end of this process's merge into the main context
+            (its objects-did-change observer, registered before the controllers, so it runs
+            first) and to each controller's change callback, and counts the statements this
+            process sends per batch. At the end every controller is compared with a fresh
+            fetch; then the controllers are stopped and a few more batches count the
+            statements of the merge alone, so that the controllers' share is measured, not
+            assumed (their membership statement may be sent while the merge runs).
+            """)
+
+    @Option(help: "Rows in the table.")
+    var rows = 100_000
+
+    @Option(help: "Controllers (each one age band).")
+    var controllers = 10
+
+    @Option(help: "Timed batches.")
+    var batches = 300
+
+    @Option(help: "Untimed batches first.")
+    var warmup = 20
+
+    @Option(help: "Updates per batch.")
+    var batchSize = 100
+
+    func validate() throws {
+        guard rows >= batchSize, batchSize >= 1, controllers >= 1, controllers <= 100, batches >= 1 else {
+            throw ValidationError("need rows ≥ batch-size ≥ 1, 1 ≤ controllers ≤ 100 and batches ≥ 1")
+        }
+    }
+
+    func run() throws {
+        let database = try BenchDatabase()
+        defer { database.drop() }
+        let loader = try Connection(database.configuration)
+        try loader.copy(
+            into: "users", columns: ["user_id", "name", "age"],
+            rows: (0..<rows).map { index in ["user-\(index)", "Name \(index)", index % 100] })
+        loader.close()
+
+        let manager = try ContextManager(configuration: database.configuration, entities: [BenchUser.self])
+        defer { manager.close() }
+        let main = manager.mainContext
+        let timing = BatchTiming(controllers: controllers)
+        let coordinator = manager.coordinator
+        // Registered before the controllers: called first after each merge.
+        let mergeToken = main.observeObjectsDidChange { _ in timing.merged(at: monotonicNanoseconds()) }
+        defer { mergeToken.cancel() }
+
+        var open: [ManagedObjectController<BenchUser>] = []
+        let band = max(1, 100 / controllers)
+        for index in 0..<controllers {
+            let low = index * band
+            let high = index == controllers - 1 ? 100 : low + band
+            let request = FetchRequest<BenchUser>(
+                predicate: try FetchPredicate(format: "age >= %d AND age < %d", low, high),
+                sortDescriptors: [FetchSortDescriptor("age"), FetchSortDescriptor("userID")])
+            let controller = ManagedObjectController(fetchRequest: request, context: main)
+            controller.onChange = { _, changes in
+                guard changes.kind == .changed else { return }
+                timing.controllerChanged(index, at: monotonicNanoseconds())
+            }
+            try main.performAndWait { try controller.performFetch() }
+            open.append(controller)
+        }
+        let shown = main.performAndWait { open.map(\.objects.count).reduce(0, +) }
+
+        guard let url = database.configuration.renderedConnectionString() else {
+            throw ValidationError("the database configuration cannot be passed to another process")
+        }
+        let writer = try WriterProcess(arguments: [
+            "controller-writer", url, "--rows", String(rows), "--batch-size", String(batchSize),
+        ])
+        defer { writer.stop() }
+        guard writer.nextLine() == "ready" else { throw ValidationError("the writer process did not start") }
+
+        /// Saves batch `number` in the writer and waits until this process merged it and
+        /// every controller has been told; returns the times and statements.
+        func run(batch number: Int) throws -> (committed: Int64, measured: BatchTiming.Measured) {
+            timing.begin(statements: coordinator.statementCount)
+            writer.send("batch \(number)")
+            let committed = try writer.time(of: "committed", number)
+            let deadline = ContinuousClock.now + .seconds(30)
+            while timing.mergeCount <= number {
+                guard ContinuousClock.now < deadline else {
+                    throw ValidationError("batch \(number) was not merged within 30 seconds")
+                }
+                usleep(50)
+            }
+            main.performAndWait {}  // the merge's block, controllers included, has finished
+            return (committed, timing.end(statements: coordinator.statementCount))
+        }
+
+        var refresh: [Double] = []
+        var merge: [Double] = []
+        var statementsWithControllers = 0
+        var callbacks = 0
+        for batch in 0..<(warmup + batches) {
+            let (committed, measured) = try run(batch: batch)
+            guard batch >= warmup else { continue }
+            merge.append(Double(measured.merged - committed) / 1e6)
+            refresh += measured.changed.map { Double($0 - committed) / 1e6 }
+            callbacks += measured.changed.count
+            statementsWithControllers += measured.statements
+        }
+        let equal = try main.performAndWait {
+            try open.allSatisfy { controller in
+                guard let request = controller.fetchRequest else { return false }
+                return try main.fetch(request).map(\.objectID) == controller.objects.map(\.objectID)
+            }
+        }
+        // The merge alone: the same objects stay registered, the controllers are stopped.
+        open.forEach { $0.stop() }
+        let calibration = min(batches, 50)
+        var statementsOfMerges = 0
+        for batch in (warmup + batches)..<(warmup + batches + calibration) {
+            statementsOfMerges += try run(batch: batch).measured.statements
+        }
+        writer.send("quit")
+        let mergeStatements = Double(statementsOfMerges) / Double(calibration)
+        let controllerStatements = Double(statementsWithControllers) / Double(batches) - mergeStatements
+        let refreshes = Percentiles(refresh)
+        let merges = Percentiles(merge)
+        let perController = max(0, controllerStatements) / Double(controllers)
+        print("controller refresh over \(batches) batches of \(batchSize) updates (after \(warmup) untimed), milliseconds")
+        print("  \(controllers) controllers on one main context, \(shown) of \(rows) rows shown; another process saves")
+        print("                                   p50      p99      max")
+        print("  commit → merged (main context): \(merges.row)")
+        print("  commit → controller callback:   \(refreshes.row)   (\(callbacks) callbacks)")
+        print("  ratio p50 refresh/merge:        \(String(format: "%.2f", refreshes.p50 / max(merges.p50, 0.001)))  (target ≤ 2)")
+        print("  statements per change set:      merge \(format(mergeStatements)) (measured alone), "
+            + "controllers \(format(controllerStatements)) in all, \(format(perController)) per controller (target ≤ 1)")
+        print("  controllers equal to fresh fetches at the end: \(equal ? "yes" : "NO")")
+        guard equal else { throw ValidationError("a controller differs from a fresh fetch") }
+        print(
+            "RESULT controller p50_ms=\(format(refreshes.p50)) p99_ms=\(format(refreshes.p99)) "
+                + "merge_p50_ms=\(format(merges.p50)) statements_per_change_set=\(format(perController))")
+    }
+
+    func format(_ value: Double) -> String { String(format: "%.3f", value) }
+}
+
+/// The other process of `controller`: saves a batch of updates each time it reads
+/// `batch N` on standard input and prints `committed N <nanoseconds>` (its did-save
+/// time); ends at `quit` or end of input.
+struct ControllerWriter: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "controller-writer", abstract: "The second process of `controller` (not run by hand).",
+        shouldDisplay: false)
+
+    @Argument(help: "The database URL.")
+    var databaseURL: String
+
+    @Option(help: "Rows in the table.")
+    var rows: Int
+
+    @Option(help: "Updates per batch.")
+    var batchSize: Int
+
+    func run() throws {
+        let manager = try ContextManager(
+            configuration: ConnectionConfiguration(databaseURL), entities: [BenchUser.self],
+            automaticallyMergesRemoteChanges: false)
+        defer { manager.close() }
+        let context = manager.newPrivateContext()
+        let committed = CommitTime()
+        let token = context.observeDidSave { _ in committed.nanoseconds = monotonicNanoseconds() }
+        defer { token.cancel() }
+        var random = SplitMix64(seed: 7)
+        emitLine("ready")
+        while let line = readLine(), line != "quit" {
+            guard line.hasPrefix("batch "), let index = Int(line.dropFirst(6)) else { continue }
+            var chosen = Set<Int>()
+            while chosen.count < min(batchSize, rows) { chosen.insert(Int.random(in: 0..<rows, using: &random)) }
+            let userIDs = chosen.map { "user-\($0)" }
+            let shifts = (0..<userIDs.count).map { _ in Int.random(in: 1..<100, using: &random) }
+            try context.performAndWait {
+                let users = try BenchUser.fetch(in: context, where: "userID IN %@", userIDs)
+                for (user, shift) in zip(users, shifts) { user.age = ((user.age ?? 0) + shift) % 100 }
+                try context.save()
+                context.reset()
+            }
+            emitLine("committed \(index) \(committed.nanoseconds)")
+        }
+    }
+}
+
+/// SplitMix64: the same batches on every run.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// What happened during one batch, written by observers on the main context's queue and
+/// read by the benchmark's thread between batches.
+final class BatchTiming: @unchecked Sendable {
+    // Safe: every access holds `lock`.
+
+    /// One batch: when the merge and each controller's callback finished, and the
+    /// statements sent.
+    struct Measured {
+        var merged: Int64
+        var changed: [Int64]
+        var statements: Int
+    }
+
+    private let lock = NSLock()
+    private let controllers: Int
+    private var merges = 0
+    private var startStatements = 0
+    private var mergedAt: Int64 = 0
+    private var changedAt: [Int64?]
+
+    init(controllers: Int) {
+        self.controllers = controllers
+        changedAt = Array(repeating: nil, count: controllers)
+    }
+
+    var mergeCount: Int { lock.withLock { merges } }
+
+    func begin(statements: Int) {
+        lock.withLock {
+            startStatements = statements
+            changedAt = Array(repeating: nil, count: controllers)
+        }
+    }
+
+    func merged(at time: Int64) {
+        lock.withLock {
+            merges += 1
+            mergedAt = time
+        }
+    }
+
+    func controllerChanged(_ index: Int, at time: Int64) {
+        lock.withLock { changedAt[index] = time }
+    }
+
+    func end(statements: Int) -> Measured {
+        lock.withLock { Measured(merged: mergedAt, changed: changedAt.compactMap { $0 }, statements: statements - startStatements) }
+    }
+}
+
+/// This program run again as `controller-writer`, with a pipe to its standard input
+/// and one from its standard output.
+final class WriterProcess {
+    private let pid: pid_t
+    private let input: FileHandle
+    private let output: FileHandle
+    private var buffer = Data()
+    private var stopped = false
+
+    init(arguments: [String]) throws {
+        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        var toChild: [Int32] = [-1, -1]
+        var fromChild: [Int32] = [-1, -1]
+        guard pipe(&toChild) == 0 else { throw ValidationError("pipe failed") }
+        guard pipe(&fromChild) == 0 else {
+            close(toChild[0])
+            close(toChild[1])
+            throw ValidationError("pipe failed")
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, toChild[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
+        posix_spawn_file_actions_addclose(&actions, toChild[1])
+        posix_spawn_file_actions_addclose(&actions, fromChild[0])
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        close(toChild[0])
+        close(fromChild[1])
+        guard result == 0 else {
+            close(toChild[1])
+            close(fromChild[0])
+            throw ValidationError("could not start \(executable): \(String(cString: strerror(result)))")
+        }
+        self.pid = pid
+        self.input = FileHandle(fileDescriptor: toChild[1], closeOnDealloc: true)
+        self.output = FileHandle(fileDescriptor: fromChild[0], closeOnDealloc: true)
+    }
+
+    func send(_ line: String) {
+        input.write(Data((line + "\n").utf8))
+    }
+
+    /// The next line, or nil when the process ended or printed nothing for 30 seconds.
+    func nextLine() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
+                return line
+            }
+            var descriptor = pollfd(fd: output.fileDescriptor, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 30_000) > 0 else { return nil }
+            let chunk = output.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+        }
+    }
+
+    /// The time on the line `<kind> <index> <nanoseconds>`, skipping other lines.
+    func time(of kind: String, _ index: Int) throws -> Int64 {
+        while let line = nextLine() {
+            let parts = line.split(separator: " ")
+            if parts.count == 3, parts[0] == kind, Int(parts[1]) == index, let time = Int64(parts[2]) {
+                return time
+            }
+        }
+        throw ValidationError("the writer process ended or went silent before reporting \(kind) \(index)")
+    }
+
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        try? input.close()
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        _ = waitpid(pid, &status, 0)
+    }
+
+    deinit { stop() }
+}
