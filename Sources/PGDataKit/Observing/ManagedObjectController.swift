@@ -318,6 +318,10 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
                 case .keyPath(let path), .count(let path):
                     if let first = path.components.first { keys.insert(first) }
                 case .list(let items): expressions.append(contentsOf: items)
+                case .aggregate(_, let collection, _):
+                    if let first = collection.components.first { keys.insert(first) }
+                case .subquery(let subquery):
+                    if let first = subquery.collection.components.first { keys.insert(first) }
                 case .value, .variable: break
                 }
             }
