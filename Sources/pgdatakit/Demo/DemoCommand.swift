@@ -1,0 +1,233 @@
+import ArgumentParser
+import Foundation
+import PGDataKit
+import Synchronization
+
+struct DemoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Several worker processes import and edit one dataset while this one shows it live.",
+        discussion: """
+            Migrates the example schema (users and posts), then starts --workers processes
+            that share the dataset: they import generated users and posts whose keys
+            overlap, rename users under different merge policies (object trump, store
+            trump, error + retry), add one to users' ages under `.error` with retries, and
+            delete posts. This process follows it all through object controllers over its
+            main context and the change log, and shows rows per entity, saves per second
+            per worker, merge latency, conflicts settled per policy and the last changes.
+
+            After --duration seconds (or Ctrl-C) the workers stop, one of them saves a
+            marker, and every process waits until the marker is merged into its main
+            context; then the summary shows what that proves: each main context, kept
+            current only by merges, equals a fresh fetch (the same checksum in every
+            process); no key is stored twice; no increment was lost; every worker merged
+            the saves of every other.
+
+            Without DATABASE_URL (or --database-url) it runs on a throwaway server. With
+            one, it creates a database of its own there (pgdatakit_demo_…) and drops it at
+            the end unless --keep-database.
+
+            Exit status: 0 when every proof holds, 1 otherwise or on an error.
+            """)
+
+    @Option(help: "Worker processes (1 to 16).")
+    var workers = 3
+
+    @Option(help: "Seconds the workers write (Ctrl-C stops earlier).")
+    var duration = 20.0
+
+    @Flag(help: "Print the summary as JSON (and no live view).")
+    var json = false
+
+    @Flag(help: "Print plain progress lines even on a terminal.")
+    var plain = false
+
+    @Option(help: "Seed of the generated data.")
+    var seed: UInt64 = 42
+
+    @Option(help: "Users in the key space the workers share.")
+    var users = 300
+
+    @Option(help: "Posts in the key space the workers share.")
+    var posts = 2000
+
+    @Flag(help: "Keep the demo database on a DATABASE_URL server.")
+    var keepDatabase = false
+
+    @OptionGroup var database: DatabaseOptions
+
+    func validate() throws {
+        guard (1...16).contains(workers) else { throw ValidationError("--workers takes 1 to 16") }
+        guard duration > 0, duration <= 3600 else { throw ValidationError("--duration takes (0, 3600] seconds") }
+        guard (10...100_000).contains(users), (10...1_000_000).contains(posts) else {
+            throw ValidationError("--users takes 10 to 100000, --posts 10 to 1000000")
+        }
+    }
+
+    func run() throws {
+        let place = try DemoDatabase(options: database, keep: keepDatabase)
+        defer { place.close() }
+        let url = try place.prepare()
+
+        let manager = try ContextManager(
+            configuration: ConnectionConfiguration(url), entities: ExampleSchema.entities, maximumConnections: 4)
+        defer { manager.close() }
+        let main = manager.mainContext
+        let (userList, postList) = try main.performAndWait {
+            let users = ManagedObjectController(
+                fetchRequest: FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")]), context: main)
+            let posts = ManagedObjectController(
+                fetchRequest: FetchRequest<Post>(sortDescriptors: [FetchSortDescriptor("postID")]), context: main)
+            try users.performFetch()
+            try posts.performFetch()
+            return (users, posts)
+        }
+        defer {
+            userList.stop()
+            postList.stop()
+        }
+        let feed = DemoFeed()
+        let remote = manager.coordinator.observeRemoteChanges { record in feed.add(record, arrived: Date()) }
+        defer { remote.cancel() }
+
+        let processes = try DemoProcesses(count: workers, url: url, seed: seed, users: users, posts: posts)
+        defer { processes.finish() }
+        let stop = StopSignal()
+        let interrupt = stop.onInterrupt()
+        defer { interrupt.cancel() }
+        guard processes.wait(seconds: 60, until: { board in
+            board.latest.count == workers || !board.failures.isEmpty || !board.exited.isEmpty
+        }), processes.board.withLock({ $0.failures.isEmpty && $0.exited.isEmpty }) else {
+            throw ValidationError("the workers did not start: \(processes.board.withLock { $0.failures })")
+        }
+        let view = DemoView(
+            workers: workers, duration: duration, live: !json && !plain && isatty(STDOUT_FILENO) == 1,
+            quiet: json)
+        let started = Date()
+        func counts() -> (users: Int, posts: Int) {
+            main.performAndWait { (userList.objects.count, postList.objects.count) }
+        }
+        view.begin()
+        while !stop.isFired, Date().timeIntervalSince(started) < duration {
+            let board = processes.board.withLock { $0 }
+            if !board.failures.isEmpty || !board.exited.isEmpty { break }
+            view.show(elapsed: Date().timeIntervalSince(started), rows: counts(), board: board, feed: feed)
+            stop.wait(upTo: view.interval)
+        }
+        let writing = Date().timeIntervalSince(started)
+
+        // Stop; one marker save after everyone stopped; wait until everyone merged it.
+        view.note("stopping the workers…")
+        processes.sendAll(WorkerCommand.stop)
+        guard processes.wait(seconds: 60, until: { $0.stopped.count + $0.failures.count == workers || !$0.exited.isEmpty })
+        else { throw ValidationError("the workers did not stop within a minute") }
+        let marker = "demo-marker-\(UUID().uuidString.prefix(8).lowercased())"
+        processes.send("\(WorkerCommand.mark) \(marker)", to: 0)
+        processes.sendAll("\(WorkerCommand.verify) \(marker)")
+        view.note("waiting until every process has merged every save…")
+        let deadline = Date().addingTimeInterval(60)
+        while !main.performAndWait({ userList.objects.contains { $0.userID == marker } }), Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        _ = processes.wait(seconds: 90, until: { $0.finals.count + $0.failures.count == workers || $0.exited.count == workers })
+        let board = processes.board.withLock { $0 }
+
+        let summary = try DemoSummary.make(
+            workers: workers, seconds: writing, board: board, feed: feed, manager: manager,
+            parentListing: main.performAndWait { try DemoWorker.listing(users: userList.objects, posts: postList.objects) })
+        view.finish(summary)
+        if json {
+            printLine(summary.json())
+        } else {
+            print(summary.text())
+        }
+        guard summary.proven else { throw ExitCode(1) }
+    }
+}
+
+/// Where the demo runs: a throwaway server, or a database of its own on the given one.
+final class DemoDatabase {
+    private let options: DatabaseOptions
+    private let keep: Bool
+    private var server: EmbeddedPostgres?
+    private var admin: Connection?
+    private var created: String?
+
+    init(options: DatabaseOptions, keep: Bool) throws {
+        self.options = options
+        self.keep = keep
+    }
+
+    /// The URL of a migrated, empty example schema.
+    func prepare() throws -> String {
+        let (url, server) = try options.resolve()
+        self.server = server
+        var configuration = ConnectionConfiguration(url)
+        if server == nil {
+            let admin = try Connection(configuration)
+            self.admin = admin
+            let name = "pgdatakit_demo_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(12).lowercased()
+            do {
+                try admin.execute("CREATE DATABASE \(Connection.quoteIdentifier(name))")
+            } catch let error as PostgresError where error.sqlState == .insufficientPrivilege {
+                throw ValidationError("the demo creates a database of its own, and this role may not (CREATEDB): \(error)")
+            }
+            created = name
+            configuration = configuration.database(name)
+            printError("Demo database: \(name)\(keep ? " (kept afterwards)" : " (dropped afterwards)")")
+        }
+        let connection = try Connection(configuration)
+        defer { connection.close() }
+        try Migrator(migrations: [ExampleSchema.migration]).migrate(on: connection)
+        guard let rendered = configuration.renderedConnectionString() else {
+            throw ValidationError("the database URL cannot be passed to the worker processes")
+        }
+        return rendered
+    }
+
+    func close() {
+        if let created, let admin, !keep {
+            _ = try? admin.execute("DROP DATABASE IF EXISTS \(Connection.quoteIdentifier(created)) WITH (FORCE)")
+        }
+        admin?.close()
+        try? server?.stop()
+    }
+}
+
+/// What this process's listener saw: merge delays and the last saves, by worker.
+final class DemoFeed: Sendable {
+    private struct Contents {
+        var delays: [Double] = []
+        var recent: [(pid: Int32, line: String)] = []
+        var byProcess: [Int32: Int] = [:]
+    }
+
+    private let contents = Mutex(Contents())
+
+    func add(_ record: ChangeRecord, arrived: Date) {
+        let delay = max(0, arrived.timeIntervalSince(record.time) * 1000)
+        var parts: [String] = []
+        for (entity, counts) in WatchState.counts(record.changes).sorted(by: { $0.key < $1.key }) {
+            parts.append("\(entity) +\(counts.inserted) ~\(counts.updated) -\(counts.deleted)")
+        }
+        let line = "#\(record.id) " + parts.joined(separator: ", ") + String(format: "  %.1f ms", delay)
+        contents.withLock { contents in
+            contents.delays.append(delay)
+            contents.recent.append((record.originProcessID, line))
+            if contents.recent.count > 8 { contents.recent.removeFirst() }
+            contents.byProcess[record.originProcessID, default: 0] += 1
+        }
+    }
+
+    /// p50 and p99 of the delays so far, in milliseconds.
+    var percentiles: (p50: Double, p99: Double) {
+        contents.withLock { contents in
+            let sorted = contents.delays.sorted()
+            guard !sorted.isEmpty else { return (0, 0) }
+            return (sorted[(sorted.count - 1) / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)])
+        }
+    }
+
+    var recent: [(pid: Int32, line: String)] { contents.withLock { $0.recent } }
+    var byProcess: [Int32: Int] { contents.withLock { $0.byProcess } }
+}

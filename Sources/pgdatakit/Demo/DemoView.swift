@@ -1,0 +1,213 @@
+import Foundation
+import PGDataKit
+
+/// The demo's screen: a frame redrawn in place on a terminal, a progress line a second
+/// otherwise, nothing with --json.
+final class DemoView {
+    let workers: Int
+    let duration: Double
+    let live: Bool
+    let quiet: Bool
+    private var previous: [Int: (saves: Int, time: Date)] = [:]
+    private var rates: [Int: Double] = [:]
+
+    init(workers: Int, duration: Double, live: Bool, quiet: Bool) {
+        self.workers = workers
+        self.duration = duration
+        self.live = live
+        self.quiet = quiet
+    }
+
+    /// Seconds between two frames or lines.
+    var interval: Double { live ? 0.25 : 1 }
+
+    func begin() {
+        if live { FileHandle.standardOutput.write(Data("\u{1B}[2J".utf8)) }
+        if !live && !quiet { printLine("demo: \(workers) workers for \(Int(duration)) s (Ctrl-C stops earlier)") }
+    }
+
+    func note(_ text: String) {
+        if !quiet { live ? printLine(text) : printLine("demo: " + text) }
+    }
+
+    func show(elapsed: Double, rows: (users: Int, posts: Int), board: DemoProcesses.Board, feed: DemoFeed) {
+        let now = Date()
+        for (worker, report) in board.latest {
+            if let last = previous[worker], now.timeIntervalSince(last.time) > 0.5 {
+                rates[worker] = Double(report.counters.saves - last.saves) / now.timeIntervalSince(last.time)
+                previous[worker] = (report.counters.saves, now)
+            } else if previous[worker] == nil {
+                previous[worker] = (report.counters.saves, now)
+            }
+        }
+        guard !quiet else { return }
+        let latency = feed.percentiles
+        if !live {
+            let saves = (0..<workers).map { "w\($0) \(board.latest[$0]?.counters.saves ?? 0)" }.joined(separator: ", ")
+            printLine(String(
+                format: "demo: %4.0f s  users %d  posts %d  saves [%@]  merge p50 %.1f ms p99 %.1f ms",
+                elapsed, rows.users, rows.posts, saves, latency.p50, latency.p99))
+            return
+        }
+        var lines = [
+            String(format: "pgdatakit demo — %d worker processes, one dataset — %.0f / %.0f s (Ctrl-C stops)",
+                   workers, elapsed, duration),
+            "",
+            "rows (this process's object controllers):  users \(rows.users)   posts \(rows.posts)",
+            String(format: "merge latency here (save began → merged):  p50 %.1f ms   p99 %.1f ms", latency.p50, latency.p99),
+            "",
+            Terminal.row(
+                ["WORKER", "PID", "STATE", "SAVES", "SAVES/S", "IMPORTED", "RENAMED", "+1 AGE", "DELETED", "POLICY",
+                 "SETTLED", "RETRIED", "MERGED"],
+                widths: [7, 8, 13, 7, 8, 9, 8, 7, 8, 14, 8, 8, 7]),
+        ]
+        let pids = Dictionary(uniqueKeysWithValues: board.latest.map { ($0.value.pid, $0.key) })
+        for worker in 0..<workers {
+            let report = board.latest[worker]
+            let counters = report?.counters ?? WorkerCounters()
+            lines.append(Terminal.row(
+                ["\(worker)", "\(report?.pid ?? 0)", report?.state ?? "starting", "\(counters.saves)",
+                 String(format: "%.0f", rates[worker] ?? 0), "\(counters.imported)", "\(counters.edits)",
+                 "\(counters.increments)", "\(counters.deletes)",
+                 DemoWorker.policies[worker % DemoWorker.policies.count].1, "\(counters.conflictsSettled)",
+                 "\(counters.conflictsRetried)", "\(counters.merged)"],
+                widths: [7, 8, 13, 7, 8, 9, 8, 7, 8, 14, 8, 8, 7]))
+        }
+        lines.append("")
+        lines.append("last saves merged here:")
+        for (pid, line) in feed.recent {
+            lines.append("  worker \(pids[pid].map(String.init) ?? "?")  \(line)")
+        }
+        Terminal.redraw(lines)
+    }
+
+    func finish(_ summary: DemoSummary) {
+        if live { printLine("") }
+    }
+}
+
+/// What the demo proves, for the screen and for --json.
+struct DemoSummary: Codable {
+    struct Worker: Codable {
+        var index: Int
+        var pid: Int32
+        var policy: String
+        var counters: WorkerCounters
+        var mainChecksum: String?
+        var freshChecksum: String?
+        var mainEqualsFresh: Bool
+        var mergedFromEveryOtherWorker: Bool
+        var error: String?
+    }
+
+    var workers: [Worker]
+    var seconds: Double
+    var users: Int
+    var posts: Int
+    var saves: Int
+    var duplicateKeys: Int
+    var incrementsReported: Int
+    var incrementsStored: Int
+    var lostUpdates: Int
+    var conflictsSettled: Int
+    var conflictsRetried: Int
+    var mergeP50Milliseconds: Double
+    var mergeP99Milliseconds: Double
+    var parentChecksum: String
+    var parentEqualsFresh: Bool
+    var allChecksumsEqual: Bool
+    var proven: Bool
+
+    static func make(
+        workers count: Int, seconds: Double, board: DemoProcesses.Board, feed: DemoFeed, manager: ContextManager,
+        parentListing: String
+    ) throws -> DemoSummary {
+        let pids = Set((0..<count).compactMap { board.latest[$0]?.pid })
+        var workers: [Worker] = []
+        for index in 0..<count {
+            let report = board.finals[index] ?? board.latest[index]
+            let pid = report?.pid ?? 0
+            let others = pids.subtracting([pid])
+            workers.append(Worker(
+                index: index, pid: pid, policy: DemoWorker.policies[index % DemoWorker.policies.count].1,
+                counters: report?.counters ?? WorkerCounters(),
+                mainChecksum: board.finals[index]?.mainChecksum, freshChecksum: board.finals[index]?.freshChecksum,
+                mainEqualsFresh: board.finals[index].map { $0.mainChecksum != nil && $0.mainChecksum == $0.freshChecksum }
+                    ?? false,
+                mergedFromEveryOtherWorker: others.isSubset(of: report?.counters.mergedFrom ?? []),
+                error: board.failures[index] ?? (board.finals[index] == nil ? "no final report" : nil)))
+        }
+        let parentChecksum = try DemoWorker.checksum(parentListing, manager: manager)
+        let fresh = manager.newPrivateContext()
+        let (freshListing, users, posts) = try fresh.performAndWait {
+            let users = try fresh.fetch(FetchRequest<User>())
+            let posts = try fresh.fetch(FetchRequest<Post>())
+            return (try DemoWorker.listing(users: users, posts: posts), users.count, posts.count)
+        }
+        let freshChecksum = try DemoWorker.checksum(freshListing, manager: manager)
+        let (duplicates, ages) = try manager.coordinator.pool.withConnection { connection in
+            let duplicates = try connection.query("""
+                SELECT (SELECT count(*) FROM (SELECT user_id FROM users GROUP BY user_id HAVING count(*) > 1) u)
+                     + (SELECT count(*) FROM (SELECT post_id FROM posts GROUP BY post_id HAVING count(*) > 1) p)
+                """)[0].decode(Int.self, at: 0)
+            let ages = try connection.query("SELECT coalesce(sum(age), 0)::bigint FROM users")[0].decode(Int.self, at: 0)
+            return (duplicates, ages)
+        }
+        let increments = workers.reduce(0) { $0 + $1.counters.increments }
+        let latency = feed.percentiles
+        let checksums = Set(workers.compactMap(\.mainChecksum) + [parentChecksum, freshChecksum])
+        let everyWorkerEqual = workers.allSatisfy { $0.mainEqualsFresh && $0.error == nil }
+        let mergedEverywhere = workers.allSatisfy(\.mergedFromEveryOtherWorker)
+            && pids.isSubset(of: Set(feed.byProcess.keys))
+        return DemoSummary(
+            workers: workers, seconds: seconds, users: users, posts: posts,
+            saves: workers.reduce(0) { $0 + $1.counters.saves }, duplicateKeys: duplicates,
+            incrementsReported: increments, incrementsStored: ages, lostUpdates: max(0, increments - ages),
+            conflictsSettled: workers.reduce(0) { $0 + $1.counters.conflictsSettled },
+            conflictsRetried: workers.reduce(0) { $0 + $1.counters.conflictsRetried },
+            mergeP50Milliseconds: latency.p50, mergeP99Milliseconds: latency.p99,
+            parentChecksum: parentChecksum, parentEqualsFresh: parentChecksum == freshChecksum,
+            allChecksumsEqual: checksums.count == 1,
+            proven: everyWorkerEqual && mergedEverywhere && checksums.count == 1 && duplicates == 0
+                && increments == ages)
+    }
+
+    func json() -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        guard let data = try? encoder.encode(self) else { return "{}" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    func text() -> String {
+        func mark(_ ok: Bool) -> String { ok ? "✔" : "✘" }
+        var lines = [
+            "",
+            String(format: "%d workers wrote for %.1f s: %d saves, %d users and %d posts stored.",
+                   workers.count, seconds, saves, users, posts),
+            "",
+            Terminal.row(["WORKER", "POLICY", "SAVES", "SETTLED", "RETRIED", "MERGED", "MAIN = FRESH"],
+                         widths: [7, 15, 7, 8, 8, 8, 14]),
+        ]
+        for worker in workers {
+            lines.append(Terminal.row(
+                ["\(worker.index)", worker.policy, "\(worker.counters.saves)", "\(worker.counters.conflictsSettled)",
+                 "\(worker.counters.conflictsRetried)", "\(worker.counters.merged)",
+                 "\(mark(worker.mainEqualsFresh)) \(worker.mainChecksum?.prefix(12) ?? worker.error ?? "-")"],
+                widths: [7, 15, 7, 8, 8, 8, 14]))
+        }
+        lines += [
+            "",
+            "\(mark(allChecksumsEqual)) every process's main context, kept current only by merges, equals a fresh fetch"
+                + " (checksum \(parentChecksum.prefix(12)) in all \(workers.count + 1) processes)",
+            "\(mark(duplicateKeys == 0)) no key stored twice (\(duplicateKeys) duplicates; overlapping imports)",
+            "\(mark(lostUpdates == 0 && incrementsReported == incrementsStored)) no lost update: "
+                + "\(incrementsReported) increments reported, \(incrementsStored) stored "
+                + "(\(conflictsRetried) conflicts retried under .error, \(conflictsSettled) settled by policy)",
+            "\(mark(workers.allSatisfy(\.mergedFromEveryOtherWorker))) every worker merged the saves of every other",
+            String(format: "merge latency here (save began → merged): p50 %.1f ms, p99 %.1f ms",
+                   mergeP50Milliseconds, mergeP99Milliseconds),
+        ]
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,323 @@
+import ArgumentParser
+import Foundation
+import PGDataKit
+import Synchronization
+
+/// One worker process of `pgdatakit demo` (started by it; not run by hand). Imports
+/// generated users and posts with overlapping keys, renames users under its merge policy,
+/// increments ages under `.error` with retries, deletes posts — until the parent says
+/// `stop` on standard input. Then it proves that its main context, kept current only by
+/// merges, equals a fresh fetch.
+struct DemoWorker: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo-worker", abstract: "A worker process of `demo` (not run by hand).",
+        shouldDisplay: false)
+
+    @Option(help: "This worker's number.") var index: Int
+    @Option(help: "Seed of the generated data.") var seed: UInt64
+    @Option(help: "Users in the shared key space.") var users: Int
+    @Option(help: "Posts in the shared key space.") var posts: Int
+
+    /// The merge policies the workers take in turn, with the name the view shows.
+    static let policies: [(MergePolicy, String)] = [
+        (.mergeByPropertyObjectTrump, "object trump"),
+        (.mergeByPropertyStoreTrump, "store trump"),
+        (.error, "error + retry"),
+    ]
+
+    func run() throws {
+        // Ctrl-C reaches the whole process group: the parent decides when workers stop.
+        signal(SIGINT, SIG_IGN)
+        let report = Reporter(worker: index)
+        do {
+            try work(report)
+        } catch {
+            report.send(WorkerReport(kind: .failed, worker: index, message: "\(error)"))
+            throw ExitCode(1)
+        }
+    }
+
+    private func work(_ report: Reporter) throws {
+        guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
+            throw ValidationError("demo-worker reads DATABASE_URL")
+        }
+        let manager = try ContextManager(
+            configuration: ConnectionConfiguration(url), entities: ExampleSchema.entities, maximumConnections: 3)
+        defer { manager.close() }
+        let counters = Mutex(WorkerCounters())
+        let remote = manager.coordinator.observeRemoteChanges { record in
+            counters.withLock {
+                $0.merged += 1
+                $0.mergedFrom.insert(record.originProcessID)
+            }
+        }
+        defer { remote.cancel() }
+        // The main context follows every process's saves through these controllers.
+        let main = manager.mainContext
+        let (userList, postList) = try main.performAndWait {
+            let users = ManagedObjectController(
+                fetchRequest: FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")]), context: main)
+            let posts = ManagedObjectController(
+                fetchRequest: FetchRequest<Post>(sortDescriptors: [FetchSortDescriptor("postID")]), context: main)
+            try users.performFetch()
+            try posts.performFetch()
+            return (users, posts)
+        }
+        defer {
+            userList.stop()
+            postList.stop()
+        }
+
+        let commands = CommandReader()
+        var generator = SeededGenerator(seed: seed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15)
+        let (policy, _) = Self.policies[index % Self.policies.count]
+        var state = "starting"
+        func status() -> WorkerReport {
+            WorkerReport(kind: .status, worker: index, pid: getpid(), state: state, counters: counters.withLock { $0 })
+        }
+        report.send(WorkerReport(kind: .ready, worker: index, pid: getpid(), state: "ready"))
+        var lastStatus = ContinuousClock.now
+        while !commands.has(WorkerCommand.stop) {
+            let step = Int.random(in: 0..<10, using: &generator)
+            let context = manager.newPrivateContext(name: "worker \(index)")
+            if step < 4 {
+                state = "importing"
+                let count = try importBatch(in: context, using: &generator)
+                counters.withLock {
+                    $0.imported += count
+                    $0.saves += 1
+                }
+            } else if step < 7 {
+                state = "renaming"
+                let (renamed, settled, retried) = try rename(in: context, policy: policy, using: &generator)
+                counters.withLock {
+                    $0.edits += renamed
+                    $0.conflictsSettled += settled
+                    $0.conflictsRetried += retried
+                    $0.saves += renamed > 0 ? 1 : 0
+                }
+            } else if step < 9 {
+                state = "incrementing"
+                let (done, retried) = try increment(in: context, using: &generator)
+                counters.withLock {
+                    $0.increments += done
+                    $0.conflictsRetried += retried
+                    $0.saves += done
+                }
+            } else {
+                state = "deleting"
+                let deleted = try deletePosts(in: context, using: &generator)
+                counters.withLock {
+                    $0.deletes += deleted
+                    $0.saves += deleted > 0 ? 1 : 0
+                }
+            }
+            if lastStatus.duration(to: .now) > .milliseconds(200) {
+                report.send(status())
+                lastStatus = .now
+            }
+        }
+        state = "stopped"
+        report.send(WorkerReport(kind: .stopped, worker: index, pid: getpid(), state: state, counters: counters.withLock { $0 }))
+
+        // Worker 0 saves the marker once everyone stopped; everyone waits for it to be
+        // merged: then every earlier save of every worker has been merged too.
+        let marker = try commands.wait(for: WorkerCommand.verify)
+        if let mark = commands.argument(of: WorkerCommand.mark) {
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                User(context: context).userID = mark
+                try context.save()
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while try !main.performAndWait({ userList.objects.contains { $0.userID == marker } }) {
+            guard ContinuousClock.now < deadline else {
+                throw ValidationError("the marker save never reached this worker's main context")
+            }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        let (mainListing, mainCount) = try main.performAndWait {
+            (try Self.listing(users: userList.objects, posts: postList.objects), userList.objects.count + postList.objects.count)
+        }
+        let fresh = manager.newPrivateContext()
+        let freshListing = try fresh.performAndWait {
+            try Self.listing(
+                users: fresh.fetch(FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")])),
+                posts: fresh.fetch(FetchRequest<Post>(sortDescriptors: [FetchSortDescriptor("postID")])))
+        }
+        var final = WorkerReport(kind: .final, worker: index, pid: getpid(), state: "verified", counters: counters.withLock { $0 })
+        final.mainChecksum = try Self.checksum(mainListing, manager: manager)
+        final.freshChecksum = try Self.checksum(freshListing, manager: manager)
+        final.mainCount = mainCount
+        report.send(final)
+    }
+
+    // MARK: - Steps
+
+    /// Imports a batch of generated users and posts whose keys other workers use too.
+    private func importBatch(in context: ManagedObjectContext, using generator: inout SeededGenerator) throws -> Int {
+        let userKeys = (0..<20).map { _ in Self.userKey(Int.random(in: 0..<users, using: &generator)) }
+        let postRecords = (0..<40).map { _ in
+            (Self.postKey(Int.random(in: 0..<posts, using: &generator)),
+             Self.userKey(Int.random(in: 0..<users, using: &generator)),
+             "title \(Int.random(in: 0..<1000, using: &generator))")
+        }
+        return try DemoImport.importBatch(
+            users: userKeys.map { ($0, "imported by worker \(index)") }, posts: postRecords, in: context)
+    }
+
+    /// Renames a few users under the worker's policy; returns renamed, settled and retried.
+    private func rename(
+        in context: ManagedObjectContext, policy: MergePolicy, using generator: inout SeededGenerator
+    ) throws -> (Int, Int, Int) {
+        let keys = (0..<3).map { _ in Self.userKey(Int.random(in: 0..<users, using: &generator)) }
+        let name = "renamed by worker \(index) #\(Int.random(in: 0..<1_000_000, using: &generator))"
+        var retried = 0
+        for _ in 0..<5 {
+            do {
+                return try context.performAndWait {
+                    context.mergePolicy = policy
+                    let found = try User.fetch(in: context, where: "userID IN %@", keys)
+                    for user in found { user.name = name }
+                    try context.save()
+                    return (found.count, context.resolvedConflicts.count, retried)
+                }
+            } catch is MergeConflictError {
+                retried += 1
+                context.performAndWait { context.reset() }
+            }
+        }
+        return (0, 0, retried)
+    }
+
+    /// Adds one to a user's age under `.error`, retrying on conflicts: every increment
+    /// counted here must be in the database at the end (no lost update).
+    private func increment(in context: ManagedObjectContext, using generator: inout SeededGenerator) throws -> (Int, Int) {
+        let key = Self.userKey(Int.random(in: 0..<users, using: &generator))
+        var retried = 0
+        for _ in 0..<20 {
+            do {
+                let done = try context.performAndWait { () throws -> Int in
+                    context.mergePolicy = .error
+                    guard let user = try User.first(in: context, where: "userID == %@", key) else { return 0 }
+                    user.age = (user.age ?? 0) + 1
+                    try context.save()
+                    return 1
+                }
+                return (done, retried)
+            } catch is MergeConflictError {
+                retried += 1
+                context.performAndWait { context.reset() }
+            }
+        }
+        return (0, retried)
+    }
+
+    /// Deletes up to two posts.
+    private func deletePosts(in context: ManagedObjectContext, using generator: inout SeededGenerator) throws -> Int {
+        let keys = (0..<2).map { _ in Self.postKey(Int.random(in: 0..<posts, using: &generator)) }
+        for _ in 0..<5 {
+            do {
+                return try context.performAndWait {
+                    context.mergePolicy = .mergeByPropertyStoreTrump
+                    let found = try Post.fetch(in: context, where: "postID IN %@", keys)
+                    for post in found { context.delete(post) }
+                    try context.save()
+                    return found.count
+                }
+            } catch is MergeConflictError {
+                context.performAndWait { context.reset() }
+            }
+        }
+        return 0
+    }
+
+    static func userKey(_ number: Int) -> String { String(format: "u%04d", number) }
+    static func postKey(_ number: Int) -> String { String(format: "p%05d", number) }
+
+    // MARK: - Proof
+
+    /// One line per object, in key order: what the checksum covers.
+    static func listing(users: [User], posts: [Post]) throws -> String {
+        var lines: [String] = []
+        for user in users.sorted(by: { $0.userID < $1.userID }) {
+            lines.append("user \(user.userID) \(user.name ?? "-") \(user.age.map(String.init) ?? "-")")
+        }
+        for post in posts.sorted(by: { $0.postID < $1.postID }) {
+            lines.append("post \(post.postID) \(post.title ?? "-") \(post.user?.userID ?? "-")")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// SHA-256 of a listing, computed by the server (`sha256()`).
+    static func checksum(_ listing: String, manager: ContextManager) throws -> String {
+        try manager.coordinator.pool.withConnection { connection in
+            try connection.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", [listing])[0]
+                .decode(String.self, at: 0)
+        }
+    }
+}
+
+/// Sends reports to the parent, one line each.
+struct Reporter: Sendable {
+    let worker: Int
+
+    func send(_ report: WorkerReport) {
+        FileHandle.standardOutput.write(Data((report.line() + "\n").utf8))
+    }
+}
+
+/// Reads the parent's commands from standard input on a thread of its own.
+final class CommandReader: Sendable {
+    private let received = Mutex<[String]>([])
+
+    init() {
+        Thread.detachNewThread { [self] in
+            while let line = readLine() {
+                received.withLock { $0.append(line) }
+            }
+            // The parent is gone: stop, and verify nothing.
+            received.withLock { $0.append(contentsOf: [WorkerCommand.stop, WorkerCommand.verify + " -"]) }
+        }
+    }
+
+    func has(_ command: String) -> Bool {
+        received.withLock { $0.contains { $0 == command || $0.hasPrefix(command + " ") } }
+    }
+
+    /// The argument of `command argument`, if received.
+    func argument(of command: String) -> String? {
+        received.withLock { lines in
+            lines.first { $0.hasPrefix(command + " ") }.map { String($0.dropFirst(command.count + 1)) }
+        }
+    }
+
+    /// Waits (up to two minutes) for `command argument` and returns the argument.
+    func wait(for command: String) throws -> String {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            if let argument = argument(of: command) {
+                guard argument != "-" else { throw ExitCode(1) }
+                return argument
+            }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        throw ValidationError("no `\(command)` from the parent")
+    }
+}
+
+/// SplitMix64: the same numbers for the same seed, in every process.
+struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var value = state
+        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+        return value ^ (value >> 31)
+    }
+}
