@@ -90,6 +90,8 @@ struct DemoCommand: ParsableCommand {
         let remote = manager.coordinator.observeRemoteChanges { record in feed.add(record, arrived: Date()) }
         defer { remote.cancel() }
 
+        // A worker that ended must not take this process down when it is sent a command.
+        signal(SIGPIPE, SIG_IGN)
         let processes = try DemoProcesses(count: workers, url: url, seed: seed, users: users, posts: posts)
         defer { processes.finish() }
         let stop = StopSignal()
@@ -115,6 +117,9 @@ struct DemoCommand: ParsableCommand {
             stop.wait(upTo: view.interval)
         }
         let writing = Date().timeIntervalSince(started)
+        for (worker, message) in processes.board.withLock({ $0.failures }).sorted(by: { $0.key < $1.key }) {
+            printError("worker \(worker) failed: \(message)")
+        }
 
         // Stop; one marker save after everyone stopped; wait until everyone merged it.
         view.note("stopping the workers…")

@@ -62,7 +62,7 @@ final class DemoProcesses: Sendable {
                 buffer.removeSubrange(buffer.startIndex...newline)
                 guard let report = WorkerReport(line: line) else { continue }
                 board.withLock { board in
-                    board.latest[worker] = report
+                    if report.kind != .failed { board.latest[worker] = report }
                     switch report.kind {
                     case .stopped: board.stopped.insert(worker)
                     case .final: board.finals[worker] = report

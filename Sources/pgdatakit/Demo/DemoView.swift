@@ -167,7 +167,7 @@ struct DemoSummary: Codable {
             conflictsRetried: workers.reduce(0) { $0 + $1.counters.conflictsRetried },
             mergeP50Milliseconds: latency.p50, mergeP99Milliseconds: latency.p99,
             parentChecksum: parentChecksum, parentEqualsFresh: parentChecksum == freshChecksum,
-            allChecksumsEqual: checksums.count == 1,
+            allChecksumsEqual: checksums.count == 1 && workers.allSatisfy { $0.mainChecksum != nil },
             proven: everyWorkerEqual && mergedEverywhere && checksums.count == 1 && duplicates == 0
                 && increments == ages)
     }
@@ -193,7 +193,7 @@ struct DemoSummary: Codable {
             lines.append(Terminal.row(
                 ["\(worker.index)", worker.policy, "\(worker.counters.saves)", "\(worker.counters.conflictsSettled)",
                  "\(worker.counters.conflictsRetried)", "\(worker.counters.merged)",
-                 "\(mark(worker.mainEqualsFresh)) \(worker.mainChecksum?.prefix(12) ?? worker.error ?? "-")"],
+                 "\(mark(worker.mainEqualsFresh)) \(worker.mainChecksum.map { String($0.prefix(12)) } ?? worker.error ?? "-")"],
                 widths: [7, 15, 7, 8, 8, 8, 14]))
         }
         lines += [

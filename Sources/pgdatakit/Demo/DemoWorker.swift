@@ -80,37 +80,13 @@ struct DemoWorker: ParsableCommand {
         while !commands.has(WorkerCommand.stop) {
             let step = Int.random(in: 0..<10, using: &generator)
             let context = manager.newPrivateContext(name: "worker \(index)")
-            if step < 4 {
-                state = "importing"
-                let count = try importBatch(in: context, using: &generator)
-                counters.withLock {
-                    $0.imported += count
-                    $0.saves += 1
-                }
-            } else if step < 7 {
-                state = "renaming"
-                let (renamed, settled, retried) = try rename(in: context, policy: policy, using: &generator)
-                counters.withLock {
-                    $0.edits += renamed
-                    $0.conflictsSettled += settled
-                    $0.conflictsRetried += retried
-                    $0.saves += renamed > 0 ? 1 : 0
-                }
-            } else if step < 9 {
-                state = "incrementing"
-                let (done, retried) = try increment(in: context, using: &generator)
-                counters.withLock {
-                    $0.increments += done
-                    $0.conflictsRetried += retried
-                    $0.saves += done
-                }
-            } else {
-                state = "deleting"
-                let deleted = try deletePosts(in: context, using: &generator)
-                counters.withLock {
-                    $0.deletes += deleted
-                    $0.saves += deleted > 0 ? 1 : 0
-                }
+            do {
+                try perform(step: step, in: context, policy: policy, counters: counters, state: &state, using: &generator)
+            } catch let error as PostgresError where error.isTransient {
+                // Overlapping keys written in different orders can deadlock: PostgreSQL
+                // cancels one transaction, and the step is simply done again later.
+                context.performAndWait { context.reset() }
+                counters.withLock { $0.conflictsRetried += 1 }
             }
             if lastStatus.duration(to: .now) > .milliseconds(200) {
                 report.send(status())
@@ -119,9 +95,57 @@ struct DemoWorker: ParsableCommand {
         }
         state = "stopped"
         report.send(WorkerReport(kind: .stopped, worker: index, pid: getpid(), state: state, counters: counters.withLock { $0 }))
+        try verify(manager: manager, users: userList, posts: postList, commands: commands, counters: counters, report: report)
+    }
 
-        // Worker 0 saves the marker once everyone stopped; everyone waits for it to be
-        // merged: then every earlier save of every worker has been merged too.
+    /// One step of the work: import (40%), rename (30%), increment (20%), delete (10%).
+    private func perform(
+        step: Int, in context: ManagedObjectContext, policy: MergePolicy, counters: borrowing Mutex<WorkerCounters>,
+        state: inout String, using generator: inout SeededGenerator
+    ) throws {
+        if step < 4 {
+            state = "importing"
+            let count = try importBatch(in: context, using: &generator)
+            counters.withLock {
+                $0.imported += count
+                $0.saves += 1
+            }
+        } else if step < 7 {
+            state = "renaming"
+            let (renamed, settled, retried) = try rename(in: context, policy: policy, using: &generator)
+            counters.withLock {
+                $0.edits += renamed
+                $0.conflictsSettled += settled
+                $0.conflictsRetried += retried
+                $0.saves += renamed > 0 ? 1 : 0
+            }
+        } else if step < 9 {
+            state = "incrementing"
+            let (done, retried) = try increment(in: context, using: &generator)
+            counters.withLock {
+                $0.increments += done
+                $0.conflictsRetried += retried
+                $0.saves += done
+            }
+        } else {
+            state = "deleting"
+            let deleted = try deletePosts(in: context, using: &generator)
+            counters.withLock {
+                $0.deletes += deleted
+                $0.saves += deleted > 0 ? 1 : 0
+            }
+        }
+    }
+
+    /// After `stop`: worker 0 saves the marker once everyone stopped; everyone waits for
+    /// it to be merged (then every earlier save of every worker has been merged too) and
+    /// reports the checksums of its main context and of a fresh fetch.
+    private func verify(
+        manager: ContextManager, users userList: ManagedObjectController<User>,
+        posts postList: ManagedObjectController<Post>, commands: CommandReader, counters: borrowing Mutex<WorkerCounters>,
+        report: Reporter
+    ) throws {
+        let main = manager.mainContext
         let marker = try commands.wait(for: WorkerCommand.verify)
         if let mark = commands.argument(of: WorkerCommand.mark) {
             let context = manager.newPrivateContext()
@@ -131,7 +155,7 @@ struct DemoWorker: ParsableCommand {
             }
         }
         let deadline = ContinuousClock.now + .seconds(60)
-        while try !main.performAndWait({ userList.objects.contains { $0.userID == marker } }) {
+        while !main.performAndWait({ userList.objects.contains { $0.userID == marker } }) {
             guard ContinuousClock.now < deadline else {
                 throw ValidationError("the marker save never reached this worker's main context")
             }

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+@Suite("pgdatakit demo (the built binary)")
+struct DemoCommandTests {
+    /// Three worker processes for a few seconds: the JSON summary proves every main
+    /// context equals a fresh fetch, no duplicate keys, no lost increment, and merges from
+    /// every worker; the demo's database on the server is dropped afterwards.
+    @Test func threeWorkersProveTheirMainContextsEqualAFreshFetch() throws {
+        let server = try TestDatabase.serverConfiguration()
+        let url = try #require(server.renderedConnectionString())
+        let outcome = try CLI.run(["demo", "--workers", "3", "--duration", "5", "--json", "--database-url", url])
+        #expect(outcome.status == 0, "\(outcome.output)\n\(outcome.error)")
+        let json = try #require(outcome.output.firstIndex(of: "{").map { String(outcome.output[$0...]) })
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(summary["proven"] as? Bool == true)
+        #expect(summary["allChecksumsEqual"] as? Bool == true)
+        #expect(summary["duplicateKeys"] as? Int == 0)
+        #expect(summary["lostUpdates"] as? Int == 0)
+        #expect(summary["incrementsReported"] as? Int == summary["incrementsStored"] as? Int)
+        let workers = try #require(summary["workers"] as? [[String: Any]])
+        #expect(workers.count == 3)
+        for worker in workers {
+            #expect(worker["mainEqualsFresh"] as? Bool == true)
+            #expect(worker["mergedFromEveryOtherWorker"] as? Bool == true)
+            let counters = try #require(worker["counters"] as? [String: Any])
+            #expect((counters["saves"] as? Int ?? 0) > 0)
+        }
+        #expect((summary["users"] as? Int ?? 0) > 0)
+        // The demo database was dropped.
+        let admin = try Connection(server)
+        defer { admin.close() }
+        let left = try admin.query(
+            "SELECT count(*) FROM pg_database WHERE datname LIKE 'pgdatakit_demo_%'")[0].decode(Int.self, at: 0)
+        #expect(left == 0)
+    }
+
+    @Test func badOptionsAreRefusedBeforeAnythingStarts() throws {
+        let outcome = try CLI.run(["demo", "--workers", "0"])
+        #expect(outcome.status != 0)
+        #expect(outcome.error.contains("--workers"))
+    }
+
+    /// The demo embeds the example schema so it runs from any folder; it must stay the
+    /// file in migrations/ (same checksum, so `pgdatakit migrate` agrees with it).
+    @Test func theEmbeddedSchemaIsTheMigrationsFile() throws {
+        let file = TestDatabase.repositoryRoot.appendingPathComponent("migrations/0001_create_users_and_posts.sql")
+        let text = try String(contentsOf: file, encoding: .utf8)
+        let source = try String(
+            contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("Sources/pgdatakit/Demo/ExampleSchema.swift"),
+            encoding: .utf8)
+        let start = try #require(source.range(of: "sql: \"\"\"\n"))
+        let end = try #require(source.range(of: "        \"\"\")", range: start.upperBound..<source.endIndex))
+        let embedded = source[start.upperBound..<end.lowerBound].split(separator: "\n", omittingEmptySubsequences: false)
+            .map { $0.hasPrefix("        ") ? String($0.dropFirst(8)) : String($0) }.joined(separator: "\n")
+        #expect(embedded == text)
+    }
+}
