@@ -103,6 +103,12 @@ extension ManagedObjectContext {
             changes.updated.insert(object.objectID)
             changes.changedKeys[object.objectID] = keys
         }
+        for merged in outcome.merged {
+            guard let keys = merged.changedKeys else { continue }
+            let id = ObjectID(entityName: merged.object.entity.name, primaryKey: merged.primaryKey)
+            changes.updated.insert(id)
+            changes.changedKeys[id] = keys
+        }
         for object in outcome.deleted { changes.deleted.insert(object.objectID) }
         return changes
     }
@@ -145,6 +151,8 @@ extension ManagedObjectContext {
         var deleted: [ManagedObject] = []
         var newVersions: [ObjectIdentifier: Int64] = [:]
         var conflicts: [ManagedObject] = []
+        /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
+        var merged: [MergedInsert] = []
     }
 
     /// Which columns an update writes: updated objects of one entity that write the
@@ -186,7 +194,7 @@ extension ManagedObjectContext {
             let keys = try coordinator.reserveKeys(for: entity, count: needing.count, on: connection)
             for (object, key) in zip(needing, keys) { reservedKeys[ObjectIdentifier(object)] = key }
         }
-        let keys = reservedKeys
+        var keys = reservedKeys
         func key(of object: ManagedObject) -> Int64 {
             object.objectID.primaryKey ?? keys[ObjectIdentifier(object)] ?? 0
         }
@@ -211,12 +219,23 @@ extension ManagedObjectContext {
         for entity in model.insertOrder {
             let objects = insertedSet.filter { $0.entity.name == entity.name }.sorted { key(of: $0) < key(of: $1) }
             guard !objects.isEmpty else { continue }
-            var batch = rows(
-                objects, entity, attributes: Array(entity.attributes.indices),
-                toOne: entity.toOneRelationships.map(\.index))
-            batch.versions = Array(repeating: 1, count: objects.count)
-            try coordinator.insertRows(into: entity, batch, on: connection)
-            outcome.inserted += objects
+            let (plain, keyed) = partitionKeyedInserts(objects)
+            if !plain.isEmpty {
+                var batch = rows(
+                    plain, entity, attributes: Array(entity.attributes.indices),
+                    toOne: entity.toOneRelationships.map(\.index))
+                batch.versions = Array(repeating: 1, count: plain.count)
+                try coordinator.insertRows(into: entity, batch, on: connection)
+                outcome.inserted += plain
+            }
+            if !keyed.isEmpty {
+                let upserted = try upsertKeyedInserts(keyed, of: entity, on: connection) { objects, attributes, toOne in
+                    rows(objects, entity, attributes: attributes, toOne: toOne)
+                }
+                outcome.inserted += upserted.inserted
+                outcome.merged += upserted.merged
+                keys.merge(upserted.keys) { _, resolved in resolved }
+            }
         }
 
         var groups: [UpdateShape: [ManagedObject]] = [:]
@@ -412,8 +431,10 @@ extension ManagedObjectContext {
             object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
             registered[object.objectID] = object
             object.version = 1
+            object.upsertAttributeIndex = nil
             object.commitSnapshot()
         }
+        for merged in outcome.merged { finishMergedInsert(merged) }
         for (object, _) in outcome.updated {
             if let version = outcome.newVersions[ObjectIdentifier(object)] { object.version = version }
             object.commitSnapshot()

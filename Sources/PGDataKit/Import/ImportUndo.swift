@@ -1,0 +1,41 @@
+/// What an import call changed in a context, so that a failing call leaves the context
+/// as it was: the objects it inserted and the previous state of the objects it changed.
+/// Changes a caller's closure makes to other objects are not tracked.
+final class ImportUndo {
+    private struct Remembered {
+        let object: ManagedObject
+        let values: [StoredValue]
+        let toOne: [RelatedReference]
+        let wasChanged: Bool
+    }
+
+    private(set) var inserted: [ManagedObject] = []
+    private var remembered: [ObjectIdentifier: Remembered] = [:]
+
+    /// Notes an object the import inserted.
+    func noteInserted(_ object: ManagedObject) { inserted.append(object) }
+
+    /// Notes the state of an existing object before the import changes it (once).
+    func remember(_ object: ManagedObject, in context: ManagedObjectContext) {
+        let id = ObjectIdentifier(object)
+        guard remembered[id] == nil else { return }
+        object.prepareStorage()
+        remembered[id] = Remembered(
+            object: object, values: object.values, toOne: object.toOne, wasChanged: context.changedSet.contains(object))
+    }
+
+    /// Puts the context back: inserted objects leave it, changed ones get their values
+    /// back.
+    func revert(in context: ManagedObjectContext) {
+        for object in inserted.reversed() where object.managedObjectContext === context {
+            context.delete(object)
+        }
+        for entry in remembered.values {
+            entry.object.values = entry.values
+            entry.object.toOne = entry.toOne
+            if !entry.wasChanged { context.changedSet.remove(entry.object) }
+        }
+        inserted.removeAll()
+        remembered.removeAll()
+    }
+}
