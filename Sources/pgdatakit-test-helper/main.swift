@@ -61,6 +61,10 @@ case "own-saves":
     // one, so the listener has read past this process's own record) and reports how
     // often the main context merged and which records the listener delivered.
     ownSaves()
+case "import-race":
+    importRace(manager, arguments)
+case "import-memory":
+    importMemory(manager, arguments)
 default:
     fail("unknown command \(arguments[1])")
 }
