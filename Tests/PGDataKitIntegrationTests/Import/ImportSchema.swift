@@ -2,8 +2,11 @@ import Foundation
 import PGDataKit
 import Testing
 
-/// An entity keyed by an integer, for key conversion tests.
-final class Account: ManagedObject {
+/// An entity keyed by an integer, for key conversion and mapper tests; it carries its own
+/// mapper (snake_case names).
+final class Account: ManagedObject, MappableModel {
+    static var objectMapper: ObjectMapper<Account> { ObjectMapper(uniqueKey: \.number, keyStyle: .snakeCase) }
+
     override class var tableName: String { "accounts" }
     @Attribute(unique: true) var number: Int = 0
     @Attribute var owner: String?
