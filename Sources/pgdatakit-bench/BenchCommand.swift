@@ -13,7 +13,10 @@ struct BenchCommand: ParsableCommand {
             `RESULT <scenario> key=value …`. Build in release mode for meaningful figures:
             swift run -c release pgdatakit-bench fetch
             """,
-        subcommands: [FetchBenchmark.self, LatencyBenchmark.self, LatencyListener.self]
+        subcommands: [
+            FetchBenchmark.self, LatencyBenchmark.self, LatencyListener.self, UpsertBenchmark.self,
+            ImportMemoryBenchmark.self,
+        ]
     )
 }
 
