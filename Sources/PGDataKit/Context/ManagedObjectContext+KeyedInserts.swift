@@ -1,5 +1,31 @@
 import Foundation
 
+/// A stored attribute value as a dictionary key, for matching objects by a unique
+/// attribute: strings and integers without boxing them in `AnyHashable` (imports match
+/// thousands of keys per batch), every other scalar through it.
+enum UniqueValue: Hashable {
+    case string(String)
+    case integer(Int64)
+    case other(AnyHashable)
+
+    /// The key of a stored value; `nil` for `NULL`.
+    @inline(__always)
+    init?(_ stored: StoredValue) {
+        guard let stored else { return nil }
+        self = UniqueValue.make(stored)
+    }
+
+    /// Opens the existential: a type check instead of a dynamic cast for the common types.
+    private static func make<T: Sendable>(_ value: T) -> UniqueValue {
+        if T.self == String.self { return .string(unsafeBitCast(value, to: String.self)) }
+        if T.self == Int.self { return .integer(Int64(unsafeBitCast(value, to: Int.self))) }
+        if T.self == Int64.self { return .integer(unsafeBitCast(value, to: Int64.self)) }
+        if let value = value as? any BinaryInteger, let integer = Int64(exactly: value) { return .integer(integer) }
+        if let hashable = value as? AnyHashable { return .other(hashable) }
+        return .other(AnyHashable(String(describing: value)))
+    }
+}
+
 /// Keyed inserts: objects an import inserted for a unique key it did not find
 /// (`upsertAttributeIndex` is set). A save writes them as `INSERT … ON CONFLICT (key) DO
 /// UPDATE`, so when another process inserted the same key since the import looked, that
@@ -20,20 +46,33 @@ extension ManagedObjectContext {
     /// Splits an entity's inserted objects into plain inserts and keyed ones: one keyed
     /// object per unique value; another object with the same value stays a plain insert,
     /// which the unique constraint then refuses (`PostgresError`, `.uniqueViolation`).
-    func partitionKeyedInserts(_ objects: [ManagedObject]) -> (plain: [ManagedObject], keyed: [ManagedObject]) {
+    ///
+    /// - Returns: also the keyed objects that need reserved primary keys: those of an
+    ///   entity with a to-one relationship to itself, which objects of the same statement
+    ///   may reference (the others get theirs from the upsert).
+    func partitionKeyedInserts(_ objects: [ManagedObject], of entity: EntityDescription) -> (
+        plain: [ManagedObject], keyed: [ManagedObject], keyedNeedingKeys: [ManagedObject]
+    ) {
         var plain: [ManagedObject] = []
         var keyed: [ManagedObject] = []
-        var seen: Set<AnyHashable> = []
+        var seen: [Int: Set<UniqueValue>] = [:]
         for object in objects {
-            guard let index = object.upsertAttributeIndex, let value = object.values[index] as? AnyHashable,
-                seen.insert([AnyHashable(index), value]).inserted
+            guard let index = object.upsertAttributeIndex, let value = UniqueValue(object.values[index]),
+                seen[index, default: []].insert(value).inserted
             else {
                 plain.append(object)
                 continue
             }
             keyed.append(object)
         }
-        return (plain, keyed)
+        return (plain, keyed, Self.keyedInsertsSendKeys(entity) ? keyed : [])
+    }
+
+    /// Whether keyed inserts of an entity are sent with reserved primary keys (when the
+    /// entity can point at itself) rather than taking them from the sequence in the
+    /// upsert.
+    static func keyedInsertsSendKeys(_ entity: EntityDescription) -> Bool {
+        entity.toOneRelationships.contains { $0.destinationEntityName == entity.name }
     }
 
     /// Writes keyed inserts of one entity: one upsert statement per unique attribute and
@@ -48,7 +87,7 @@ extension ManagedObjectContext {
     /// - Parameter rows: builds the batch of all columns for objects (with the
     ///   attribute and to-one indexes to write).
     /// - Returns: the objects inserted, the ones that met existing rows, and the primary
-    ///   key each of those now has.
+    ///   key of each object.
     func upsertKeyedInserts(
         _ objects: [ManagedObject], of entity: EntityDescription, on connection: Connection,
         rows: ([ManagedObject], [Int], [Int]) -> RowBatch
@@ -74,12 +113,14 @@ extension ManagedObjectContext {
             groups[Shape(unique: unique, attributes: attributes, toOne: toOne), default: []].append(object)
         }
         var inserted: [ManagedObject] = []
+        var keys: [ObjectIdentifier: Int64] = [:]
         var existing: [(object: ManagedObject, key: Int64, changedKeys: Set<String>?)] = []
         let allAttributes = Array(entity.attributes.indices)
         let allToOne = entity.toOneRelationships.map(\.index)
         for (shape, members) in groups.sorted(by: { "\($0.key)" < "\($1.key)" }) {
             var batch = rows(members, allAttributes, allToOne)
             batch.versions = Array(repeating: 1, count: members.count)
+            if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }  // the sequence assigns them
             let updating =
                 shape.attributes.map { entity.attributes[$0].columnName }
                 + shape.toOne.compactMap { entity.relationships[$0].columnName }
@@ -88,6 +129,7 @@ extension ManagedObjectContext {
             let writtenKeys = Set(
                 shape.attributes.map { entity.attributes[$0].name } + shape.toOne.map { entity.relationships[$0].name })
             for (object, result) in zip(members, results) {
+                keys[ObjectIdentifier(object)] = result.primaryKey
                 switch result.outcome {
                 case .inserted: inserted.append(object)
                 case .updated: existing.append((object, result.primaryKey, writtenKeys))
@@ -95,7 +137,7 @@ extension ManagedObjectContext {
                 }
             }
         }
-        guard !existing.isEmpty else { return (inserted, [], [:]) }
+        guard !existing.isEmpty else { return (inserted, [], keys) }
         // Read the rows the objects now stand for (values, foreign keys and versions).
         let result = try coordinator.selectObjects(of: entity, .keys(existing.map(\.key), of: entity), on: connection)
         var stored: [Int64: ManagedObject] = [:]
@@ -107,13 +149,11 @@ extension ManagedObjectContext {
             stored[key] = scratch
         }
         var merged: [MergedInsert] = []
-        var keys: [ObjectIdentifier: Int64] = [:]
         for (object, key, changedKeys) in existing {
             guard let row = stored[key] else {
                 throw UpsertVanishedRowError(entity: entity.name, attribute: "primary key \(key)")
             }
             merged.append(MergedInsert(object: object, primaryKey: key, row: row, changedKeys: changedKeys))
-            keys[ObjectIdentifier(object)] = key
         }
         return (inserted, merged, keys)
     }

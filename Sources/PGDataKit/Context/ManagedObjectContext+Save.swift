@@ -96,7 +96,7 @@ extension ManagedObjectContext {
     private func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
         var changes = ContextChanges()
         for object in outcome.inserted {
-            guard let key = reservedKeys[ObjectIdentifier(object)] else { continue }
+            guard let key = outcome.assignedKeys[ObjectIdentifier(object)] ?? reservedKeys[ObjectIdentifier(object)] else { continue }
             changes.inserted.insert(ObjectID(entityName: object.entity.name, primaryKey: key))
         }
         for (object, keys) in outcome.updated {
@@ -153,6 +153,8 @@ extension ManagedObjectContext {
         var conflicts: [ManagedObject] = []
         /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
         var merged: [MergedInsert] = []
+        /// The primary keys of keyed inserts, assigned by their upsert.
+        var assignedKeys: [ObjectIdentifier: Int64] = [:]
     }
 
     /// Which columns an update writes: updated objects of one entity that write the
@@ -188,8 +190,14 @@ extension ManagedObjectContext {
                 && ($0.hasPersistentChangedValues || overwrite.contains(ObjectIdentifier($0)))
         }
 
+        // Keyed inserts (imports) get their primary keys from their upsert.
+        var partitions: [String: (plain: [ManagedObject], keyed: [ManagedObject])] = [:]
         for entity in model.insertOrder {
-            let needing = insertedSet.filter { $0.entity.name == entity.name && reservedKeys[ObjectIdentifier($0)] == nil }
+            let objects = insertedSet.filter { $0.entity.name == entity.name }
+            guard !objects.isEmpty else { continue }
+            let parts = partitionKeyedInserts(Array(objects), of: entity)
+            partitions[entity.name] = (parts.plain, parts.keyed)
+            let needing = (parts.plain + parts.keyedNeedingKeys).filter { reservedKeys[ObjectIdentifier($0)] == nil }
             guard !needing.isEmpty else { continue }
             let keys = try coordinator.reserveKeys(for: entity, count: needing.count, on: connection)
             for (object, key) in zip(needing, keys) { reservedKeys[ObjectIdentifier(object)] = key }
@@ -217,9 +225,8 @@ extension ManagedObjectContext {
         }
 
         for entity in model.insertOrder {
-            let objects = insertedSet.filter { $0.entity.name == entity.name }.sorted { key(of: $0) < key(of: $1) }
-            guard !objects.isEmpty else { continue }
-            let (plain, keyed) = partitionKeyedInserts(objects)
+            guard let (unsorted, keyed) = partitions[entity.name] else { continue }
+            let plain = unsorted.sorted { key(of: $0) < key(of: $1) }
             if !plain.isEmpty {
                 var batch = rows(
                     plain, entity, attributes: Array(entity.attributes.indices),
@@ -234,7 +241,8 @@ extension ManagedObjectContext {
                 }
                 outcome.inserted += upserted.inserted
                 outcome.merged += upserted.merged
-                keys.merge(upserted.keys) { _, resolved in resolved }
+                outcome.assignedKeys.merge(upserted.keys) { _, assigned in assigned }
+                keys.merge(upserted.keys) { _, assigned in assigned }
             }
         }
 
@@ -426,7 +434,7 @@ extension ManagedObjectContext {
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
         for object in outcome.inserted {
-            guard let key = reservedKeys[ObjectIdentifier(object)] else { continue }
+            guard let key = outcome.assignedKeys[ObjectIdentifier(object)] ?? reservedKeys[ObjectIdentifier(object)] else { continue }
             registered.removeValue(forKey: object.objectID)
             object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
             registered[object.objectID] = object

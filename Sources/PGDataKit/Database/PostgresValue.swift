@@ -67,6 +67,14 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     /// A one-dimensional array literal with every element quoted, such as
     /// `{"a","b",NULL}`, for `= ANY($1)`.
     public func postgresText() throws -> String? {
+        // The common element types without generic dispatch per element (saves and
+        // imports send thousands of them per statement).
+        if Element.self == String?.self { return try Self.text(of: unsafeBitCast(self, to: [String?].self)) }
+        if Element.self == String.self { return try Self.text(of: unsafeBitCast(self, to: [String].self)) }
+        if Element.self == Int64?.self { return Self.text(of: unsafeBitCast(self, to: [Int64?].self)) }
+        if Element.self == Int64.self { return Self.text(of: unsafeBitCast(self, to: [Int64].self)) }
+        if Element.self == Int?.self { return Self.text(of: unsafeBitCast(self, to: [Int?].self)) }
+        if Element.self == Int.self { return Self.text(of: unsafeBitCast(self, to: [Int].self)) }
         var text = "{"
         for (index, element) in enumerated() {
             if index > 0 { text += "," }
@@ -75,13 +83,63 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
                 continue
             }
             text += "\""
-            for character in elementText.unicodeScalars {
-                if character == "\"" || character == "\\" { text += "\\" }
-                text.unicodeScalars.append(character)
+            if elementText.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                for character in elementText.unicodeScalars {
+                    if character == "\"" || character == "\\" { text += "\\" }
+                    text.unicodeScalars.append(character)
+                }
+            } else {
+                text += elementText  // nothing to escape: one append, not one per character
             }
             text += "\""
         }
         return text + "}"
+    }
+
+    /// `{"a","b",NULL}` for strings.
+    private static func text<S: StringProtocol>(of strings: [S?]) throws -> String {
+        var text = "{"
+        text.reserveCapacity(strings.count * 12)
+        for (index, element) in strings.enumerated() {
+            if index > 0 { text += "," }
+            guard let element else {
+                text += "NULL"
+                continue
+            }
+            if element.utf8.contains(where: { $0 == 0 }) {
+                throw PostgresValueError(reason: .containsNUL, swiftType: "String")
+            }
+            text += "\""
+            if element.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                for character in element.unicodeScalars {
+                    if character == "\"" || character == "\\" { text += "\\" }
+                    text.unicodeScalars.append(character)
+                }
+            } else {
+                text += element
+            }
+            text += "\""
+        }
+        return text + "}"
+    }
+
+    private static func text<S: StringProtocol>(of strings: [S]) throws -> String {
+        try text(of: strings.map { Optional($0) })
+    }
+
+    /// `{"1","2",NULL}` for integers.
+    private static func text<I: FixedWidthInteger>(of integers: [I?]) -> String {
+        var text = "{"
+        text.reserveCapacity(integers.count * 8)
+        for (index, element) in integers.enumerated() {
+            if index > 0 { text += "," }
+            text += element.map { "\"" + String($0) + "\"" } ?? "NULL"
+        }
+        return text + "}"
+    }
+
+    private static func text<I: FixedWidthInteger>(of integers: [I]) -> String {
+        text(of: integers.map { Optional($0) })
     }
 }
 

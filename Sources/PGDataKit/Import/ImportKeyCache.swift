@@ -21,10 +21,11 @@ import Synchronization
 /// ```
 public final class ImportKeyCache: Sendable {
     private struct Entry: Hashable, @unchecked Sendable {
-        // Sendable: `value` holds an attribute scalar (String, Int, UUID, …), all Sendable.
+        // Sendable: `value` holds an attribute scalar (String, Int, UUID, …), all Sendable,
+        // possibly boxed in an AnyHashable.
         let entity: String
         let attribute: String
-        let value: AnyHashable
+        let value: UniqueValue
     }
 
     private let entries = Mutex<[Entry: Int64]>([:])
@@ -44,11 +45,11 @@ public final class ImportKeyCache: Sendable {
     /// Forgets every key.
     public func removeAll() { entries.withLock { $0.removeAll() } }
 
-    func primaryKey(entity: String, attribute: String, value: AnyHashable) -> Int64? {
+    func primaryKey(entity: String, attribute: String, value: UniqueValue) -> Int64? {
         entries.withLock { $0[Entry(entity: entity, attribute: attribute, value: value)] }
     }
 
-    func store(_ primaryKey: Int64, entity: String, attribute: String, value: AnyHashable) {
+    func store(_ primaryKey: Int64, entity: String, attribute: String, value: UniqueValue) {
         entries.withLock { entries in
             if entries.count >= maximumCount { entries.removeAll(keepingCapacity: true) }
             entries[Entry(entity: entity, attribute: attribute, value: value)] = primaryKey

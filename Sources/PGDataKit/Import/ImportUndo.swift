@@ -24,16 +24,17 @@ final class ImportUndo {
             object: object, values: object.values, toOne: object.toOne, wasChanged: context.changedSet.contains(object))
     }
 
-    /// Puts the context back: inserted objects leave it, changed ones get their values
-    /// back.
+    /// Puts the context back: changed objects get their values back, then inserted
+    /// objects leave it. (In this order: existing objects no longer point at the inserted
+    /// ones when those go, so no delete rule reaches them.)
     func revert(in context: ManagedObjectContext) {
-        for object in inserted.reversed() where object.managedObjectContext === context {
-            context.delete(object)
-        }
         for entry in remembered.values {
             entry.object.values = entry.values
             entry.object.toOne = entry.toOne
             if !entry.wasChanged { context.changedSet.remove(entry.object) }
+        }
+        for object in inserted.reversed() where object.managedObjectContext === context {
+            context.delete(object)
         }
         inserted.removeAll()
         remembered.removeAll()

@@ -148,10 +148,3 @@ struct ValueConversion {
         }
     }
 }
-
-/// A stored value as a dictionary key (every attribute scalar is `Hashable`).
-@inline(__always)
-func hashKey(_ value: StoredValue) -> AnyHashable? {
-    guard let value else { return nil }
-    return value as? AnyHashable
-}

@@ -31,7 +31,7 @@ struct RecordImport {
     private enum LinkValue {
         case absent
         case null
-        case key(AnyHashable)
+        case key(UniqueValue)
     }
 
     let entity: EntityDescription
@@ -54,7 +54,7 @@ struct RecordImport {
     struct Stub {
         let entity: String
         let attribute: String
-        let value: AnyHashable
+        let value: UniqueValue
         let object: ManagedObject
     }
 
@@ -68,9 +68,9 @@ struct RecordImport {
         undo: ImportUndo, formatters: DateFormatters, stubs: inout [Stub]
     ) throws -> [ManagedObject] {
         // Keys first: a missing or mistyped key fails the batch before anything changes.
-        var order: [AnyHashable] = []
-        var members: [AnyHashable: [Int]] = [:]
-        var keyValues: [AnyHashable: StoredValue] = [:]
+        var order: [UniqueValue] = []
+        var members: [UniqueValue: [Int]] = [:]
+        var keyValues: [UniqueValue: StoredValue] = [:]
         if let key {
             order.reserveCapacity(records.count)
             members.reserveCapacity(records.count)
@@ -88,7 +88,7 @@ struct RecordImport {
                         recordIndex: index, key: keyName, entity: entity.name, attribute: key.name,
                         expected: error.expected, actual: error.actual)
                 }
-                guard let hash = hashKey(stored) else {
+                guard let hash = UniqueValue(stored) else {
                     throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
                 }
                 if members[hash] == nil {
@@ -112,10 +112,10 @@ struct RecordImport {
         }
 
         // Objects the context holds already: unsaved ones by their current key.
-        var found: [AnyHashable: ManagedObject] = [:]
+        var found: [UniqueValue: ManagedObject] = [:]
         for object in context.insertedSet.union(context.changedSet).union(context.deletedSet)
         where object.entity.name == entity.name && object.values.count > key.index {
-            guard let hash = hashKey(object.values[key.index]), let offsets = members[hash] else { continue }
+            guard let hash = UniqueValue(object.values[key.index]), let offsets = members[hash] else { continue }
             if object.deletedFlag {
                 throw ImportError.deletedInContext(recordIndex: firstIndex + (offsets.first ?? 0), key: keyName, entity: entity.name)
             }
@@ -126,7 +126,7 @@ struct RecordImport {
         if !guaranteedInsert && !missing.isEmpty {
             let query = try StoreQuery.rows(where: key, isIn: missing.map { keyValues[$0] ?? nil })
             for object in try context.fetchObjects(entity: entity, query, mayBeRegistered: !context.registered.isEmpty) {
-                guard let hash = hashKey(object.values[key.index]), let offsets = members[hash], found[hash] == nil else { continue }
+                guard let hash = UniqueValue(object.values[key.index]), let offsets = members[hash], found[hash] == nil else { continue }
                 if object.deletedFlag {
                     throw ImportError.deletedInContext(recordIndex: firstIndex + (offsets.first ?? 0), key: keyName, entity: entity.name)
                 }
@@ -160,7 +160,7 @@ struct RecordImport {
 
     /// Sets the links of one record, then applies the record.
     private func applyRecord(
-        _ record: JSONValue, to object: ManagedObject, index: Int, links linkTargets: [([LinkValue], [AnyHashable: Target])],
+        _ record: JSONValue, to object: ManagedObject, index: Int, links linkTargets: [([LinkValue], [UniqueValue: Target])],
         offset: Int, context: ManagedObjectContext, formatters: DateFormatters
     ) throws {
         for (link, (values, targets)) in zip(links, linkTargets) {
@@ -219,14 +219,14 @@ struct RecordImport {
     private func resolveLinks(
         _ records: [JSONValue], firstIndex: Int, in context: ManagedObjectContext, cache: ImportKeyCache?,
         undo: ImportUndo, formatters: DateFormatters, stubs: inout [Stub]
-    ) throws -> [([LinkValue], [AnyHashable: Target])] {
+    ) throws -> [([LinkValue], [UniqueValue: Target])] {
         guard !links.isEmpty else { return [] }
-        var resolved: [([LinkValue], [AnyHashable: Target])] = []
+        var resolved: [([LinkValue], [UniqueValue: Target])] = []
         for link in links {
             var values: [LinkValue] = []
             values.reserveCapacity(records.count)
-            var wanted: [AnyHashable: StoredValue] = [:]
-            var firstUse: [AnyHashable: Int] = [:]
+            var wanted: [UniqueValue: StoredValue] = [:]
+            var firstUse: [UniqueValue: Int] = [:]
             for (offset, record) in records.enumerated() {
                 guard let raw = value(in: record, at: link.paths) else {
                     values.append(.absent)
@@ -244,7 +244,7 @@ struct RecordImport {
                         recordIndex: firstIndex + offset, key: link.remoteName, entity: link.destination.name,
                         attribute: link.destinationKey.name, expected: error.expected, actual: error.actual)
                 }
-                guard let hash = hashKey(stored) else {
+                guard let hash = UniqueValue(stored) else {
                     values.append(.null)
                     continue
                 }
@@ -254,13 +254,13 @@ struct RecordImport {
                     firstUse[hash] = firstIndex + offset
                 }
             }
-            var targets: [AnyHashable: Target] = [:]
+            var targets: [UniqueValue: Target] = [:]
             let keyIndex = link.destinationKey.index
             for object in context.insertedSet.union(context.changedSet)
             where object.entity.name == link.destination.name && !object.deletedFlag && object.values.count > keyIndex {
-                if let hash = hashKey(object.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
+                if let hash = UniqueValue(object.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
             }
-            var remaining: [AnyHashable] = []
+            var remaining: [UniqueValue] = []
             for hash in wanted.keys where targets[hash] == nil {
                 if let primaryKey = cache?.primaryKey(
                     entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
@@ -277,7 +277,7 @@ struct RecordImport {
                         on: connection)
                 }
                 for (primaryKey, value) in pairs {
-                    guard let hash = hashKey(value), wanted[hash] != nil else { continue }
+                    guard let hash = UniqueValue(value), wanted[hash] != nil else { continue }
                     targets[hash] = .key(primaryKey)
                     cache?.store(primaryKey, entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
                 }

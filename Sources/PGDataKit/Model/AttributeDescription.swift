@@ -82,9 +82,15 @@ enum AttributeCoding {
                 if cell.isNull { return nil }
                 return try Scalar.decode(from: cell)
             },
-            encode: { stored in stored as? Scalar },
-            encodeArray: { values in AttributeValueArray(values: values.map { $0 as? Scalar }, attribute: label) },
-            isEqual: { left, right in (left as? Scalar) == (right as? Scalar) },
+            // `unbox` opens the stored existential: a type check, not a dynamic cast, on
+            // paths that run for every value of a save.
+            encode: { stored in stored.flatMap { unbox($0, as: Scalar.self) } },
+            encodeArray: { values in
+                AttributeValueArray(values: values.map { $0.flatMap { unbox($0, as: Scalar.self) } }, attribute: label)
+            },
+            isEqual: { left, right in
+                left.flatMap { unbox($0, as: Scalar.self) } == right.flatMap { unbox($0, as: Scalar.self) }
+            },
             coerce: { value in
                 guard let value else { return Value.isOptional ? .some(nil) : nil }
                 if let scalar = value as? Scalar { return .some(scalar) }

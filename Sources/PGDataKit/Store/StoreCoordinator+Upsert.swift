@@ -74,11 +74,11 @@ extension StoreCoordinator {
     /// it was) are looked up with one more statement.
     ///
     /// - Parameters:
-    ///   - rows: the rows, with their new primary keys and every column; `uniqueAttribute`
-    ///     must be among `rows.attributes`.
+    ///   - rows: the rows with every column; `uniqueAttribute` must be among
+    ///     `rows.attributes`. Without `rows.keys` the primary keys come from the
+    ///     column's sequence (its default).
     ///   - updating: the columns an existing row takes from the new one.
-    /// - Returns: for each row of `rows`, in order, what happened to it; rows with a
-    ///   `NULL` unique value are always inserted.
+    /// - Returns: for each row of `rows`, in order, what happened to it.
     /// - Throws: `PostgresError` (a missing unique constraint on the column is
     ///   `42P10`), `PostgresValueError` naming `Entity.attribute`.
     func upsertRows(
@@ -88,35 +88,35 @@ extension StoreCoordinator {
         guard let keyPosition = rows.attributes.firstIndex(where: { $0.attribute === uniqueAttribute }) else {
             preconditionFailure("upsertRows: \(entity.name).\(uniqueAttribute.name) is not among the batch's columns")
         }
-        let texts = try rows.attributes[keyPosition].values.map { try uniqueAttribute.encode($0)?.postgresText() }
-        // Sorted by key text, NULL keys first; the last row of a repeated key is sent.
+        let values = rows.attributes[keyPosition].values
+        let texts = try values.map { try uniqueAttribute.encode($0)?.postgresText() }
+        // Sorted by key text; the last row of a repeated key is sent. A NULL key never
+        // conflicts: such rows are plain inserts, which the column's NOT NULL refuses.
         var lastIndex: [String: Int] = [:]
-        for (index, text) in texts.enumerated() { if let text { lastIndex[text] = index } }
-        let order = texts.indices.filter { index in texts[index].map { lastIndex[$0] == index } ?? true }
-            .sorted { (texts[$0] ?? "", $0) < (texts[$1] ?? "", $1) }
-        var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
-        var pending = order
-        for _ in 0..<3 {
-            let sent = try upsert(
-                into: entity, rows.selecting(pending), uniqueAttribute: uniqueAttribute, updating: updating,
-                on: connection)
-            let sentIndexes = Dictionary(pending.map { (rows.keys[$0], $0) }, uniquingKeysWith: { first, _ in first })
-            for row in sent {
-                if let index = sentIndexes[row.primaryKey] {
-                    results[index] = UpsertedRow(primaryKey: row.primaryKey, version: row.version, outcome: .inserted)
-                } else if let text = row.keyText, let index = lastIndex[text] {
-                    results[index] = UpsertedRow(primaryKey: row.primaryKey, version: row.version, outcome: .updated)
-                }
+        lastIndex.reserveCapacity(texts.count)
+        for (index, text) in texts.enumerated() {
+            guard let text else {
+                throw PostgresValueError(
+                    reason: .unencodable("an upsert needs a value for the unique key"), swiftType: uniqueAttribute.swiftTypeName,
+                    column: "\(entity.name).\(uniqueAttribute.name)")
             }
-            let missing = pending.filter { results[$0] == nil }
-            pending = missing
-            guard !missing.isEmpty else { break }
+            lastIndex[text] = index
+        }
+        var pending = lastIndex.sorted { $0.key < $1.key }.map(\.value)
+        var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
+        for _ in 0..<3 {
+            for row in try upsert(into: entity, rows.selecting(pending), uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
+                guard let index = lastIndex[row.keyText] else { continue }
+                results[index] = UpsertedRow(primaryKey: row.primaryKey, version: row.version, outcome: row.inserted ? .inserted : .updated)
+            }
+            pending = pending.filter { results[$0] == nil }
+            guard !pending.isEmpty else { break }
             // Existing rows left as they were: one lookup by the unique attribute.
-            let query = try StoreQuery.rows(
-                where: uniqueAttribute, isIn: missing.map { rows.attributes[keyPosition].values[$0] })
+            let query = try StoreQuery.rows(where: uniqueAttribute, isIn: pending.map { values[$0] })
+            let quote = Connection.quoteIdentifier
             let found = try execute(
-                "SELECT t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)), t.\(Connection.quoteIdentifier(entity.versionColumn)), "
-                    + "t.\(Connection.quoteIdentifier(uniqueAttribute.columnName)) FROM \(entity.quotedTable) AS t" + query.clauses,
+                "SELECT t.\(quote(entity.primaryKeyColumn)), t.\(quote(entity.versionColumn)), t.\(quote(uniqueAttribute.columnName)) "
+                    + "FROM \(entity.quotedTable) AS t" + query.clauses,
                 query.parameters, on: connection)
             for row in found {
                 let text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
@@ -128,11 +128,9 @@ extension StoreCoordinator {
             pending = pending.filter { results[$0] == nil }
             if pending.isEmpty { break }
         }
-        if !pending.isEmpty { throw UpsertVanishedRowError(entity: entity.name, attribute: uniqueAttribute.name) }
         // Rows of a repeated key share the result of the row sent.
-        return try texts.indices.map { index in
-            if let result = results[index] { return result }
-            guard let text = texts[index], let sentIndex = lastIndex[text], let result = results[sentIndex] else {
+        return try texts.map { text in
+            guard let text, let index = lastIndex[text], let result = results[index] else {
                 throw UpsertVanishedRowError(entity: entity.name, attribute: uniqueAttribute.name)
             }
             return result
@@ -140,15 +138,21 @@ extension StoreCoordinator {
     }
 
     /// One `INSERT … ON CONFLICT` statement; returns the rows written with their unique
-    /// key's text.
+    /// key's text and whether each was inserted (`xmax = 0`: no earlier version of the
+    /// row was locked or updated by it).
     private func upsert(
         into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
         on connection: Connection
-    ) throws -> [(primaryKey: Int64, version: Int64, keyText: String?)] {
+    ) throws -> [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] {
         let quote = Connection.quoteIdentifier
-        let columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.attribute.columnName)
+        var (arrays, types) = try bind(rows)
+        var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.attribute.columnName)
             + rows.foreignKeys.map(\.column)
-        let (arrays, types) = try bind(rows)
+        if rows.keys.isEmpty {
+            arrays.removeFirst()
+            types.removeFirst()
+            columns.removeFirst()
+        }
         let unique = quote(uniqueAttribute.columnName)
         let version = quote(entity.versionColumn)
         var sql = "INSERT INTO \(entity.quotedTable) AS t (\(columns.map(quote).joined(separator: ", "))) "
@@ -161,15 +165,18 @@ extension StoreCoordinator {
                 + ", \(version) = t.\(version) + 1 WHERE (\(quoted.map { "t.\($0)" }.joined(separator: ", "))) "
                 + "IS DISTINCT FROM (\(quoted.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))"
         }
-        sql += " RETURNING t.\(quote(entity.primaryKeyColumn)), t.\(version), t.\(unique)"
+        sql += " RETURNING t.\(quote(entity.primaryKeyColumn)), t.\(version), t.\(unique), t.xmax = 0"
         let result = try execute(sql, arrays, on: connection)
         return try result.map { row in
-            (
-                try row.decode(Int64.self, at: 0), try row.decode(Int64.self, at: 1),
-                try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
+            let text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
+            return (
+                try Self.integer(row, 0), try Self.integer(row, 1), text ?? "", try row.decode(Bool.self, at: 3)
             )
         }
     }
+
+    /// A `bigint` column.
+    private static func integer(_ row: Row, _ column: Int) throws -> Int64 { try row.decode(Int64.self, at: column) }
 
     /// The primary keys of the rows whose `attribute` is one of `values`, with each row's
     /// value of the attribute (one `= ANY($1)` statement). For linking imported objects
@@ -195,7 +202,7 @@ extension RowBatch {
     /// The rows at `indexes`, in that order.
     func selecting(_ indexes: [Int]) -> RowBatch {
         RowBatch(
-            keys: indexes.map { keys[$0] }, versions: indexes.map { versions[$0] },
+            keys: keys.isEmpty ? [] : indexes.map { keys[$0] }, versions: indexes.map { versions[$0] },
             attributes: attributes.map { column in (column.attribute, indexes.map { column.values[$0] }) },
             foreignKeys: foreignKeys.map { column in (column.column, indexes.map { column.keys[$0] }) })
     }

@@ -19,8 +19,8 @@ struct InsertOrUpdateTests {
                 #expect(context.insertedObjects.count == 1000)
                 before = manager.coordinator.statementCount
                 try context.save()
-                // reserve keys, the upsert, the change record, commit
-                #expect(manager.coordinator.statementCount - before == 4)
+                // the upsert (the sequence assigns the keys), the change record, commit
+                #expect(manager.coordinator.statementCount - before == 3)
             }
             #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 1000)
 
@@ -130,6 +130,40 @@ struct InsertOrUpdateTests {
                 try context.save()
             }
             #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 2)
+        }
+    }
+
+    /// Existing posts relinked to a new stub user in a batch that then fails: the revert
+    /// must not let the stub's cascade rule delete them.
+    @Test func aFailingSetterRevertsLinksAndStubs() throws {
+        try ImportSchema.withManager { manager in
+            struct Refused: Error {}
+            let link = ObjectMap<Post>.relationship("UserID", to: \.user, matching: \User.userID)
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let records: [JSONValue] = [["PostID": "p1", "UserID": "u1"], ["PostID": "p2", "UserID": "u1"]]
+                try Post.insertOrUpdate(records, uniqueModelKey: \.postID, uniqueRemoteKey: "PostID", in: context, relationships: [link])
+                try context.save()
+                let moved: [JSONValue] = [["PostID": "p1", "UserID": "new"], ["PostID": "p2", "UserID": "new"], ["PostID": "p3", "Title": "bad"]]
+                do {
+                    try Post.insertOrUpdate(moved, uniqueModelKey: \.postID, uniqueRemoteKey: "PostID", in: context, relationships: [link]) {
+                        record, _ in
+                        if record["Title"] != nil { throw Refused() }
+                    }
+                    Issue.record("expected the setter's error")
+                } catch ImportError.recordFailed(let index, let underlying) {
+                    #expect(index == 2)
+                    #expect(underlying is Refused)
+                }
+                #expect(!context.hasChanges)
+                #expect(context.deletedObjects.isEmpty)
+                let posts = try Post.fetchAll(in: context)
+                #expect(posts.count == 2)
+                #expect(posts.allSatisfy { $0.user?.userID == "u1" && !$0.isDeleted })
+                try context.save()
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM posts p JOIN users u ON u.id = p.user_id WHERE u.user_id = 'u1'", in: manager) == 2)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 1)
         }
     }
 
