@@ -69,12 +69,12 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     public func postgresText() throws -> String? {
         // The common element types without generic dispatch per element (saves and
         // imports send thousands of them per statement).
-        if Element.self == String?.self { return try Self.text(of: unsafeBitCast(self, to: [String?].self)) }
-        if Element.self == String.self { return try Self.text(of: unsafeBitCast(self, to: [String].self)) }
-        if Element.self == Int64?.self { return Self.text(of: unsafeBitCast(self, to: [Int64?].self)) }
-        if Element.self == Int64.self { return Self.text(of: unsafeBitCast(self, to: [Int64].self)) }
-        if Element.self == Int?.self { return Self.text(of: unsafeBitCast(self, to: [Int?].self)) }
-        if Element.self == Int.self { return Self.text(of: unsafeBitCast(self, to: [Int].self)) }
+        if Element.self == String?.self { return try arrayText(of: unsafeBitCast(self, to: [String?].self)) }
+        if Element.self == String.self { return try arrayText(of: unsafeBitCast(self, to: [String].self).map { $0 }) }
+        if Element.self == Int64?.self { return arrayText(of: unsafeBitCast(self, to: [Int64?].self)) }
+        if Element.self == Int64.self { return arrayText(of: unsafeBitCast(self, to: [Int64].self).map { $0 }) }
+        if Element.self == Int?.self { return arrayText(of: unsafeBitCast(self, to: [Int?].self).map { $0.map(Int64.init) }) }
+        if Element.self == Int.self { return arrayText(of: unsafeBitCast(self, to: [Int].self).map { Int64($0) }) }
         var text = "{"
         for (index, element) in enumerated() {
             if index > 0 { text += "," }
@@ -95,52 +95,54 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
         }
         return text + "}"
     }
+}
 
-    /// `{"a","b",NULL}` for strings.
-    private static func text<S: StringProtocol>(of strings: [S?]) throws -> String {
-        var text = "{"
-        text.reserveCapacity(strings.count * 12)
-        for (index, element) in strings.enumerated() {
-            if index > 0 { text += "," }
-            guard let element else {
-                text += "NULL"
-                continue
-            }
-            if element.utf8.contains(where: { $0 == 0 }) {
-                throw PostgresValueError(reason: .containsNUL, swiftType: "String")
-            }
-            text += "\""
-            if element.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-                for character in element.unicodeScalars {
-                    if character == "\"" || character == "\\" { text += "\\" }
-                    text.unicodeScalars.append(character)
-                }
-            } else {
-                text += element
-            }
-            text += "\""
+/// `{"a","b",NULL}`: an array of strings, without generic dispatch per element.
+private func arrayText(of strings: [String?]) throws -> String {
+    var text = "{"
+    text.reserveCapacity(strings.count * 12)
+    var first = true
+    for element in strings {
+        if first { first = false } else { text += "," }
+        guard let element else {
+            text += "NULL"
+            continue
         }
-        return text + "}"
-    }
-
-    private static func text<S: StringProtocol>(of strings: [S]) throws -> String {
-        try text(of: strings.map { Optional($0) })
-    }
-
-    /// `{"1","2",NULL}` for integers.
-    private static func text<I: FixedWidthInteger>(of integers: [I?]) -> String {
-        var text = "{"
-        text.reserveCapacity(integers.count * 8)
-        for (index, element) in integers.enumerated() {
-            if index > 0 { text += "," }
-            text += element.map { "\"" + String($0) + "\"" } ?? "NULL"
+        var escapes = false
+        for byte in element.utf8 {
+            if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes = true }
         }
-        return text + "}"
+        text += "\""
+        if escapes {
+            for character in element.unicodeScalars {
+                if character == "\"" || character == "\\" { text += "\\" }
+                text.unicodeScalars.append(character)
+            }
+        } else {
+            text += element
+        }
+        text += "\""
     }
+    return text + "}"
+}
 
-    private static func text<I: FixedWidthInteger>(of integers: [I]) -> String {
-        text(of: integers.map { Optional($0) })
+/// `{"1","2",NULL}`: an array of integers, without generic dispatch per element.
+private func arrayText(of integers: [Int64?]) -> String {
+    var text = "{"
+    text.reserveCapacity(integers.count * 10)
+    var first = true
+    for element in integers {
+        if first { first = false } else { text += "," }
+        if let element {
+            text += "\""
+            text += String(element)
+            text += "\""
+        } else {
+            text += "NULL"
+        }
     }
+    return text + "}"
 }
 
 extension Array: PostgresDecodable where Element: PostgresDecodable {

@@ -167,10 +167,16 @@ extension StoreCoordinator {
         }
         sql += " RETURNING t.\(quote(entity.primaryKeyColumn)), t.\(version), t.\(unique), t.xmax = 0"
         let result = try execute(sql, arrays, on: connection)
+        // Text and integer columns come back in the text they were sent as; other types
+        // are read and written again to compare like with like.
+        let sameText = [.string, .int16, .int32, .int64].contains(uniqueAttribute.type)
         return try result.map { row in
-            let text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
+            let text =
+                sameText
+                ? try row.decode(String.self, at: 2)
+                : try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() } ?? ""
             return (
-                try Self.integer(row, 0), try Self.integer(row, 1), text ?? "", try row.decode(Bool.self, at: 3)
+                try Self.integer(row, 0), try Self.integer(row, 1), text, try row.decode(Bool.self, at: 3)
             )
         }
     }
