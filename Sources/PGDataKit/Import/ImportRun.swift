@@ -63,7 +63,7 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
             var stubs: [RecordImport.Stub] = []
             do {
                 let objects = try importer.importBatch(
-                    records, firstIndex: firstIndex, in: context, cache: cache, undo: ImportUndo(), formatters: formatters,
+                    records, firstIndex: firstIndex, in: context, cache: cache, undo: ImportUndo(tracks: false), formatters: formatters,
                     stubs: &stubs)
                 if isCancelled() {
                     context.rollback()

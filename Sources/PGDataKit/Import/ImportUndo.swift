@@ -11,12 +11,20 @@ final class ImportUndo {
 
     private(set) var inserted: [ManagedObject] = []
     private var remembered: [ObjectIdentifier: Remembered] = [:]
+    /// Whether anything is recorded: not where the whole context is rolled back instead
+    /// (an import operation's own context).
+    private let tracks: Bool
+
+    init(tracks: Bool = true) { self.tracks = tracks }
 
     /// Notes an object the import inserted.
-    func noteInserted(_ object: ManagedObject) { inserted.append(object) }
+    func noteInserted(_ object: ManagedObject) {
+        if tracks { inserted.append(object) }
+    }
 
     /// Notes the state of an existing object before the import changes it (once).
     func remember(_ object: ManagedObject, in context: ManagedObjectContext) {
+        guard tracks else { return }
         let id = ObjectIdentifier(object)
         guard remembered[id] == nil else { return }
         object.prepareStorage()

@@ -68,13 +68,17 @@ struct RecordImport {
         undo: ImportUndo, formatters: DateFormatters, stubs: inout [Stub]
     ) throws -> [ManagedObject] {
         // Keys first: a missing or mistyped key fails the batch before anything changes.
-        var order: [UniqueValue] = []
-        var members: [UniqueValue: [Int]] = [:]
-        var keyValues: [UniqueValue: StoredValue] = [:]
+        // Records of one key form a chain through `nextOffset`, from the first (in
+        // `order`) to the last (`lastOffset` of the first).
+        var order: [Int] = []
+        var firstOffset: [UniqueValue: Int] = [:]
+        var storedKeys: [StoredValue] = []
+        var nextOffset = [Int](repeating: -1, count: records.count)
+        var lastOffset = [Int](repeating: -1, count: records.count)
         if let key {
             order.reserveCapacity(records.count)
-            members.reserveCapacity(records.count)
-            keyValues.reserveCapacity(records.count)
+            firstOffset.reserveCapacity(records.count)
+            storedKeys.reserveCapacity(records.count)
             for (offset, record) in records.enumerated() {
                 let index = firstIndex + offset
                 guard let raw = value(in: record, at: keyPaths), raw != .null else {
@@ -91,11 +95,15 @@ struct RecordImport {
                 guard let hash = UniqueValue(stored) else {
                     throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
                 }
-                if members[hash] == nil {
-                    order.append(hash)
-                    keyValues[hash] = stored
+                storedKeys.append(stored)
+                if let first = firstOffset[hash] {
+                    nextOffset[lastOffset[first]] = offset
+                    lastOffset[first] = offset
+                } else {
+                    firstOffset[hash] = offset
+                    lastOffset[offset] = offset
+                    order.append(offset)
                 }
-                members[hash, default: []].append(offset)
             }
         }
         let linkTargets = try resolveLinks(
@@ -111,47 +119,51 @@ struct RecordImport {
             }
         }
 
-        // Objects the context holds already: unsaved ones by their current key.
-        var found: [UniqueValue: ManagedObject] = [:]
-        for object in context.insertedSet.union(context.changedSet).union(context.deletedSet)
-        where object.entity.name == entity.name && object.values.count > key.index {
-            guard let hash = UniqueValue(object.values[key.index]), let offsets = members[hash] else { continue }
+        // Objects the context holds already: unsaved ones by their current key. Found
+        // objects are kept by the offset of their key's first record.
+        var found = [ManagedObject?](repeating: nil, count: records.count)
+        let pendingObjects = context.insertedSet.union(context.changedSet).union(context.deletedSet)
+        for object in pendingObjects where object.entity.name == entity.name && object.values.count > key.index {
+            guard let hash = UniqueValue(object.values[key.index]), let first = firstOffset[hash] else { continue }
             if object.deletedFlag {
-                throw ImportError.deletedInContext(recordIndex: firstIndex + (offsets.first ?? 0), key: keyName, entity: entity.name)
+                throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
             }
-            found[hash] = object
+            found[first] = object
         }
         // The rest from the database: one statement for the batch.
         let missing = order.filter { found[$0] == nil }
         if !guaranteedInsert && !missing.isEmpty {
-            let query = try StoreQuery.rows(where: key, isIn: missing.map { keyValues[$0] ?? nil })
+            let query = try StoreQuery.rows(where: key, isIn: missing.map { storedKeys[$0] })
             for object in try context.fetchObjects(entity: entity, query, mayBeRegistered: !context.registered.isEmpty) {
-                guard let hash = UniqueValue(object.values[key.index]), let offsets = members[hash], found[hash] == nil else { continue }
+                guard let hash = UniqueValue(object.values[key.index]), let first = firstOffset[hash], found[first] == nil
+                else { continue }
                 if object.deletedFlag {
-                    throw ImportError.deletedInContext(recordIndex: firstIndex + (offsets.first ?? 0), key: keyName, entity: entity.name)
+                    throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
                 }
-                found[hash] = object
+                found[first] = object
             }
         }
 
         var objects: [ManagedObject] = []
         objects.reserveCapacity(order.count)
-        for hash in order {
+        for first in order {
             let object: ManagedObject
-            if let existing = found[hash] {
+            if let existing = found[first] {
                 undo.remember(existing, in: context)
                 object = existing
             } else {
                 object = entity.objectClass.init()
                 context.insert(object)
                 undo.noteInserted(object)
-                object.setStoredValue(keyValues[hash] ?? nil, at: key.index)
+                object.setStoredValue(storedKeys[first], at: key.index)
                 object.upsertAttributeIndex = key.index
             }
-            for offset in members[hash] ?? [] {
+            var offset = first
+            while offset >= 0 {
                 try applyRecord(
                     records[offset], to: object, index: firstIndex + offset, links: linkTargets, offset: offset,
                     context: context, formatters: formatters)
+                offset = nextOffset[offset]
             }
             objects.append(object)
         }
