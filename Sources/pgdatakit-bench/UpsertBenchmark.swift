@@ -14,6 +14,9 @@ struct UpsertBenchmark: ParsableCommand {
             again with other values; last, insertOrUpdate imports the same records once more (identical:
             no UPDATE may be written). The ratios are medians of each run's own object/floor ratios.
             The naive pattern — one fetch and one save per record — runs once, on new records.
+            Each pass also shows this process's CPU time per batch (the rest of the wall time is
+            the server and waiting for it): on a loaded machine the wall-clock ratios move a lot,
+            the CPU figures less.
             """)
 
     @Option(help: "Records per pass.")
@@ -49,10 +52,14 @@ struct UpsertBenchmark: ParsableCommand {
         let size = max(1, batch)
         let batches = (records + size - 1) / size
 
+        /// This thread's CPU seconds by pass (the context runs on the calling thread).
+        var cpu: [String: Double] = [:]
         /// One pass of insertOrUpdate: seconds and statements.
-        func objectPass(_ input: [JSONValue]) throws -> (seconds: Double, statements: Int) {
+        func objectPass(_ input: [JSONValue], _ name: String) throws -> (seconds: Double, statements: Int) {
             let context = manager.newPrivateContext(name: "bench")
             let before = manager.coordinator.statementCount
+            let cpuStart = threadCPUSeconds()
+            defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
             let seconds = try context.performAndWait {
                 try measure {
                     var start = 0
@@ -74,7 +81,7 @@ struct UpsertBenchmark: ParsableCommand {
         }
 
         /// One pass of the floor: the same rows as raw upserts, one statement per batch.
-        func floorPass(_ input: [JSONValue]) throws -> Double {
+        func floorPass(_ input: [JSONValue], _ name: String) throws -> Double {
             var chunks: [([String], [String?], [Int?])] = []
             var start = 0
             while start < input.count {
@@ -85,6 +92,8 @@ struct UpsertBenchmark: ParsableCommand {
                 ))
                 start += size
             }
+            let cpuStart = threadCPUSeconds()
+            defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
             return try measure {
                 for (ids, names, ages) in chunks {
                     try raw.execute(
@@ -107,14 +116,14 @@ struct UpsertBenchmark: ParsableCommand {
         print("upsert of \(records) records in batches of \(size), \(runs) runs")
         for run in 1...max(1, runs) {
             try raw.execute("TRUNCATE users CASCADE")
-            let floorInsert = try floorPass(inputs[0])
+            let floorInsert = try floorPass(inputs[0], "floor insert")
             try raw.execute("TRUNCATE users CASCADE")
-            let objectInsert = try objectPass(inputs[0])
-            let floorUpdate = try floorPass(inputs[1])
-            let objectUpdate = try objectPass(inputs[2])
+            let objectInsert = try objectPass(inputs[0], "object insert")
+            let floorUpdate = try floorPass(inputs[1], "floor update")
+            let objectUpdate = try objectPass(inputs[2], "object update")
             let versions = try scalar("SELECT sum(version)::bigint FROM users")
             let changes = try scalar("SELECT count(*) FROM pgdatakit_changes")
-            let identical = try objectPass(inputs[2])
+            let identical = try objectPass(inputs[2], "object identical")
             identicalWrites += try scalar("SELECT sum(version)::bigint FROM users") - versions
             identicalWrites += try scalar("SELECT count(*) FROM pgdatakit_changes") - changes
             guard try scalar("SELECT count(*) FROM users") == records else {
@@ -150,8 +159,11 @@ struct UpsertBenchmark: ParsableCommand {
         }
         let naiveRate = Double(naive) / naiveSeconds
         let objectInsertRate = median(rates["object insert"] ?? [])
+        let passes = Double(max(1, runs) * batches)
         func show(_ name: String) {
-            print("  \(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median(rates[name] ?? []))) rows/s")
+            print(
+                "  \(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median(rates[name] ?? []))) rows/s"
+                    + String(format: "   client CPU %5.2f ms per batch", 1000 * (cpu[name] ?? 0) / passes))
         }
         ["floor insert", "object insert", "floor update", "object update", "object identical"].forEach(show)
         print("  naive (\(naive) rows)    \(String(format: "%10.0f", naiveRate)) rows/s")
@@ -164,4 +176,11 @@ struct UpsertBenchmark: ParsableCommand {
                 + "naive_speedup=\(String(format: "%.1f", objectInsertRate / naiveRate)) statements_per_batch=\(String(format: "%.0f", perBatch("insert").rounded(.up)))"
         )
     }
+}
+
+/// CPU seconds the calling thread has used.
+func threadCPUSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
 }

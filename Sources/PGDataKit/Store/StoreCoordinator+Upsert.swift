@@ -102,7 +102,8 @@ extension StoreCoordinator {
             }
             lastIndex[text] = index
         }
-        var pending = lastIndex.sorted { $0.key < $1.key }.map(\.value)
+        // Byte order: any order all processes share serves, and bytes compare fastest.
+        var pending = lastIndex.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map(\.value)
         var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
         for _ in 0..<3 {
             for row in try upsert(into: entity, rows.selecting(pending), uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
