@@ -15,7 +15,8 @@ struct BenchCommand: ParsableCommand {
             """,
         subcommands: [
             FetchBenchmark.self, LatencyBenchmark.self, LatencyListener.self, ThroughputBenchmark.self,
-            ThroughputWriter.self, ControllerBenchmark.self, ControllerWriter.self,
+            ThroughputWriter.self, ControllerBenchmark.self, ControllerWriter.self, UpsertBenchmark.self,
+            ImportMemoryBenchmark.self,
         ]
     )
 }

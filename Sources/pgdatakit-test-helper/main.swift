@@ -65,6 +65,10 @@ case "controller-save":
     controllerSave(manager, Array(arguments.dropFirst(3)))
 case "controller-watch":
     controllerWatch(arguments[2], Array(arguments.dropFirst(3)))
+case "import-race":
+    importRace(manager, arguments)
+case "import-memory":
+    importMemory(manager, arguments)
 default:
     fail("unknown command \(arguments[1])")
 }

@@ -84,6 +84,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var deletedFlag = false
     /// Set when the row turned out to be gone from the database.
     var isMissingFromStore = false
+    /// For an object inserted by an import (`insertOrUpdate`): the index of the unique
+    /// attribute its insert is keyed on. The save writes it as `INSERT … ON CONFLICT
+    /// (that attribute) DO UPDATE`, so a row another process inserted meanwhile is
+    /// updated instead of duplicated.
+    var upsertAttributeIndex: Int?
     /// When set, property reads record which property they were (used to name the
     /// properties behind Swift key paths).
     var recordsAccess = false

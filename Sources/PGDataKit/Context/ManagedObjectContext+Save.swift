@@ -98,12 +98,18 @@ extension ManagedObjectContext {
     private func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
         var changes = ContextChanges()
         for object in outcome.inserted {
-            guard let key = reservedKeys[ObjectIdentifier(object)] else { continue }
+            guard let key = outcome.assignedKeys[ObjectIdentifier(object)] ?? reservedKeys[ObjectIdentifier(object)] else { continue }
             changes.inserted.insert(ObjectID(entityName: object.entity.name, primaryKey: key))
         }
         for (object, keys) in outcome.updated {
             changes.updated.insert(object.objectID)
             changes.changedKeys[object.objectID] = keys
+        }
+        for merged in outcome.merged {
+            guard let keys = merged.changedKeys else { continue }
+            let id = ObjectID(entityName: merged.object.entity.name, primaryKey: merged.primaryKey)
+            changes.updated.insert(id)
+            changes.changedKeys[id] = keys
         }
         for object in outcome.deleted { changes.deleted.insert(object.objectID) }
         return changes
@@ -149,6 +155,10 @@ extension ManagedObjectContext {
         var deleted: [ManagedObject] = []
         var newVersions: [ObjectIdentifier: Int64] = [:]
         var conflicts: [ManagedObject] = []
+        /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
+        var merged: [MergedInsert] = []
+        /// The primary keys of keyed inserts, assigned by their upsert.
+        var assignedKeys: [ObjectIdentifier: Int64] = [:]
     }
 
     /// Which columns an update writes: updated objects of one entity that write the
@@ -184,13 +194,19 @@ extension ManagedObjectContext {
                 && ($0.hasPersistentChangedValues || overwrite.contains(ObjectIdentifier($0)))
         }
 
+        // Keyed inserts (imports) get their primary keys from their upsert.
+        var partitions: [String: (plain: [ManagedObject], keyed: [ManagedObject])] = [:]
         for entity in model.insertOrder {
-            let needing = insertedSet.filter { $0.entity.name == entity.name && reservedKeys[ObjectIdentifier($0)] == nil }
+            let objects = insertedSet.filter { $0.entity.name == entity.name }
+            guard !objects.isEmpty else { continue }
+            let parts = partitionKeyedInserts(Array(objects), of: entity)
+            partitions[entity.name] = (parts.plain, parts.keyed)
+            let needing = (parts.plain + parts.keyedNeedingKeys).filter { reservedKeys[ObjectIdentifier($0)] == nil }
             guard !needing.isEmpty else { continue }
             let keys = try coordinator.reserveKeys(for: entity, count: needing.count, on: connection)
             for (object, key) in zip(needing, keys) { reservedKeys[ObjectIdentifier(object)] = key }
         }
-        let keys = reservedKeys
+        var keys = reservedKeys
         func key(of object: ManagedObject) -> Int64 {
             object.objectID.primaryKey ?? keys[ObjectIdentifier(object)] ?? 0
         }
@@ -213,14 +229,25 @@ extension ManagedObjectContext {
         }
 
         for entity in model.insertOrder {
-            let objects = insertedSet.filter { $0.entity.name == entity.name }.sorted { key(of: $0) < key(of: $1) }
-            guard !objects.isEmpty else { continue }
-            var batch = rows(
-                objects, entity, attributes: Array(entity.attributes.indices),
-                toOne: entity.toOneRelationships.map(\.index))
-            batch.versions = Array(repeating: 1, count: objects.count)
-            try coordinator.insertRows(into: entity, batch, on: connection)
-            outcome.inserted += objects
+            guard let (unsorted, keyed) = partitions[entity.name] else { continue }
+            let plain = unsorted.sorted { key(of: $0) < key(of: $1) }
+            if !plain.isEmpty {
+                var batch = rows(
+                    plain, entity, attributes: Array(entity.attributes.indices),
+                    toOne: entity.toOneRelationships.map(\.index))
+                batch.versions = Array(repeating: 1, count: plain.count)
+                try coordinator.insertRows(into: entity, batch, on: connection)
+                outcome.inserted += plain
+            }
+            if !keyed.isEmpty {
+                let upserted = try upsertKeyedInserts(keyed, of: entity, on: connection) { objects, attributes, toOne in
+                    rows(objects, entity, attributes: attributes, toOne: toOne)
+                }
+                outcome.inserted += upserted.inserted
+                outcome.merged += upserted.merged
+                outcome.assignedKeys.merge(upserted.keys) { _, assigned in assigned }
+                keys.merge(upserted.keys) { _, assigned in assigned }
+            }
         }
 
         var groups: [UpdateShape: [ManagedObject]] = [:]
@@ -411,13 +438,15 @@ extension ManagedObjectContext {
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
         for object in outcome.inserted {
-            guard let key = reservedKeys[ObjectIdentifier(object)] else { continue }
+            guard let key = outcome.assignedKeys[ObjectIdentifier(object)] ?? reservedKeys[ObjectIdentifier(object)] else { continue }
             registered.removeValue(forKey: object.objectID)
             object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
             registered[object.objectID] = object
             object.version = 1
+            object.upsertAttributeIndex = nil
             object.commitSnapshot()
         }
+        for merged in outcome.merged { finishMergedInsert(merged) }
         for (object, _) in outcome.updated {
             if let version = outcome.newVersions[ObjectIdentifier(object)] { object.version = version }
             object.commitSnapshot()

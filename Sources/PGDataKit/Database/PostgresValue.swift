@@ -67,6 +67,14 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     /// A one-dimensional array literal with every element quoted, such as
     /// `{"a","b",NULL}`, for `= ANY($1)`.
     public func postgresText() throws -> String? {
+        // The common element types without generic dispatch per element (saves and
+        // imports send thousands of them per statement).
+        if Element.self == String?.self { return try arrayText(of: unsafeBitCast(self, to: [String?].self)) }
+        if Element.self == String.self { return try arrayText(of: unsafeBitCast(self, to: [String].self).map { $0 }) }
+        if Element.self == Int64?.self { return arrayText(of: unsafeBitCast(self, to: [Int64?].self)) }
+        if Element.self == Int64.self { return arrayText(of: unsafeBitCast(self, to: [Int64].self).map { $0 }) }
+        if Element.self == Int?.self { return arrayText(of: unsafeBitCast(self, to: [Int?].self).map { $0.map(Int64.init) }) }
+        if Element.self == Int.self { return arrayText(of: unsafeBitCast(self, to: [Int].self).map { Int64($0) }) }
         var text = "{"
         for (index, element) in enumerated() {
             if index > 0 { text += "," }
@@ -75,14 +83,66 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
                 continue
             }
             text += "\""
-            for character in elementText.unicodeScalars {
-                if character == "\"" || character == "\\" { text += "\\" }
-                text.unicodeScalars.append(character)
+            if elementText.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                for character in elementText.unicodeScalars {
+                    if character == "\"" || character == "\\" { text += "\\" }
+                    text.unicodeScalars.append(character)
+                }
+            } else {
+                text += elementText  // nothing to escape: one append, not one per character
             }
             text += "\""
         }
         return text + "}"
     }
+}
+
+/// `{"a","b",NULL}`: an array of strings, without generic dispatch per element.
+private func arrayText(of strings: [String?]) throws -> String {
+    var text = "{"
+    text.reserveCapacity(strings.count * 12)
+    var first = true
+    for element in strings {
+        if first { first = false } else { text += "," }
+        guard let element else {
+            text += "NULL"
+            continue
+        }
+        var escapes = false
+        for byte in element.utf8 {
+            if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes = true }
+        }
+        text += "\""
+        if escapes {
+            for character in element.unicodeScalars {
+                if character == "\"" || character == "\\" { text += "\\" }
+                text.unicodeScalars.append(character)
+            }
+        } else {
+            text += element
+        }
+        text += "\""
+    }
+    return text + "}"
+}
+
+/// `{"1","2",NULL}`: an array of integers, without generic dispatch per element.
+private func arrayText(of integers: [Int64?]) -> String {
+    var text = "{"
+    text.reserveCapacity(integers.count * 10)
+    var first = true
+    for element in integers {
+        if first { first = false } else { text += "," }
+        if let element {
+            text += "\""
+            text += String(element)
+            text += "\""
+        } else {
+            text += "NULL"
+        }
+    }
+    return text + "}"
 }
 
 extension Array: PostgresDecodable where Element: PostgresDecodable {

@@ -66,6 +66,29 @@ protocol AttributeDeclaration {
 }
 
 enum AttributeCoding {
+    /// Compares stored values of a scalar type; the common types get closures compiled
+    /// for them (saves compare every attribute of every changed object several times).
+    static func equality<Scalar: AttributeScalar>(_ scalar: Scalar.Type) -> @Sendable (StoredValue, StoredValue) -> Bool {
+        switch scalar {
+        case is String.Type: return { equal($0, $1, as: String.self) }
+        case is Int.Type: return { equal($0, $1, as: Int.self) }
+        case is Int64.Type: return { equal($0, $1, as: Int64.self) }
+        case is Int32.Type: return { equal($0, $1, as: Int32.self) }
+        case is Bool.Type: return { equal($0, $1, as: Bool.self) }
+        case is Double.Type: return { equal($0, $1, as: Double.self) }
+        default: return { left, right in left.flatMap { unbox($0, as: Scalar.self) } == right.flatMap { unbox($0, as: Scalar.self) } }
+        }
+    }
+
+    @inline(__always)
+    private static func equal<T: Equatable>(_ left: StoredValue, _ right: StoredValue, as type: T.Type) -> Bool {
+        switch (left, right) {
+        case (nil, nil): return true
+        case (let left?, let right?): return (left as? T) == (right as? T)
+        default: return false
+        }
+    }
+
     static func make<Value: AttributeValue>(
         _ type: Value.Type, name: String, column: String?, unique: Bool, index: Int,
         defaultValue: Value?, entityName: String
@@ -82,9 +105,13 @@ enum AttributeCoding {
                 if cell.isNull { return nil }
                 return try Scalar.decode(from: cell)
             },
-            encode: { stored in stored as? Scalar },
-            encodeArray: { values in AttributeValueArray(values: values.map { $0 as? Scalar }, attribute: label) },
-            isEqual: { left, right in (left as? Scalar) == (right as? Scalar) },
+            // `unbox` opens the stored existential: a type check, not a dynamic cast, on
+            // paths that run for every value of a save.
+            encode: { stored in stored.flatMap { unbox($0, as: Scalar.self) } },
+            encodeArray: { values in
+                AttributeValueArray(values: values.map { $0.flatMap { unbox($0, as: Scalar.self) } }, attribute: label)
+            },
+            isEqual: equality(Scalar.self),
             coerce: { value in
                 guard let value else { return Value.isOptional ? .some(nil) : nil }
                 if let scalar = value as? Scalar { return .some(scalar) }

@@ -159,19 +159,15 @@ enum ChangeLog {
     }
 
     static func encode(_ changes: ContextChanges) throws -> String {
+        // Appended in place (a copy per id would make a large save quadratic).
         var entities: [String: EntityChanges] = [:]
-        func part(_ name: String) -> EntityChanges { entities[name] ?? EntityChanges(entity: name) }
         for id in changes.inserted {
             guard let key = id.primaryKey else { continue }
-            var entry = part(id.entityName)
-            entry.inserted.append(key)
-            entities[id.entityName] = entry
+            entities[id.entityName, default: EntityChanges(entity: id.entityName)].inserted.append(key)
         }
         for id in changes.deleted {
             guard let key = id.primaryKey else { continue }
-            var entry = part(id.entityName)
-            entry.deleted.append(key)
-            entities[id.entityName] = entry
+            entities[id.entityName, default: EntityChanges(entity: id.entityName)].deleted.append(key)
         }
         var groups: [String: [[String]: [Int64]]] = [:]
         for id in changes.updated {
@@ -179,11 +175,11 @@ enum ChangeLog {
             groups[id.entityName, default: [:]][(changes.changedKeys[id] ?? []).sorted(), default: []].append(key)
         }
         for (name, byKeys) in groups {
-            var entry = part(name)
-            entry.updated = byKeys.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map {
+            entities[name, default: EntityChanges(entity: name)].updated = byKeys.sorted {
+                $0.key.lexicographicallyPrecedes($1.key)
+            }.map {
                 EntityChanges.Update(keys: $0.key, ids: $0.value.sorted())
             }
-            entities[name] = entry
         }
         let ordered = entities.values.sorted { $0.entity < $1.entity }.map { entry -> EntityChanges in
             var entry = entry
@@ -191,7 +187,22 @@ enum ChangeLog {
             entry.deleted.sort()
             return entry
         }
-        return String(decoding: try JSONEncoder().encode(ordered), as: UTF8.self)
+        return json(ordered)
+    }
+
+    /// The JSON `JSONEncoder` would write for the entries, written directly (a record of
+    /// a large save holds thousands of ids).
+    private static func json(_ entries: [EntityChanges]) -> String {
+        func list(_ ids: [Int64]) -> String { "[" + ids.map { String($0) }.joined(separator: ",") + "]" }
+        func string(_ text: String) -> String { JSONValue.string(text).jsonText }
+        let parts = entries.map { entry in
+            let updates = entry.updated.map { update in
+                "{\"keys\":[" + update.keys.map(string).joined(separator: ",") + "],\"ids\":" + list(update.ids) + "}"
+            }
+            return "{\"entity\":" + string(entry.entity) + ",\"inserted\":" + list(entry.inserted) + ",\"updated\":["
+                + updates.joined(separator: ",") + "],\"deleted\":" + list(entry.deleted) + "}"
+        }
+        return "[" + parts.joined(separator: ",") + "]"
     }
 
     static func decode(_ text: String) throws -> ContextChanges {

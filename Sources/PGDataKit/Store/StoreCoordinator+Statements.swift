@@ -178,7 +178,7 @@ extension StoreCoordinator {
     // MARK: - Binding
 
     /// The batch's arrays as parameters, with their SQL element types.
-    private func bind(_ rows: RowBatch) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
+    func bind(_ rows: RowBatch) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
         var arrays: [(any PostgresEncodable)?] = [rows.keys, rows.versions]
         var types = ["bigint", "bigint"]
         for (attribute, values) in rows.attributes {
@@ -193,7 +193,7 @@ extension StoreCoordinator {
     }
 
     /// `$1::bigint[], $2::text[], …`.
-    private static func unnestList(_ types: [String]) -> String {
+    static func unnestList(_ types: [String]) -> String {
         types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
     }
 }

@@ -37,6 +37,20 @@ struct BenchmarkProgramTests {
         #expect((fields["p50_ms"] ?? 0) <= (fields["max_ms"] ?? 0))
     }
 
+    @Test func upsertScenarioComparesWithTheFloorAndTheNaiveLoop() throws {
+        let fields = try result(try run(["upsert", "--records", "2000", "--batch", "200", "--naive", "100", "--runs", "1"]), "upsert")
+        #expect(Set(fields.keys) == ["insert_ratio", "update_ratio", "naive_speedup", "statements_per_batch"])
+        #expect(fields.values.allSatisfy { $0 > 0 })
+        #expect(fields["statements_per_batch"] == 5)  // begin, fetch, upsert, change record, commit
+    }
+
+    @Test func importMemoryScenarioReportsPeakMemory() throws {
+        let fields = try result(try run(["import-memory", "--records", "20000", "--batch", "5000"]), "import-memory")
+        #expect(Set(fields.keys) == ["peak_mb_early", "peak_mb_end", "growth", "rows_per_s"])
+        #expect(fields.values.allSatisfy { $0 > 0 })
+        #expect((fields["peak_mb_end"] ?? .infinity) < 300)
+    }
+
     @Test func fetchScenarioComparesWithRawRows() throws {
         let fields = try result(try run(["fetch", "--rows", "2000", "--runs", "1"]), "fetch")
         #expect(Set(fields.keys) == ["object_rows_per_s", "raw_rows_per_s", "ratio"])

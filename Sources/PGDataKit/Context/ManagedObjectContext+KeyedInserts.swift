@@ -1,0 +1,180 @@
+import Foundation
+
+/// A stored attribute value as a dictionary key, for matching objects by a unique
+/// attribute: strings and integers without boxing them in `AnyHashable` (imports match
+/// thousands of keys per batch), every other scalar through it.
+enum UniqueValue: Hashable {
+    case string(String)
+    case integer(Int64)
+    case other(AnyHashable)
+
+    /// The key of a stored value; `nil` for `NULL`.
+    @inline(__always)
+    init?(_ stored: StoredValue) {
+        guard let stored else { return nil }
+        self = UniqueValue.make(stored)
+    }
+
+    /// Opens the existential: a type check instead of a dynamic cast for the common types.
+    private static func make<T: Sendable>(_ value: T) -> UniqueValue {
+        if T.self == String.self { return .string(unsafeBitCast(value, to: String.self)) }
+        if T.self == Int.self { return .integer(Int64(unsafeBitCast(value, to: Int.self))) }
+        if T.self == Int64.self { return .integer(unsafeBitCast(value, to: Int64.self)) }
+        if let value = value as? any BinaryInteger, let integer = Int64(exactly: value) { return .integer(integer) }
+        if let hashable = value as? AnyHashable { return .other(hashable) }
+        return .other(AnyHashable(String(describing: value)))
+    }
+}
+
+/// Keyed inserts: objects an import inserted for a unique key it did not find
+/// (`upsertAttributeIndex` is set). A save writes them as `INSERT … ON CONFLICT (key) DO
+/// UPDATE`, so when another process inserted the same key since the import looked, that
+/// row is updated instead of duplicated, and the object takes its primary key.
+extension ManagedObjectContext {
+    /// A keyed insert that met an existing row.
+    struct MergedInsert {
+        let object: ManagedObject
+        /// The existing row's primary key, the object's from now on.
+        let primaryKey: Int64
+        /// A detached object holding the row as stored after the statement (values,
+        /// foreign keys, version): the object's committed state after the commit.
+        let row: ManagedObject
+        /// The keys written into the row; `nil` when it already held the values.
+        let changedKeys: Set<String>?
+    }
+
+    /// Splits an entity's inserted objects into plain inserts and keyed ones: one keyed
+    /// object per unique value; another object with the same value stays a plain insert,
+    /// which the unique constraint then refuses (`PostgresError`, `.uniqueViolation`).
+    ///
+    /// - Returns: also the keyed objects that need reserved primary keys: those of an
+    ///   entity with a to-one relationship to itself, which objects of the same statement
+    ///   may reference (the others get theirs from the upsert).
+    func partitionKeyedInserts(_ objects: [ManagedObject], of entity: EntityDescription) -> (
+        plain: [ManagedObject], keyed: [ManagedObject], keyedNeedingKeys: [ManagedObject]
+    ) {
+        var plain: [ManagedObject] = []
+        var keyed: [ManagedObject] = []
+        var seen: [Int: Set<UniqueValue>] = [:]
+        for object in objects {
+            guard let index = object.upsertAttributeIndex, let value = UniqueValue(object.values[index]),
+                seen[index, default: []].insert(value).inserted
+            else {
+                plain.append(object)
+                continue
+            }
+            keyed.append(object)
+        }
+        return (plain, keyed, Self.keyedInsertsSendKeys(entity) ? keyed : [])
+    }
+
+    /// Whether keyed inserts of an entity are sent with reserved primary keys (when the
+    /// entity can point at itself) rather than taking them from the sequence in the
+    /// upsert.
+    static func keyedInsertsSendKeys(_ entity: EntityDescription) -> Bool {
+        entity.toOneRelationships.contains { $0.destinationEntityName == entity.name }
+    }
+
+    /// Writes keyed inserts of one entity: one upsert statement per unique attribute and
+    /// set of written properties (usually one), plus, only when some keys existed, one
+    /// statement that reads those rows back.
+    ///
+    /// On a conflict the existing row takes the attributes that differ from a new
+    /// object's defaults and the to-one relationships that are set: what the import's
+    /// records set, so an object that only carries its key (a stub) leaves the row as it
+    /// is. The rows are updated only where they differ.
+    ///
+    /// - Parameter rows: builds the batch of all columns for objects (with the
+    ///   attribute and to-one indexes to write).
+    /// - Returns: the objects inserted, the ones that met existing rows, and the primary
+    ///   key of each object.
+    func upsertKeyedInserts(
+        _ objects: [ManagedObject], of entity: EntityDescription, on connection: Connection,
+        rows: ([ManagedObject], [Int], [Int]) -> RowBatch
+    ) throws -> (inserted: [ManagedObject], merged: [MergedInsert], keys: [ObjectIdentifier: Int64]) {
+        struct Shape: Hashable {
+            let unique: Int
+            let attributes: [Int]
+            let toOne: [Int]
+        }
+        var groups: [Shape: [ManagedObject]] = [:]
+        for object in objects {
+            guard let unique = object.upsertAttributeIndex else { continue }
+            let attributes = entity.attributes.indices.filter { index in
+                let attribute = entity.attributes[index]
+                let value = object.values[index]
+                return index != unique
+                    && ((value == nil) != (attribute.defaultValue == nil) || !attribute.isEqual(value, attribute.defaultValue))
+            }
+            let toOne = entity.toOneRelationships.map(\.index).filter { index in
+                if case .none = object.toOne[index] { return false }
+                return true
+            }
+            groups[Shape(unique: unique, attributes: attributes, toOne: toOne), default: []].append(object)
+        }
+        var inserted: [ManagedObject] = []
+        var keys: [ObjectIdentifier: Int64] = [:]
+        var existing: [(object: ManagedObject, key: Int64, changedKeys: Set<String>?)] = []
+        let allAttributes = Array(entity.attributes.indices)
+        let allToOne = entity.toOneRelationships.map(\.index)
+        for (shape, members) in groups.sorted(by: { "\($0.key)" < "\($1.key)" }) {
+            var batch = rows(members, allAttributes, allToOne)
+            batch.versions = Array(repeating: 1, count: members.count)
+            if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }  // the sequence assigns them
+            let updating =
+                shape.attributes.map { entity.attributes[$0].columnName }
+                + shape.toOne.compactMap { entity.relationships[$0].columnName }
+            let results = try coordinator.upsertRows(
+                into: entity, batch, uniqueAttribute: entity.attributes[shape.unique], updating: updating, on: connection)
+            let writtenKeys = Set(
+                shape.attributes.map { entity.attributes[$0].name } + shape.toOne.map { entity.relationships[$0].name })
+            for (object, result) in zip(members, results) {
+                keys[ObjectIdentifier(object)] = result.primaryKey
+                switch result.outcome {
+                case .inserted: inserted.append(object)
+                case .updated: existing.append((object, result.primaryKey, writtenKeys))
+                case .unchanged: existing.append((object, result.primaryKey, nil))
+                }
+            }
+        }
+        guard !existing.isEmpty else { return (inserted, [], keys) }
+        // Read the rows the objects now stand for (values, foreign keys and versions).
+        let result = try coordinator.selectObjects(of: entity, .keys(existing.map(\.key), of: entity), on: connection)
+        var stored: [Int64: ManagedObject] = [:]
+        for row in result {
+            let key = try Self.decodeInteger(row, column: 0)
+            let scratch = entity.objectClass.init()
+            scratch.entityStorage = entity
+            try apply(row: row, to: scratch, entity: entity, key: key)
+            stored[key] = scratch
+        }
+        var merged: [MergedInsert] = []
+        for (object, key, changedKeys) in existing {
+            guard let row = stored[key] else {
+                throw UpsertVanishedRowError(entity: entity.name, attribute: "primary key \(key)")
+            }
+            merged.append(MergedInsert(object: object, primaryKey: key, row: row, changedKeys: changedKeys))
+        }
+        return (inserted, merged, keys)
+    }
+
+    /// After the commit: a keyed insert that met an existing row becomes that row's
+    /// object (its ID, committed values and version).
+    func finishMergedInsert(_ merged: MergedInsert) {
+        let object = merged.object
+        registered.removeValue(forKey: object.objectID)
+        object.objectID = ObjectID(entityName: object.entity.name, primaryKey: merged.primaryKey)
+        if let other = registered[object.objectID], other !== object {
+            // The context held the row already under another object (its key was changed
+            // in memory): that object now stands for a row that is this one.
+            logger.warning("\(object.objectID) was registered twice after an upsert; keeping the imported object")
+        }
+        registered[object.objectID] = object
+        object.values = merged.row.values
+        object.toOne = merged.row.toOne
+        object.snapshot = merged.row.snapshot
+        object.snapshotKeys = merged.row.snapshotKeys
+        object.version = merged.row.version
+        object.upsertAttributeIndex = nil
+    }
+}

@@ -1,0 +1,50 @@
+/// What an import call changed in a context, so that a failing call leaves the context
+/// as it was: the objects it inserted and the previous state of the objects it changed.
+/// Changes a caller's closure makes to other objects are not tracked.
+final class ImportUndo {
+    private struct Remembered {
+        let object: ManagedObject
+        let values: [StoredValue]
+        let toOne: [RelatedReference]
+        let wasChanged: Bool
+    }
+
+    private(set) var inserted: [ManagedObject] = []
+    private var remembered: [ObjectIdentifier: Remembered] = [:]
+    /// Whether anything is recorded: not where the whole context is rolled back instead
+    /// (an import operation's own context).
+    private let tracks: Bool
+
+    init(tracks: Bool = true) { self.tracks = tracks }
+
+    /// Notes an object the import inserted.
+    func noteInserted(_ object: ManagedObject) {
+        if tracks { inserted.append(object) }
+    }
+
+    /// Notes the state of an existing object before the import changes it (once).
+    func remember(_ object: ManagedObject, in context: ManagedObjectContext) {
+        guard tracks else { return }
+        let id = ObjectIdentifier(object)
+        guard remembered[id] == nil else { return }
+        object.prepareStorage()
+        remembered[id] = Remembered(
+            object: object, values: object.values, toOne: object.toOne, wasChanged: context.changedSet.contains(object))
+    }
+
+    /// Puts the context back: changed objects get their values back, then inserted
+    /// objects leave it. (In this order: existing objects no longer point at the inserted
+    /// ones when those go, so no delete rule reaches them.)
+    func revert(in context: ManagedObjectContext) {
+        for entry in remembered.values {
+            entry.object.values = entry.values
+            entry.object.toOne = entry.toOne
+            if !entry.wasChanged { context.changedSet.remove(entry.object) }
+        }
+        for object in inserted.reversed() where object.managedObjectContext === context {
+            context.delete(object)
+        }
+        inserted.removeAll()
+        remembered.removeAll()
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+
+/// How exported records lay out dotted remote key paths.
+public enum ExportStyle: Sendable, Equatable {
+    /// `"author.id"` becomes `{"author": {"id": …}}`: the shape the maps read.
+    case nested
+    /// `"author.id"` stays one member named `author.id`.
+    case flat
+}
+
+extension ObjectMapper {
+    /// The records of objects, written with the same maps the import reads (Vokoder's
+    /// `dictionaryRepresentationOfObject`): attribute values converted back (dates in the
+    /// map's format, `Data` as base64, `UUID` as lowercase text, `nil` as `null`),
+    /// relationship maps as the related object's key. Importing the result gives the
+    /// same values back.
+    ///
+    /// To-one relationships of the objects are loaded with one query per relationship.
+    /// Call it on the objects' context's queue.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let records = try mapper.export(try Post.fetchAll(in: context))
+    /// let data = try JSONEncoder().encode(records)
+    /// ```
+    ///
+    /// - Throws: `ImportError.unknownKey` / `.invalidMap` when the mapper does not fit the
+    ///   model, `PostgresError` when loading related objects fails.
+    public func export(_ objects: [Object], style: ExportStyle = .nested) throws -> [JSONValue] {
+        guard let context = objects.first?.managedObjectContext else {
+            return try objects.map { try export($0, style: style) }
+        }
+        context.assertOnQueue()
+        let entity = try context.entityDescription(for: Object.self)
+        let compiled = try CompiledMapper(self, entity: entity, model: context.coordinator.model)
+        let relationships = compiled.links.map(\.relationship.name)
+        let sameContext = objects.filter { $0.managedObjectContext === context }
+        if !relationships.isEmpty { try context.prefetch(relationships, for: sameContext, entity: entity) }
+        let formatters = DateFormatters()
+        return objects.map { compiled.export($0, style: style, formatters: formatters) }
+    }
+
+    /// The record of one object; see `export(_:style:)` for many.
+    ///
+    /// - Throws: `ImportError.unknownKey` / `.invalidMap`.
+    public func export(_ object: Object, style: ExportStyle = .nested) throws -> JSONValue {
+        let model = object.managedObjectContext?.coordinator.model
+        let entity = model?.entity(for: Object.self) ?? object.entity
+        let compiled = try CompiledMapper(self, entity: entity, model: model ?? Model(entities: [Object.self]))
+        return compiled.export(object, style: style, formatters: DateFormatters())
+    }
+}
+
+extension MappableModel {
+    /// The object's record through its entity's `objectMapper`.
+    ///
+    /// - Throws: `ImportError.unknownKey` / `.invalidMap`.
+    public func exportRecord(style: ExportStyle = .nested) throws -> JSONValue {
+        try Self.objectMapper.export(self, style: style)
+    }
+}
+
+extension CompiledMapper {
+    /// One object's record.
+    func export(_ object: ManagedObject, style: ExportStyle, formatters: DateFormatters) -> JSONValue {
+        object.prepareStorage()
+        var record: [String: JSONValue] = [:]
+        for map in attributeMaps {
+            let value = map.conversion.recordValue(object.values[map.attribute.index], formatters: formatters)
+            Self.put(value, at: map.paths[0], into: &record, style: style)
+        }
+        for (link, conversion) in linkMaps {
+            let related = object.relatedObjects(at: link.relationship.index).first
+            let value = related.map { related -> JSONValue in
+                related.prepareStorage()
+                return conversion.recordValue(related.values[link.destinationKey.index], formatters: formatters)
+            } ?? .null
+            Self.put(value, at: link.paths[0], into: &record, style: style)
+        }
+        return .object(record)
+    }
+
+    /// Puts a value at a key path of a record, creating nested objects (or one flat
+    /// member).
+    private static func put(_ value: JSONValue, at path: RemoteKeyPath, into record: inout [String: JSONValue], style: ExportStyle) {
+        guard style == .nested, path.components.count > 1 else {
+            record[path.description] = value
+            return
+        }
+        func insert(_ value: JSONValue, _ components: ArraySlice<String>, into members: inout [String: JSONValue]) {
+            guard let first = components.first else { return }
+            if components.count == 1 {
+                members[first] = value
+                return
+            }
+            var nested: [String: JSONValue] = [:]
+            if case .object(let existing) = members[first] { nested = existing }
+            insert(value, components.dropFirst(), into: &nested)
+            members[first] = .object(nested)
+        }
+        insert(value, path.components[...], into: &record)
+    }
+}

@@ -1,0 +1,377 @@
+import Foundation
+
+/// A compiled import of one entity: how records are matched to objects (a unique
+/// attribute and where its value is in a record), which to-one relationships are linked
+/// by remote keys, and what is applied to each object. `insertOrUpdate`, the object
+/// mapper and the import operations all run through it.
+///
+/// Per batch it sends one `= ANY($1)` fetch for the keys not already in the context,
+/// plus one key lookup per linked relationship for the related keys it does not know yet
+/// (cache, context) — never one query per record.
+struct RecordImport {
+    /// A to-one relationship filled from a remote key of the related entity.
+    struct Link {
+        let relationship: RelationshipDescription
+        let destination: EntityDescription
+        let destinationKey: AttributeDescription
+        let paths: [RemoteKeyPath]
+        let remoteName: String
+        let whenMissing: MissingRelatedObject
+        let ignoresNull: Bool
+    }
+
+    /// What a link points at for one remote key.
+    private enum Target {
+        case object(ManagedObject)
+        case key(Int64)
+        case none
+    }
+
+    /// A link's value in one record.
+    private enum LinkValue {
+        case absent
+        case null
+        case key(UniqueValue)
+    }
+
+    let entity: EntityDescription
+    /// The unique attribute records are matched on; `nil` inserts one object per record.
+    let key: AttributeDescription?
+    /// Where the key is in a record (the first path present wins).
+    let keyPaths: [RemoteKeyPath]
+    /// The key's remote name, for messages.
+    let keyName: String
+    let links: [Link]
+    /// Skip the fetch: the caller knows every key is new (existing rows are still
+    /// updated, not duplicated, by the save's upsert).
+    var guaranteedInsert = false
+    /// Applies a record to its object, after the links were set (record, object, record
+    /// index).
+    let apply: (JSONValue, ManagedObject, Int, DateFormatters) throws -> Void
+
+    /// Objects created to stand for related keys that did not exist, per batch: the
+    /// import caches their primary keys once they are saved.
+    struct Stub {
+        let entity: String
+        let attribute: String
+        let value: UniqueValue
+        let object: ManagedObject
+    }
+
+    /// Imports one batch of records into the context: returns one object per distinct
+    /// key (in order of first appearance), or one per record without a key.
+    ///
+    /// - Throws: `ImportError` naming the record (the context is then left with the
+    ///   batch's partial changes, which `undo` reverts), `PostgresError`.
+    func importBatch(
+        _ records: [JSONValue], firstIndex: Int, in context: ManagedObjectContext, cache: ImportKeyCache?,
+        undo: ImportUndo, formatters: DateFormatters, stubs: inout [Stub]
+    ) throws -> [ManagedObject] {
+        // Keys first: a missing or mistyped key fails the batch before anything changes.
+        // Records of one key form a chain through `nextOffset`, from the first (in
+        // `order`) to the last (`lastOffset` of the first).
+        var order: [Int] = []
+        var firstOffset: [UniqueValue: Int] = [:]
+        var storedKeys: [StoredValue] = []
+        var nextOffset = [Int](repeating: -1, count: records.count)
+        var lastOffset = [Int](repeating: -1, count: records.count)
+        if let key {
+            order.reserveCapacity(records.count)
+            firstOffset.reserveCapacity(records.count)
+            storedKeys.reserveCapacity(records.count)
+            for (offset, record) in records.enumerated() {
+                let index = firstIndex + offset
+                guard let raw = value(in: record, at: keyPaths), raw != .null else {
+                    throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
+                }
+                let stored: StoredValue
+                do {
+                    stored = try ValueConversion.key.storedValue(raw, for: key, formatters: formatters)
+                } catch {
+                    throw ImportError.typeMismatch(
+                        recordIndex: index, key: keyName, entity: entity.name, attribute: key.name,
+                        expected: error.expected, actual: error.actual)
+                }
+                guard let hash = UniqueValue(stored) else {
+                    throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
+                }
+                storedKeys.append(stored)
+                if let first = firstOffset[hash] {
+                    nextOffset[lastOffset[first]] = offset
+                    lastOffset[first] = offset
+                } else {
+                    firstOffset[hash] = offset
+                    lastOffset[offset] = offset
+                    order.append(offset)
+                }
+            }
+        }
+        let linkTargets = try resolveLinks(
+            records, firstIndex: firstIndex, in: context, cache: cache, undo: undo, formatters: formatters, stubs: &stubs)
+
+        guard let key else {
+            return try records.indices.map { offset in
+                let object = entity.objectClass.init()
+                context.insert(object)
+                undo.noteInserted(object)
+                try applyRecord(records[offset], to: object, index: firstIndex + offset, links: linkTargets, offset: offset, context: context, formatters: formatters)
+                return object
+            }
+        }
+
+        // Objects the context holds already: unsaved ones by their current key. Found
+        // objects are kept by the offset of their key's first record.
+        var found = [ManagedObject?](repeating: nil, count: records.count)
+        let pendingObjects = context.insertedSet.union(context.changedSet).union(context.deletedSet)
+        for object in pendingObjects where object.entity.name == entity.name && object.values.count > key.index {
+            guard let hash = UniqueValue(object.values[key.index]), let first = firstOffset[hash] else { continue }
+            if object.deletedFlag {
+                throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
+            }
+            found[first] = object
+        }
+        // The rest from the database: one statement for the batch.
+        let missing = order.filter { found[$0] == nil }
+        if !guaranteedInsert && !missing.isEmpty {
+            let query = try StoreQuery.rows(where: key, isIn: missing.map { storedKeys[$0] })
+            for object in try context.fetchObjects(entity: entity, query, mayBeRegistered: !context.registered.isEmpty) {
+                guard let hash = UniqueValue(object.values[key.index]), let first = firstOffset[hash], found[first] == nil
+                else { continue }
+                if object.deletedFlag {
+                    throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
+                }
+                found[first] = object
+            }
+        }
+
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(order.count)
+        for first in order {
+            let object: ManagedObject
+            if let existing = found[first] {
+                undo.remember(existing, in: context)
+                object = existing
+            } else {
+                object = entity.objectClass.init()
+                context.insert(object)
+                undo.noteInserted(object)
+                object.setStoredValue(storedKeys[first], at: key.index)
+                object.upsertAttributeIndex = key.index
+            }
+            var offset = first
+            while offset >= 0 {
+                try applyRecord(
+                    records[offset], to: object, index: firstIndex + offset, links: linkTargets, offset: offset,
+                    context: context, formatters: formatters)
+                offset = nextOffset[offset]
+            }
+            objects.append(object)
+        }
+        return objects
+    }
+
+    /// Sets the links of one record, then applies the record.
+    private func applyRecord(
+        _ record: JSONValue, to object: ManagedObject, index: Int, links linkTargets: [([LinkValue], [UniqueValue: Target])],
+        offset: Int, context: ManagedObjectContext, formatters: DateFormatters
+    ) throws {
+        for (link, (values, targets)) in zip(links, linkTargets) {
+            switch values[offset] {
+            case .absent:
+                continue
+            case .null:
+                object.prepareStorage()
+                if case .none = object.toOne[link.relationship.index] { continue }
+                if link.ignoresNull { continue }
+                object.setRelatedObjects([], at: link.relationship.index)
+            case .key(let hash):
+                set(object, link: link, to: targets[hash] ?? .none, context: context)
+            }
+        }
+        do {
+            try apply(record, object, index, formatters)
+        } catch let error as ImportError {
+            throw error
+        } catch {
+            throw ImportError.recordFailed(recordIndex: index, underlying: error)
+        }
+    }
+
+    /// Points a to-one relationship at a target, leaving it untouched when it already
+    /// points there (so an unchanged record stays unchanged).
+    private func set(_ object: ManagedObject, link: Link, to target: Target, context: ManagedObjectContext) {
+        let index = link.relationship.index
+        object.prepareStorage()
+        switch target {
+        case .none:
+            if case .none = object.toOne[index] { return }
+            object.setRelatedObjects([], at: index)
+        case .object(let related):
+            object.setRelatedObjects([related], at: index)
+        case .key(let primaryKey):
+            let id = ObjectID(entityName: link.destination.name, primaryKey: primaryKey)
+            if let registered = context.registered[id], !registered.deletedFlag {
+                if case .object(let current) = object.toOne[index], current === registered { return }
+                object.setRelatedObjects([registered], at: index)
+                return
+            }
+            switch object.toOne[index] {
+            case .key(let current) where current == primaryKey: return
+            case .object(let current) where current.objectID.primaryKey == primaryKey: return
+            default:
+                object.toOne[index] = .key(primaryKey)
+                context.objectDidChange(object)
+            }
+        }
+    }
+
+    /// Reads each link's remote keys from the records and finds their objects: in the
+    /// context, in the cache, then with one key lookup per link for the rest; creates
+    /// stubs for the missing ones when the link says so.
+    private func resolveLinks(
+        _ records: [JSONValue], firstIndex: Int, in context: ManagedObjectContext, cache: ImportKeyCache?,
+        undo: ImportUndo, formatters: DateFormatters, stubs: inout [Stub]
+    ) throws -> [([LinkValue], [UniqueValue: Target])] {
+        guard !links.isEmpty else { return [] }
+        var resolved: [([LinkValue], [UniqueValue: Target])] = []
+        for link in links {
+            var values: [LinkValue] = []
+            values.reserveCapacity(records.count)
+            var wanted: [UniqueValue: StoredValue] = [:]
+            var firstUse: [UniqueValue: Int] = [:]
+            for (offset, record) in records.enumerated() {
+                guard let raw = value(in: record, at: link.paths) else {
+                    values.append(.absent)
+                    continue
+                }
+                if raw == .null {
+                    values.append(.null)
+                    continue
+                }
+                let stored: StoredValue
+                do {
+                    stored = try ValueConversion.key.storedValue(raw, for: link.destinationKey, formatters: formatters)
+                } catch {
+                    throw ImportError.typeMismatch(
+                        recordIndex: firstIndex + offset, key: link.remoteName, entity: link.destination.name,
+                        attribute: link.destinationKey.name, expected: error.expected, actual: error.actual)
+                }
+                guard let hash = UniqueValue(stored) else {
+                    values.append(.null)
+                    continue
+                }
+                values.append(.key(hash))
+                if wanted[hash] == nil {
+                    wanted[hash] = stored
+                    firstUse[hash] = firstIndex + offset
+                }
+            }
+            var targets: [UniqueValue: Target] = [:]
+            let keyIndex = link.destinationKey.index
+            for object in context.insertedSet.union(context.changedSet)
+            where object.entity.name == link.destination.name && !object.deletedFlag && object.values.count > keyIndex {
+                if let hash = UniqueValue(object.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
+            }
+            var remaining: [UniqueValue] = []
+            for hash in wanted.keys where targets[hash] == nil {
+                if let primaryKey = cache?.primaryKey(
+                    entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
+                {
+                    targets[hash] = .key(primaryKey)
+                } else {
+                    remaining.append(hash)
+                }
+            }
+            if !remaining.isEmpty {
+                let pairs = try context.withDatabase { connection in
+                    try context.coordinator.selectKeys(
+                        of: link.destination, where: link.destinationKey, isIn: remaining.map { wanted[$0] ?? nil },
+                        on: connection)
+                }
+                for (primaryKey, value) in pairs {
+                    guard let hash = UniqueValue(value), wanted[hash] != nil else { continue }
+                    targets[hash] = .key(primaryKey)
+                    cache?.store(primaryKey, entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
+                }
+            }
+            for hash in remaining where targets[hash] == nil {
+                switch link.whenMissing {
+                case .createStub:
+                    let stub = link.destination.objectClass.init()
+                    context.insert(stub)
+                    undo.noteInserted(stub)
+                    stub.setStoredValue(wanted[hash] ?? nil, at: keyIndex)
+                    stub.upsertAttributeIndex = keyIndex
+                    stubs.append(Stub(entity: link.destination.name, attribute: link.destinationKey.name, value: hash, object: stub))
+                    targets[hash] = .object(stub)
+                case .leaveNil:
+                    targets[hash] = Target.none
+                case .fail:
+                    throw ImportError.unresolvedRelationship(
+                        recordIndex: firstUse[hash] ?? firstIndex, key: link.remoteName, entity: entity.name,
+                        relationship: link.relationship.name)
+                }
+            }
+            resolved.append((values, targets))
+        }
+        return resolved
+    }
+
+    /// The value at the first of the paths present in the record.
+    private func value(in record: JSONValue, at paths: [RemoteKeyPath]) -> JSONValue? {
+        for path in paths {
+            if let value = path.value(in: record) { return value }
+        }
+        return nil
+    }
+}
+
+extension RecordImport {
+    /// Whether an attribute is a unique key of its entity on its own.
+    static func isUnique(_ attribute: AttributeDescription, of entity: EntityDescription) -> Bool {
+        attribute.isUnique || entity.uniqueKeys.contains([attribute.name])
+    }
+
+    /// The unique attribute of an entity named `name`.
+    ///
+    /// - Throws: `ImportError.unknownKey` or `.notUniqueKey`.
+    static func uniqueAttribute(_ name: String, of entity: EntityDescription) throws -> AttributeDescription {
+        guard let attribute = entity.attribute(named: name) else {
+            throw ImportError.unknownKey(entity: entity.name, key: name)
+        }
+        guard isUnique(attribute, of: entity) else { throw ImportError.notUniqueKey(entity: entity.name, attribute: name) }
+        return attribute
+    }
+
+    /// Compiles relationship maps into links.
+    ///
+    /// - Throws: `ImportError.unknownKey`, `.invalidMap` (not a to-one relationship, or
+    ///   an unknown destination key), `.notUniqueKey` (stubs need a unique key).
+    static func links<Object>(
+        _ maps: [ObjectMap<Object>], of entity: EntityDescription, model: Model, ignoresNull: Bool
+    ) throws -> [Link] {
+        try maps.filter(\.isRelationship).map { map in
+            guard let relationship = entity.relationship(named: map.modelKey) else {
+                throw ImportError.unknownKey(entity: entity.name, key: map.modelKey)
+            }
+            guard !relationship.isToMany, relationship.columnName != nil,
+                let destination = model.entity(named: relationship.destinationEntityName)
+            else {
+                throw ImportError.invalidMap(
+                    entity: entity.name, key: map.modelKey,
+                    reason: "only to-one relationships are linked by remote keys; import the other side instead")
+            }
+            let keyName = map.destinationKey ?? ""
+            guard let destinationKey = destination.attribute(named: keyName) else {
+                throw ImportError.unknownKey(entity: destination.name, key: keyName)
+            }
+            if map.whenMissing == .createStub && !isUnique(destinationKey, of: destination) {
+                throw ImportError.notUniqueKey(entity: destination.name, attribute: keyName)
+            }
+            return Link(
+                relationship: relationship, destination: destination, destinationKey: destinationKey,
+                paths: [RemoteKeyPath(map.remoteKeyPath)], remoteName: map.remoteKeyPath, whenMissing: map.whenMissing,
+                ignoresNull: map.ignoresNullValueOverwrites ?? ignoresNull)
+        }
+    }
+}

@@ -1,0 +1,216 @@
+import Foundation
+
+/// What an upsert did with one row of its batch.
+struct UpsertedRow: Equatable {
+    /// What happened to the row.
+    enum Outcome: Equatable {
+        /// A new row was inserted with the primary key sent.
+        case inserted
+        /// A row with the same unique key existed (committed by someone else since the
+        /// caller looked); its columns were updated and its version bumped.
+        case updated
+        /// A row with the same unique key existed and already held the values: nothing
+        /// was written.
+        case unchanged
+    }
+
+    /// The row's primary key: the one sent for an inserted row, the existing row's
+    /// otherwise.
+    let primaryKey: Int64
+    /// The row's version after the statement.
+    let version: Int64
+    let outcome: Outcome
+}
+
+/// The upsert and key-lookup statements of imports: `INSERT … ON CONFLICT (key) DO
+/// UPDATE` over `unnest` arrays, and `= ANY($1)` lookups by a unique attribute.
+extension StoreQuery {
+    /// The rows whose `attribute` is one of `values`, as one array parameter (any number
+    /// of values is one statement).
+    ///
+    /// - Throws: `PostgresValueError` naming `Entity.attribute` when a value cannot be
+    ///   encoded.
+    static func rows(where attribute: AttributeDescription, isIn values: [StoredValue]) throws -> StoreQuery {
+        StoreQuery(
+            condition: "t.\(Connection.quoteIdentifier(attribute.columnName)) = ANY($1::\(attribute.type.sqlType)[])",
+            parameters: [try attribute.encodeArray(values)])
+    }
+
+    /// This query's rows except those whose `attribute` is one of `values` (one more
+    /// array parameter). Rows whose attribute is `NULL` are not excluded.
+    ///
+    /// - Throws: `PostgresValueError` when a value cannot be encoded.
+    func excluding(_ attribute: AttributeDescription, values: [StoredValue]) throws -> StoreQuery {
+        var query = self
+        query.parameters.append(try attribute.encodeArray(values))
+        let column = "t.\(Connection.quoteIdentifier(attribute.columnName))"
+        let exclusion =
+            "(\(column) IS NULL OR NOT (\(column) = ANY($\(query.parameters.count)::\(attribute.type.sqlType)[])))"
+        query.condition = condition.map { "(\($0)) AND \(exclusion)" } ?? exclusion
+        return query
+    }
+}
+
+/// A row of an upsert could be neither inserted nor found: the row that blocked it was
+/// deleted again before it could be read, several times over.
+struct UpsertVanishedRowError: Error, CustomStringConvertible {
+    let entity: String
+    let attribute: String
+
+    var description: String {
+        "upsert into \(entity): a row with the same \(attribute) kept appearing and disappearing; retry the save"
+    }
+}
+
+extension StoreCoordinator {
+    /// Inserts rows with one `INSERT … SELECT FROM unnest(…) ON CONFLICT (unique) DO
+    /// UPDATE`: rows whose unique attribute already exists update that row instead
+    /// (the columns in `updating` only, bumping its version, and only when they differ;
+    /// `DO NOTHING` when `updating` is empty).
+    ///
+    /// The rows are sent sorted by the unique attribute's text, and a repeated key is sent
+    /// once (its last row), so that concurrent upserts of overlapping keys lock them in
+    /// the same order. Rows the statement did not return (the existing row was left as
+    /// it was) are looked up with one more statement.
+    ///
+    /// - Parameters:
+    ///   - rows: the rows with every column; `uniqueAttribute` must be among
+    ///     `rows.attributes`. Without `rows.keys` the primary keys come from the
+    ///     column's sequence (its default).
+    ///   - updating: the columns an existing row takes from the new one.
+    /// - Returns: for each row of `rows`, in order, what happened to it.
+    /// - Throws: `PostgresError` (a missing unique constraint on the column is
+    ///   `42P10`), `PostgresValueError` naming `Entity.attribute`.
+    func upsertRows(
+        into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
+        on connection: Connection
+    ) throws -> [UpsertedRow] {
+        guard let keyPosition = rows.attributes.firstIndex(where: { $0.attribute === uniqueAttribute }) else {
+            preconditionFailure("upsertRows: \(entity.name).\(uniqueAttribute.name) is not among the batch's columns")
+        }
+        let values = rows.attributes[keyPosition].values
+        let texts = try values.map { try uniqueAttribute.encode($0)?.postgresText() }
+        // Sorted by key text; the last row of a repeated key is sent. A NULL key never
+        // conflicts: such rows are plain inserts, which the column's NOT NULL refuses.
+        var lastIndex: [String: Int] = [:]
+        lastIndex.reserveCapacity(texts.count)
+        for (index, text) in texts.enumerated() {
+            guard let text else {
+                throw PostgresValueError(
+                    reason: .unencodable("an upsert needs a value for the unique key"), swiftType: uniqueAttribute.swiftTypeName,
+                    column: "\(entity.name).\(uniqueAttribute.name)")
+            }
+            lastIndex[text] = index
+        }
+        // Byte order: any order all processes share serves, and bytes compare fastest.
+        var pending = lastIndex.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map(\.value)
+        var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
+        for _ in 0..<3 {
+            for row in try upsert(into: entity, rows.selecting(pending), uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
+                guard let index = lastIndex[row.keyText] else { continue }
+                results[index] = UpsertedRow(primaryKey: row.primaryKey, version: row.version, outcome: row.inserted ? .inserted : .updated)
+            }
+            pending = pending.filter { results[$0] == nil }
+            guard !pending.isEmpty else { break }
+            // Existing rows left as they were: one lookup by the unique attribute.
+            let query = try StoreQuery.rows(where: uniqueAttribute, isIn: pending.map { values[$0] })
+            let quote = Connection.quoteIdentifier
+            let found = try execute(
+                "SELECT t.\(quote(entity.primaryKeyColumn)), t.\(quote(entity.versionColumn)), t.\(quote(uniqueAttribute.columnName)) "
+                    + "FROM \(entity.quotedTable) AS t" + query.clauses,
+                query.parameters, on: connection)
+            for row in found {
+                let text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
+                guard let text, let index = lastIndex[text] else { continue }
+                results[index] = UpsertedRow(
+                    primaryKey: try row.decode(Int64.self, at: 0), version: try row.decode(Int64.self, at: 1), outcome: .unchanged)
+            }
+            // Whatever is still missing was deleted in between: send it again.
+            pending = pending.filter { results[$0] == nil }
+            if pending.isEmpty { break }
+        }
+        // Rows of a repeated key share the result of the row sent.
+        return try texts.map { text in
+            guard let text, let index = lastIndex[text], let result = results[index] else {
+                throw UpsertVanishedRowError(entity: entity.name, attribute: uniqueAttribute.name)
+            }
+            return result
+        }
+    }
+
+    /// One `INSERT … ON CONFLICT` statement; returns the rows written with their unique
+    /// key's text and whether each was inserted (`xmax = 0`: no earlier version of the
+    /// row was locked or updated by it).
+    private func upsert(
+        into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
+        on connection: Connection
+    ) throws -> [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] {
+        let quote = Connection.quoteIdentifier
+        var (arrays, types) = try bind(rows)
+        var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.attribute.columnName)
+            + rows.foreignKeys.map(\.column)
+        if rows.keys.isEmpty {
+            arrays.removeFirst()
+            types.removeFirst()
+            columns.removeFirst()
+        }
+        let unique = quote(uniqueAttribute.columnName)
+        let version = quote(entity.versionColumn)
+        var sql = "INSERT INTO \(entity.quotedTable) AS t (\(columns.map(quote).joined(separator: ", "))) "
+            + "SELECT * FROM unnest(\(Self.unnestList(types))) ON CONFLICT (\(unique)) "
+        if updating.isEmpty {
+            sql += "DO NOTHING"
+        } else {
+            let quoted = updating.map(quote)
+            sql += "DO UPDATE SET " + quoted.map { "\($0) = EXCLUDED.\($0)" }.joined(separator: ", ")
+                + ", \(version) = t.\(version) + 1 WHERE (\(quoted.map { "t.\($0)" }.joined(separator: ", "))) "
+                + "IS DISTINCT FROM (\(quoted.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))"
+        }
+        sql += " RETURNING t.\(quote(entity.primaryKeyColumn)), t.\(version), t.\(unique), t.xmax = 0"
+        let result = try execute(sql, arrays, on: connection)
+        // Text and integer columns come back in the text they were sent as; other types
+        // are read and written again to compare like with like.
+        let sameText = [.string, .int16, .int32, .int64].contains(uniqueAttribute.type)
+        return try result.map { row in
+            let text =
+                sameText
+                ? try row.decode(String.self, at: 2)
+                : try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() } ?? ""
+            return (
+                try Self.integer(row, 0), try Self.integer(row, 1), text, try row.decode(Bool.self, at: 3)
+            )
+        }
+    }
+
+    /// A `bigint` column.
+    private static func integer(_ row: Row, _ column: Int) throws -> Int64 { try row.decode(Int64.self, at: column) }
+
+    /// The primary keys of the rows whose `attribute` is one of `values`, with each row's
+    /// value of the attribute (one `= ANY($1)` statement). For linking imported objects
+    /// to related rows known by a remote key, without loading those rows as objects.
+    ///
+    /// - Throws: `PostgresError`, `PostgresValueError`.
+    func selectKeys(
+        of entity: EntityDescription, where attribute: AttributeDescription, isIn values: [StoredValue],
+        on connection: Connection
+    ) throws -> [(primaryKey: Int64, value: StoredValue)] {
+        let query = try StoreQuery.rows(where: attribute, isIn: values)
+        let result = try execute(
+            "SELECT \(entity.qualifiedPrimaryKey), t.\(Connection.quoteIdentifier(attribute.columnName)) FROM \(entity.quotedTable) AS t"
+                + query.clauses,
+            query.parameters, on: connection)
+        return try result.map { row in
+            (try row.decode(Int64.self, at: 0), try row.withCell(at: 1) { try attribute.decode($0) })
+        }
+    }
+}
+
+extension RowBatch {
+    /// The rows at `indexes`, in that order.
+    func selecting(_ indexes: [Int]) -> RowBatch {
+        RowBatch(
+            keys: keys.isEmpty ? [] : indexes.map { keys[$0] }, versions: indexes.map { versions[$0] },
+            attributes: attributes.map { column in (column.attribute, indexes.map { column.values[$0] }) },
+            foreignKeys: foreignKeys.map { column in (column.column, indexes.map { column.keys[$0] }) })
+    }
+}

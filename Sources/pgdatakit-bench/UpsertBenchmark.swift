@@ -1,0 +1,186 @@
+import ArgumentParser
+import Foundation
+import PGDataKit
+
+struct UpsertBenchmark: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "upsert",
+        abstract: "insertOrUpdate in batches, beside raw INSERT … ON CONFLICT statements and a naive per-record loop.",
+        discussion: """
+            Each run: the floor (one INSERT … SELECT FROM unnest(…) ON CONFLICT (user_id) DO UPDATE per
+            batch on a raw connection) inserts all records into an empty table; the table is emptied and
+            insertOrUpdate (one fetch + one save per batch, in a private context reset after each) inserts
+            them; the floor then updates every row with new values; insertOrUpdate updates every row
+            again with other values; last, insertOrUpdate imports the same records once more (identical:
+            no UPDATE may be written). The ratios are medians of each run's own object/floor ratios.
+            The naive pattern — one fetch and one save per record — runs once, on new records.
+            Each pass also shows this process's CPU time per batch (the rest of the wall time is
+            the server and waiting for it): on a loaded machine the wall-clock ratios move a lot,
+            the CPU figures less.
+            """)
+
+    @Option(help: "Records per pass.")
+    var records = 100_000
+
+    @Option(help: "Records per batch.")
+    var batch = 1_000
+
+    @Option(help: "Records of the naive pass.")
+    var naive = 2_000
+
+    @Option(help: "Timed runs (medians are reported).")
+    var runs = 3
+
+    /// The records of one generation: the same keys, values that differ per generation.
+    func generation(_ value: Int, count: Int, prefix: String = "user") -> [JSONValue] {
+        (0..<count).map { index in
+            [
+                "UserID": .string(prefix + "-" + String(format: "%07d", index)),
+                "Name": .string("Name \(index) generation \(value)"),
+                "Age": .number(Double((index + value) % 90)),
+            ]
+        }
+    }
+
+    func run() throws {
+        let database = try BenchDatabase()
+        defer { database.drop() }
+        let manager = try ContextManager(configuration: database.configuration, entities: [BenchUser.self])
+        defer { manager.close() }
+        let raw = try Connection(database.configuration)
+        defer { raw.close() }
+        let size = max(1, batch)
+        let batches = (records + size - 1) / size
+
+        /// This thread's CPU seconds by pass (the context runs on the calling thread).
+        var cpu: [String: Double] = [:]
+        /// One pass of insertOrUpdate: seconds and statements.
+        func objectPass(_ input: [JSONValue], _ name: String) throws -> (seconds: Double, statements: Int) {
+            let context = manager.newPrivateContext(name: "bench")
+            let before = manager.coordinator.statementCount
+            let cpuStart = threadCPUSeconds()
+            defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
+            let seconds = try context.performAndWait {
+                try measure {
+                    var start = 0
+                    while start < input.count {
+                        let chunk = Array(input[start..<min(input.count, start + size)])
+                        try BenchUser.insertOrUpdate(
+                            chunk, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, batchSize: size
+                        ) { record, user in
+                            user.name = record["Name"]?.stringValue
+                            user.age = record["Age"]?.intValue
+                        }
+                        try context.save()
+                        context.reset()
+                        start += size
+                    }
+                }
+            }
+            return (seconds, manager.coordinator.statementCount - before)
+        }
+
+        /// One pass of the floor: the same rows as raw upserts, one statement per batch.
+        func floorPass(_ input: [JSONValue], _ name: String) throws -> Double {
+            var chunks: [([String], [String?], [Int?])] = []
+            var start = 0
+            while start < input.count {
+                let chunk = input[start..<min(input.count, start + size)]
+                chunks.append((
+                    chunk.map { $0["UserID"]?.stringValue ?? "" }, chunk.map { $0["Name"]?.stringValue },
+                    chunk.map { $0["Age"]?.intValue }
+                ))
+                start += size
+            }
+            let cpuStart = threadCPUSeconds()
+            defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
+            return try measure {
+                for (ids, names, ages) in chunks {
+                    try raw.execute(
+                        """
+                        INSERT INTO users (user_id, name, age) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+                        ON CONFLICT (user_id) DO UPDATE SET name = EXCLUDED.name, age = EXCLUDED.age, version = users.version + 1
+                        """, [ids, names, ages])
+                }
+            }
+        }
+
+        func scalar(_ sql: String) throws -> Int { try raw.query(sql)[0].decode(Int.self, at: 0) }
+
+        var insertRatios: [Double] = []
+        var updateRatios: [Double] = []
+        var rates: [String: [Double]] = [:]
+        var statements: [String: Int] = [:]
+        var identicalWrites = 0
+        let inputs = (0..<3).map { generation($0, count: records) }
+        print("upsert of \(records) records in batches of \(size), \(runs) runs")
+        for run in 1...max(1, runs) {
+            try raw.execute("TRUNCATE users CASCADE")
+            let floorInsert = try floorPass(inputs[0], "floor insert")
+            try raw.execute("TRUNCATE users CASCADE")
+            let objectInsert = try objectPass(inputs[0], "object insert")
+            let floorUpdate = try floorPass(inputs[1], "floor update")
+            let objectUpdate = try objectPass(inputs[2], "object update")
+            let versions = try scalar("SELECT sum(version)::bigint FROM users")
+            let changes = try scalar("SELECT count(*) FROM pgdatakit_changes")
+            let identical = try objectPass(inputs[2], "object identical")
+            identicalWrites += try scalar("SELECT sum(version)::bigint FROM users") - versions
+            identicalWrites += try scalar("SELECT count(*) FROM pgdatakit_changes") - changes
+            guard try scalar("SELECT count(*) FROM users") == records else {
+                throw ValidationError("the table does not hold \(records) rows after run \(run)")
+            }
+            insertRatios.append(floorInsert / objectInsert.seconds)
+            updateRatios.append(floorUpdate / objectUpdate.seconds)
+            rates["floor insert", default: []].append(Double(records) / floorInsert)
+            rates["object insert", default: []].append(Double(records) / objectInsert.seconds)
+            rates["floor update", default: []].append(Double(records) / floorUpdate)
+            rates["object update", default: []].append(Double(records) / objectUpdate.seconds)
+            rates["object identical", default: []].append(Double(records) / identical.seconds)
+            statements["insert"] = objectInsert.statements
+            statements["update"] = objectUpdate.statements
+            statements["identical"] = identical.statements
+            print(String(format: "  run %d: insert %.2f of floor, update %.2f of floor", run, insertRatios.last ?? 0, updateRatios.last ?? 0))
+        }
+
+        // The naive pattern: one fetch and one save per record, on new keys.
+        let naiveInput = generation(0, count: naive, prefix: "naive")
+        let context = manager.newPrivateContext(name: "naive")
+        let naiveSeconds = try context.performAndWait {
+            try measure {
+                for record in naiveInput {
+                    let id = record["UserID"]?.stringValue ?? ""
+                    let user = try BenchUser.first(in: context, where: "userID == %@", id) ?? BenchUser(context: context)
+                    user.userID = id
+                    user.name = record["Name"]?.stringValue
+                    user.age = record["Age"]?.intValue
+                    try context.save()
+                }
+            }
+        }
+        let naiveRate = Double(naive) / naiveSeconds
+        let objectInsertRate = median(rates["object insert"] ?? [])
+        let passes = Double(max(1, runs) * batches)
+        func show(_ name: String) {
+            print(
+                "  \(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median(rates[name] ?? []))) rows/s"
+                    + String(format: "   client CPU %5.2f ms per batch", 1000 * (cpu[name] ?? 0) / passes))
+        }
+        ["floor insert", "object insert", "floor update", "object update", "object identical"].forEach(show)
+        print("  naive (\(naive) rows)    \(String(format: "%10.0f", naiveRate)) rows/s")
+        let perBatch = { (key: String) in Double(statements[key] ?? 0) / Double(batches) }
+        print(String(format: "  statements per batch: insert %.1f, update %.1f, identical %.1f", perBatch("insert"), perBatch("update"), perBatch("identical")))
+        print("  identical records: \(identicalWrites) version bumps or change records (must be 0)")
+        guard identicalWrites == 0 else { throw ValidationError("identical records were written") }
+        print(
+            "RESULT upsert insert_ratio=\(String(format: "%.2f", median(insertRatios))) update_ratio=\(String(format: "%.2f", median(updateRatios))) "
+                + "naive_speedup=\(String(format: "%.1f", objectInsertRate / naiveRate)) statements_per_batch=\(String(format: "%.0f", perBatch("insert").rounded(.up)))"
+        )
+    }
+}
+
+/// CPU seconds the calling thread has used.
+func threadCPUSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+}

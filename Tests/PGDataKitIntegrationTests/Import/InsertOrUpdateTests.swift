@@ -1,0 +1,290 @@
+import Foundation
+import Synchronization
+import PGDataKit
+import Testing
+
+@Suite("insertOrUpdate: one fetch per batch, keys, duplicates, stubs, upserts")
+struct InsertOrUpdateTests {
+    @Test func oneFetchPerBatchAndABoundedSave() throws {
+        try ImportSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                _ = try User.count(in: context)  // opens the transaction, so only the import's statements count
+                var before = manager.coordinator.statementCount
+                let users = try User.insertOrUpdate(
+                    ImportSchema.userRecords(0..<1000), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context,
+                    batchSize: 1000, ImportSchema.setUser)
+                #expect(manager.coordinator.statementCount - before == 1)  // one = ANY fetch
+                #expect(users.count == 1000)
+                #expect(context.insertedObjects.count == 1000)
+                before = manager.coordinator.statementCount
+                try context.save()
+                // the upsert (the sequence assigns the keys), the change record, commit
+                #expect(manager.coordinator.statementCount - before == 3)
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 1000)
+
+            // Again with four batches: four fetches; half the records changed.
+            let again = manager.newPrivateContext()
+            try again.performAndWait {
+                _ = try User.count(in: again)
+                var records = ImportSchema.userRecords(0..<1000)
+                for index in 0..<500 { records[index] = ["UserID": .string("u\(index)"), "Name": "Renamed", "Age": .number(Double(100 + index))] }
+                var before = manager.coordinator.statementCount
+                let users = try User.insertOrUpdate(
+                    records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: again, batchSize: 250,
+                    ImportSchema.setUser)
+                #expect(manager.coordinator.statementCount - before == 4)
+                #expect(users.count == 1000)
+                #expect(again.insertedObjects.isEmpty)
+                #expect(again.updatedObjects.count == 500)
+                before = manager.coordinator.statementCount
+                try again.save()
+                #expect(manager.coordinator.statementCount - before == 3)  // one UPDATE, the change record, commit
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name = 'Renamed' AND version = 2", in: manager) == 500)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE version = 1", in: manager) == 500)
+        }
+    }
+
+    @Test func objectsAlreadyInTheContextCountAsExisting() throws {
+        try ImportSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let pending = User(context: context)
+                pending.userID = "u1"
+                let first = try User.insertOrUpdate(
+                    ImportSchema.userRecords(0..<3), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context,
+                    ImportSchema.setUser)
+                #expect(first[1] === pending)
+                #expect(pending.name == "User 1")
+                #expect(context.insertedObjects.count == 3)
+                // A second call finds the objects the first one inserted, without saving.
+                let second = try User.insertOrUpdate(
+                    ImportSchema.userRecords(0..<3, name: "Again"), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID",
+                    in: context, ImportSchema.setUser)
+                #expect(zip(first, second).allSatisfy { $0 === $1 })
+                #expect(context.insertedObjects.count == 3)
+                try context.save()
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name LIKE 'Again%'", in: manager) == 3)
+        }
+    }
+
+    @Test func duplicateKeysShareOneObjectAppliedInInputOrder() throws {
+        try ImportSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let records: [JSONValue] = [
+                    ["UserID": "a", "Name": "first"], ["UserID": "b", "Name": "only b"], ["UserID": "a", "Name": "second"],
+                    ["UserID": "a", "Age": 7],
+                ]
+                var seen: [String] = []
+                let users = try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context) {
+                    record, user in
+                    seen.append(record["Name"]?.stringValue ?? "-")
+                    if let name = record["Name"]?.stringValue { user.name = name }
+                    if let age = record["Age"]?.intValue { user.age = age }
+                }
+                #expect(users.map(\.userID) == ["a", "b"])
+                #expect(seen == ["first", "second", "-", "only b"])  // per object, in input order
+                #expect(users[0].name == "second")
+                #expect(users[0].age == 7)
+                try context.save()
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 2)
+        }
+    }
+
+    @Test func aMissingOrNullKeyNamesTheRecordAndLeavesTheContextAsItWas() throws {
+        try ImportSchema.withManager { manager in
+            let seed = manager.newPrivateContext()
+            try seed.performAndWait {
+                try User.insertOrUpdate(
+                    ImportSchema.userRecords(0..<2), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: seed,
+                    ImportSchema.setUser)
+                try seed.save()
+            }
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                for bad: JSONValue in [["Name": "no key"], ["UserID": nil, "Name": "null key"]] {
+                    // The first batch (records 0–2) is fine and changes u0; the bad record is 4.
+                    let records = ImportSchema.userRecords(0..<3, name: "Changed") + [["UserID": "u9"], bad]
+                    do {
+                        try User.insertOrUpdate(
+                            records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, batchSize: 3,
+                            ImportSchema.setUser)
+                        Issue.record("expected an error")
+                    } catch let error as ImportError {
+                        guard case .missingKey(let index, let key, let entity, let attribute) = error else {
+                            Issue.record("unexpected \(error)")
+                            continue
+                        }
+                        #expect(index == 4 && key == "UserID" && entity == "User" && attribute == "userID")
+                        #expect(error.description.contains("record 4"))
+                    }
+                    #expect(!context.hasChanges)
+                    let u0 = try #require(try User.first(in: context, where: "userID == 'u0'"))
+                    #expect(u0.name == "User 0")
+                }
+                try context.save()
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 2)
+        }
+    }
+
+    /// Existing posts relinked to a new stub user in a batch that then fails: the revert
+    /// must not let the stub's cascade rule delete them.
+    @Test func aFailingSetterRevertsLinksAndStubs() throws {
+        try ImportSchema.withManager { manager in
+            struct Refused: Error {}
+            let link = ObjectMap<Post>.relationship("UserID", to: \.user, matching: \User.userID)
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let records: [JSONValue] = [["PostID": "p1", "UserID": "u1"], ["PostID": "p2", "UserID": "u1"]]
+                try Post.insertOrUpdate(records, uniqueModelKey: \.postID, uniqueRemoteKey: "PostID", in: context, relationships: [link])
+                try context.save()
+                let moved: [JSONValue] = [["PostID": "p1", "UserID": "new"], ["PostID": "p2", "UserID": "new"], ["PostID": "p3", "Title": "bad"]]
+                do {
+                    try Post.insertOrUpdate(moved, uniqueModelKey: \.postID, uniqueRemoteKey: "PostID", in: context, relationships: [link]) {
+                        record, _ in
+                        if record["Title"] != nil { throw Refused() }
+                    }
+                    Issue.record("expected the setter's error")
+                } catch ImportError.recordFailed(let index, let underlying) {
+                    #expect(index == 2)
+                    #expect(underlying is Refused)
+                }
+                #expect(!context.hasChanges)
+                #expect(context.deletedObjects.isEmpty)
+                let posts = try Post.fetchAll(in: context)
+                #expect(posts.count == 2)
+                #expect(posts.allSatisfy { $0.user?.userID == "u1" && !$0.isDeleted })
+                try context.save()
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM posts p JOIN users u ON u.id = p.user_id WHERE u.user_id = 'u1'", in: manager) == 2)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 1)
+        }
+    }
+
+    @Test func keysConvertBetweenNumbersAndTextOrFailClearly() throws {
+        try ImportSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                // A whole number for a text key, and its text for an integer key: the same key.
+                let users = try User.insertOrUpdate(
+                    [["UserID": 123], ["UserID": "123"]], uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context)
+                #expect(users.map(\.userID) == ["123"])
+                let accounts = try Account.insertOrUpdate(
+                    [["number": "42"], ["number": 42], ["number": 7]], uniqueModelKey: \.number, uniqueRemoteKey: "number",
+                    in: context)
+                #expect(accounts.map(\.number) == [42, 7])
+                try context.save()
+
+                let bad: [(JSONValue, String)] = [("abc", "a string that is not a whole number"), (1.5, "not a whole number"), (true, "a boolean")]
+                for (value, actual) in bad {
+                    do {
+                        try Account.insertOrUpdate(
+                            [["number": 1], ["number": value]], uniqueModelKey: \.number, uniqueRemoteKey: "number", in: context)
+                        Issue.record("expected a type mismatch for \(value)")
+                    } catch ImportError.typeMismatch(let index, let key, let entity, let attribute, let expected, let got) {
+                        #expect(index == 1 && key == "number" && entity == "Account" && attribute == "number")
+                        #expect(expected == "Int")
+                        #expect(got.contains(actual))
+                    }
+                    #expect(!context.hasChanges)
+                }
+                for value: JSONValue in [1.5, true, ["nested": 1]] {
+                    #expect(throws: ImportError.self) {
+                        try User.insertOrUpdate([["UserID": value]], uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context)
+                    }
+                }
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 1)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM accounts", in: manager) == 2)
+        }
+    }
+
+    @Test func aKeyThatIsNotUniqueIsRefused() throws {
+        try ImportSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            context.performAndWait {
+                #expect {
+                    try User.insertOrUpdate([["Name": "x"]], uniqueModelKey: \.name, uniqueRemoteKey: "Name", in: context)
+                } throws: { error in
+                    guard case ImportError.notUniqueKey(let entity, let attribute) = error else { return false }
+                    return entity == "User" && attribute == "name"
+                }
+            }
+        }
+    }
+
+    @Test func stubsFromBareKeysNeverOverwriteRows() throws {
+        try ImportSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let stubs = try Post.insertOrUpdate(["p1", "p2", "p1"], uniqueModelKey: \.postID, uniqueRemoteKey: "self", in: context)
+                #expect(stubs.map(\.postID) == ["p1", "p2"])
+                #expect(stubs.allSatisfy { $0.title == nil })
+                try context.save()
+                // The full records fill the stubs in.
+                try Post.insertOrUpdate(
+                    [["PostID": "p1", "Title": "One"]], uniqueModelKey: \.postID, uniqueRemoteKey: "PostID", in: context
+                ) { record, post in post.title = record["Title"]?.stringValue }
+                try context.save()
+                // Stubbing an existing post again changes nothing.
+                let again = try Post.insertOrUpdate(["p1"], uniqueModelKey: \.postID, uniqueRemoteKey: "self", in: context)
+                #expect(again.first?.title == "One")
+                #expect(!context.hasChanges)
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM posts", in: manager) == 2)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM posts WHERE post_id = 'p1' AND title = 'One' AND version = 2", in: manager) == 1)
+        }
+    }
+
+    /// Two contexts both find key "k" missing and both insert it: the second save meets the
+    /// first one's row and updates it (one row, its id, a version bump, an update record).
+    @Test func concurrentKeyedInsertsEndInOneRow() throws {
+        try ImportSchema.withManager { manager in
+            let first = manager.newPrivateContext()
+            let second = manager.newPrivateContext()
+            let firstUser = try first.performAndWait {
+                try User.insertOrUpdate([["UserID": "k", "Name": "first", "Age": 30]], uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: first, ImportSchema.setUser)[0]
+            }
+            let secondUser = try second.performAndWait {
+                try User.insertOrUpdate([["UserID": "k", "Name": "second"]], uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: second, ImportSchema.setUser)[0]
+            }
+            try first.performAndWait { try first.save() }
+            let saved = Mutex<ContextChanges?>(nil)
+            let token = second.observeDidSave { changes in saved.withLock { $0 = changes } }
+            try second.performAndWait { try second.save() }
+            token.cancel()
+            let firstID = first.performAndWait { firstUser.objectID }
+            second.performAndWait {
+                #expect(secondUser.objectID == firstID)
+                #expect(secondUser.name == "second")
+                #expect(secondUser.age == 30)  // not in the second record: the row keeps it
+                #expect(!second.hasChanges)
+            }
+            let changes = try #require(saved.withLock { $0 })
+            #expect(changes.inserted.isEmpty)
+            #expect(changes.updated == [firstID])
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 1)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name = 'second' AND age = 30 AND version = 2", in: manager) == 1)
+
+            // The same values again, from two more contexts at once: no update at all.
+            let third = manager.newPrivateContext()
+            _ = try third.performAndWait {
+                try User.insertOrUpdate(["x"], uniqueModelKey: \.userID, uniqueRemoteKey: "self", in: third)
+            }
+            let fourth = manager.newPrivateContext()
+            let fourthUser = try fourth.performAndWait {
+                try User.insertOrUpdate([["UserID": "x", "Name": "same"]], uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: fourth, ImportSchema.setUser)[0]
+            }
+            try third.performAndWait { try third.save() }
+            try fourth.performAndWait { try fourth.save() }
+            fourth.performAndWait { #expect(fourthUser.objectID.primaryKey != nil) }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE user_id = 'x' AND name = 'same' AND version = 2", in: manager) == 1)
+        }
+    }
+}
