@@ -1,49 +1,36 @@
 import Foundation
 import PGDataKit
 
-/// The demo's import step: users by remote id, then posts linked to their users.
+/// The demo's import step: users by remote id, then posts linked to their users, with
+/// `insertOrUpdate` (one `= ANY` fetch per batch; new keys saved with `ON CONFLICT`, so
+/// workers importing the same keys at once end with one row per key).
 enum DemoImport {
-    /// Inserts or updates `users` (id, name) and `posts` (id, user id, title) in one save;
-    /// returns the number of records.
+    /// Imports `users` (id, name) and `posts` (id, user id, title) in one save; returns
+    /// the number of records. Deadlocks and serialization failures are retried.
     static func importBatch(
         users: [(String, String)], posts: [(String, String, String)], in context: ManagedObjectContext
     ) throws -> Int {
+        let userRecords: [JSONValue] = users.map { .object(["UserID": .string($0.0), "Name": .string($0.1)]) }
+        let postRecords: [JSONValue] = posts.map {
+            .object(["PostID": .string($0.0), "UserID": .string($0.1), "Title": .string($0.2)])
+        }
         for attempt in 0..<10 {
             do {
                 try context.performAndWait {
-                    let allUserKeys = Array(Set(users.map(\.0) + posts.map(\.1)))
-                    var byKey: [String: User] = [:]
-                    for user in try User.fetch(in: context, where: "userID IN %@", allUserKeys) {
-                        byKey[user.userID] = user
-                    }
-                    func user(_ key: String) -> User {
-                        if let user = byKey[key] { return user }
-                        let user = User(context: context)
-                        user.userID = key
-                        byKey[key] = user
-                        return user
-                    }
-                    for (key, name) in users { user(key).name = name }
-                    var postsByKey: [String: Post] = [:]
-                    for post in try Post.fetch(in: context, where: "postID IN %@", Array(Set(posts.map(\.0)))) {
-                        postsByKey[post.postID] = post
-                    }
-                    for (key, userKey, title) in posts {
-                        let post = postsByKey[key] ?? {
-                            let post = Post(context: context)
-                            post.postID = key
-                            postsByKey[key] = post
-                            return post
-                        }()
-                        post.title = title
-                        post.user = user(userKey)
-                    }
                     context.mergePolicy = .mergeByPropertyObjectTrump
+                    try User.insertOrUpdate(userRecords, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context) {
+                        record, user in user.name = record["Name"]?.stringValue
+                    }
+                    try Post.insertOrUpdate(
+                        postRecords, uniqueModelKey: \.postID, uniqueRemoteKey: "PostID", in: context,
+                        relationships: [.relationship("UserID", to: \.user, matching: \User.userID)]
+                    ) { record, post in
+                        post.title = record["Title"]?.stringValue
+                    }
                     try context.save()
                 }
                 return users.count + posts.count
-            } catch let error as PostgresError where error.sqlState == .uniqueViolation && attempt < 9 {
-                // Another worker inserted one of the keys first: read again and update it.
+            } catch let error as PostgresError where error.isTransient && attempt < 9 {
                 context.performAndWait { context.reset() }
             }
         }
