@@ -7,7 +7,10 @@ extension ManagedObjectContext {
     /// Statements are bounded by entities and kinds of change, not by rows: one
     /// statement reserves the new primary keys of an entity, one multi-row `INSERT`
     /// inserts its objects, one `UPDATE … FROM unnest(…)` per set of changed columns
-    /// updates them, one `DELETE … USING unnest(…)` deletes them.
+    /// updates them, one `DELETE … USING unnest(…)` deletes them. Objects an import
+    /// inserted for unique keys it did not find (`insertOrUpdate`) go as one `INSERT …
+    /// ON CONFLICT (key) DO UPDATE` instead, taking their keys from the sequence, so a row
+    /// another process inserted meanwhile is updated rather than duplicated.
     ///
     /// Updates and deletes check the version column. A row changed or deleted elsewhere
     /// since this context read it is a conflict, resolved by `mergePolicy`; with the
