@@ -101,7 +101,11 @@ extension ManagedObjectContext {
     /// print(summary)   // 100000 records in 20 batches: 99000 inserted, 0 updated, 1000 unchanged, …
     /// ```
     ///
-    /// - Parameter progress: counts the records saved; cancelling it cancels the import.
+    /// - Parameters:
+    ///   - records: the records to import, in order.
+    ///   - mapper: how records map to objects (unique key, attribute maps).
+    ///   - options: batch size, pruning, retries and the other import options.
+    ///   - progress: counts the records saved; cancelling it cancels the import.
     /// - Throws: `CancellationError` when the task (or `progress`) was cancelled — the
     ///   batch in progress is rolled back, earlier ones stay saved —, `ImportError`,
     ///   `PostgresError`.

@@ -51,10 +51,12 @@ extension ManagedObjectQueries where Self: ManagedObject {
     ///   - uniqueModelKey: the unique attribute (`@Attribute(unique: true)`).
     ///   - uniqueRemoteKey: where the key is in a record: a member name, a dotted path
     ///     (`"user.id"`), or `"self"`.
+    ///   - context: the context the objects are fetched into and created in.
     ///   - batchSize: records per fetch.
     ///   - relationships: to-one relationships to link by the related objects' remote
     ///     keys (`ObjectMap.relationship`); one lookup per batch and relationship,
     ///     remembered in `keyCache` when given.
+    ///   - keyCache: related keys → object IDs, shared across calls and batches.
     ///   - setter: applies a record to its object; optional for stubs.
     /// - Returns: the objects, one per distinct key, in order of first appearance.
     /// - Throws: `ImportError` naming the record index, `PostgresError`.

@@ -100,6 +100,8 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     /// manager's main context). Nothing is fetched before `performFetch()`.
     ///
     /// - Parameters:
+    ///   - fetchRequest: which objects, in which order.
+    ///   - context: the context whose objects are shown (usually the main context).
     ///   - sectionNameKeyPath: divides the objects into sections by this key path's
     ///     value; it must be the first sort descriptor's key.
     public convenience init(fetchRequest: FetchRequest<T>, context: ManagedObjectContext, sectionNameKeyPath: String? = nil) {
