@@ -212,6 +212,7 @@ extension ManagedObjectContext {
                 })
         }
 
+        try releaseOneToOneKeys(on: connection)
         for entity in model.insertOrder {
             let objects = insertedSet.filter { $0.entity.name == entity.name }.sorted { key(of: $0) < key(of: $1) }
             guard !objects.isEmpty else { continue }
@@ -248,6 +249,8 @@ extension ManagedObjectContext {
                 outcome.updated.append((object, changedKeys))
             }
         }
+
+        try writeJoinTableChanges(on: connection, reservedKeys: keys, outcome: &outcome)
 
         for entity in model.insertOrder.reversed() {
             let objects = deletedSet.filter { $0.entity.name == entity.name }
@@ -319,7 +322,7 @@ extension ManagedObjectContext {
                     column += 1
                 }
                 var storeKeys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
-                for relationship in entity.relationships where !relationship.isToMany {
+                for relationship in entity.toOneRelationships {
                     storeKeys[relationship.index] = try row.decode(Int64?.self, at: column)
                     column += 1
                 }
@@ -426,6 +429,7 @@ extension ManagedObjectContext {
             forgetDeletedObject(object)
             object.isMissingFromStore = false
         }
+        commitJoinChanges()
         insertedSet.removeAll()
         deletedSet.removeAll()
         changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }
