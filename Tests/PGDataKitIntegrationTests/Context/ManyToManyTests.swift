@@ -349,6 +349,46 @@ struct ManyToManyTests {
         }
     }
 
+    @Test func twoContextsAddingAndRemovingTheSamePairDoNotConflict() throws {
+        try ManyToManySchema.withManager { manager in
+            let setup = manager.newPrivateContext()
+            try setup.performAndWait {
+                Story(context: setup).code = "s1"
+                Topic(context: setup).name = "swift"
+                try setup.save()
+            }
+            // Both read (their snapshots start) before either saves.
+            let first = manager.newPrivateContext()
+            let second = manager.newPrivateContext()
+            func tag(_ context: ManagedObjectContext) throws {
+                let story = try #require(try context.fetchAll(Story.self).first)
+                let topic = try #require(try context.fetchAll(Topic.self).first)
+                #expect(story.topics.isEmpty)
+                story.topics.insert(topic)
+            }
+            try first.performAndWait { try tag(first) }
+            try second.performAndWait { try tag(second) }
+            try first.performAndWait { try first.save() }
+            // The pair is stored already, by a transaction this snapshot does not see.
+            try second.performAndWait {
+                try second.save()
+                #expect(second.resolvedConflicts.isEmpty)
+            }
+            #expect(try ManyToManySchema.storyTopics(in: manager) == ["s1-swift"])
+            // Both remove it: the second removal finds nothing to delete, which is fine.
+            func untag(_ context: ManagedObjectContext) throws {
+                let story = try #require(try context.fetchAll(Story.self).first)
+                #expect(story.topics.names == ["swift"])
+                story.topics = []
+            }
+            try first.performAndWait { try untag(first) }
+            try second.performAndWait { try untag(second) }
+            try first.performAndWait { try first.save() }
+            try second.performAndWait { try second.save() }
+            #expect(try ManyToManySchema.storyTopics(in: manager).isEmpty)
+        }
+    }
+
     @Test func aFailedSaveKeepsTheChangesForARetry() throws {
         try ManyToManySchema.withManager { manager in
             let context = manager.newPrivateContext()
