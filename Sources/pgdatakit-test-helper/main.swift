@@ -22,7 +22,7 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-let usage = "usage: pgdatakit-test-helper off-queue|off-queue-object|watch|own-saves DATABASE_URL | burst DATABASE_URL PREFIX COUNT"
+let usage = "usage: pgdatakit-test-helper off-queue|off-queue-object|watch|own-saves|topics-watch DATABASE_URL | burst DATABASE_URL PREFIX COUNT"
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail(usage) }
 let manager = try ContextManager(configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self])
@@ -56,6 +56,10 @@ case "burst":
         }
     }
     emit("done")
+case "topics-watch":
+    // Another worker whose main context holds topics and reads their stories after
+    // each merge (many-to-many relationships across processes).
+    topicsWatch(arguments[2])
 case "own-saves":
     // Saves once, then waits for one save of another process (which commits after this
     // one, so the listener has read past this process's own record) and reports how

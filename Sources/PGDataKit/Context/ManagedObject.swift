@@ -81,6 +81,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The row version the snapshot was read at.
     var version: Int64 = 0
     var loadedToMany: Set<Int> = []
+    /// Many-to-many members by relationship index (see `JoinMembers`).
+    var joinMembers: [Int: JoinMembers] = [:]
     var deletedFlag = false
     /// Set when the row turned out to be gone from the database.
     var isMissingFromStore = false
@@ -125,10 +127,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Whether the object was inserted and not saved yet.
     public var isInserted: Bool { managedObjectContext?.insertedSet.contains(self) ?? false }
-    /// Whether the object has unsaved changes to a saved row.
+    /// Whether the object has unsaved changes to a saved row or to its many-to-many
+    /// relationships.
     public var isUpdated: Bool {
         guard let context = managedObjectContext, !isInserted, !isDeleted else { return false }
-        return context.changedSet.contains(self) && hasPersistentChangedValues
+        return context.changedSet.contains(self) && (hasPersistentChangedValues || hasJoinChanges)
     }
     /// Whether the object was deleted (saved or not), or its row disappeared.
     public var isDeleted: Bool { deletedFlag }
@@ -251,7 +254,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             return []
         }
         let relationship = entity.relationships[index]
-        if relationship.isToMany {
+        if isManyToMany(relationship) { return joinedObjects(at: index) }
+        if relationship.isToMany || relationship.columnName == nil {
+            // One-to-many, or the side of a one-to-one without the key: read through
+            // the related objects' foreign keys.
             return managedObjectContext?.members(of: self, relationship: relationship) ?? []
         }
         switch toOne[index] {
@@ -279,7 +285,11 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                         + "fetch the object in this context with object(with: objectID)")
             }
         }
-        if relationship.isToMany {
+        if isManyToMany(relationship) {
+            setJoinedObjects(objects, at: index)
+            return
+        }
+        if relationship.isToMany || relationship.columnName == nil {
             guard let inverseName = relationship.inverseName else { return }
             let current = relatedObjects(at: index)
             let wanted = Set(objects.map(ObjectIdentifier.init))
@@ -302,6 +312,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         case (.object(let old), .object(let new)) where old === new: return
         default: break
         }
+        if let target = objects.first { releaseOneToOnePartner(of: target, through: relationship) }
         toOne[index] = newValue
         managedObjectContext?.objectDidChange(self)
     }
@@ -411,8 +422,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
     }
 
-    /// The attributes and to-one relationships changed since the last save or fetch,
-    /// with their new values (`nil` for `NULL`/none).
+    /// The attributes, to-one and many-to-many relationships changed since the last save
+    /// or fetch, with their new values (`nil` for `NULL`/none; a many-to-many
+    /// relationship's objects as `[ManagedObject]`).
     public func changedValues() -> [String: Any?] {
         checkQueue()
         var changes: [String: Any?] = [:]
@@ -421,6 +433,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         }
         for index in changedToOneIndexes {
             changes[entity.relationships[index].name] = .some(relatedObjects(at: index).first)
+        }
+        for (index, state) in joinMembers where state.hasChanges {
+            changes[entity.relationships[index].name] = .some(relatedObjects(at: index))
         }
         return changes
     }
@@ -435,7 +450,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         for attribute in entity.attributes where wanted?.contains(attribute.name) ?? true {
             result[attribute.name] = .some(snapshot?[attribute.index] ?? nil)
         }
-        for relationship in entity.relationships where !relationship.isToMany && (wanted?.contains(relationship.name) ?? false) {
+        for relationship in entity.toOneRelationships where wanted?.contains(relationship.name) ?? false {
             result[relationship.name] = .some(snapshotKeys.count > relationship.index ? snapshotKeys[relationship.index] : nil)
         }
         return result
@@ -445,7 +460,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     func commitSnapshot() {
         prepareStorage()
         snapshot = values
-        snapshotKeys = entity.relationships.map { $0.isToMany ? nil : referencedKey(at: $0.index) }
+        snapshotKeys = entity.relationships.map { $0.columnName == nil ? nil : referencedKey(at: $0.index) }
     }
 }
 

@@ -129,7 +129,7 @@ extension ManagedObjectContext {
         }
         var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
         var column = 2 + count
-        for relationship in entity.relationships where !relationship.isToMany {
+        for relationship in entity.toOneRelationships {
             let foreignKey = try row.decode(Int64?.self, at: column)
             column += 1
             keys[relationship.index] = foreignKey
@@ -244,7 +244,8 @@ extension ManagedObjectContext {
             try apply(row: row, to: object, entity: entity, key: key)
             for index in changedAttributes { object.values[index] = localValues[index] }
             for index in changedToOne { object.toOne[index] = localToOne[index] }
-            if changedAttributes.isEmpty && changedToOne.isEmpty { changedSet.remove(object) }
+            if case .discard = localEdits { object.discardJoinChanges() }
+            if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { changedSet.remove(object) }
             object.loadedToMany.removeAll()
         }
         for (key, object) in objects where !seen.contains(key) {

@@ -19,6 +19,7 @@ extension ManagedObjectContext {
         for id in changes.deleted {
             if let object = registered[id] { forgetDeletedObject(object) }
         }
+        forgetJoinMembers(deleted: changes.deleted)
         let localEdits: LocalEdits
         switch mergePolicy {
         case .rollback: localEdits = .discard

@@ -231,6 +231,7 @@ extension ManagedObjectContext {
                 })
         }
 
+        try releaseOneToOneKeys(on: connection)
         for entity in model.insertOrder {
             guard let (unsorted, keyed) = partitions[entity.name] else { continue }
             let plain = unsorted.sorted { key(of: $0) < key(of: $1) }
@@ -278,6 +279,8 @@ extension ManagedObjectContext {
                 outcome.updated.append((object, changedKeys))
             }
         }
+
+        try writeJoinTableChanges(on: connection, reservedKeys: keys, outcome: &outcome)
 
         for entity in model.insertOrder.reversed() {
             let objects = deletedSet.filter { $0.entity.name == entity.name }
@@ -349,7 +352,7 @@ extension ManagedObjectContext {
                     column += 1
                 }
                 var storeKeys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
-                for relationship in entity.relationships where !relationship.isToMany {
+                for relationship in entity.toOneRelationships {
                     storeKeys[relationship.index] = try row.decode(Int64?.self, at: column)
                     column += 1
                 }
@@ -458,6 +461,7 @@ extension ManagedObjectContext {
             forgetDeletedObject(object)
             object.isMissingFromStore = false
         }
+        commitJoinChanges()
         insertedSet.removeAll()
         deletedSet.removeAll()
         changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }

@@ -171,10 +171,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
         return insertedSet
     }
 
-    /// Saved objects with unsaved changes.
+    /// Saved objects with unsaved changes (to their rows or their many-to-many
+    /// relationships).
     public var updatedObjects: Set<ManagedObject> {
         assertOnQueue()
-        return changedSet.filter { !insertedSet.contains($0) && !deletedSet.contains($0) && $0.hasPersistentChangedValues }
+        return changedSet.filter {
+            !insertedSet.contains($0) && !deletedSet.contains($0) && ($0.hasPersistentChangedValues || $0.hasJoinChanges)
+        }
     }
 
     /// Objects deleted and not saved yet.
@@ -206,11 +209,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
         for case .object(let related) in object.toOne where related.managedObjectContext == nil {
             insert(related)
         }
+        adoptRelationshipsSetBeforeInsertion(object)
     }
 
     /// Marks an object for deletion at the next save and applies its relationships'
     /// delete rules now: cascade deletes related objects, nullify clears their
-    /// references, deny is checked at save.
+    /// references (or, for many-to-many, takes the object out of their sets), deny is
+    /// checked at save. Whatever the rule, the object's join-table rows go with it.
     public func delete(_ object: ManagedObject) {
         assertOnQueue()
         guard object.managedObjectContext === self, !object.deletedFlag else { return }
@@ -225,7 +230,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
             switch relationship.deleteRule {
             case .cascade:
                 for related in object.relatedObjects(at: relationship.index) { delete(related) }
-            case .nullify where relationship.isToMany:
+            case .nullify where relationship.joinTable != nil:
+                leaveJoinedObjects(object, relationship: relationship)
+            case .nullify where relationship.columnName == nil:
                 guard let inverseName = relationship.inverseName else { continue }
                 for related in object.relatedObjects(at: relationship.index) {
                     if let inverse = related.entity.relationship(named: inverseName) {
@@ -305,14 +312,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
         deletedSet.removeAll()
         for object in changedSet { revert(object) }
         changedSet.removeAll()
-        for object in registered.values { object.loadedToMany.removeAll() }
+        for object in registered.values {
+            object.loadedToMany.removeAll()
+            object.joinMembers.removeAll()
+        }
         endTransaction()
     }
 
     private func revert(_ object: ManagedObject) {
         guard let snapshot = object.snapshot else { return }
         object.values = snapshot
-        for relationship in object.entity.relationships where !relationship.isToMany {
+        for relationship in object.entity.toOneRelationships {
             let key = object.snapshotKeys.count > relationship.index ? object.snapshotKeys[relationship.index] : nil
             object.toOne[relationship.index] = key.map { .key($0) } ?? .none
         }

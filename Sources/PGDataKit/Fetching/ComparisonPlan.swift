@@ -321,7 +321,7 @@ struct ComparisonPlanner {
 
     private func requireInverse(_ hop: ResolvedKeyPath.Hop, _ path: FetchPredicate.KeyPath) throws {
         guard let inverseName = hop.relationship.inverseName,
-            hop.destination.relationship(named: inverseName)?.columnName != nil
+            hop.relationship.joinTable != nil || hop.destination.relationship(named: inverseName)?.columnName != nil
         else { throw error("\(hop.source.name).\(hop.relationship.name) has no inverse", path) }
     }
 

@@ -11,7 +11,9 @@ struct ResolvedKeyPath {
     enum End {
         /// An attribute of the last entity.
         case attribute(AttributeDescription)
-        /// A to-one relationship itself (compared with objects or `nil`).
+        /// A to-one relationship that holds a foreign key, itself (compared with objects
+        /// or `nil`); the side of a one-to-one relationship without the key ends in
+        /// `.object` after its hop instead.
         case toOne(RelationshipDescription)
         /// The number of objects of the last (to-many) hop.
         case count
@@ -97,6 +99,10 @@ extension Model {
                         message: "\(current.name).\(name) is a to-many relationship: compare its objects' keys "
                             + "(\(name).<key>) with ANY/ALL/NONE, or use \(name).@count",
                         position: path.position, format: format)
+                }
+                if relationship.columnName == nil {
+                    // One-to-one, the partner holds the key: reach the partner itself.
+                    return ResolvedKeyPath(hops: hops, end: .object, path: path)
                 }
                 hops.removeLast()
                 return ResolvedKeyPath(hops: hops, end: .toOne(relationship), path: path)

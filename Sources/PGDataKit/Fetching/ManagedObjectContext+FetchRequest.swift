@@ -242,7 +242,13 @@ extension ManagedObjectContext {
                 else {
                     throw FetchPredicateError(message: "\(current.name) has no relationship \"\(name)\" to prefetch")
                 }
-                if relationship.isToMany {
+                if relationship.joinTable != nil {
+                    let owners = level.filter { $0.objectID.primaryKey != nil && !$0.loadedToMany.contains(relationship.index) }
+                    if !owners.isEmpty { try loadJoinMembers(of: owners, relationship: relationship) }
+                    var seen: Set<ObjectIdentifier> = []
+                    level = level.flatMap { $0.relatedObjects(at: relationship.index) }
+                        .filter { seen.insert(ObjectIdentifier($0)).inserted }
+                } else if relationship.isToMany || relationship.columnName == nil {
                     guard let inverseName = relationship.inverseName,
                         let inverse = destination.relationship(named: inverseName), let column = inverse.columnName
                     else { break }

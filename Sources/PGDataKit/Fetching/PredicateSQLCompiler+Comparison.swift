@@ -25,11 +25,24 @@ extension PredicateSQLCompiler {
 
     /// `<table> AS <memberAlias> WHERE <memberAlias>.<foreign key> = <owner key>`: the
     /// related objects a path reaches whose last hop is to-many (the hops before it are
-    /// to-one).
+    /// to-one). Through a many-to-many relationship the members are joined through the
+    /// join table: `<table> AS <memberAlias> JOIN <join table> AS j ON j.<destination
+    /// column> = <memberAlias>.<primary key> WHERE j.<source column> = <owner key>`.
     mutating func membersSQL(_ members: ResolvedKeyPath, alias: String, memberAlias: String) throws -> String {
-        guard let hop = members.hops.last, let inverseName = hop.relationship.inverseName,
-            let inverse = hop.destination.relationship(named: inverseName), let foreignKey = inverse.columnName
-        else { throw error("\(members.path) needs a to-many relationship with an inverse", members.path) }
+        guard let hop = members.hops.last, let inverseName = hop.relationship.inverseName else {
+            throw error("\(members.path) needs a to-many relationship with an inverse", members.path)
+        }
+        if let table = hop.relationship.joinTable {
+            let owner = ownerKeySQL(members, alias: alias)
+            let join = newAlias()
+            return "\(hop.destination.quotedTable) AS \(memberAlias) JOIN \(Connection.quoteIdentifier(table.tableName)) "
+                + "AS \(join) ON \(join).\(Connection.quoteIdentifier(table.destinationColumn)) = "
+                + "\(memberAlias).\(Connection.quoteIdentifier(hop.destination.primaryKeyColumn)) "
+                + "WHERE \(join).\(Connection.quoteIdentifier(table.sourceColumn)) = \(owner)"
+        }
+        guard let inverse = hop.destination.relationship(named: inverseName), let foreignKey = inverse.columnName else {
+            throw error("\(members.path) needs a to-many relationship with an inverse", members.path)
+        }
         let owner = ownerKeySQL(members, alias: alias)
         return "\(hop.destination.quotedTable) AS \(memberAlias) "
             + "WHERE \(memberAlias).\(Connection.quoteIdentifier(foreignKey)) = \(owner)"
@@ -41,16 +54,31 @@ extension PredicateSQLCompiler {
         let index = members.hops.count - 1
         if index == 0 { return "\(alias).\(Connection.quoteIdentifier(members.hops[0].source.primaryKeyColumn))" }
         let previous = members.hops[index - 1]
+        guard let column = previous.relationship.columnName else {
+            // The side of a one-to-one without the key: read the partner's own key.
+            return scalarSQL(hops: Array(members.hops[..<index]), alias: alias) { alias in
+                "\(alias).\(Connection.quoteIdentifier(previous.destination.primaryKeyColumn))"
+            }
+        }
         return scalarSQL(hops: Array(members.hops[..<(index - 1)]), alias: alias) { alias in
-            "\(alias).\(Connection.quoteIdentifier(previous.relationship.columnName ?? ""))"
+            "\(alias).\(Connection.quoteIdentifier(column))"
         }
     }
 
-    /// A value reached through to-one hops: nested scalar subqueries.
+    /// A value reached through to-one hops: nested scalar subqueries. A hop through the
+    /// side of a one-to-one relationship without the key finds the partner by its
+    /// foreign key (unique, so the subquery has at most one row).
     mutating func scalarSQL(hops: [ResolvedKeyPath.Hop], alias: String, end: (String) -> String) -> String {
         guard let hop = hops.first else { return end(alias) }
         let next = newAlias()
         let inner = scalarSQL(hops: Array(hops.dropFirst()), alias: next, end: end)
+        if hop.relationship.columnName == nil, let inverseName = hop.relationship.inverseName,
+            let foreignKey = hop.destination.relationship(named: inverseName)?.columnName
+        {
+            return "(SELECT \(inner) FROM \(hop.destination.quotedTable) AS \(next) WHERE \(next)."
+                + "\(Connection.quoteIdentifier(foreignKey)) = \(alias)."
+                + "\(Connection.quoteIdentifier(hop.source.primaryKeyColumn)))"
+        }
         return "(SELECT \(inner) FROM \(hop.destination.quotedTable) AS \(next) WHERE \(next)."
             + "\(Connection.quoteIdentifier(hop.destination.primaryKeyColumn)) = \(alias)."
             + "\(Connection.quoteIdentifier(hop.relationship.columnName ?? "")))"

@@ -7,7 +7,8 @@ import Synchronization
 /// Entities are described from their `ManagedObject` subclass by reflection: every
 /// `@Attribute` and `@Relationship` property, in declaration order.
 public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
-    // Sendable: everything is immutable after the model is built except the slot table,
+    // Sendable: everything is immutable after the model is built (`toOneRelationships`
+    // and `selectColumns` are recomputed while it is built) except the slot table,
     // which is atomic, and its writers' list, which is a Mutex.
     /// The entity name (the class name unless `entityName` is overridden).
     public let name: String
@@ -74,12 +75,17 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.relationshipsByName = Dictionary(
             relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.uniqueKeys = attributes.filter(\.isUnique).map { [$0.name] } + objectClass.uniqueKeys
-        self.toOneRelationships = relationships.filter { !$0.isToMany }
         self.attributeDecodings = attributes.map(\.decoding)
         self.attributeOptionality = attributes.map(\.isOptional)
-        self.selectColumns =
-            [objectClass.primaryKeyColumn, objectClass.versionColumn] + attributes.map(\.columnName)
-            + relationships.compactMap(\.columnName)
+        relationshipsResolved()
+    }
+
+    /// Recomputes what depends on which relationships hold a foreign key; the model calls
+    /// it once it has settled one-to-one relationships (before the entity is shared).
+    func relationshipsResolved() {
+        toOneRelationships = relationships.filter { $0.columnName != nil }
+        selectColumns =
+            [primaryKeyColumn, versionColumn] + attributes.map(\.columnName) + relationships.compactMap(\.columnName)
     }
 
     /// Each attribute's fetch fast path and optionality, in attribute order (plain
@@ -89,7 +95,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     /// Columns in the order fetches select them: primary key, version, attributes, then
     /// to-one foreign keys (in relationship order).
-    let selectColumns: [String]
+    private(set) var selectColumns: [String] = []
 
     /// The attribute with a name, if any.
     public func attribute(named name: String) -> AttributeDescription? { attributesByName[name] }
@@ -97,8 +103,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The relationship with a name, if any.
     public func relationship(named name: String) -> RelationshipDescription? { relationshipsByName[name] }
 
-    /// The to-one relationships (those with a foreign-key column).
-    public let toOneRelationships: [RelationshipDescription]
+    /// The to-one relationships that hold a foreign-key column (all to-one relationships
+    /// but the side of a one-to-one relationship whose partner holds the key).
+    public private(set) var toOneRelationships: [RelationshipDescription] = []
 
     /// `Entity(table): attributes; relationships`.
     public var description: String {

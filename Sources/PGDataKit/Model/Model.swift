@@ -8,13 +8,17 @@
 /// ```
 ///
 /// Building the model checks that relationships point at entities of the model, that
-/// every to-many relationship has a to-one inverse, that inverses agree, and that unique
-/// keys name attributes; every problem is reported at once.
+/// every to-many relationship has an inverse, that inverses agree, that one-to-one
+/// relationships say which side holds the foreign key, that join tables and their columns
+/// are unambiguous, and that unique keys name attributes; every problem is reported at
+/// once.
 public final class Model: Sendable {
     /// The entities, in the order given.
     public let entities: [EntityDescription]
     /// The entities in foreign-key order: an entity comes after those it points to.
     let insertOrder: [EntityDescription]
+    /// The join tables of the many-to-many relationships, one per table.
+    let joinTables: [ModelJoinTable]
     private let byName: [String: EntityDescription]
     private let byClass: [ObjectIdentifier: EntityDescription]
 
@@ -35,13 +39,6 @@ public final class Model: Sendable {
             byClass[ObjectIdentifier(entity.objectClass)] = entity
             if entity.attributes.isEmpty && entity.relationships.isEmpty {
                 problems.append(.noProperties(entity: entity.name))
-            }
-            let columns = entity.attributes.map(\.columnName) + entity.relationships.compactMap(\.columnName)
-            for column in Set(columns) where columns.filter({ $0 == column }).count > 1 {
-                problems.append(.duplicateColumn(entity: entity.name, column: column))
-            }
-            for reserved in [entity.primaryKeyColumn, entity.versionColumn] where columns.contains(reserved) {
-                problems.append(.reservedColumn(entity: entity.name, column: reserved))
             }
             for key in entity.uniqueKeys {
                 for attribute in key where entity.attribute(named: attribute) == nil {
@@ -80,11 +77,8 @@ public final class Model: Sendable {
                                 entity: entity.name, relationship: relationship.name,
                                 inverse: "\(destination.name).\(inverseName)"))
                     }
-                    if relationship.isToMany && inverse.isToMany {
-                        problems.append(.manyToManyUnsupported(entity: entity.name, relationship: relationship.name))
-                    }
-                    if !relationship.isToMany && !inverse.isToMany {
-                        problems.append(.oneToOneInverseUnsupported(entity: entity.name, relationship: relationship.name))
+                    if inverse === relationship {
+                        problems.append(.ownInverse(entity: entity.name, relationship: relationship.name))
                     }
                 } else if relationship.isToMany {
                     problems.append(.toManyWithoutInverse(entity: entity.name, relationship: relationship.name))
@@ -102,11 +96,28 @@ public final class Model: Sendable {
                 }
             }
         }
+        // One-to-one foreign keys and many-to-many join tables (only once the inverses
+        // above are sound: the rules read both sides).
+        var joinTables: [ModelJoinTable] = []
+        if problems.isEmpty {
+            joinTables = Model.resolvePairs(entities, byName: byName, problems: &problems)
+        }
+        for entity in entities {
+            entity.relationshipsResolved()
+            let columns = entity.attributes.map(\.columnName) + entity.relationships.compactMap(\.columnName)
+            for column in Set(columns).sorted() where columns.filter({ $0 == column }).count > 1 {
+                problems.append(.duplicateColumn(entity: entity.name, column: column))
+            }
+            for reserved in [entity.primaryKeyColumn, entity.versionColumn] where columns.contains(reserved) {
+                problems.append(.reservedColumn(entity: entity.name, column: reserved))
+            }
+        }
         if !problems.isEmpty { throw ModelError(problems: problems) }
         self.entities = entities
         self.byName = byName
         self.byClass = byClass
         self.insertOrder = Model.sortByDependency(entities)
+        self.joinTables = joinTables
     }
 
     /// The entity with a name.
@@ -171,12 +182,28 @@ public struct ModelError: Error, Sendable, CustomStringConvertible {
         case inverseDestinationMismatch(entity: String, relationship: String, inverse: String, inverseDestination: String)
         /// The two sides name different inverses.
         case inverseDisagreement(entity: String, relationship: String, inverse: String)
-        /// Both sides are to-many (use a join entity for now).
-        case manyToManyUnsupported(entity: String, relationship: String)
-        /// Both sides are to-one (declare only one side for now).
-        case oneToOneInverseUnsupported(entity: String, relationship: String)
-        /// A to-many relationship has no inverse to-one relationship holding the foreign key.
+        /// A to-many relationship has no inverse.
         case toManyWithoutInverse(entity: String, relationship: String)
+        /// A relationship names itself as its inverse.
+        case ownInverse(entity: String, relationship: String)
+        /// Neither side of a one-to-one relationship (`Entity.relationship` and
+        /// `inverse`) names its `column:`, so it is not said which table holds the
+        /// foreign key.
+        case oneToOneForeignKeyUnspecified(entity: String, relationship: String, inverse: String)
+        /// Both sides of a one-to-one relationship name a `column:`; only one may hold
+        /// the foreign key.
+        case oneToOneForeignKeyOnBothSides(entity: String, relationship: String, inverse: String)
+        /// `joinTable:` or `column:` on a to-many relationship whose inverse is to-one
+        /// (a one-to-many relationship has no join table; its inverse names the column).
+        case joinTableWithoutManyToMany(entity: String, relationship: String)
+        /// The two sides of a many-to-many relationship name different join tables.
+        case joinTableDisagreement(entity: String, relationship: String, inverse: String, tables: [String])
+        /// Both columns of a join table have the same name (a relationship between
+        /// objects of one entity needs `column:` on both sides).
+        case joinColumnsCollide(entity: String, relationship: String, table: String, column: String)
+        /// Several many-to-many relationships (each as `Entity.relationship`) use one join
+        /// table; name the others' tables with `joinTable:`.
+        case joinTableShared(table: String, relationships: [String])
 
         /// One sentence.
         public var description: String {
@@ -200,14 +227,29 @@ public struct ModelError: Error, Sendable, CustomStringConvertible {
                 return "\(entity).\(relationship): inverse \(inverse) points at \(destination), not \(entity)"
             case .inverseDisagreement(let entity, let relationship, let inverse):
                 return "\(entity).\(relationship) and \(inverse) disagree about their inverse"
-            case .manyToManyUnsupported(let entity, let relationship):
-                return "\(entity).\(relationship): many-to-many relationships are not supported; use a join entity"
-            case .oneToOneInverseUnsupported(let entity, let relationship):
-                return "\(entity).\(relationship): one-to-one relationships with an inverse are not supported yet; "
-                    + "declare only one side"
             case .toManyWithoutInverse(let entity, let relationship):
-                return "\(entity).\(relationship): a to-many relationship needs the inverse to-one relationship "
-                    + "that holds the foreign key"
+                return "\(entity).\(relationship): a to-many relationship needs an inverse (a to-one relationship "
+                    + "holding the foreign key, or a to-many relationship for many-to-many)"
+            case .ownInverse(let entity, let relationship):
+                return "\(entity).\(relationship) names itself as its inverse; declare two relationships"
+            case .oneToOneForeignKeyUnspecified(let entity, let relationship, let inverse):
+                return "\(entity).\(relationship) and \(inverse) are one-to-one: give column: on the side whose "
+                    + "table holds the foreign key"
+            case .oneToOneForeignKeyOnBothSides(let entity, let relationship, let inverse):
+                return "\(entity).\(relationship) and \(inverse) are one-to-one and both name a column: only one "
+                    + "side holds the foreign key; remove column: from the other"
+            case .joinTableWithoutManyToMany(let entity, let relationship):
+                return "\(entity).\(relationship): joinTable: and column: are for many-to-many relationships; "
+                    + "its inverse is to-one, so the inverse's foreign key holds it"
+            case .joinTableDisagreement(let entity, let relationship, let inverse, let tables):
+                return "\(entity).\(relationship) and \(inverse) name different join tables: "
+                    + tables.joined(separator: ", ")
+            case .joinColumnsCollide(let entity, let relationship, let table, let column):
+                return "\(entity).\(relationship): both columns of join table \(table) are named \(column); "
+                    + "name them with column: on both sides"
+            case .joinTableShared(let table, let relationships):
+                return "join table \(table) is used by " + relationships.joined(separator: " and ")
+                    + "; name the others' tables with joinTable:"
             }
         }
     }

@@ -49,12 +49,22 @@ extension Set: RelationshipValue where Element: ManagedObject {
 
 /// Declares a relationship of a `ManagedObject` subclass.
 ///
-/// A to-one relationship (`User?`) is stored as a foreign-key column, `<name>_id` unless
-/// `column:` says otherwise. A to-many relationship (`Set<Post>`) is the inverse of a
-/// to-one relationship on the other entity, named by `inverse:`; it is loaded lazily with
-/// one query on first access. Both sides stay in sync in memory: setting `post.user`
-/// changes `user.posts`, and inserting into `user.posts` sets `post.user`. Many-to-many
-/// relationships are not supported yet: model them with a join entity.
+/// - A **to-one** relationship (`User?`) is stored as a foreign-key column, `<name>_id`
+///   unless `column:` says otherwise.
+/// - A **to-many** relationship (`Set<Post>`) whose inverse (named by `inverse:`) is a
+///   to-one relationship is **one-to-many**: the other entity's foreign key holds it, and
+///   it is loaded lazily with one query on first access.
+/// - Two to-many relationships that are each other's inverse (`Post.tags: Set<Tag>` and
+///   `Tag.posts: Set<Post>`) are **many-to-many**, stored in a join table: by default
+///   named after the two tables, sorted and joined with `_` (`posts_tags`), with one
+///   `<snake_case entity name>_id` column per side (`post_id`, `tag_id`). `joinTable:`
+///   names the table, `column:` the column that holds the related objects' keys.
+/// - Two to-one relationships that are each other's inverse are **one-to-one**: the side
+///   declared with `column:` holds the foreign key; the other side is read through it.
+///
+/// Both sides stay in sync in memory: setting `post.user` changes `user.posts`, inserting
+/// into `user.posts` sets `post.user`, inserting a tag into `post.tags` adds the post to
+/// `tag.posts`, and assigning a one-to-one partner clears the previous partner's side.
 ///
 /// Related objects must belong to the same context (objects of no context are inserted
 /// into it). Assigning an object of another context through the property traps, since a
@@ -69,13 +79,26 @@ extension Set: RelationshipValue where Element: ManagedObject {
 ///     @Attribute(unique: true) var postID: String = ""
 ///     @Attribute var title: String?
 ///     @Relationship(inverse: "posts") var user: User?
+///     @Relationship(inverse: "posts") var tags: Set<Tag>              // join table posts_tags
 /// }
+///
+/// final class Tag: ManagedObject {
+///     override class var tableName: String { "tags" }
+///     @Attribute(unique: true) var name: String = ""
+///     @Relationship(inverse: "tags") var posts: Set<Post>
+/// }
+///
+/// final class Profile: ManagedObject {
+///     @Relationship(inverse: "profile", column: "user_id") var user: User?   // holds the key
+/// }
+/// // and in User: @Relationship(inverse: "user", deleteRule: .cascade) var profile: Profile?
 /// ```
 @propertyWrapper
 public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, SlotHolder {
     let inverse: String?
     let deleteRule: DeleteRule
     let column: String?
+    let joinTable: String?
     /// A mark used while the model finds this property by reflection.
     @usableFromInline var slot: Int = -1
     @usableFromInline static var isAttribute: Bool { false }
@@ -85,25 +108,41 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, S
     /// - Parameters:
     ///   - inverse: the to-many (or to-one) relationship on the other side, if any.
     ///   - deleteRule: what deleting this object does to the related one (default
-    ///     `.nullify`: nothing, the other side simply loses this object).
-    ///   - column: the foreign-key column (default `<snake_case name>_id`).
+    ///     `.nullify`: nothing, the other side simply loses this object; for the side of
+    ///     a one-to-one relationship without the foreign key, the partner's key becomes
+    ///     `NULL`).
+    ///   - column: the foreign-key column (default `<snake_case name>_id`). In a
+    ///     one-to-one relationship exactly one side names its column: that side's table
+    ///     holds the foreign key (give the column a unique constraint).
     public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, column: String? = nil)
     where Value: ExpressibleByNilLiteral {
         self.inverse = inverse
         self.deleteRule = deleteRule
         self.column = column
+        self.joinTable = nil
     }
 
-    /// Declares a to-many relationship, the inverse of a to-one relationship.
+    /// Declares a to-many relationship: one-to-many when the inverse is a to-one
+    /// relationship, many-to-many when the inverse is to-many too.
     ///
     /// - Parameters:
-    ///   - inverse: the to-one relationship on the related entity that points back.
+    ///   - inverse: the relationship on the related entity that points back.
     ///   - deleteRule: what deleting this object does to the related ones (default
-    ///     `.nullify`: their reference becomes `nil`).
-    public init(inverse: String, deleteRule: DeleteRule = .nullify) where Value: SetAlgebra {
+    ///     `.nullify`: their reference becomes `nil`, or for many-to-many the join rows
+    ///     go and they simply lose this object).
+    ///   - joinTable: many-to-many only: the join table (default: the two tables' names
+    ///     sorted and joined with `_`, such as `posts_tags`). If both sides name it, the
+    ///     names must agree.
+    ///   - column: many-to-many only: the join-table column holding the related objects'
+    ///     keys (default `<snake_case of the related entity's name>_id`, such as
+    ///     `tag_id` for `Post.tags`). Name both columns of a relationship between objects
+    ///     of one entity (`User.following` / `User.followers`).
+    public init(inverse: String, deleteRule: DeleteRule = .nullify, joinTable: String? = nil, column: String? = nil)
+    where Value: SetAlgebra {
         self.inverse = inverse
         self.deleteRule = deleteRule
-        self.column = nil
+        self.column = column
+        self.joinTable = joinTable
     }
 
     /// Not available: `@Relationship` works only inside `ManagedObject` subclasses.
@@ -137,7 +176,8 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, S
         RelationshipDescription(
             name: name, destinationType: Value.destinationType, isToMany: Value.isToMany,
             inverseName: inverse, deleteRule: deleteRule,
-            columnName: Value.isToMany ? nil : (column ?? Naming.snakeCase(name) + "_id"), index: index)
+            columnName: Value.isToMany ? nil : (column ?? Naming.snakeCase(name) + "_id"), index: index,
+            declaredColumn: column, declaredJoinTable: joinTable)
     }
 }
 
@@ -155,8 +195,9 @@ protocol SlotHolder {
 
 /// What the model knows about one relationship.
 public final class RelationshipDescription: @unchecked Sendable, CustomStringConvertible {
-    // Sendable: `inverseName` and `destinationEntityName` are filled in while the model
-    // is built, before the description is shared; everything is read-only afterwards.
+    // Sendable: `inverseName`, `destinationEntityName`, `columnName` and `joinTable` are
+    // filled in while the model is built, before the description is shared; everything
+    // is read-only afterwards.
     /// The Swift property name.
     public let name: String
     /// The related entity's class.
@@ -167,16 +208,27 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
     public internal(set) var inverseName: String?
     /// What deleting the source object does to the related objects.
     public let deleteRule: DeleteRule
-    /// The foreign-key column of a to-one relationship; `nil` for to-many.
-    public let columnName: String?
+    /// The foreign-key column of a to-one relationship; `nil` for to-many relationships
+    /// and for the side of a one-to-one relationship whose partner holds the key.
+    public internal(set) var columnName: String?
+    /// The join table of a many-to-many relationship; `nil` otherwise.
+    public internal(set) var joinTable: JoinTableDescription?
+    /// Whether the relationship is one side of a one-to-one relationship (to-one on both
+    /// sides).
+    public internal(set) var isOneToOne = false
     /// Position among the entity's relationships.
     let index: Int
     /// The related entity's name, filled in when the model is built.
     public internal(set) var destinationEntityName: String = ""
+    /// `column:` as declared (`nil` when left to the default).
+    let declaredColumn: String?
+    /// `joinTable:` as declared.
+    let declaredJoinTable: String?
 
     init(
         name: String, destinationType: ManagedObject.Type, isToMany: Bool, inverseName: String?,
-        deleteRule: DeleteRule, columnName: String?, index: Int
+        deleteRule: DeleteRule, columnName: String?, index: Int, declaredColumn: String? = nil,
+        declaredJoinTable: String? = nil
     ) {
         self.name = name
         self.destinationType = destinationType
@@ -185,11 +237,21 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
         self.deleteRule = deleteRule
         self.columnName = columnName
         self.index = index
+        self.declaredColumn = declaredColumn
+        self.declaredJoinTable = declaredJoinTable
     }
 
-    /// `name -> Destination` or `name ->> Destination`.
+    /// Whether the relationship is many-to-many (kept in a join table).
+    public var isManyToMany: Bool { joinTable != nil }
+
+    /// Whether this side holds a foreign-key column in its own table.
+    public var hasForeignKey: Bool { columnName != nil }
+
+    /// `name -> Destination`, `name ->> Destination`, or `name <<->> Destination` for
+    /// many-to-many.
     public var description: String {
-        "\(name) \(isToMany ? "->>" : "->") \(destinationEntityName)"
+        "\(name) \(isManyToMany ? "<<->>" : isToMany ? "->>" : "->") \(destinationEntityName)"
             + (inverseName.map { " (inverse \($0))" } ?? "")
+            + (joinTable.map { " via \($0.tableName)" } ?? "")
     }
 }

@@ -1,14 +1,22 @@
 /// The live schema does not match the model; every mismatch is listed.
+///
+/// Mismatches of a many-to-many relationship's join table name the relationship pair
+/// (`Post.tags ↔ Tag.posts`) where the others name an entity.
 public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
     /// One mismatch.
     public enum Mismatch: Sendable, Hashable, CustomStringConvertible {
         /// The entity's table does not exist.
         case missingTable(entity: String, table: String)
+        /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does
+        /// not exist; it needs the two `bigint` columns and a primary key on the pair.
+        case missingJoinTable(relationship: String, table: String, columns: [String])
         /// A column the model needs does not exist.
         case missingColumn(entity: String, table: String, column: String)
         /// A column's type does not fit the attribute.
         case wrongType(entity: String, column: String, expected: String, actual: String)
         /// A unique key of the model has no unique constraint or index.
+        /// (For a one-to-one relationship's foreign key, and for a join table's pair of
+        /// columns, too.)
         case missingUniqueConstraint(entity: String, table: String, columns: [String])
         /// The primary-key column has no sequence to draw new keys from.
         case primaryKeyWithoutSequence(entity: String, table: String, column: String)
@@ -22,6 +30,10 @@ public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
             switch self {
             case .missingTable(let entity, let table):
                 return "table \(table) of entity \(entity) does not exist"
+            case .missingJoinTable(let relationship, let table, let columns):
+                return "join table \(table) of \(relationship) does not exist: CREATE TABLE \(table) ("
+                    + columns.map { "\($0) bigint NOT NULL" }.joined(separator: ", ")
+                    + ", PRIMARY KEY (\(columns.joined(separator: ", "))))"
             case .missingColumn(let entity, let table, let column):
                 return "column \(table).\(column) of entity \(entity) does not exist"
             case .wrongType(let entity, let column, let expected, let actual):
@@ -51,12 +63,14 @@ public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
 extension StoreCoordinator {
     /// Compares the model with the live schema (in the connection's current schema) and
     /// reports every mismatch at once: missing tables and columns, wrong column types,
-    /// missing unique constraints, primary keys without a sequence, and grants the
-    /// connection's role lacks (DML on each table, `USAGE` on its key sequence).
+    /// missing unique constraints (unique keys, one-to-one foreign keys, join-table
+    /// pairs), primary keys without a sequence, and grants the connection's role lacks
+    /// (DML on each table, `USAGE` on its key sequence, `SELECT`, `INSERT` and `DELETE`
+    /// on each join table).
     ///
     /// - Throws: `SchemaMismatchError`, or `PostgresError`.
     public func validateSchema() throws {
-        let tables = model.entities.map(\.tableName)
+        let tables = model.entities.map(\.tableName) + model.joinTables.map(\.table.tableName)
         let (columns, uniqueSets, sequences, missingGrants) = try pool.withConnection { connection in
             let columnRows = try connection.query(
                 """
@@ -105,6 +119,7 @@ extension StoreCoordinator {
                     missingGrants.append(.missingPrivilege(entity: entity.name, object: sequence, privilege: "USAGE"))
                 }
             }
+            missingGrants += try missingJoinTableGrants(existing: Set(columns.keys), on: connection)
             return (columns, uniqueSets, sequences, missingGrants)
         }
         var mismatches: [SchemaMismatchError.Mismatch] = missingGrants
@@ -143,7 +158,72 @@ extension StoreCoordinator {
                         .missingUniqueConstraint(entity: entity.name, table: entity.tableName, columns: keyColumns))
                 }
             }
+            for column in oneToOneForeignKeys(of: entity) where tableColumns[column] != nil {
+                if !(uniqueSets[entity.tableName] ?? []).contains([column]) {
+                    mismatches.append(.missingUniqueConstraint(entity: entity.name, table: entity.tableName, columns: [column]))
+                }
+            }
         }
+        mismatches += joinTableMismatches(columns: columns, uniqueSets: uniqueSets)
         if !mismatches.isEmpty { throw SchemaMismatchError(mismatches: mismatches) }
+    }
+}
+
+extension StoreCoordinator {
+    /// The foreign-key columns of an entity's side of one-to-one relationships: each
+    /// needs a unique constraint, so a partner has at most one partner.
+    private func oneToOneForeignKeys(of entity: EntityDescription) -> [String] {
+        entity.toOneRelationships.filter(\.isOneToOne).compactMap(\.columnName)
+    }
+
+    /// The grants a save needs on each existing join table: `SELECT`, `INSERT`, `DELETE`
+    /// (join rows are never updated).
+    private func missingJoinTableGrants(
+        existing: Set<String>, on connection: Connection
+    ) throws -> [SchemaMismatchError.Mismatch] {
+        var missing: [SchemaMismatchError.Mismatch] = []
+        for joinTable in model.joinTables where existing.contains(joinTable.table.tableName) {
+            let row = try connection.query(
+                "SELECT has_table_privilege($1, 'SELECT'), has_table_privilege($1, 'INSERT'), has_table_privilege($1, 'DELETE')",
+                [Connection.quoteIdentifier(joinTable.table.tableName)])[0]
+            for (index, privilege) in ["SELECT", "INSERT", "DELETE"].enumerated() where try !row.decode(Bool.self, at: index) {
+                missing.append(
+                    .missingPrivilege(entity: joinTable.relationships, object: joinTable.table.tableName, privilege: privilege))
+            }
+        }
+        return missing
+    }
+
+    /// Missing join tables, their missing or mistyped columns, and a missing unique
+    /// constraint on the pair of columns (saves insert with `ON CONFLICT DO NOTHING`).
+    private func joinTableMismatches(
+        columns: [String: [String: String]], uniqueSets: [String: [Set<String>]]
+    ) -> [SchemaMismatchError.Mismatch] {
+        var mismatches: [SchemaMismatchError.Mismatch] = []
+        for joinTable in model.joinTables {
+            let table = joinTable.table
+            let pair = [table.sourceColumn, table.destinationColumn]
+            guard let tableColumns = columns[table.tableName] else {
+                mismatches.append(.missingJoinTable(relationship: joinTable.relationships, table: table.tableName, columns: pair))
+                continue
+            }
+            for column in pair {
+                guard let actual = tableColumns[column] else {
+                    mismatches.append(.missingColumn(entity: joinTable.relationships, table: table.tableName, column: column))
+                    continue
+                }
+                if !["int8", "int4"].contains(actual) {
+                    mismatches.append(
+                        .wrongType(
+                            entity: joinTable.relationships, column: "\(table.tableName).\(column)", expected: "bigint",
+                            actual: actual))
+                }
+            }
+            if pair.allSatisfy({ tableColumns[$0] != nil }), !(uniqueSets[table.tableName] ?? []).contains(Set(pair)) {
+                mismatches.append(
+                    .missingUniqueConstraint(entity: joinTable.relationships, table: table.tableName, columns: pair))
+            }
+        }
+        return mismatches
     }
 }

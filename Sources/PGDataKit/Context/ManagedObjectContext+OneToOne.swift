@@ -1,0 +1,25 @@
+extension ManagedObjectContext {
+    /// Before a save's inserts and updates: the one-to-one foreign keys that the save
+    /// moves or drops (in changed and deleted rows) are set to `NULL` first, one
+    /// statement per column, so a partner handed from one row to another (or two rows
+    /// swapping partners) never holds one key twice in between.
+    func releaseOneToOneKeys(on connection: Connection) throws {
+        for entity in coordinator.model.insertOrder {
+            let relationships = entity.toOneRelationships.filter(\.isOneToOne)
+            guard !relationships.isEmpty else { continue }
+            let candidates = changedSet.union(deletedSet).filter {
+                $0.entity.name == entity.name && !insertedSet.contains($0) && $0.objectID.primaryKey != nil
+            }
+            guard !candidates.isEmpty else { continue }
+            for relationship in relationships {
+                guard let column = relationship.columnName else { continue }
+                let index = relationship.index
+                let keys = candidates.filter { object in
+                    let committed = object.snapshotKeys.count > index ? object.snapshotKeys[index] : nil
+                    return committed != nil && (object.deletedFlag || object.changedToOneIndexes.contains(index))
+                }.compactMap(\.objectID.primaryKey)
+                try coordinator.clearForeignKey(column, of: entity, keys: keys.sorted(), on: connection)
+            }
+        }
+    }
+}
