@@ -80,13 +80,16 @@ extension StoreCoordinator {
     ///   - updating: the columns an existing row takes from the new one.
     /// - Returns: for each row of `rows`, in order, what happened to it.
     /// - Throws: `PostgresError` (a missing unique constraint on the column is
-    ///   `42P10`), `PostgresValueError` naming `Entity.attribute`.
+    ///   `42P10`; kind `.client` when `uniqueAttribute` is not among the columns),
+    ///   `PostgresValueError` naming `Entity.attribute`.
     func upsertRows(
         into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
         on connection: Connection
     ) throws -> [UpsertedRow] {
         guard let keyPosition = rows.attributes.firstIndex(where: { $0.attribute === uniqueAttribute }) else {
-            preconditionFailure("upsertRows: \(entity.name).\(uniqueAttribute.name) is not among the batch's columns")
+            throw PostgresError(
+                kind: .client,
+                message: "upsert into \(entity.name): the unique key \(uniqueAttribute.name) is not among the batch's columns")
         }
         let values = rows.attributes[keyPosition].values
         let texts = try values.map { try uniqueAttribute.encode($0)?.postgresText() }
