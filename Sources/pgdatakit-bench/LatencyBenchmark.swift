@@ -51,7 +51,7 @@ struct LatencyBenchmark: ParsableCommand {
         guard let url = database.configuration.renderedConnectionString() else {
             throw ValidationError("the database configuration cannot be passed to another process")
         }
-        let listener = try ListenerProcess(arguments: ["latency-listener", url])
+        let listener = try BenchProcess(arguments: ["latency-listener", url])
         defer { listener.stop() }
         guard listener.nextLine()?.hasPrefix("ready") == true else {
             throw ValidationError("the listener process did not start")
@@ -170,72 +170,4 @@ struct Percentiles {
     }
 
     var row: String { [p50, p99, max].map { String(format: "%8.3f", $0) }.joined(separator: " ") }
-}
-
-/// This program run again as `latency-listener`, its standard output read line by line.
-final class ListenerProcess {
-    private let pid: pid_t
-    private let output: FileHandle
-    private var buffer = Data()
-    private var stopped = false
-
-    init(arguments: [String]) throws {
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-            ?? CommandLine.arguments[0]
-        var descriptors: [Int32] = [-1, -1]
-        guard pipe(&descriptors) == 0 else { throw ValidationError("pipe failed") }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, descriptors[1], 1)
-        posix_spawn_file_actions_addclose(&actions, descriptors[0])
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        var pid: pid_t = 0
-        let result = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-        close(descriptors[1])
-        guard result == 0 else {
-            close(descriptors[0])
-            throw ValidationError("could not start \(executable): \(String(cString: strerror(result)))")
-        }
-        self.pid = pid
-        self.output = FileHandle(fileDescriptor: descriptors[0], closeOnDealloc: true)
-    }
-
-    /// The next line, or nil when the process ended or printed nothing for 30 seconds.
-    func nextLine() -> String? {
-        while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            var descriptor = pollfd(fd: output.fileDescriptor, events: Int16(POLLIN), revents: 0)
-            guard poll(&descriptor, 1, 30_000) > 0 else { return nil }
-            let chunk = output.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
-        }
-    }
-
-    /// The time on the line `<kind> <index> <nanoseconds>`, skipping other lines.
-    func time(of kind: String, _ index: Int) throws -> Int64 {
-        while let line = nextLine() {
-            let parts = line.split(separator: " ")
-            if parts.count == 3, parts[0] == kind, Int(parts[1]) == index, let time = Int64(parts[2]) {
-                return time
-            }
-        }
-        throw ValidationError("the listener process ended or went silent before reporting \(kind) \(index)")
-    }
-
-    func stop() {
-        guard !stopped else { return }
-        stopped = true
-        kill(pid, SIGTERM)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
-    }
-
-    deinit { stop() }
 }

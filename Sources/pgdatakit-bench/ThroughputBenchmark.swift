@@ -111,7 +111,7 @@ struct ThroughputBenchmark: ParsableCommand {
         // Everyone starts at the same instant, after the processes have connected.
         let start = monotonicNanoseconds() + 1_500_000_000
         let processes = try (0..<writers).map { index in
-            try ListenerProcess(arguments: [
+            try BenchProcess(arguments: [
                 "throughput-writer", url, String(index), mode, String(start), String(seconds),
             ])
         }
