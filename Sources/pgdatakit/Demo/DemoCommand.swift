@@ -72,20 +72,8 @@ struct DemoCommand: ParsableCommand {
         let manager = try ContextManager(
             configuration: ConnectionConfiguration(url), entities: ExampleSchema.entities, maximumConnections: 4)
         defer { manager.close() }
-        let main = manager.mainContext
-        let (userList, postList) = try main.performAndWait {
-            let users = ManagedObjectController(
-                fetchRequest: FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")]), context: main)
-            let posts = ManagedObjectController(
-                fetchRequest: FetchRequest<Post>(sortDescriptors: [FetchSortDescriptor("postID")]), context: main)
-            try users.performFetch()
-            try posts.performFetch()
-            return (users, posts)
-        }
-        defer {
-            userList.stop()
-            postList.stop()
-        }
+        let dataset = try DatasetControllers(context: manager.mainContext)
+        defer { dataset.stop() }
         let feed = DemoFeed()
         let remote = manager.coordinator.observeRemoteChanges { record in feed.add(record, arrived: Date()) }
         defer { remote.cancel() }
@@ -106,14 +94,11 @@ struct DemoCommand: ParsableCommand {
             workers: workers, duration: duration, live: !json && !plain && isatty(STDOUT_FILENO) == 1,
             quiet: json)
         let started = Date()
-        func counts() -> (users: Int, posts: Int) {
-            main.performAndWait { (userList.objects.count, postList.objects.count) }
-        }
         view.begin()
         while !stop.isFired, Date().timeIntervalSince(started) < duration {
             let board = processes.board.withLock { $0 }
             if !board.failures.isEmpty || !board.exited.isEmpty { break }
-            view.show(elapsed: Date().timeIntervalSince(started), rows: counts(), board: board, feed: feed)
+            view.show(elapsed: Date().timeIntervalSince(started), rows: dataset.counts, board: board, feed: feed)
             stop.wait(upTo: view.interval)
         }
         let writing = Date().timeIntervalSince(started)
@@ -130,16 +115,13 @@ struct DemoCommand: ParsableCommand {
         processes.send("\(WorkerCommand.mark) \(marker)", to: 0)
         processes.sendAll("\(WorkerCommand.verify) \(marker)")
         view.note("waiting until every process has merged every save…")
-        let deadline = Date().addingTimeInterval(60)
-        while !main.performAndWait({ userList.objects.contains { $0.userID == marker } }), Date() < deadline {
-            Thread.sleep(forTimeInterval: 0.01)
-        }
+        _ = dataset.waitForUser(marker, seconds: 60)  // if it never comes, the checksums say so
         _ = processes.wait(seconds: 90, until: { $0.finals.count + $0.failures.count == workers || $0.exited.count == workers })
         let board = processes.board.withLock { $0 }
 
         let summary = try DemoSummary.make(
             workers: workers, seconds: writing, board: board, feed: feed, manager: manager,
-            parentListing: main.performAndWait { try DemoWorker.listing(users: userList.objects, posts: postList.objects) })
+            parentListing: try dataset.listing())
         view.finish(summary)
         if json {
             printLine(summary.json())

@@ -53,20 +53,8 @@ struct DemoWorker: ParsableCommand {
         }
         defer { remote.cancel() }
         // The main context follows every process's saves through these controllers.
-        let main = manager.mainContext
-        let (userList, postList) = try main.performAndWait {
-            let users = ManagedObjectController(
-                fetchRequest: FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")]), context: main)
-            let posts = ManagedObjectController(
-                fetchRequest: FetchRequest<Post>(sortDescriptors: [FetchSortDescriptor("postID")]), context: main)
-            try users.performFetch()
-            try posts.performFetch()
-            return (users, posts)
-        }
-        defer {
-            userList.stop()
-            postList.stop()
-        }
+        let dataset = try DatasetControllers(context: manager.mainContext)
+        defer { dataset.stop() }
 
         let commands = CommandReader()
         var generator = SeededGenerator(seed: seed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15)
@@ -95,7 +83,7 @@ struct DemoWorker: ParsableCommand {
         }
         state = "stopped"
         report.send(WorkerReport(kind: .stopped, worker: index, pid: getpid(), state: state, counters: counters.withLock { $0 }))
-        try verify(manager: manager, users: userList, posts: postList, commands: commands, counters: counters, report: report)
+        try verify(manager: manager, dataset: dataset, commands: commands, counters: counters, report: report)
     }
 
     /// One step of the work: import (40%), rename (30%), increment (20%), delete (10%).
@@ -141,11 +129,9 @@ struct DemoWorker: ParsableCommand {
     /// it to be merged (then every earlier save of every worker has been merged too) and
     /// reports the checksums of its main context and of a fresh fetch.
     private func verify(
-        manager: ContextManager, users userList: ManagedObjectController<User>,
-        posts postList: ManagedObjectController<Post>, commands: CommandReader, counters: borrowing Mutex<WorkerCounters>,
-        report: Reporter
+        manager: ContextManager, dataset: DatasetControllers, commands: CommandReader,
+        counters: borrowing Mutex<WorkerCounters>, report: Reporter
     ) throws {
-        let main = manager.mainContext
         let marker = try commands.wait(for: WorkerCommand.verify)
         if let mark = commands.argument(of: WorkerCommand.mark) {
             let context = manager.newPrivateContext()
@@ -154,16 +140,12 @@ struct DemoWorker: ParsableCommand {
                 try context.save()
             }
         }
-        let deadline = ContinuousClock.now + .seconds(60)
-        while !main.performAndWait({ userList.objects.contains { $0.userID == marker } }) {
-            guard ContinuousClock.now < deadline else {
-                throw ValidationError("the marker save never reached this worker's main context")
-            }
-            Thread.sleep(forTimeInterval: 0.01)
+        guard dataset.waitForUser(marker, seconds: 60) else {
+            throw ValidationError("the marker save never reached this worker's main context")
         }
-        let (mainListing, mainCount) = try main.performAndWait {
-            (try Self.listing(users: userList.objects, posts: postList.objects), userList.objects.count + postList.objects.count)
-        }
+        let mainListing = try dataset.listing()
+        let counts = dataset.counts
+        let mainCount = counts.users + counts.posts
         let fresh = manager.newPrivateContext()
         let freshListing = try fresh.performAndWait {
             try Self.listing(
