@@ -117,13 +117,17 @@ final class WatchState: Sendable {
         return result
     }
 
-    /// `#42  pid 1234  User +2 ~1 -0, Post +1 ~0 -0  3.2 ms`
-    static func line(for record: ChangeRecord, delay: Double) -> String {
-        let entities = counts(record.changes).sorted { $0.key < $1.key }
+    /// `Post +1 ~0 -0, User +2 ~1 -0`, or `(no objects)`.
+    static func entitySummary(of changes: ContextChanges) -> String {
+        let entities = counts(changes).sorted { $0.key < $1.key }
             .map { "\($0.key) +\($0.value.inserted) ~\($0.value.updated) -\($0.value.deleted)" }
             .joined(separator: ", ")
-        return "#\(record.id)  pid \(record.originProcessID)  \(entities.isEmpty ? "(no objects)" : entities)  "
-            + String(format: "%.1f ms", delay)
+        return entities.isEmpty ? "(no objects)" : entities
+    }
+
+    /// `#42  pid 1234  Post +1 ~0 -0, User +2 ~1 -0  3.2 ms`
+    static func line(for record: ChangeRecord, delay: Double) -> String {
+        "#\(record.id)  pid \(record.originProcessID)  \(entitySummary(of: record.changes))  " + String(format: "%.1f ms", delay)
     }
 
     /// The live view: totals per entity and per process, delay percentiles, last saves.

@@ -193,11 +193,7 @@ final class DemoFeed: Sendable {
 
     func add(_ record: ChangeRecord, arrived: Date) {
         let delay = max(0, arrived.timeIntervalSince(record.time) * 1000)
-        var parts: [String] = []
-        for (entity, counts) in WatchState.counts(record.changes).sorted(by: { $0.key < $1.key }) {
-            parts.append("\(entity) +\(counts.inserted) ~\(counts.updated) -\(counts.deleted)")
-        }
-        let line = "#\(record.id) " + parts.joined(separator: ", ") + String(format: "  %.1f ms", delay)
+        let line = "#\(record.id) " + WatchState.entitySummary(of: record.changes) + String(format: "  %.1f ms", delay)
         contents.withLock { contents in
             contents.delays.append(delay)
             contents.recent.append((record.originProcessID, line))
