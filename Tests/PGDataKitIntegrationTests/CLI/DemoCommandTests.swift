@@ -57,4 +57,51 @@ struct DemoCommandTests {
             .map { $0.hasPrefix("        ") ? String($0.dropFirst(8)) : String($0) }.joined(separator: "\n")
         #expect(embedded == text)
     }
+
+    /// Ctrl-C (SIGINT) on a demo against a throwaway server: it stops early, still proves
+    /// its point, and leaves no worker process and no server behind.
+    @Test func ctrlCStopsTheWorkersAndTheServer() throws {
+        let seed = String(UInt32.random(in: 1_000_000...9_999_999))
+        let running = try CLI.start(["demo", "--workers", "2", "--duration", "300", "--seed", seed])
+        let deadline = Date().addingTimeInterval(120)
+        var output = ""
+        var errors = ""
+        while !output.contains(" s  users "), Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.1)
+            output = (try? String(contentsOfFile: running.outputPath, encoding: .utf8)) ?? ""
+            errors = (try? String(contentsOfFile: running.errorPath, encoding: .utf8)) ?? ""
+        }
+        let url = try #require(errors.firstMatch(of: /server at (\S+)/).map { String($0.1) }, "\(output)\n\(errors)")
+        let port = try #require(url.firstMatch(of: /:(\d+)\//).map { String($0.1) })
+        let dataDirectory = try #require(try ProcessTable.postgresDataDirectory(port: port))
+        let workers = { try ProcessTable.commandLines().filter { $0.contains("demo-worker") && $0.contains("--seed \(seed)") } }
+        #expect(try workers().count == 2)
+
+        kill(running.pid, SIGINT)
+        let outcome = try running.wait()
+        #expect(outcome.status == 0, "\(outcome.output)\n\(outcome.error)")
+        #expect(outcome.output.contains("every process's main context"))
+        #expect(try workers() == [])
+        #expect(throws: PostgresError.self) { try Connection(url: url).close() }
+        #expect(!FileManager.default.fileExists(atPath: dataDirectory), "the server's folder is still there")
+    }
+
+    /// On a terminal (a pseudo-terminal from `script`) the live view is redrawn in place
+    /// with its headings, and the summary follows.
+    @Test func theLiveViewOnATerminal() throws {
+        let server = try TestDatabase.serverConfiguration()
+        let url = try #require(server.renderedConnectionString())
+        let output = try PseudoTerminal.run(
+            try CLI.executable.path, ["demo", "--workers", "2", "--duration", "4", "--database-url", url])
+        #expect(output.status == 0, "\(output.text)")
+        for heading in [
+            "pgdatakit demo — 2 worker processes, one dataset", "rows (this process's object controllers):",
+            "merge latency here (save began → merged):", "WORKER", "SAVES/S", "POLICY", "last saves merged here:",
+            "MAIN = FRESH", "every process's main context, kept current only by merges, equals a fresh fetch",
+        ] {
+            #expect(output.text.contains(heading), "missing \(heading)")
+        }
+        #expect(output.text.contains("\u{1B}[H"), "the view is not redrawn in place")
+        #expect(!output.text.contains("demo: "), "plain progress lines on a terminal")
+    }
 }
