@@ -25,7 +25,9 @@ struct ThroughputBenchmark: ParsableCommand {
             same run, the floor: N processes committing raw transactions that update one row
             and NOTIFY, as fast as they can. Every process commits with a NOTIFY, so they
             all queue on PostgreSQL's notification commit lock: the table shows where that
-            bites.
+            bites. Each writer's own context manager merges the other writers' saves, as a
+            worker that reads does; --no-writer-merges turns that off
+            (automaticallyMergesRemoteChanges = false), as for a worker that only writes.
             """)
 
     @Option(help: "Writer process counts, comma-separated.")
@@ -33,6 +35,11 @@ struct ThroughputBenchmark: ParsableCommand {
 
     @Option(help: "Seconds each measurement runs.")
     var seconds = 5.0
+
+    @Flag(
+        inversion: .prefixedNo,
+        help: "Whether the writers' own context managers merge each other's saves (as workers that read do).")
+    var writerMerges = true
 
     func run() throws {
         let counts = writers.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }
@@ -68,12 +75,13 @@ struct ThroughputBenchmark: ParsableCommand {
 
         print("throughput: N writer processes, \(format(seconds, 1)) s each; one save = one transaction")
         print("(UPDATE of one row, change record, NOTIFY, COMMIT); raw = UPDATE + NOTIFY + COMMIT on a plain connection")
+        print(writerMerges ? "writers merge each other's saves" : "writers do not merge (automaticallyMergesRemoteChanges = false)")
         print("writers   raw tx/s    saves/s   saves/raw   merge p50 ms   merge p99 ms   merged")
         var rows: [(writers: Int, raw: Double, saves: Double, merge: Percentiles)] = []
         for count in counts {
             let raw = try measure(url: url, writers: count, mode: "raw").rate
             merges.reset()
-            let objects = try measure(url: url, writers: count, mode: "objects")
+            let objects = try measure(url: url, writers: count, mode: writerMerges ? "objects" : "objects-unmerged")
             // Give the last merges a moment to arrive.
             Thread.sleep(forTimeInterval: 0.5)
             let latencies = merges.latencies(for: objects.commits)
@@ -177,7 +185,7 @@ struct ThroughputWriter: ParsableCommand {
 
     @Argument(help: "The database URL.") var databaseURL: String
     @Argument(help: "This writer's number.") var index: Int
-    @Argument(help: "raw or objects.") var mode: String
+    @Argument(help: "raw, objects or objects-unmerged.") var mode: String
     @Argument(help: "Monotonic nanoseconds to start at.") var start: Int64
     @Argument(help: "Seconds to run.") var seconds: Double
 
@@ -198,7 +206,9 @@ struct ThroughputWriter: ParsableCommand {
                 commits.append((commits.count, monotonicNanoseconds()))
             }
         } else {
-            let manager = try ContextManager(configuration: configuration, entities: [BenchUser.self])
+            let manager = try ContextManager(
+                configuration: configuration, entities: [BenchUser.self],
+                automaticallyMergesRemoteChanges: mode != "objects-unmerged")
             defer { manager.close() }
             let context = manager.newPrivateContext()
             let committed = CommitTime()
