@@ -22,7 +22,15 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-let usage = "usage: pgdatakit-test-helper off-queue|off-queue-object|watch|own-saves|topics-watch DATABASE_URL | burst DATABASE_URL PREFIX COUNT"
+let usage = """
+    usage: pgdatakit-test-helper MODE DATABASE_URL [ARGUMENTS…]
+      off-queue | off-queue-object | watch | own-saves | topics-watch DATABASE_URL
+      burst DATABASE_URL PREFIX COUNT
+      controller-save DATABASE_URL OPERATION…   (insert ID AGE, age ID AGE, delete ID, age-where FORMAT AGE, delete-all FORMAT)
+      controller-watch DATABASE_URL FORMAT SORTKEY
+      import-race DATABASE_URL WORKER BARRIER_FILE
+      import-memory DATABASE_URL COUNT BATCH
+    """
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail(usage) }
 let manager = try ContextManager(configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self])
