@@ -115,8 +115,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     func prepareStorage() {
         let entity = self.entity
-        if values.count != entity.attributes.count {
-            values = entity.attributes.map(\.defaultValue)
+        if values.count != entity.defaultValues.count {
+            values = entity.defaultValues
         }
         if toOne.count != entity.relationships.count {
             toOne = Array(repeating: .none, count: entity.relationships.count)
@@ -151,6 +151,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// The hash sets and dictionaries use (Swift's `Hashable` hook for it): the object's
+    /// address mixed with the table's seed in a few instructions (splitmix64) instead of
+    /// a full SipHash round — a save puts every object it touches into several sets.
+    public final func _rawHashValue(seed: Int) -> Int {
+        var mixed = UInt64(UInt(bitPattern: ObjectIdentifier(self))) ^ UInt64(bitPattern: Int64(seed)) &+ 0x9E37_79B9_7F4A_7C15
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int(truncatingIfNeeded: mixed ^ (mixed >> 31))
+    }
 
     /// `User/42 {name: "Ada", …}`.
     public var description: String {
@@ -220,10 +230,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
         }
         prepareStorage()
-        let attribute = entity.attributes[slot]
-        if attribute.isEqual(values[slot], value) && (values[slot] == nil) == (value == nil) { return }
+        let wasNull = values[slot] == nil
+        if wasNull == (value == nil) && (wasNull || entity.attributes[slot].isEqual(values[slot], value)) { return }
         values[slot] = value
-        managedObjectContext?.objectDidChange(self)
+        contextReference?.context?.objectDidChange(self)
     }
 
     /// The primary key a to-one reference points at, if the destination is saved.
@@ -400,22 +410,33 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // MARK: - Changes
 
     /// Whether any attribute or to-one relationship differs from the committed values.
-    var hasPersistentChangedValues: Bool { !changedAttributeIndexes.isEmpty || !changedToOneIndexes.isEmpty }
+    var hasPersistentChangedValues: Bool { hasChangedAttributes || !changedToOneIndexes.isEmpty }
+
+    /// Whether any attribute differs from its committed value (stops at the first).
+    var hasChangedAttributes: Bool {
+        prepareStorage()
+        guard let snapshot else { return !values.isEmpty }
+        let attributes = entity.attributes
+        for index in attributes.indices where !attributes[index].isEqual(snapshot[index], values[index]) { return true }
+        return false
+    }
 
     var changedAttributeIndexes: [Int] {
         prepareStorage()
         guard let snapshot else { return Array(entity.attributes.indices) }
-        return entity.attributes.indices.filter { index in
-            let attribute = entity.attributes[index]
-            let old = snapshot[index]
-            let new = values[index]
-            return (old == nil) != (new == nil) || !attribute.isEqual(old, new)
+        let attributes = entity.attributes
+        var changed: [Int] = []
+        for index in attributes.indices where !attributes[index].isEqual(snapshot[index], values[index]) {
+            changed.append(index)
         }
+        return changed
     }
 
     var changedToOneIndexes: [Int] {
         prepareStorage()
-        return entity.toOneRelationships.map(\.index).filter { index in
+        let indexes = entity.toOneIndexes
+        guard !indexes.isEmpty else { return [] }
+        return indexes.filter { index in
             if case .object(let object) = toOne[index], object.objectID.isTemporaryID { return true }
             let committed = snapshotKeys.count > index ? snapshotKeys[index] : nil
             return referencedKey(at: index) != committed

@@ -27,7 +27,7 @@ extension ManagedObjectContext {
     ///   `PostgresError` (for example `.uniqueViolation`, or `.connectionLost`).
     public func save() throws {
         assertOnQueue()
-        guard hasChanges else {
+        guard hasUnsavedChanges else {
             endTransaction()
             resolvedConflicts = []
             return
@@ -100,8 +100,8 @@ extension ManagedObjectContext {
     /// What a save changes, with the permanent IDs its inserted objects will have.
     private func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
         var changes = ContextChanges()
-        for object in outcome.inserted {
-            guard let key = outcome.assignedKeys[ObjectIdentifier(object)] ?? reservedKeys[ObjectIdentifier(object)] else { continue }
+        changes.inserted.reserveCapacity(outcome.inserted.count)
+        for (object, key) in outcome.inserted {
             changes.inserted.insert(ObjectID(entityName: object.entity.name, primaryKey: key))
         }
         for (object, keys) in outcome.updated {
@@ -153,15 +153,15 @@ extension ManagedObjectContext {
     // MARK: - Writing
 
     struct WriteOutcome {
-        var inserted: [ManagedObject] = []
+        /// The objects inserted, with their primary keys (reserved, or assigned by their
+        /// upsert).
+        var inserted: [(object: ManagedObject, primaryKey: Int64)] = []
         var updated: [(object: ManagedObject, keys: Set<String>)] = []
         var deleted: [ManagedObject] = []
         var newVersions: [ObjectIdentifier: Int64] = [:]
         var conflicts: [ManagedObject] = []
         /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
         var merged: [MergedInsert] = []
-        /// The primary keys of keyed inserts, assigned by their upsert.
-        var assignedKeys: [ObjectIdentifier: Int64] = [:]
     }
 
     /// Which columns an update writes: updated objects of one entity that write the
@@ -192,10 +192,6 @@ extension ManagedObjectContext {
     ) throws -> WriteOutcome {
         var outcome = WriteOutcome()
         let model = coordinator.model
-        let updated = changedSet.filter {
-            !insertedSet.contains($0) && !deletedSet.contains($0)
-                && ($0.hasPersistentChangedValues || overwrite.contains(ObjectIdentifier($0)))
-        }
 
         // Keyed inserts (imports) get their primary keys from their upsert.
         var partitions: [String: (plain: [ManagedObject], keyed: [ManagedObject])] = [:]
@@ -241,7 +237,7 @@ extension ManagedObjectContext {
                     toOne: entity.toOneRelationships.map(\.index))
                 batch.versions = Array(repeating: 1, count: plain.count)
                 try coordinator.insertRows(into: entity, batch, on: connection)
-                outcome.inserted += plain
+                outcome.inserted += plain.map { ($0, key(of: $0)) }
             }
             if !keyed.isEmpty {
                 let upserted = try upsertKeyedInserts(keyed, of: entity, on: connection) { objects, attributes, toOne in
@@ -249,21 +245,13 @@ extension ManagedObjectContext {
                 }
                 outcome.inserted += upserted.inserted
                 outcome.merged += upserted.merged
-                outcome.assignedKeys.merge(upserted.keys) { _, assigned in assigned }
-                keys.merge(upserted.keys) { _, assigned in assigned }
+                keys.reserveCapacity(keys.count + keyed.count)
+                for (object, key) in upserted.inserted { keys[ObjectIdentifier(object)] = key }
+                for merged in upserted.merged { keys[ObjectIdentifier(merged.object)] = merged.primaryKey }
             }
         }
 
-        var groups: [UpdateShape: [ManagedObject]] = [:]
-        for object in updated {
-            let all = overwrite.contains(ObjectIdentifier(object))
-            let shape = UpdateShape(
-                entityName: object.entity.name, overwrite: all,
-                attributeIndexes: all ? Array(object.entity.attributes.indices) : object.changedAttributeIndexes,
-                toOneIndexes: all ? object.entity.toOneRelationships.map(\.index) : object.changedToOneIndexes)
-            groups[shape, default: []].append(object)
-        }
-        for (shape, objects) in groups.sorted(by: { $0.key < $1.key }) {
+        for (shape, objects) in updateGroups(overwrite: overwrite) {
             guard let entity = objects.first?.entity else { continue }
             let written = try coordinator.updateRows(
                 of: entity, rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes),
@@ -303,6 +291,36 @@ extension ManagedObjectContext {
             }
         }
         return outcome
+    }
+
+    /// The updated objects grouped by the columns they write, in shape order; each
+    /// object's changes are computed once. Neighbours usually share a shape, so the last
+    /// one is tried before the dictionary.
+    private func updateGroups(overwrite: Set<ObjectIdentifier>) -> [(shape: UpdateShape, objects: [ManagedObject])] {
+        var groups: [(shape: UpdateShape, objects: [ManagedObject])] = []
+        var groupIndexes: [UpdateShape: Int] = [:]
+        for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
+            let shape: UpdateShape
+            if !overwrite.isEmpty && overwrite.contains(ObjectIdentifier(object)) {
+                shape = UpdateShape(
+                    entityName: object.entity.name, overwrite: true, attributeIndexes: Array(object.entity.attributes.indices),
+                    toOneIndexes: object.entity.toOneIndexes)
+            } else {
+                shape = UpdateShape(
+                    entityName: object.entity.name, overwrite: false, attributeIndexes: object.changedAttributeIndexes,
+                    toOneIndexes: object.changedToOneIndexes)
+                if shape.attributeIndexes.isEmpty && shape.toOneIndexes.isEmpty { continue }
+            }
+            if let last = groups.indices.last, groups[last].shape == shape {
+                groups[last].objects.append(object)
+            } else if let index = groupIndexes[shape] {
+                groups[index].objects.append(object)
+            } else {
+                groupIndexes[shape] = groups.count
+                groups.append((shape, [object]))
+            }
+        }
+        return groups.sorted { $0.shape < $1.shape }
     }
 
     // MARK: - Conflicts
@@ -443,8 +461,7 @@ extension ManagedObjectContext {
     /// Updates the objects after a commit and tells did-save observers (the context
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
-        for object in outcome.inserted {
-            guard let key = outcome.assignedKeys[ObjectIdentifier(object)] ?? reservedKeys[ObjectIdentifier(object)] else { continue }
+        for (object, key) in outcome.inserted {
             registered.removeValue(forKey: object.objectID)
             object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
             registered[object.objectID] = object
@@ -464,7 +481,13 @@ extension ManagedObjectContext {
         commitJoinChanges()
         insertedSet.removeAll()
         deletedSet.removeAll()
-        changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }
+        // The objects just updated carry no changes now; only the others are looked at.
+        if outcome.updated.count == changedSet.count {
+            changedSet.removeAll()  // every changed object was updated (they all come from it)
+        } else {
+            for (object, _) in outcome.updated { changedSet.remove(object) }
+            changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }
+        }
         observers.postDidSave(changes)
     }
 }

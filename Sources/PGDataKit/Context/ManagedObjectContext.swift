@@ -189,7 +189,16 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Whether there is anything to save.
     public var hasChanges: Bool {
         assertOnQueue()
-        return !insertedSet.isEmpty || !deletedSet.isEmpty || !updatedObjects.isEmpty
+        return hasUnsavedChanges
+    }
+
+    /// `hasChanges` without building the set of updated objects: it stops at the first
+    /// change it finds.
+    var hasUnsavedChanges: Bool {
+        if !insertedSet.isEmpty || !deletedSet.isEmpty { return true }
+        return changedSet.contains {
+            !insertedSet.contains($0) && !deletedSet.contains($0) && ($0.hasPersistentChangedValues || $0.hasJoinChanges)
+        }
     }
 
     /// Adds a new object; it gets a temporary ID and is inserted at the next save.
@@ -249,8 +258,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Records a change to a registered object.
     func objectDidChange(_ object: ManagedObject) {
-        guard object.managedObjectContext === self else { return }
-        if !insertedSet.contains(object) { changedSet.insert(object) }
+        guard object.contextReference === reference else { return }  // (this context's objects share it)
+        if insertedSet.isEmpty || !insertedSet.contains(object) { changedSet.insert(object) }
     }
 
     // MARK: - Database access

@@ -97,52 +97,76 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     }
 }
 
-/// `{"a","b",NULL}`: an array of strings, without generic dispatch per element.
+/// `{"a","b",NULL}`: an array of strings, without generic dispatch per element; built
+/// as bytes (appending to a `String` piece by piece costs far more per element).
 private func arrayText(of strings: [String?]) throws -> String {
-    var text = "{"
-    text.reserveCapacity(strings.count * 12)
-    var first = true
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(2 + strings.count * 4)
+    bytes.append(UInt8(ascii: "{"))
     for element in strings {
-        if first { first = false } else { text += "," }
-        guard let element else {
-            text += "NULL"
+        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+        guard var element else {
+            bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
             continue
         }
-        var escapes = false
-        for byte in element.utf8 {
-            if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes = true }
-        }
-        text += "\""
-        if escapes {
-            for character in element.unicodeScalars {
-                if character == "\"" || character == "\\" { text += "\\" }
-                text.unicodeScalars.append(character)
+        bytes.append(UInt8(ascii: "\""))
+        try element.withUTF8 { utf8 in
+            var plain = true
+            for byte in utf8 {
+                if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { plain = false }
             }
-        } else {
-            text += element
+            if plain {
+                bytes.append(contentsOf: utf8)  // nothing to escape: one copy, not one per byte
+            } else {
+                for byte in utf8 {
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                    bytes.append(byte)
+                }
+            }
         }
-        text += "\""
+        bytes.append(UInt8(ascii: "\""))
     }
-    return text + "}"
+    bytes.append(UInt8(ascii: "}"))
+    return String(decoding: bytes, as: UTF8.self)
 }
 
-/// `{"1","2",NULL}`: an array of integers, without generic dispatch per element.
+/// `{"1","2",NULL}`: an array of integers, without generic dispatch per element, written
+/// as digits straight into the bytes.
 private func arrayText(of integers: [Int64?]) -> String {
-    var text = "{"
-    text.reserveCapacity(integers.count * 10)
-    var first = true
+    var bytes: [UInt8] = []
+    bytes.reserveCapacity(2 + integers.count * 8)
+    bytes.append(UInt8(ascii: "{"))
     for element in integers {
-        if first { first = false } else { text += "," }
-        if let element {
-            text += "\""
-            text += String(element)
-            text += "\""
-        } else {
-            text += "NULL"
+        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+        guard let element else {
+            bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
+            continue
         }
+        bytes.append(UInt8(ascii: "\""))
+        appendDecimal(element, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
     }
-    return text + "}"
+    bytes.append(UInt8(ascii: "}"))
+    return String(decoding: bytes, as: UTF8.self)
+}
+
+/// Appends an integer's decimal digits (with a leading `-` when negative) to `bytes`:
+/// statements and change records write thousands of keys, and `String(value)` per key
+/// allocates.
+func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    var magnitude = value.magnitude
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+    withUnsafeMutableBytes(of: &digits) { buffer in
+        var position = buffer.count
+        repeat {
+            position -= 1
+            buffer[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[position...]))
+    }
 }
 
 extension Array: PostgresDecodable where Element: PostgresDecodable {

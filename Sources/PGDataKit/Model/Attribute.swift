@@ -65,7 +65,7 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
         get {
             let slot = ManagedObject.slot(of: object, storageKeyPath)
             let stored = object.storedValue(at: slot)
-            if let value = Value.fromScalar(stored.flatMap { unbox($0, as: Value.Scalar.self) }) { return value }
+            if let value = Value.fromScalar(unboxStored(stored, as: Value.Scalar.self)) { return value }
             // A non-optional attribute read before it was ever set holds its default.
             return object[keyPath: storageKeyPath].defaultValue ?? object.missingValue(Value.self, slot: slot)
         }
@@ -80,6 +80,15 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
             Value.self, name: name, column: column, unique: unique, index: index,
             defaultValue: defaultValue, entityName: entityName)
     }
+}
+
+/// A stored value as its scalar type, `nil` for `NULL`. Binding the optional first
+/// matters: passed through `flatMap`'s closure the value reaches `unbox` as `any Sendable`
+/// unopened, and every read pays a dynamic cast.
+@inlinable
+func unboxStored<Scalar>(_ stored: StoredValue, as scalar: Scalar.Type) -> Scalar? {
+    guard let stored else { return nil }
+    return unbox(stored, as: Scalar.self)
 }
 
 /// A stored value as its scalar type. The existential is opened (`value` arrives with its

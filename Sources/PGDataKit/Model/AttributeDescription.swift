@@ -76,7 +76,7 @@ enum AttributeCoding {
         case is Int32.Type: return { equal($0, $1, as: Int32.self) }
         case is Bool.Type: return { equal($0, $1, as: Bool.self) }
         case is Double.Type: return { equal($0, $1, as: Double.self) }
-        default: return { left, right in left.flatMap { unbox($0, as: Scalar.self) } == right.flatMap { unbox($0, as: Scalar.self) } }
+        default: return { equal($0, $1, as: Scalar.self) }
         }
     }
 
@@ -84,9 +84,32 @@ enum AttributeCoding {
     private static func equal<T: Equatable>(_ left: StoredValue, _ right: StoredValue, as type: T.Type) -> Bool {
         switch (left, right) {
         case (nil, nil): return true
-        case (let left?, let right?): return (left as? T) == (right as? T)
+        case (let left?, let right?): return unbox(left, as: T.self) == unbox(right, as: T.self)
         default: return false
         }
+    }
+
+    /// Encodes a column of stored values as one array parameter; the common types get
+    /// closures compiled for them (a save encodes every value it writes).
+    static func arrayEncoding<Scalar: AttributeScalar>(_ scalar: Scalar.Type, label: String)
+        -> @Sendable ([StoredValue]) -> any PostgresEncodable
+    {
+        switch scalar {
+        case is String.Type: return { AttributeValueArray(values: scalars($0, as: String.self), attribute: label) }
+        case is Int.Type: return { AttributeValueArray(values: scalars($0, as: Int.self), attribute: label) }
+        case is Int64.Type: return { AttributeValueArray(values: scalars($0, as: Int64.self), attribute: label) }
+        default: return { AttributeValueArray(values: scalars($0, as: Scalar.self), attribute: label) }
+        }
+    }
+
+    /// The stored values as their scalar type (`nil` for `NULL` and for a value of
+    /// another type, which the model never stores).
+    @inline(__always)
+    private static func scalars<T>(_ values: [StoredValue], as type: T.Type) -> [T?] {
+        var result: [T?] = []
+        result.reserveCapacity(values.count)
+        for value in values { result.append(unboxStored(value, as: T.self)) }
+        return result
     }
 
     static func make<Value: AttributeValue>(
@@ -107,10 +130,8 @@ enum AttributeCoding {
             },
             // `unbox` opens the stored existential: a type check, not a dynamic cast, on
             // paths that run for every value of a save.
-            encode: { stored in stored.flatMap { unbox($0, as: Scalar.self) } },
-            encodeArray: { values in
-                AttributeValueArray(values: values.map { $0.flatMap { unbox($0, as: Scalar.self) } }, attribute: label)
-            },
+            encode: { stored in unboxStored(stored, as: Scalar.self) },
+            encodeArray: arrayEncoding(Scalar.self, label: label),
             isEqual: equality(Scalar.self),
             coerce: { value in
                 guard let value else { return Value.isOptional ? .some(nil) : nil }

@@ -92,21 +92,26 @@ extension StoreCoordinator {
                 message: "upsert into \(entity.name): the unique key \(uniqueAttribute.name) is not among the batch's columns")
         }
         let values = rows.attributes[keyPosition].values
-        let texts = try values.map { try uniqueAttribute.encode($0)?.postgresText() }
         // Sorted by key text; the last row of a repeated key is sent. A NULL key never
         // conflicts: such rows are plain inserts, which the column's NOT NULL refuses.
+        var texts: [String] = []
+        texts.reserveCapacity(values.count)
         var lastIndex: [String: Int] = [:]
-        lastIndex.reserveCapacity(texts.count)
-        for (index, text) in texts.enumerated() {
-            guard let text else {
+        lastIndex.reserveCapacity(values.count)
+        var repeated = false
+        for value in values {
+            guard let text = try uniqueAttribute.encode(value)?.postgresText() else {
                 throw PostgresValueError(
                     reason: .unencodable("an upsert needs a value for the unique key"), swiftType: uniqueAttribute.swiftTypeName,
                     column: "\(entity.name).\(uniqueAttribute.name)")
             }
-            lastIndex[text] = index
+            if lastIndex.updateValue(texts.count, forKey: text) != nil { repeated = true }
+            texts.append(text)
         }
-        // Byte order: any order all processes share serves, and bytes compare fastest.
-        var pending = lastIndex.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map(\.value)
+        // Any order all processes share serves; `String`'s is byte order for ASCII and
+        // NFC text (and canonical order otherwise), and compares small strings fastest.
+        var pending = Array(lastIndex.values)
+        pending.sort { texts[$0] < texts[$1] }
         var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
         for _ in 0..<3 {
             for row in try upsert(into: entity, rows.selecting(pending), uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
@@ -133,12 +138,15 @@ extension StoreCoordinator {
             if pending.isEmpty { break }
         }
         // Rows of a repeated key share the result of the row sent.
-        return try texts.map { text in
-            guard let text, let index = lastIndex[text], let result = results[index] else {
+        var upserted: [UpsertedRow] = []
+        upserted.reserveCapacity(texts.count)
+        for (index, text) in texts.enumerated() {
+            guard let result = results[repeated ? (lastIndex[text] ?? index) : index] else {
                 throw UpsertVanishedRowError(entity: entity.name, attribute: uniqueAttribute.name)
             }
-            return result
+            upserted.append(result)
         }
+        return upserted
     }
 
     /// One `INSERT … ON CONFLICT` statement; returns the rows written with their unique
