@@ -70,6 +70,24 @@ extension ManagedObjectContext {
         return objects
     }
 
+    /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
+    /// query, one index probe per value) and registers them.
+    ///
+    /// - Parameter mayBeRegistered: as in `fetchObjects(entity:_:mayBeRegistered:)`.
+    func fetchObjects(
+        entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
+        mayBeRegistered: Bool = true
+    ) throws -> [ManagedObject] {
+        let result = try withDatabase {
+            try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, on: $0)
+        }
+        registered.reserveCapacity(registered.count + result.count)
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(result.count)
+        for row in result { objects.append(try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered)) }
+        return objects
+    }
+
     /// Decodes a row selected by `StoreCoordinator.selectObjects` into the registered object for
     /// its key, creating it if needed. Objects with unsaved changes are left as they are.
     ///

@@ -5,9 +5,9 @@ import Foundation
 /// by remote keys, and what is applied to each object. `insertOrUpdate`, the object
 /// mapper and the import operations all run through it.
 ///
-/// Per batch it sends one `= ANY($1)` fetch for the keys not already in the context,
-/// plus one key lookup per linked relationship for the related keys it does not know yet
-/// (cache, context) — never one query per record.
+/// Per batch it sends one fetch (one array parameter) for the keys not already in the
+/// context, plus one key lookup per linked relationship for the related keys it does not
+/// know yet (cache, context) — never one query per record.
 struct RecordImport {
     /// A to-one relationship filled from a remote key of the related entity.
     struct Link {
@@ -133,8 +133,10 @@ struct RecordImport {
         // The rest from the database: one statement for the batch.
         let missing = order.filter { found[$0] == nil }
         if !guaranteedInsert && !missing.isEmpty {
-            let query = try StoreQuery.rows(where: key, isIn: missing.map { storedKeys[$0] })
-            for object in try context.fetchObjects(entity: entity, query, mayBeRegistered: !context.registered.isEmpty) {
+            let fetched = try context.fetchObjects(
+                entity: entity, whereUnique: key, isIn: missing.map { storedKeys[$0] },
+                mayBeRegistered: !context.registered.isEmpty)
+            for object in fetched {
                 guard let hash = UniqueValue(object.values[key.index]), let first = firstOffset[hash], found[first] == nil
                 else { continue }
                 if object.deletedFlag {
