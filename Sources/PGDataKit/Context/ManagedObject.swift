@@ -72,10 +72,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var contextReference: ContextReference?
 
     var entityStorage: EntityDescription?
-    var values: [StoredValue] = []
+    /// The attribute values. Any write outside `setStoredValue(_:at:)` forgets what
+    /// `changeHints` knew (the next change check compares every attribute).
+    var values: [StoredValue] = [] { didSet { changeHints = .unknown } }
     var toOne: [RelatedReference] = []
     /// Committed attribute values; `nil` while the object was never saved or fetched.
-    var snapshot: [StoredValue]?
+    var snapshot: [StoredValue]? { didSet { changeHints = .unknown } }
+    /// Which attributes differ from the snapshot, as far as `setStoredValue(_:at:)`
+    /// has seen (saves ask for every changed object's changes).
+    var changeHints = ChangeHints.unknown
     /// Committed foreign keys of the to-one relationships.
     var snapshotKeys: [Int64?] = []
     /// The row version the snapshot was read at.
@@ -232,7 +237,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         prepareStorage()
         let wasNull = values[slot] == nil
         if wasNull == (value == nil) && (wasNull || entity.attributes[slot].isEqual(values[slot], value)) { return }
+        let hints = changeHints.changing(slot)
         values[slot] = value
+        changeHints = hints
         contextReference?.context?.objectDidChange(self)
     }
 
@@ -417,6 +424,13 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         prepareStorage()
         guard let snapshot else { return !values.isEmpty }
         let attributes = entity.attributes
+        if let (certain, maybe) = changeHints.masks(count: attributes.count) {
+            if certain != 0 { return true }
+            for index in attributes.indices where maybe & (1 << index) != 0 {
+                if !attributes[index].isEqual(snapshot[index], values[index]) { return true }
+            }
+            return false
+        }
         for index in attributes.indices where !attributes[index].isEqual(snapshot[index], values[index]) { return true }
         return false
     }
@@ -426,6 +440,17 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         guard let snapshot else { return Array(entity.attributes.indices) }
         let attributes = entity.attributes
         var changed: [Int] = []
+        changed.reserveCapacity(attributes.count)
+        if let (certain, maybe) = changeHints.masks(count: attributes.count) {
+            // Only the attributes set since the snapshot can differ; those set once from
+            // their committed value do.
+            for index in attributes.indices where maybe & (1 << index) != 0 {
+                if certain & (1 << index) != 0 || !attributes[index].isEqual(snapshot[index], values[index]) {
+                    changed.append(index)
+                }
+            }
+            return changed
+        }
         for index in attributes.indices where !attributes[index].isEqual(snapshot[index], values[index]) {
             changed.append(index)
         }
@@ -481,7 +506,46 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     func commitSnapshot() {
         prepareStorage()
         snapshot = values
-        snapshotKeys = entity.relationships.map { $0.columnName == nil ? nil : referencedKey(at: $0.index) }
+        changeHints = .clean
+        snapshotKeys =
+            entity.relationships.isEmpty
+            ? [] : entity.relationships.map { $0.columnName == nil ? nil : referencedKey(at: $0.index) }
+    }
+}
+
+/// What an object knows about which of its attributes differ from its snapshot, so a
+/// save need not compare every attribute of every changed object: set when the values
+/// and the snapshot are made equal (fetch, save), kept up to date by
+/// `setStoredValue(_:at:)`, and forgotten (`unknown`) by any other write. Attributes
+/// past the 64th are always compared.
+struct ChangeHints {
+    /// Nothing known: compare every attribute.
+    static let unknown = ChangeHints(isKnown: false, maybe: 0, certain: 0)
+    /// The values are the snapshot.
+    static let clean = ChangeHints(isKnown: true, maybe: 0, certain: 0)
+
+    let isKnown: Bool
+    /// Attributes set since the snapshot (the others equal it).
+    let maybe: UInt64
+    /// Attributes set exactly once since the snapshot, to a value other than the
+    /// committed one: they differ for sure.
+    let certain: UInt64
+
+    /// The masks, when they describe every attribute of an entity with `count` of them.
+    @inline(__always)
+    func masks(count: Int) -> (certain: UInt64, maybe: UInt64)? {
+        isKnown && count <= 64 ? (certain, maybe) : nil
+    }
+
+    /// The hints after attribute `slot` is set to a value other than its current one.
+    @inline(__always)
+    func changing(_ slot: Int) -> ChangeHints {
+        guard isKnown, slot < 64 else { return .unknown }
+        let bit: UInt64 = 1 << UInt64(slot)
+        // Untouched until now: it held the committed value, so the new one differs. Set
+        // again: it may be back at the committed value.
+        let certain = maybe & bit == 0 ? self.certain | bit : self.certain & ~bit
+        return ChangeHints(isKnown: true, maybe: maybe | bit, certain: certain)
     }
 }
 

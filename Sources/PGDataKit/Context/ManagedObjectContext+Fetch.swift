@@ -71,12 +71,10 @@ extension ManagedObjectContext {
     }
 
     /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
-    /// query, one index probe per value) and registers them.
-    ///
-    /// - Parameter mayBeRegistered: as in `fetchObjects(entity:_:mayBeRegistered:)`.
+    /// query, one index probe per value) and registers them; a row that comes twice
+    /// (its value was given twice) is one object.
     func fetchObjects(
-        entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
-        mayBeRegistered: Bool = true
+        entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue]
     ) throws -> [ManagedObject] {
         let result = try withDatabase {
             try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, on: $0)
@@ -84,7 +82,7 @@ extension ManagedObjectContext {
         registered.reserveCapacity(registered.count + result.count)
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
-        for row in result { objects.append(try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered)) }
+        for row in result { objects.append(try register(row: row, entity: entity)) }
         return objects
     }
 
@@ -141,6 +139,7 @@ extension ManagedObjectContext {
         }
         object.values = values
         object.snapshot = values
+        object.changeHints = .clean
         guard !entity.relationships.isEmpty else { return }
         if object.toOne.count != entity.relationships.count {
             object.toOne = Array(repeating: .none, count: entity.relationships.count)

@@ -193,7 +193,7 @@ extension ManagedObjectContext {
         }
         for object in changedSet where !object.deletedFlag {
             if let names = changedNames.removeValue(forKey: ObjectIdentifier(object)) {
-                outcome.updated.append((object, names))
+                outcome.updated.append((object, names, object.version))  // (not bumped)
             }
         }
     }

@@ -104,7 +104,7 @@ extension ManagedObjectContext {
         for (object, key) in outcome.inserted {
             changes.inserted.insert(ObjectID(entityName: object.entity.name, primaryKey: key))
         }
-        for (object, keys) in outcome.updated {
+        for (object, keys, _) in outcome.updated {
             changes.updated.insert(object.objectID)
             changes.changedKeys[object.objectID] = keys
         }
@@ -156,9 +156,9 @@ extension ManagedObjectContext {
         /// The objects inserted, with their primary keys (reserved, or assigned by their
         /// upsert).
         var inserted: [(object: ManagedObject, primaryKey: Int64)] = []
-        var updated: [(object: ManagedObject, keys: Set<String>)] = []
+        /// The objects updated, with the keys written and the rows' new versions.
+        var updated: [(object: ManagedObject, keys: Set<String>, version: Int64)] = []
         var deleted: [ManagedObject] = []
-        var newVersions: [ObjectIdentifier: Int64] = [:]
         var conflicts: [ManagedObject] = []
         /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
         var merged: [MergedInsert] = []
@@ -195,10 +195,10 @@ extension ManagedObjectContext {
 
         // Keyed inserts (imports) get their primary keys from their upsert.
         var partitions: [String: (plain: [ManagedObject], keyed: [ManagedObject])] = [:]
+        let insertedByEntity = objectsByEntity(insertedSet)
         for entity in model.insertOrder {
-            let objects = insertedSet.filter { $0.entity.name == entity.name }
-            guard !objects.isEmpty else { continue }
-            let parts = partitionKeyedInserts(Array(objects), of: entity)
+            guard let objects = insertedByEntity[entity.name], !objects.isEmpty else { continue }
+            let parts = partitionKeyedInserts(objects, of: entity)
             partitions[entity.name] = (parts.plain, parts.keyed)
             let needing = (parts.plain + parts.keyedNeedingKeys).filter { reservedKeys[ObjectIdentifier($0)] == nil }
             guard !needing.isEmpty else { continue }
@@ -218,9 +218,11 @@ extension ManagedObjectContext {
                 return target.objectID.primaryKey ?? keys[ObjectIdentifier(target)]
             }
         }
-        func rows(_ objects: [ManagedObject], _ entity: EntityDescription, attributes: [Int], toOne: [Int]) -> RowBatch {
+        func rows(
+            _ objects: [ManagedObject], _ entity: EntityDescription, attributes: [Int], toOne: [Int], withKeys: Bool = true
+        ) -> RowBatch {
             RowBatch(
-                keys: objects.map(key(of:)), versions: objects.map(\.version),
+                keys: withKeys ? objects.map(key(of:)) : [], versions: objects.map(\.version),
                 attributes: attributes.map { index in (entity.attributes[index], objects.map { $0.values[index] }) },
                 foreignKeys: toOne.compactMap { index in
                     entity.relationships[index].columnName.map { ($0, objects.map { foreignKey($0, index) }) }
@@ -240,8 +242,9 @@ extension ManagedObjectContext {
                 outcome.inserted += plain.map { ($0, key(of: $0)) }
             }
             if !keyed.isEmpty {
+                let sendsKeys = Self.keyedInsertsSendKeys(entity)
                 let upserted = try upsertKeyedInserts(keyed, of: entity, on: connection) { objects, attributes, toOne in
-                    rows(objects, entity, attributes: attributes, toOne: toOne)
+                    rows(objects, entity, attributes: attributes, toOne: toOne, withKeys: sendsKeys)
                 }
                 outcome.inserted += upserted.inserted
                 outcome.merged += upserted.merged
@@ -263,8 +266,7 @@ extension ManagedObjectContext {
                     outcome.conflicts.append(object)
                     continue
                 }
-                outcome.newVersions[ObjectIdentifier(object)] = newVersion
-                outcome.updated.append((object, changedKeys))
+                outcome.updated.append((object, changedKeys, newVersion))
             }
         }
 
@@ -321,6 +323,25 @@ extension ManagedObjectContext {
             }
         }
         return groups.sorted { $0.shape < $1.shape }
+    }
+
+    /// Objects grouped by entity name, in one pass (a save's objects mostly come in runs
+    /// of one entity, so the name is hashed once per run, not once per object).
+    private func objectsByEntity(_ objects: Set<ManagedObject>) -> [String: [ManagedObject]] {
+        var groups: [String: [ManagedObject]] = [:]
+        var run: [ManagedObject] = []
+        var runName: String?
+        for object in objects {
+            let name = object.entity.name
+            if name != runName {
+                if let runName { groups[runName, default: []] += run }
+                run = []
+                runName = name
+            }
+            run.append(object)
+        }
+        if let runName { groups[runName, default: []] += run }
+        return groups
     }
 
     // MARK: - Conflicts
@@ -470,8 +491,8 @@ extension ManagedObjectContext {
             object.commitSnapshot()
         }
         for merged in outcome.merged { finishMergedInsert(merged) }
-        for (object, _) in outcome.updated {
-            if let version = outcome.newVersions[ObjectIdentifier(object)] { object.version = version }
+        for (object, _, version) in outcome.updated {
+            object.version = version
             object.commitSnapshot()
         }
         for object in outcome.deleted {
@@ -485,7 +506,7 @@ extension ManagedObjectContext {
         if outcome.updated.count == changedSet.count {
             changedSet.removeAll()  // every changed object was updated (they all come from it)
         } else {
-            for (object, _) in outcome.updated { changedSet.remove(object) }
+            for (object, _, _) in outcome.updated { changedSet.remove(object) }
             changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }
         }
         observers.postDidSave(changes)

@@ -221,6 +221,30 @@ public final class ManagedObjectContext: @unchecked Sendable {
         adoptRelationshipsSetBeforeInsertion(object)
     }
 
+    /// Inserts an object fresh from `init()` whose entity is known (imports create one
+    /// per new key): what `insert(_:)` does for such an object, without looking the
+    /// entity up or visiting relationships it cannot have yet.
+    func insertNew(_ object: ManagedObject, entity: EntityDescription) {
+        // An initialiser that set relationships brings related objects: the full path.
+        guard object.toOne.isEmpty, object.joinMembers.isEmpty, object.managedObjectContext == nil else {
+            insert(object)
+            return
+        }
+        object.entityStorage = entity
+        object.prepareStorage()
+        object.contextReference = reference
+        object.objectID = ObjectID(temporaryFor: entity.name)
+        registered[object.objectID] = object
+        insertedSet.insert(object)
+    }
+
+    /// Makes room for `count` more objects (an import inserting or fetching a batch), so
+    /// the tables are not rehashed as they grow.
+    func reserveCapacity(forObjects count: Int) {
+        registered.reserveCapacity(registered.count + count)
+        insertedSet.reserveCapacity(insertedSet.count + count)
+    }
+
     /// Marks an object for deletion at the next save and applies its relationships'
     /// delete rules now: cascade deletes related objects, nullify clears their
     /// references (or, for many-to-many, takes the object out of their sets), deny is
@@ -328,7 +352,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         endTransaction()
     }
 
-    private func revert(_ object: ManagedObject) {
+    /// Puts an object's committed values and to-one keys back.
+    func revert(_ object: ManagedObject) {
         guard let snapshot = object.snapshot else { return }
         object.values = snapshot
         for relationship in object.entity.toOneRelationships {

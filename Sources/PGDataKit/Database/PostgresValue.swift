@@ -97,20 +97,54 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     }
 }
 
-/// `{"a","b",NULL}`: an array of strings, without generic dispatch per element; built
-/// as bytes (appending to a `String` piece by piece costs far more per element).
+/// `{"a","b",NULL}`: an array of strings, without generic dispatch per element.
 private func arrayText(of strings: [String?]) throws -> String {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(2 + strings.count * 4)
-    bytes.append(UInt8(ascii: "{"))
+    var literal = ArrayLiteralBuilder(capacity: strings.count)
     for element in strings {
+        if let element { try literal.append(element) } else { literal.appendNull() }
+    }
+    return literal.text()
+}
+
+/// `{"1","2",NULL}`: an array of integers, without generic dispatch per element.
+private func arrayText(of integers: [Int64?]) -> String {
+    var literal = ArrayLiteralBuilder(capacity: integers.count)
+    for element in integers {
+        if let element { literal.append(element) } else { literal.appendNull() }
+    }
+    return literal.text()
+}
+
+/// Writes a one-dimensional array literal in PostgreSQL's text form, element by element,
+/// as bytes (appending to a `String` piece by piece costs far more per element): every
+/// element quoted, `"` and `\` escaped, `NULL` bare.
+struct ArrayLiteralBuilder {
+    private var bytes: [UInt8] = []
+
+    /// Starts an empty literal with room for about `capacity` short elements.
+    init(capacity: Int) {
+        bytes.reserveCapacity(2 + capacity * 8)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func separate() {
         if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
-        guard var element else {
-            bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
-            continue
-        }
+    }
+
+    /// Appends `NULL`.
+    mutating func appendNull() {
+        separate()
+        bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
+    }
+
+    /// Appends a string, quoted and escaped.
+    ///
+    /// - Throws: `PostgresValueError.Reason.containsNUL`.
+    mutating func append(_ text: String) throws {
+        separate()
         bytes.append(UInt8(ascii: "\""))
-        try element.withUTF8 { utf8 in
+        var text = text
+        try text.withUTF8 { utf8 in
             var plain = true
             for byte in utf8 {
                 if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
@@ -127,28 +161,30 @@ private func arrayText(of strings: [String?]) throws -> String {
         }
         bytes.append(UInt8(ascii: "\""))
     }
-    bytes.append(UInt8(ascii: "}"))
-    return String(decoding: bytes, as: UTF8.self)
-}
 
-/// `{"1","2",NULL}`: an array of integers, without generic dispatch per element, written
-/// as digits straight into the bytes.
-private func arrayText(of integers: [Int64?]) -> String {
-    var bytes: [UInt8] = []
-    bytes.reserveCapacity(2 + integers.count * 8)
-    bytes.append(UInt8(ascii: "{"))
-    for element in integers {
-        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
-        guard let element else {
-            bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
-            continue
-        }
+    /// Appends an integer, quoted.
+    mutating func append(_ value: Int64) {
+        separate()
         bytes.append(UInt8(ascii: "\""))
-        appendDecimal(element, to: &bytes)
+        appendDecimal(value, to: &bytes)
         bytes.append(UInt8(ascii: "\""))
     }
-    bytes.append(UInt8(ascii: "}"))
-    return String(decoding: bytes, as: UTF8.self)
+
+    /// Closes the literal and returns it (call once, last).
+    mutating func text() -> String {
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// An array parameter already written as its literal (`ArrayLiteralBuilder`), sent with
+/// the type of an array of `Element`.
+struct ArrayLiteral<Element: PostgresEncodable>: PostgresEncodable {
+    let text: String
+
+    static var postgresType: PostgresType { [Element?].postgresType }
+
+    func postgresText() throws -> String? { text }
 }
 
 /// Appends an integer's decimal digits (with a leading `-` when negative) to `bytes`:

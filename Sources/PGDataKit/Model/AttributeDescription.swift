@@ -21,6 +21,8 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     public let swiftTypeName: String
     /// Position in the object's value storage.
     let index: Int
+    /// `Entity.attribute`, for errors.
+    let qualifiedName: String
     let defaultValue: StoredValue
     let decode: @Sendable (PostgresCell) throws -> StoredValue
     /// The fetch fast path for this attribute's scalar type.
@@ -33,7 +35,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
 
     init(
         name: String, columnName: String, type: AttributeType, isOptional: Bool, isUnique: Bool,
-        swiftTypeName: String, index: Int, defaultValue: StoredValue, decoding: AttributeDecoding,
+        swiftTypeName: String, index: Int, qualifiedName: String, defaultValue: StoredValue, decoding: AttributeDecoding,
         decode: @escaping @Sendable (PostgresCell) throws -> StoredValue,
         encode: @escaping @Sendable (StoredValue) throws -> (any PostgresEncodable)?,
         encodeArray: @escaping @Sendable ([StoredValue]) throws -> any PostgresEncodable,
@@ -47,6 +49,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         self.isUnique = isUnique
         self.swiftTypeName = swiftTypeName
         self.index = index
+        self.qualifiedName = qualifiedName
         self.defaultValue = defaultValue
         self.decode = decode
         self.decoding = decoding
@@ -58,6 +61,48 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
 
     /// `name: Type (column)`.
     public var description: String { "\(name): \(swiftTypeName) (\(columnName) \(type.sqlType))" }
+
+    /// One column of a statement as an array parameter: the values at `order` (all of
+    /// them, in their order, when `nil`). Strings and integers are written straight into
+    /// the literal; other types go through `encodeArray`.
+    ///
+    /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
+    ///   `column`).
+    func encodeColumn(_ values: [StoredValue], order: [Int]? = nil) throws -> any PostgresEncodable {
+        let count = order?.count ?? values.count
+        @inline(__always) func value(_ position: Int) -> StoredValue { values[order?[position] ?? position] }
+        switch decoding {
+        case .string:
+            var literal = ArrayLiteralBuilder(capacity: count)
+            do {
+                for position in 0..<count {
+                    if let text = unboxStored(value(position), as: String.self) {
+                        try literal.append(text)
+                    } else {
+                        literal.appendNull()
+                    }
+                }
+            } catch var error as PostgresValueError {
+                error.column = qualifiedName
+                throw error
+            }
+            return ArrayLiteral<String>(text: literal.text())
+        case .int, .int64:
+            var literal = ArrayLiteralBuilder(capacity: count)
+            let isInt = decoding == .int
+            for position in 0..<count {
+                let stored = value(position)
+                if let integer = isInt ? unboxStored(stored, as: Int.self).map(Int64.init) : unboxStored(stored, as: Int64.self) {
+                    literal.append(integer)
+                } else {
+                    literal.appendNull()
+                }
+            }
+            return ArrayLiteral<Int64>(text: literal.text())
+        default:
+            return try encodeArray(order.map { $0.map { values[$0] } } ?? values)
+        }
+    }
 }
 
 /// Implemented by `Attribute` so the model can read declarations through reflection.
@@ -82,11 +127,10 @@ enum AttributeCoding {
 
     @inline(__always)
     private static func equal<T: Equatable>(_ left: StoredValue, _ right: StoredValue, as type: T.Type) -> Bool {
-        switch (left, right) {
-        case (nil, nil): return true
-        case (let left?, let right?): return unbox(left, as: T.self) == unbox(right, as: T.self)
-        default: return false
-        }
+        // (Bound one at a time: matching the pair as a tuple copies both values first.)
+        guard let left else { return right == nil }
+        guard let right else { return false }
+        return unbox(left, as: T.self) == unbox(right, as: T.self)
     }
 
     /// Encodes a column of stored values as one array parameter; the common types get
@@ -123,7 +167,7 @@ enum AttributeCoding {
         return AttributeDescription(
             name: name, columnName: column ?? Naming.snakeCase(name), type: Scalar.attributeType,
             isOptional: Value.isOptional, isUnique: unique, swiftTypeName: swiftTypeName,
-            index: index, defaultValue: defaultValue?.scalar, decoding: AttributeDecoding(Scalar.self),
+            index: index, qualifiedName: label, defaultValue: defaultValue?.scalar, decoding: AttributeDecoding(Scalar.self),
             decode: { cell in
                 if cell.isNull { return nil }
                 return try Scalar.decode(from: cell)

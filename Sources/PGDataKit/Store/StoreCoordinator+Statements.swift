@@ -135,7 +135,8 @@ extension StoreCoordinator {
                 + (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)",
             arrays, on: connection)
         var written: [Int64: Int64] = [:]
-        for row in result { written[try row.decode(Int64.self, at: 0)] = try row.decode(Int64.self, at: 1) }
+        written.reserveCapacity(result.count)
+        for row in result { written[try row.int64(at: 0)] = try row.int64(at: 1) }
         return written
     }
 
@@ -177,19 +178,37 @@ extension StoreCoordinator {
 
     // MARK: - Binding
 
-    /// The batch's arrays as parameters, with their SQL element types.
-    func bind(_ rows: RowBatch) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
-        var arrays: [(any PostgresEncodable)?] = [rows.keys, rows.versions]
+    /// The batch's arrays as parameters, with their SQL element types: the rows at
+    /// `order` (all of them, in their order, when `nil`).
+    func bind(_ rows: RowBatch, order: [Int]? = nil) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
+        var arrays: [(any PostgresEncodable)?] = [Self.integers(rows.keys, order: order), Self.integers(rows.versions, order: order)]
         var types = ["bigint", "bigint"]
         for (attribute, values) in rows.attributes {
-            arrays.append(try attribute.encodeArray(values))
+            arrays.append(try attribute.encodeColumn(values, order: order))
             types.append(attribute.type.sqlType)
         }
         for (_, keys) in rows.foreignKeys {
-            arrays.append(keys)
+            var literal = ArrayLiteralBuilder(capacity: keys.count)
+            for position in 0..<(order?.count ?? keys.count) {
+                if let key = keys[order?[position] ?? position] { literal.append(key) } else { literal.appendNull() }
+            }
+            arrays.append(ArrayLiteral<Int64>(text: literal.text()))
             types.append("bigint")
         }
         return (arrays, types)
+    }
+
+    /// A `bigint[]` parameter of the integers at `order` (all, when `nil`); empty for
+    /// no integers (an upsert without keys leaves them to the sequence).
+    private static func integers(_ values: [Int64], order: [Int]?) -> ArrayLiteral<Int64> {
+        guard !values.isEmpty else { return ArrayLiteral(text: "{}") }
+        var literal = ArrayLiteralBuilder(capacity: values.count)
+        if let order {
+            for index in order { literal.append(values[index]) }
+        } else {
+            for value in values { literal.append(value) }
+        }
+        return ArrayLiteral(text: literal.text())
     }
 
     /// `$1::bigint[], $2::text[], …`.

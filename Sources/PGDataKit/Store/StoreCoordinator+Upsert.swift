@@ -33,7 +33,7 @@ extension StoreQuery {
     static func rows(where attribute: AttributeDescription, isIn values: [StoredValue]) throws -> StoreQuery {
         StoreQuery(
             condition: "t.\(Connection.quoteIdentifier(attribute.columnName)) = ANY($1::\(attribute.type.sqlType)[])",
-            parameters: [try attribute.encodeArray(values)])
+            parameters: [try attribute.encodeColumn(values)])
     }
 
     /// This query's rows except those whose `attribute` is one of `values` (one more
@@ -42,7 +42,7 @@ extension StoreQuery {
     /// - Throws: `PostgresValueError` when a value cannot be encoded.
     func excluding(_ attribute: AttributeDescription, values: [StoredValue]) throws -> StoreQuery {
         var query = self
-        query.parameters.append(try attribute.encodeArray(values))
+        query.parameters.append(try attribute.encodeColumn(values))
         let column = "t.\(Connection.quoteIdentifier(attribute.columnName))"
         let exclusion =
             "(\(column) IS NULL OR NOT (\(column) = ANY($\(query.parameters.count)::\(attribute.type.sqlType)[])))"
@@ -100,7 +100,7 @@ extension StoreCoordinator {
         lastIndex.reserveCapacity(values.count)
         var repeated = false
         for value in values {
-            guard let text = try uniqueAttribute.encode(value)?.postgresText() else {
+            guard let text = try Self.keyText(value, of: uniqueAttribute) else {
                 throw PostgresValueError(
                     reason: .unencodable("an upsert needs a value for the unique key"), swiftType: uniqueAttribute.swiftTypeName,
                     column: "\(entity.name).\(uniqueAttribute.name)")
@@ -114,7 +114,7 @@ extension StoreCoordinator {
         pending.sort { texts[$0] < texts[$1] }
         var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
         for _ in 0..<3 {
-            for row in try upsert(into: entity, rows.selecting(pending), uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
+            for row in try upsert(into: entity, rows, order: pending, uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
                 guard let index = lastIndex[row.keyText] else { continue }
                 results[index] = UpsertedRow(primaryKey: row.primaryKey, version: row.version, outcome: row.inserted ? .inserted : .updated)
             }
@@ -149,15 +149,24 @@ extension StoreCoordinator {
         return upserted
     }
 
-    /// One `INSERT … ON CONFLICT` statement; returns the rows written with their unique
-    /// key's text and whether each was inserted (`xmax = 0`: no earlier version of the
-    /// row was locked or updated by it).
+    /// A unique key's text as sent (`nil` for `NULL`): strings as they are, without the
+    /// attribute's generic encoding on the common path.
+    private static func keyText(_ value: StoredValue, of attribute: AttributeDescription) throws -> String? {
+        if attribute.decoding == .string, let text = unboxStored(value, as: String.self) {
+            return try text.postgresText()  // (refuses NUL)
+        }
+        return try attribute.encode(value)?.postgresText()
+    }
+
+    /// One `INSERT … ON CONFLICT` statement for the rows at `order`; returns the rows
+    /// written with their unique key's text and whether each was inserted (`xmax = 0`:
+    /// no earlier version of the row was locked or updated by it).
     private func upsert(
-        into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
-        on connection: Connection
+        into entity: EntityDescription, _ rows: RowBatch, order: [Int], uniqueAttribute: AttributeDescription,
+        updating: [String], on connection: Connection
     ) throws -> [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] {
         let quote = Connection.quoteIdentifier
-        var (arrays, types) = try bind(rows)
+        var (arrays, types) = try bind(rows, order: order)
         var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.attribute.columnName)
             + rows.foreignKeys.map(\.column)
         if rows.keys.isEmpty {
@@ -182,19 +191,17 @@ extension StoreCoordinator {
         // Text and integer columns come back in the text they were sent as; other types
         // are read and written again to compare like with like.
         let sameText = [.string, .int16, .int32, .int64].contains(uniqueAttribute.type)
-        return try result.map { row in
+        var rows: [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] = []
+        rows.reserveCapacity(result.count)
+        for row in result {
             let text =
                 sameText
-                ? try row.decode(String.self, at: 2)
+                ? try row.string(at: 2)
                 : try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() } ?? ""
-            return (
-                try Self.integer(row, 0), try Self.integer(row, 1), text, try row.decode(Bool.self, at: 3)
-            )
+            rows.append((try row.int64(at: 0), try row.int64(at: 1), text, try row.bool(at: 3)))
         }
+        return rows
     }
-
-    /// A `bigint` column.
-    private static func integer(_ row: Row, _ column: Int) throws -> Int64 { try row.decode(Int64.self, at: column) }
 
     /// The rows of objects (`selectColumns` of the entity) whose unique `attribute` is
     /// one of `values`: one statement with one array parameter, which looks each value up
@@ -203,8 +210,9 @@ extension StoreCoordinator {
     /// Written as a lateral join over the array rather than `= ANY($1)`, which the
     /// planner turns into a scan of the whole table when the table has no statistics yet
     /// (a new or emptied table being imported into: milliseconds per batch, growing with
-    /// the table); here each value costs one index probe whatever the statistics. A
-    /// repeated value is looked up once.
+    /// the table); here each value costs one index probe whatever the statistics. A value
+    /// given twice (or two values the column's collation holds equal) returns its row
+    /// twice.
     ///
     /// - Throws: `PostgresError`, `PostgresValueError` naming `Entity.attribute`.
     func selectObjects(
@@ -214,10 +222,10 @@ extension StoreCoordinator {
         let quote = Connection.quoteIdentifier
         return try execute(
             "SELECT \(entity.selectList(alias: "t")) "
-                + "FROM (SELECT DISTINCT v FROM unnest($1::\(attribute.type.sqlType)[]) AS v) AS k(v) "
+                + "FROM unnest($1::\(attribute.type.sqlType)[]) AS k(v) "
                 + "CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
                 + "WHERE u.\(quote(attribute.columnName)) = k.v LIMIT 1) AS t",
-            [try attribute.encodeArray(values)], on: connection)
+            [try attribute.encodeColumn(values)], on: connection)
     }
 
     /// The primary keys of the rows whose `attribute` is one of `values`, with each row's
@@ -237,15 +245,5 @@ extension StoreCoordinator {
         return try result.map { row in
             (try row.decode(Int64.self, at: 0), try row.withCell(at: 1) { try attribute.decode($0) })
         }
-    }
-}
-
-extension RowBatch {
-    /// The rows at `indexes`, in that order.
-    func selecting(_ indexes: [Int]) -> RowBatch {
-        RowBatch(
-            keys: keys.isEmpty ? [] : indexes.map { keys[$0] }, versions: indexes.map { versions[$0] },
-            attributes: attributes.map { column in (column.attribute, indexes.map { column.values[$0] }) },
-            foreignKeys: foreignKeys.map { column in (column.column, indexes.map { column.keys[$0] }) })
     }
 }
