@@ -234,13 +234,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
         }
-        prepareStorage()
+        if slot >= values.count { prepareStorage() }  // (storage is prepared whole or not at all)
         let wasNull = values[slot] == nil
         if wasNull == (value == nil) && (wasNull || entity.attributes[slot].isEqual(values[slot], value)) { return }
         let hints = changeHints.changing(slot)
         values[slot] = value
         changeHints = hints
-        contextReference?.context?.objectDidChange(self)
+        guard let context = contextReference?.context else { return }
+        // An imported object's key changed: another imported object may hold it now.
+        if slot == upsertAttributeIndex { context.keyedInsertKeysChanged = true }
+        context.objectDidChange(self)
     }
 
     /// The primary key a to-one reference points at, if the destination is saved.

@@ -46,6 +46,8 @@ extension ManagedObjectContext {
     /// Splits an entity's inserted objects into plain inserts and keyed ones: one keyed
     /// object per unique value; another object with the same value stays a plain insert,
     /// which the unique constraint then refuses (`PostgresError`, `.uniqueViolation`).
+    /// Imports create one object per key, so values are compared only after an imported
+    /// object's key was changed (`keyedInsertKeysChanged`).
     ///
     /// - Returns: also the keyed objects that need reserved primary keys: those of an
     ///   entity with a to-one relationship to itself, which objects of the same statement
@@ -58,7 +60,15 @@ extension ManagedObjectContext {
         keyed.reserveCapacity(objects.count)
         var seen: [Int: Set<UniqueValue>] = [:]
         for object in objects {
-            guard let index = object.upsertAttributeIndex, let value = UniqueValue(object.values[index]) else {
+            guard let index = object.upsertAttributeIndex else {
+                plain.append(object)
+                continue
+            }
+            guard keyedInsertKeysChanged else {
+                keyed.append(object)
+                continue
+            }
+            guard let value = UniqueValue(object.values[index]) else {
                 plain.append(object)
                 continue
             }

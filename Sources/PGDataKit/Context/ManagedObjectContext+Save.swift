@@ -502,6 +502,7 @@ extension ManagedObjectContext {
         commitJoinChanges()
         insertedSet.removeAll()
         deletedSet.removeAll()
+        keyedInsertKeysChanged = false
         // The objects just updated carry no changes now; only the others are looked at.
         if outcome.updated.count == changedSet.count {
             changedSet.removeAll()  // every changed object was updated (they all come from it)

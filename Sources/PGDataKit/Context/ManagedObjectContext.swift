@@ -83,6 +83,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The open transaction of a private context.
     var transaction: Connection?
     var observers = ContextObservers()
+    /// Set when the unique key of an object an import inserted was changed afterwards:
+    /// until the next save, two such objects may share a key, so the save checks.
+    var keyedInsertKeysChanged = false
 
     /// Creates a context; usually `ContextManager` does this.
     ///
@@ -341,6 +344,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             object.deletedFlag = false
         }
         insertedSet.removeAll()
+        keyedInsertKeysChanged = false
         for object in deletedSet { object.deletedFlag = false }
         deletedSet.removeAll()
         for object in changedSet { revert(object) }
@@ -370,6 +374,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         insertedSet.removeAll()
         deletedSet.removeAll()
         changedSet.removeAll()
+        keyedInsertKeysChanged = false
         endTransaction()
     }
 
