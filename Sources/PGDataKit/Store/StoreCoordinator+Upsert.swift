@@ -96,26 +96,62 @@ extension StoreCoordinator {
         // conflicts: such rows are plain inserts, which the column's NOT NULL refuses.
         var texts: [String] = []
         texts.reserveCapacity(values.count)
-        var lastIndex: [String: Int] = [:]
-        lastIndex.reserveCapacity(values.count)
-        var repeated = false
         for value in values {
             guard let text = try Self.keyText(value, of: uniqueAttribute) else {
                 throw PostgresValueError(
                     reason: .unencodable("an upsert needs a value for the unique key"), swiftType: uniqueAttribute.swiftTypeName,
                     column: "\(entity.name).\(uniqueAttribute.name)")
             }
-            if lastIndex.updateValue(texts.count, forKey: text) != nil { repeated = true }
             texts.append(text)
         }
         // Any order all processes share serves; `String`'s is byte order for ASCII and
         // NFC text (and canonical order otherwise), and compares small strings fastest.
-        var pending = Array(lastIndex.values)
-        pending.sort { texts[$0] < texts[$1] }
+        // Equal neighbours are one key: its last row (highest index) is sent, and stands
+        // for the others (`sentRow`).
+        var sorted = Array(texts.indices)
+        texts.withUnsafeBufferPointer { text in sorted.sort { text[$0] < text[$1] } }
+        var pending: [Int] = []
+        pending.reserveCapacity(sorted.count)
+        var sentRow: [Int] = []  // (empty while no key repeats)
+        texts.withUnsafeBufferPointer { text in
+            var runStart = 0
+            while runStart < sorted.count {
+                var runEnd = runStart + 1
+                var sent = sorted[runStart]
+                while runEnd < sorted.count, text[sorted[runEnd]] == text[sorted[runStart]] {
+                    sent = Swift.max(sent, sorted[runEnd])
+                    runEnd += 1
+                }
+                if runEnd - runStart > 1 {
+                    if sentRow.isEmpty { sentRow = Array(text.indices) }
+                    for position in runStart..<runEnd { sentRow[sorted[position]] = sent }
+                }
+                pending.append(sent)
+                runStart = runEnd
+            }
+        }
+        let sent = pending  // sorted by text, one row per key
+        // The row sent with a key text (rows mostly come back in the order sent, so the
+        // next one is tried before a binary search).
+        var cursor = 0
+        func sentIndex(of text: String) -> Int? {
+            if cursor < sent.count, texts[sent[cursor]] == text {
+                cursor += 1
+                return sent[cursor - 1]
+            }
+            var low = 0
+            var high = sent.count
+            while low < high {
+                let middle = (low + high) / 2
+                if texts[sent[middle]] < text { low = middle + 1 } else { high = middle }
+            }
+            return low < sent.count && texts[sent[low]] == text ? sent[low] : nil
+        }
         var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
         for _ in 0..<3 {
+            cursor = 0
             for row in try upsert(into: entity, rows, order: pending, uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
-                guard let index = lastIndex[row.keyText] else { continue }
+                guard let index = sentIndex(of: row.keyText) else { continue }
                 results[index] = UpsertedRow(primaryKey: row.primaryKey, version: row.version, outcome: row.inserted ? .inserted : .updated)
             }
             pending = pending.filter { results[$0] == nil }
@@ -127,11 +163,12 @@ extension StoreCoordinator {
                 "SELECT t.\(quote(entity.primaryKeyColumn)), t.\(quote(entity.versionColumn)), t.\(quote(uniqueAttribute.columnName)) "
                     + "FROM \(entity.quotedTable) AS t" + query.clauses,
                 query.parameters, on: connection)
+            cursor = 0
             for row in found {
                 let text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
-                guard let text, let index = lastIndex[text] else { continue }
+                guard let text, let index = sentIndex(of: text) else { continue }
                 results[index] = UpsertedRow(
-                    primaryKey: try row.decode(Int64.self, at: 0), version: try row.decode(Int64.self, at: 1), outcome: .unchanged)
+                    primaryKey: try row.int64(at: 0), version: try row.int64(at: 1), outcome: .unchanged)
             }
             // Whatever is still missing was deleted in between: send it again.
             pending = pending.filter { results[$0] == nil }
@@ -140,8 +177,8 @@ extension StoreCoordinator {
         // Rows of a repeated key share the result of the row sent.
         var upserted: [UpsertedRow] = []
         upserted.reserveCapacity(texts.count)
-        for (index, text) in texts.enumerated() {
-            guard let result = results[repeated ? (lastIndex[text] ?? index) : index] else {
+        for index in texts.indices {
+            guard let result = results[sentRow.isEmpty ? index : sentRow[index]] else {
                 throw UpsertVanishedRowError(entity: entity.name, attribute: uniqueAttribute.name)
             }
             upserted.append(result)
@@ -150,11 +187,9 @@ extension StoreCoordinator {
     }
 
     /// A unique key's text as sent (`nil` for `NULL`): strings as they are, without the
-    /// attribute's generic encoding on the common path.
+    /// attribute's generic encoding (a NUL in one is refused when the column is encoded).
     private static func keyText(_ value: StoredValue, of attribute: AttributeDescription) throws -> String? {
-        if attribute.decoding == .string, let text = unboxStored(value, as: String.self) {
-            return try text.postgresText()  // (refuses NUL)
-        }
+        if attribute.decoding == .string, let text = unboxStored(value, as: String.self) { return text }
         return try attribute.encode(value)?.postgresText()
     }
 
