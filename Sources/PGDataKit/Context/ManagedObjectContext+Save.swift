@@ -88,12 +88,12 @@ extension ManagedObjectContext {
         if connection === transaction { transaction = nil }
     }
 
-    /// Writes the change record (which queues the notification), commits, then updates
-    /// the objects and tells observers.
+    /// Writes the change record (which queues the notification) and commits in one round
+    /// trip, then updates the objects and tells observers.
     private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
         let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
-        try coordinator.recordChanges(changes, on: connection)
-        try commitWriteTransaction(connection)
+        try coordinator.recordChangesAndCommit(changes, on: connection)
+        if connection === transaction { transaction = nil }
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
     }
 

@@ -291,6 +291,90 @@ public final class Connection: @unchecked Sendable {
         return try check(result, handle: handle, sql: sql, parameters: parameters)
     }
 
+    /// Runs statements in one round trip (libpq's pipeline mode): all are sent, then all
+    /// results are read. When one fails, PostgreSQL skips the ones after it and its error
+    /// is thrown; an open transaction is then failed (roll it back). For short sequences
+    /// whose results are small (a save's change record and its `COMMIT`): the statements
+    /// are sent before any result is read.
+    ///
+    /// - Returns: each statement's result, in order.
+    /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
+    ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
+    func executePipeline(_ statements: [(sql: String, parameters: [(any PostgresEncodable)?])]) throws -> [QueryResult] {
+        var encoded: [(texts: [UnsafeMutablePointer<CChar>?], types: [UInt32])] = []
+        defer { for statement in encoded { statement.texts.forEach { free($0) } } }
+        for statement in statements {
+            var texts: [UnsafeMutablePointer<CChar>?] = []
+            var types: [UInt32] = []
+            for parameter in statement.parameters {
+                guard let parameter else {
+                    texts.append(nil)
+                    types.append(0)
+                    continue
+                }
+                types.append(type(of: parameter).postgresType.oid)
+                texts.append(try parameter.postgresText().map { strdup($0) })
+            }
+            encoded.append((texts, types))
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        let handle = try requireHandle()
+        func lost() -> PostgresError {
+            PostgresError(
+                kind: PQstatus(handle) == CONNECTION_BAD ? .connectionLost : .client,
+                message: String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines),
+                statement: statements.first?.sql)
+        }
+        guard PQenterPipelineMode(handle) == 1 else { throw lost() }
+        var sent = 0
+        for (statement, parameters) in zip(statements, encoded) {
+            let queued = parameters.texts.withUnsafeBufferPointer { values in
+                values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                    PQsendQueryParams(
+                        handle, statement.sql, Int32(parameters.types.count), parameters.types, values.baseAddress, nil, nil, 0)
+                }
+            }
+            guard queued == 1 else { break }
+            sent += 1
+        }
+        executedStatements += sent
+        let synced = PQpipelineSync(handle) == 1
+        // Every result must be read before the pipeline can end: per statement its
+        // results up to a NULL, then the sync point.
+        var results: [QueryResult] = []
+        var failure: PostgresError?
+        for index in 0..<sent {
+            while let result = PQgetResult(handle) {
+                switch PQresultStatus(result) {
+                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+                    results.append(QueryResult(handle: result))
+                case PGRES_PIPELINE_ABORTED:
+                    PQclear(result)
+                default:
+                    if failure == nil {
+                        var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
+                        error.parameterDescriptions = Connection.describe(statements[index].parameters)
+                        failure = error
+                    }
+                    PQclear(result)
+                }
+            }
+            if PQstatus(handle) == CONNECTION_BAD { break }
+        }
+        if synced && PQstatus(handle) != CONNECTION_BAD {
+            while let result = PQgetResult(handle) {
+                let status = PQresultStatus(result)
+                PQclear(result)
+                if status == PGRES_PIPELINE_SYNC { break }
+            }
+        }
+        let exited = PQexitPipelineMode(handle) == 1
+        if let failure { throw failure }
+        guard sent == statements.count, synced, exited, results.count == statements.count else { throw lost() }
+        return results
+    }
+
     /// Runs one statement with bound parameters and returns its rows; the same as
     /// `execute(_:_:)`, named for reading.
     ///

@@ -74,15 +74,27 @@ enum ChangeLog {
     /// - Returns: the record's id.
     @discardableResult
     static func write(_ changes: ContextChanges, origin: UUID, on connection: Connection) throws -> Int64 {
-        let result = try connection.execute(
+        let statement = try writeStatement(changes, origin: origin)
+        let result = try connection.execute(statement.sql, statement.parameters)
+        return try result[0].decode(Int64.self, at: 0)
+    }
+
+    /// The statement `write(_:origin:on:)` runs (its one row: the record's id), for
+    /// sending it together with the `COMMIT`.
+    ///
+    /// - Throws: `PostgresValueError` when the record cannot be encoded.
+    static func writeStatement(_ changes: ContextChanges, origin: UUID) throws
+        -> (sql: String, parameters: [(any PostgresEncodable)?])
+    {
+        (
             """
             WITH record AS (
                 INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::jsonb) RETURNING id
             )
             SELECT id, pg_notify('\(channel)', id::text) FROM record
             """,
-            [origin, Int32(getpid()), try encode(changes)])
-        return try result[0].decode(Int64.self, at: 0)
+            [origin, Int32(getpid()), try encode(changes)]
+        )
     }
 
     /// The position to read from: the current snapshot, as text.

@@ -168,6 +168,31 @@ extension StoreCoordinator {
             .map { try $0.decode(Int64.self, at: 0) }
     }
 
+    /// Writes the change record of a write transaction and commits it, in one round trip
+    /// (the record queues the notification; other processes' listeners read it after the
+    /// commit), then returns the connection to the pool. Empty changes write no record.
+    /// On failure the connection stays with the caller, who rolls back with
+    /// `rollbackAndRelease(_:)`.
+    ///
+    /// - Throws: `PostgresError` (the record's, or the commit's: also when the
+    ///   transaction had failed and PostgreSQL rolled it back instead),
+    ///   `PostgresValueError`.
+    func recordChangesAndCommit(_ changes: ContextChanges, on connection: Connection) throws {
+        guard !changes.isEmpty else {
+            try commitAndRelease(connection)
+            return
+        }
+        let record = try ChangeLog.writeStatement(changes, origin: origin)
+        statementCounter.add(2, ordering: .relaxed)
+        let results = try connection.executePipeline([record, (sql: "COMMIT", parameters: [])])
+        if results.last?.commandTag == "ROLLBACK" {
+            throw PostgresError(
+                kind: .server, sqlState: .inFailedTransaction,
+                message: "the transaction had failed and was rolled back instead of committed", statement: "COMMIT")
+        }
+        pool.release(connection)
+    }
+
     /// Writes the change record of a write transaction (which queues its notification):
     /// other processes' listeners read it after the commit. Nothing for empty changes.
     func recordChanges(_ changes: ContextChanges, on connection: Connection) throws {
