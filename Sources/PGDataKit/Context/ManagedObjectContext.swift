@@ -241,11 +241,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
         insertedSet.insert(object)
     }
 
-    /// Makes room for `count` more objects (an import inserting or fetching a batch), so
+    /// Makes room for objects about to be inserted and changed (an import's batch), so
     /// the tables are not rehashed as they grow.
-    func reserveCapacity(forObjects count: Int) {
-        registered.reserveCapacity(registered.count + count)
-        insertedSet.reserveCapacity(insertedSet.count + count)
+    func reserveCapacity(inserting: Int, changing: Int) {
+        if inserting > 0 {
+            registered.reserveCapacity(registered.count + inserting)
+            insertedSet.reserveCapacity(insertedSet.count + inserting)
+        }
+        if changing > 0 { changedSet.reserveCapacity(changedSet.count + changing) }
     }
 
     /// Marks an object for deletion at the next save and applies its relationships'

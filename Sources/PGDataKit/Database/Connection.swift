@@ -31,6 +31,8 @@ public final class Connection: @unchecked Sendable {
     public let configuration: ConnectionConfiguration
     let logger: Logger
     private var executedStatements = 0
+    /// A `BEGIN` to send with the next statement (`beginWithNextStatement`). Under `lock`.
+    var pendingBegin: String?
     /// Set when the server sent a FATAL error outside a query: the session is over.
     var serverEndedSession = false
 
@@ -180,6 +182,7 @@ public final class Connection: @unchecked Sendable {
     public func close() {
         lock.lock()
         defer { lock.unlock() }
+        pendingBegin = nil
         if let handle {
             PQfinish(handle)
             self.handle = nil
@@ -244,6 +247,7 @@ public final class Connection: @unchecked Sendable {
         defer { lock.unlock() }
         if let handle { PQfinish(handle) }
         handle = nil
+        pendingBegin = nil
         handle = try Connection.open(configuration)
         try setUpSession()
     }
@@ -281,6 +285,13 @@ public final class Connection: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let handle = try requireHandle()
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            let results = try runPipeline(
+                handle, [(begin, [], [], []), (sql, texts, types, parameters)])
+            guard let result = results.last else { throw PostgresError(kind: .client, message: "no result", statement: sql) }
+            return result
+        }
         executedStatements += 1
         let result = texts.withUnsafeBufferPointer { values in
             values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
@@ -301,7 +312,7 @@ public final class Connection: @unchecked Sendable {
     /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
     ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
     func executePipeline(_ statements: [(sql: String, parameters: [(any PostgresEncodable)?])]) throws -> [QueryResult] {
-        var encoded: [(texts: [UnsafeMutablePointer<CChar>?], types: [UInt32])] = []
+        var encoded: [PipelineStatement] = []
         defer { for statement in encoded { statement.texts.forEach { free($0) } } }
         for statement in statements {
             var texts: [UnsafeMutablePointer<CChar>?] = []
@@ -315,24 +326,39 @@ public final class Connection: @unchecked Sendable {
                 types.append(type(of: parameter).postgresType.oid)
                 texts.append(try parameter.postgresText().map { strdup($0) })
             }
-            encoded.append((texts, types))
+            encoded.append((statement.sql, texts, types, statement.parameters))
         }
         lock.lock()
         defer { lock.unlock() }
         let handle = try requireHandle()
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            return Array(try runPipeline(handle, [(begin, [], [], [])] + encoded).dropFirst())
+        }
+        return try runPipeline(handle, encoded)
+    }
+
+    /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
+    /// caller) with their type OIDs, and the parameters themselves for error messages.
+    typealias PipelineStatement = (
+        sql: String, texts: [UnsafeMutablePointer<CChar>?], types: [UInt32], parameters: [(any PostgresEncodable)?]
+    )
+
+    /// Sends the statements in pipeline mode and reads every result. Call under `lock`.
+    private func runPipeline(_ handle: OpaquePointer, _ statements: [PipelineStatement]) throws -> [QueryResult] {
         func lost() -> PostgresError {
             PostgresError(
                 kind: PQstatus(handle) == CONNECTION_BAD ? .connectionLost : .client,
                 message: String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines),
-                statement: statements.first?.sql)
+                statement: statements.last?.sql)
         }
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
         var sent = 0
-        for (statement, parameters) in zip(statements, encoded) {
-            let queued = parameters.texts.withUnsafeBufferPointer { values in
+        for statement in statements {
+            let queued = statement.texts.withUnsafeBufferPointer { values in
                 values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
                     PQsendQueryParams(
-                        handle, statement.sql, Int32(parameters.types.count), parameters.types, values.baseAddress, nil, nil, 0)
+                        handle, statement.sql, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
                 }
             }
             guard queued == 1 else { break }
@@ -375,6 +401,26 @@ public final class Connection: @unchecked Sendable {
         return results
     }
 
+    /// Opens a transaction with the next statement: its `BEGIN` is sent in the same
+    /// round trip (a transaction's snapshot is taken at its first statement anyway).
+    /// `commit()` or `rollback()` before any statement end it without a round trip;
+    /// `transactionStatus` reports it as open.
+    func beginWithNextStatement(isolation: IsolationLevel? = nil, readOnly: Bool = false) {
+        lock.lock()
+        defer { lock.unlock() }
+        pendingBegin = Connection.beginSQL(isolation: isolation, readOnly: readOnly)
+    }
+
+    /// Sends a `BEGIN` kept for the next statement on its own, for statements that cannot
+    /// share a round trip (scripts, `COPY`). Call under `lock`.
+    func sendPendingBegin() throws {
+        guard let begin = pendingBegin else { return }
+        pendingBegin = nil
+        let handle = try requireHandle()
+        executedStatements += 1
+        _ = try check(PQexec(handle, begin), handle: handle, sql: begin, parameters: [])
+    }
+
     /// Runs one statement with bound parameters and returns its rows; the same as
     /// `execute(_:_:)`, named for reading.
     ///
@@ -391,6 +437,7 @@ public final class Connection: @unchecked Sendable {
     public func executeScript(_ sql: String) throws {
         lock.lock()
         defer { lock.unlock() }
+        try sendPendingBegin()
         let handle = try requireHandle()
         executedStatements += 1
         _ = try check(PQexec(handle, sql), handle: handle, sql: sql, parameters: [])

@@ -151,7 +151,8 @@ struct RecordImport {
 
         var objects: [ManagedObject] = []
         objects.reserveCapacity(order.count)
-        context.reserveCapacity(forObjects: order.count)
+        let existingCount = order.reduce(0) { $0 + (found[$1] == nil ? 0 : 1) }
+        context.reserveCapacity(inserting: order.count - existingCount, changing: existingCount)
         for first in order {
             let object: ManagedObject
             if let existing = found[first] {
