@@ -235,13 +235,22 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
         }
         if slot >= values.count { prepareStorage() }  // (storage is prepared whole or not at all)
-        let wasNull = values[slot] == nil
-        if wasNull == (value == nil) && (wasNull || entity.attributes[slot].isEqual(values[slot], value)) { return }
+        let attribute = entity.attributes[slot]
+        let unchanged = values.withUnsafeBufferPointer { current in
+            withUnsafePointer(to: value) { new in
+                guard let slotPointer = current.baseAddress.map({ $0 + slot }) else { return false }
+                let wasNull = StoredValueLayout.isNull(at: slotPointer)
+                return wasNull == StoredValueLayout.isNull(at: new) && (wasNull || attribute.isEqual(at: slotPointer, new))
+            }
+        }
+        if unchanged { return }
         let hints = changeHints.changing(slot)
         values[slot] = value
         changeHints = hints
-        guard let context = contextReference?.context else { return }
-        // An imported object's key changed: another imported object may hold it now.
+        // An object without a snapshot was never saved nor fetched: in a context it is an
+        // inserted one, which needs no change tracking (unless an import keyed it on this
+        // attribute: another imported object may hold the new key).
+        guard snapshot != nil || slot == upsertAttributeIndex, let context = contextReference?.context else { return }
         if slot == upsertAttributeIndex { context.keyedInsertKeysChanged = true }
         context.objectDidChange(self)
     }
@@ -444,18 +453,24 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let attributes = entity.attributes
         var changed: [Int] = []
         changed.reserveCapacity(attributes.count)
-        if let (certain, maybe) = changeHints.masks(count: attributes.count) {
-            // Only the attributes set since the snapshot can differ; those set once from
-            // their committed value do.
-            for index in attributes.indices where maybe & (1 << index) != 0 {
-                if certain & (1 << index) != 0 || !attributes[index].isEqual(snapshot[index], values[index]) {
+        let hints = changeHints.masks(count: attributes.count)
+        snapshot.withUnsafeBufferPointer { old in
+            values.withUnsafeBufferPointer { new in
+                guard let old = old.baseAddress, let new = new.baseAddress else { return }
+                if let (certain, maybe) = hints {
+                    // Only the attributes set since the snapshot can differ; those set once
+                    // from their committed value do.
+                    for index in attributes.indices where maybe & (1 << index) != 0 {
+                        if certain & (1 << index) != 0 || !attributes[index].isEqual(at: old + index, new + index) {
+                            changed.append(index)
+                        }
+                    }
+                    return
+                }
+                for index in attributes.indices where !attributes[index].isEqual(at: old + index, new + index) {
                     changed.append(index)
                 }
             }
-            return changed
-        }
-        for index in attributes.indices where !attributes[index].isEqual(snapshot[index], values[index]) {
-            changed.append(index)
         }
         return changed
     }

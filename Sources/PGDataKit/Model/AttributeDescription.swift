@@ -62,6 +62,28 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     /// `name: Type (column)`.
     public var description: String { "\(name): \(swiftTypeName) (\(columnName) \(type.sqlType))" }
 
+    /// `isEqual` for two values in place (in arrays' storage): the common scalar types
+    /// are compared without copying the values' boxes.
+    func isEqual(at left: UnsafePointer<StoredValue>, _ right: UnsafePointer<StoredValue>) -> Bool {
+        @inline(__always) func same<T: Equatable>(_ type: T.Type) -> Bool? {
+            guard StoredValueLayout.isReadable, let left = StoredValueLayout.read(at: left, as: T.self),
+                let right = StoredValueLayout.read(at: right, as: T.self)
+            else { return nil }
+            return left == right
+        }
+        let fast: Bool?
+        switch decoding {
+        case .string: fast = same(String.self)
+        case .int: fast = same(Int.self)
+        case .int64: fast = same(Int64.self)
+        case .int32: fast = same(Int32.self)
+        case .int16: fast = same(Int16.self)
+        case .bool: fast = same(Bool.self)
+        case .generic: fast = nil
+        }
+        return fast ?? isEqual(left.pointee, right.pointee)
+    }
+
     /// One column of a statement as an array parameter: the values at `order` (all of
     /// them, in their order, when `nil`). Strings and integers are written straight into
     /// the literal; other types go through `encodeArray`.
@@ -70,16 +92,18 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     ///   `column`).
     func encodeColumn(_ values: [StoredValue], order: [Int]? = nil) throws -> any PostgresEncodable {
         let count = order?.count ?? values.count
-        @inline(__always) func value(_ position: Int) -> StoredValue { values[order?[position] ?? position] }
         switch decoding {
         case .string:
             var literal = ArrayLiteralBuilder(capacity: count)
             do {
-                for position in 0..<count {
-                    if let text = unboxStored(value(position), as: String.self) {
-                        try literal.append(text)
-                    } else {
-                        literal.appendNull()
+                try values.withUnsafeBufferPointer { values in
+                    guard let base = values.baseAddress else { return }
+                    for position in 0..<count {
+                        if let text = unboxStored(at: base + (order?[position] ?? position), as: String.self) {
+                            try literal.append(text)
+                        } else {
+                            literal.appendNull()
+                        }
                     }
                 }
             } catch var error as PostgresValueError {
@@ -90,12 +114,12 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         case .int, .int64:
             var literal = ArrayLiteralBuilder(capacity: count)
             let isInt = decoding == .int
-            for position in 0..<count {
-                let stored = value(position)
-                if let integer = isInt ? unboxStored(stored, as: Int.self).map(Int64.init) : unboxStored(stored, as: Int64.self) {
-                    literal.append(integer)
-                } else {
-                    literal.appendNull()
+            values.withUnsafeBufferPointer { values in
+                guard let base = values.baseAddress else { return }
+                for position in 0..<count {
+                    let value = base + (order?[position] ?? position)
+                    let integer = isInt ? unboxStored(at: value, as: Int.self).map(Int64.init) : unboxStored(at: value, as: Int64.self)
+                    if let integer { literal.append(integer) } else { literal.appendNull() }
                 }
             }
             return ArrayLiteral<Int64>(text: literal.text())
@@ -127,6 +151,11 @@ enum AttributeCoding {
 
     @inline(__always)
     private static func equal<T: Equatable>(_ left: StoredValue, _ right: StoredValue, as type: T.Type) -> Bool {
+        if StoredValueLayout.isInline(T.self), StoredValueLayout.isReadable,
+            let left = StoredValueLayout.read(left, as: T.self), let right = StoredValueLayout.read(right, as: T.self)
+        {
+            return left == right
+        }
         // (Bound one at a time: matching the pair as a tuple copies both values first.)
         guard let left else { return right == nil }
         guard let right else { return false }
