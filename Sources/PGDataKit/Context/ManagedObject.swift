@@ -447,6 +447,29 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return false
     }
 
+    /// `changedAttributeIndexes` as a bit mask (bit `i` for attribute `i`), without an
+    /// array; `nil` for an entity of more than 64 attributes.
+    var changedAttributeMask: UInt64? {
+        prepareStorage()
+        let attributes = entity.attributes
+        guard attributes.count <= 64 else { return nil }
+        guard let snapshot else { return attributes.count == 64 ? .max : (1 << UInt64(attributes.count)) - 1 }
+        let hints = changeHints.masks(count: attributes.count)
+        return snapshot.withUnsafeBufferPointer { old in
+            values.withUnsafeBufferPointer { new -> UInt64 in
+                guard let old = old.baseAddress, let new = new.baseAddress else { return 0 }
+                var mask: UInt64 = 0
+                // Only the attributes set since the snapshot can differ; those set once
+                // from their committed value do.
+                let (certain, candidates) = hints.map { ($0.certain, $0.maybe & ~$0.certain) } ?? (0, .max)
+                for index in attributes.indices where candidates & (1 << UInt64(index)) != 0 {
+                    if !attributes[index].isEqual(at: old + index, new + index) { mask |= 1 << UInt64(index) }
+                }
+                return mask | certain
+            }
+        }
+    }
+
     var changedAttributeIndexes: [Int] {
         prepareStorage()
         guard let snapshot else { return Array(entity.attributes.indices) }

@@ -114,25 +114,28 @@ extension ManagedObjectContext {
         object.version = try Self.decodeInteger(row, column: 1)
         let result = row.result
         let count = entity.attributeDecodings.count
-        var values: [StoredValue] = []
-        values.reserveCapacity(count)
-        try entity.attributeDecodings.withUnsafeBufferPointer { decodings in
-            try entity.attributeOptionality.withUnsafeBufferPointer { optionality in
-                for index in 0..<count {
-                    let column = index + 2
-                    guard let bytes = result.bareCell(row: row.index, column: column).bytes else {
-                        guard optionality[index] else {
-                            throw ManagedObjectError.invalidStoredValue(
-                                entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
-                                reason: "NULL in a non-optional attribute")
+        // Each value is decoded straight into the array's storage (no growth, no copies of
+        // the boxed values).
+        let values = try [StoredValue](unsafeUninitializedCapacity: count) { buffer, initialized in
+            guard let base = buffer.baseAddress else { return }
+            try entity.attributeDecodings.withUnsafeBufferPointer { decodings in
+                try entity.attributeOptionality.withUnsafeBufferPointer { optionality in
+                    for index in 0..<count {
+                        let column = index + 2
+                        guard let bytes = result.bareCell(row: row.index, column: column).bytes else {
+                            guard optionality[index] else {
+                                throw ManagedObjectError.invalidStoredValue(
+                                    entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
+                                    reason: "NULL in a non-optional attribute")
+                            }
+                            (base + index).initialize(to: nil)
+                            initialized += 1
+                            continue
                         }
-                        values.append(nil)
-                        continue
-                    }
-                    if let value = decodings[index].decode(bytes) {
-                        values.append(value)
-                    } else {
-                        values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
+                        if !decodings[index].decode(bytes, into: base + index) {
+                            (base + index).initialize(to: try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
+                        }
+                        initialized += 1
                     }
                 }
             }

@@ -101,6 +101,8 @@ extension ManagedObjectContext {
     private func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
         var changes = ContextChanges()
         changes.inserted.reserveCapacity(outcome.inserted.count)
+        changes.updated.reserveCapacity(outcome.updated.count + outcome.merged.count)
+        changes.changedKeys.reserveCapacity(outcome.updated.count + outcome.merged.count)
         for (object, key) in outcome.inserted {
             changes.inserted.insert(ObjectID(entityName: object.entity.name, primaryKey: key))
         }
@@ -296,33 +298,42 @@ extension ManagedObjectContext {
     }
 
     /// The updated objects grouped by the columns they write, in shape order; each
-    /// object's changes are computed once. Neighbours usually share a shape, so the last
-    /// one is tried before the dictionary.
+    /// object's changes are computed once, as a bit mask where the entity allows.
+    /// Neighbours usually share a shape, so the last one is tried before the dictionary.
     private func updateGroups(overwrite: Set<ObjectIdentifier>) -> [(shape: UpdateShape, objects: [ManagedObject])] {
-        var groups: [(shape: UpdateShape, objects: [ManagedObject])] = []
+        var groups: [(shape: UpdateShape, mask: UInt64?, entity: ObjectIdentifier, objects: [ManagedObject])] = []
         var groupIndexes: [UpdateShape: Int] = [:]
         for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
-            let shape: UpdateShape
-            if !overwrite.isEmpty && overwrite.contains(ObjectIdentifier(object)) {
-                shape = UpdateShape(
-                    entityName: object.entity.name, overwrite: true, attributeIndexes: Array(object.entity.attributes.indices),
-                    toOneIndexes: object.entity.toOneIndexes)
-            } else {
-                shape = UpdateShape(
-                    entityName: object.entity.name, overwrite: false, attributeIndexes: object.changedAttributeIndexes,
-                    toOneIndexes: object.changedToOneIndexes)
-                if shape.attributeIndexes.isEmpty && shape.toOneIndexes.isEmpty { continue }
+            let entity = object.entity
+            let all = !overwrite.isEmpty && overwrite.contains(ObjectIdentifier(object))
+            let mask = all ? nil : object.changedAttributeMask
+            let toOne = all ? entity.toOneIndexes : object.changedToOneIndexes
+            if let mask {
+                if mask == 0 && toOne.isEmpty { continue }
+                if let last = groups.indices.last, groups[last].mask == mask, groups[last].entity == ObjectIdentifier(entity),
+                    groups[last].shape.toOneIndexes == toOne
+                {
+                    groups[last].objects.append(object)
+                    continue
+                }
             }
+            let attributes =
+                all
+                ? Array(entity.attributes.indices)
+                : mask.map { mask in entity.attributes.indices.filter { mask & (1 << UInt64($0)) != 0 } }
+                    ?? object.changedAttributeIndexes
+            if !all && attributes.isEmpty && toOne.isEmpty { continue }
+            let shape = UpdateShape(entityName: entity.name, overwrite: all, attributeIndexes: attributes, toOneIndexes: toOne)
             if let last = groups.indices.last, groups[last].shape == shape {
                 groups[last].objects.append(object)
             } else if let index = groupIndexes[shape] {
                 groups[index].objects.append(object)
             } else {
                 groupIndexes[shape] = groups.count
-                groups.append((shape, [object]))
+                groups.append((shape, mask, ObjectIdentifier(entity), [object]))
             }
         }
-        return groups.sorted { $0.shape < $1.shape }
+        return groups.map { ($0.shape, $0.objects) }.sorted { $0.shape < $1.shape }
     }
 
     /// Objects grouped by entity name, in one pass (a save's objects mostly come in runs
