@@ -255,6 +255,14 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         context.objectDidChange(self)
     }
 
+    /// Sets an attribute of an object just inserted and never saved (an import writing
+    /// the key of a new object): no change tracking, as `setStoredValue(_:at:)` does for
+    /// such objects, without comparing with the value replaced.
+    func initializeValue(_ value: StoredValue, at slot: Int) {
+        if slot >= values.count { prepareStorage() }
+        values[slot] = value
+    }
+
     /// The primary key a to-one reference points at, if the destination is saved.
     func referencedKey(at index: Int) -> Int64? {
         prepareStorage()

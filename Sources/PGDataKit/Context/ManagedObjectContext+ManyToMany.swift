@@ -201,6 +201,7 @@ extension ManagedObjectContext {
     /// After a commit: each saved set becomes the stored one. A new object's set is
     /// known in full (it had no pairs before), so it counts as loaded.
     func commitJoinChanges() {
+        guard !coordinator.model.joinTables.isEmpty else { return }  // (no many-to-many sets to commit)
         // (Visiting the two sets in turn: their union would hash every object of a save.)
         for object in insertedSet where object.hasJoinChanges { commitJoinChanges(of: object, wasInserted: true) }
         for object in changedSet where object.hasJoinChanges && !insertedSet.contains(object) {

@@ -373,10 +373,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func reset() {
         assertOnQueue()
         for object in registered.values { object.managedObjectContext = nil }
-        registered.removeAll()
-        insertedSet.removeAll()
+        // A context reset after each batch of an import refills its tables with about as
+        // many objects: their room is kept, up to a bound, so memory stays flat.
+        let keeps = registered.count <= 16_384
+        registered.removeAll(keepingCapacity: keeps)
+        insertedSet.removeAll(keepingCapacity: keeps && insertedSet.count <= 16_384)
         deletedSet.removeAll()
-        changedSet.removeAll()
+        changedSet.removeAll(keepingCapacity: keeps && changedSet.count <= 16_384)
         keyedInsertKeysChanged = false
         endTransaction()
     }

@@ -115,7 +115,11 @@ extension RecordImport {
                 let batch = try importBatch(
                     Array(records[start..<end]), firstIndex: start, in: context, cache: cache, undo: undo,
                     formatters: formatters, stubs: &stubs)
-                for object in batch where seen.insert(ObjectIdentifier(object)).inserted { objects.append(object) }
+                if start == 0 && end == records.count {
+                    objects = batch  // one batch: its objects are distinct
+                } else {
+                    for object in batch where seen.insert(ObjectIdentifier(object)).inserted { objects.append(object) }
+                }
                 start = end
             }
         } catch {

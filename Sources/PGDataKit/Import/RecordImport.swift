@@ -166,7 +166,7 @@ struct RecordImport {
                 object = entity.objectClass.init()
                 context.insertNew(object, entity: entity)
                 undo.noteInserted(object)
-                object.setStoredValue(storedKeys[first], at: key.index)
+                object.initializeValue(storedKeys[first], at: key.index)
                 object.upsertAttributeIndex = key.index
             }
             var offset = first
