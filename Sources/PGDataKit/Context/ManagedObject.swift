@@ -72,10 +72,15 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var contextReference: ContextReference?
 
     var entityStorage: EntityDescription?
-    var values: [StoredValue] = []
+    /// The attribute values. Any write outside `setStoredValue(_:at:)` forgets what
+    /// `changeHints` knew (the next change check compares every attribute).
+    var values: [StoredValue] = [] { didSet { changeHints = .unknown } }
     var toOne: [RelatedReference] = []
     /// Committed attribute values; `nil` while the object was never saved or fetched.
-    var snapshot: [StoredValue]?
+    var snapshot: [StoredValue]? { didSet { changeHints = .unknown } }
+    /// Which attributes differ from the snapshot, as far as `setStoredValue(_:at:)`
+    /// has seen (saves ask for every changed object's changes).
+    var changeHints = ChangeHints.unknown
     /// Committed foreign keys of the to-one relationships.
     var snapshotKeys: [Int64?] = []
     /// The row version the snapshot was read at.
@@ -115,8 +120,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     func prepareStorage() {
         let entity = self.entity
-        if values.count != entity.attributes.count {
-            values = entity.attributes.map(\.defaultValue)
+        if values.count != entity.defaultValues.count {
+            values = entity.defaultValues
         }
         if toOne.count != entity.relationships.count {
             toOne = Array(repeating: .none, count: entity.relationships.count)
@@ -151,6 +156,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// The hash sets and dictionaries use (Swift's `Hashable` hook for it): the object's
+    /// address mixed with the table's seed in a few instructions (splitmix64) instead of
+    /// a full SipHash round — a save puts every object it touches into several sets.
+    public final func _rawHashValue(seed: Int) -> Int {
+        var mixed = UInt64(UInt(bitPattern: ObjectIdentifier(self))) ^ UInt64(bitPattern: Int64(seed)) &+ 0x9E37_79B9_7F4A_7C15
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return Int(truncatingIfNeeded: mixed ^ (mixed >> 31))
+    }
 
     /// `User/42 {name: "Ada", …}`.
     public var description: String {
@@ -219,11 +234,33 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
         }
-        prepareStorage()
+        if slot >= values.count { prepareStorage() }  // (storage is prepared whole or not at all)
         let attribute = entity.attributes[slot]
-        if attribute.isEqual(values[slot], value) && (values[slot] == nil) == (value == nil) { return }
+        let unchanged = values.withUnsafeBufferPointer { current in
+            withUnsafePointer(to: value) { new in
+                guard let slotPointer = current.baseAddress.map({ $0 + slot }) else { return false }
+                let wasNull = StoredValueLayout.isNull(at: slotPointer)
+                return wasNull == StoredValueLayout.isNull(at: new) && (wasNull || attribute.isEqual(at: slotPointer, new))
+            }
+        }
+        if unchanged { return }
+        let hints = changeHints.changing(slot)
         values[slot] = value
-        managedObjectContext?.objectDidChange(self)
+        changeHints = hints
+        // An object without a snapshot was never saved nor fetched: in a context it is an
+        // inserted one, which needs no change tracking (unless an import keyed it on this
+        // attribute: another imported object may hold the new key).
+        guard snapshot != nil || slot == upsertAttributeIndex, let context = contextReference?.context else { return }
+        if slot == upsertAttributeIndex { context.keyedInsertKeysChanged = true }
+        context.objectDidChange(self)
+    }
+
+    /// Sets an attribute of an object just inserted and never saved (an import writing
+    /// the key of a new object): no change tracking, as `setStoredValue(_:at:)` does for
+    /// such objects, without comparing with the value replaced.
+    func initializeValue(_ value: StoredValue, at slot: Int) {
+        if slot >= values.count { prepareStorage() }
+        values[slot] = value
     }
 
     /// The primary key a to-one reference points at, if the destination is saved.
@@ -400,22 +437,80 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     // MARK: - Changes
 
     /// Whether any attribute or to-one relationship differs from the committed values.
-    var hasPersistentChangedValues: Bool { !changedAttributeIndexes.isEmpty || !changedToOneIndexes.isEmpty }
+    var hasPersistentChangedValues: Bool { hasChangedAttributes || !changedToOneIndexes.isEmpty }
+
+    /// Whether any attribute differs from its committed value (stops at the first).
+    var hasChangedAttributes: Bool {
+        prepareStorage()
+        guard let snapshot else { return !values.isEmpty }
+        let attributes = entity.attributes
+        if let (certain, maybe) = changeHints.masks(count: attributes.count) {
+            if certain != 0 { return true }
+            for index in attributes.indices where maybe & (1 << index) != 0 {
+                if !attributes[index].isEqual(snapshot[index], values[index]) { return true }
+            }
+            return false
+        }
+        for index in attributes.indices where !attributes[index].isEqual(snapshot[index], values[index]) { return true }
+        return false
+    }
+
+    /// `changedAttributeIndexes` as a bit mask (bit `i` for attribute `i`), without an
+    /// array; `nil` for an entity of more than 64 attributes.
+    var changedAttributeMask: UInt64? {
+        prepareStorage()
+        let attributes = entity.attributes
+        guard attributes.count <= 64 else { return nil }
+        guard let snapshot else { return attributes.count == 64 ? .max : (1 << UInt64(attributes.count)) - 1 }
+        let hints = changeHints.masks(count: attributes.count)
+        return snapshot.withUnsafeBufferPointer { old in
+            values.withUnsafeBufferPointer { new -> UInt64 in
+                guard let old = old.baseAddress, let new = new.baseAddress else { return 0 }
+                var mask: UInt64 = 0
+                // Only the attributes set since the snapshot can differ; those set once
+                // from their committed value do.
+                let (certain, candidates) = hints.map { ($0.certain, $0.maybe & ~$0.certain) } ?? (0, .max)
+                for index in attributes.indices where candidates & (1 << UInt64(index)) != 0 {
+                    if !attributes[index].isEqual(at: old + index, new + index) { mask |= 1 << UInt64(index) }
+                }
+                return mask | certain
+            }
+        }
+    }
 
     var changedAttributeIndexes: [Int] {
         prepareStorage()
         guard let snapshot else { return Array(entity.attributes.indices) }
-        return entity.attributes.indices.filter { index in
-            let attribute = entity.attributes[index]
-            let old = snapshot[index]
-            let new = values[index]
-            return (old == nil) != (new == nil) || !attribute.isEqual(old, new)
+        let attributes = entity.attributes
+        var changed: [Int] = []
+        changed.reserveCapacity(attributes.count)
+        let hints = changeHints.masks(count: attributes.count)
+        snapshot.withUnsafeBufferPointer { old in
+            values.withUnsafeBufferPointer { new in
+                guard let old = old.baseAddress, let new = new.baseAddress else { return }
+                if let (certain, maybe) = hints {
+                    // Only the attributes set since the snapshot can differ; those set once
+                    // from their committed value do.
+                    for index in attributes.indices where maybe & (1 << index) != 0 {
+                        if certain & (1 << index) != 0 || !attributes[index].isEqual(at: old + index, new + index) {
+                            changed.append(index)
+                        }
+                    }
+                    return
+                }
+                for index in attributes.indices where !attributes[index].isEqual(at: old + index, new + index) {
+                    changed.append(index)
+                }
+            }
         }
+        return changed
     }
 
     var changedToOneIndexes: [Int] {
         prepareStorage()
-        return entity.toOneRelationships.map(\.index).filter { index in
+        let indexes = entity.toOneIndexes
+        guard !indexes.isEmpty else { return [] }
+        return indexes.filter { index in
             if case .object(let object) = toOne[index], object.objectID.isTemporaryID { return true }
             let committed = snapshotKeys.count > index ? snapshotKeys[index] : nil
             return referencedKey(at: index) != committed
@@ -460,7 +555,46 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     func commitSnapshot() {
         prepareStorage()
         snapshot = values
-        snapshotKeys = entity.relationships.map { $0.columnName == nil ? nil : referencedKey(at: $0.index) }
+        changeHints = .clean
+        snapshotKeys =
+            entity.relationships.isEmpty
+            ? [] : entity.relationships.map { $0.columnName == nil ? nil : referencedKey(at: $0.index) }
+    }
+}
+
+/// What an object knows about which of its attributes differ from its snapshot, so a
+/// save need not compare every attribute of every changed object: set when the values
+/// and the snapshot are made equal (fetch, save), kept up to date by
+/// `setStoredValue(_:at:)`, and forgotten (`unknown`) by any other write. Attributes
+/// past the 64th are always compared.
+struct ChangeHints {
+    /// Nothing known: compare every attribute.
+    static let unknown = ChangeHints(isKnown: false, maybe: 0, certain: 0)
+    /// The values are the snapshot.
+    static let clean = ChangeHints(isKnown: true, maybe: 0, certain: 0)
+
+    let isKnown: Bool
+    /// Attributes set since the snapshot (the others equal it).
+    let maybe: UInt64
+    /// Attributes set exactly once since the snapshot, to a value other than the
+    /// committed one: they differ for sure.
+    let certain: UInt64
+
+    /// The masks, when they describe every attribute of an entity with `count` of them.
+    @inline(__always)
+    func masks(count: Int) -> (certain: UInt64, maybe: UInt64)? {
+        isKnown && count <= 64 ? (certain, maybe) : nil
+    }
+
+    /// The hints after attribute `slot` is set to a value other than its current one.
+    @inline(__always)
+    func changing(_ slot: Int) -> ChangeHints {
+        guard isKnown, slot < 64 else { return .unknown }
+        let bit: UInt64 = 1 << UInt64(slot)
+        // Untouched until now: it held the committed value, so the new one differs. Set
+        // again: it may be back at the committed value.
+        let certain = maybe & bit == 0 ? self.certain | bit : self.certain & ~bit
+        return ChangeHints(isKnown: true, maybe: maybe | bit, certain: certain)
     }
 }
 

@@ -70,6 +70,22 @@ extension ManagedObjectContext {
         return objects
     }
 
+    /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
+    /// query, one index probe per value) and registers them; a row that comes twice
+    /// (its value was given twice) is one object.
+    func fetchObjects(
+        entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue]
+    ) throws -> [ManagedObject] {
+        let result = try withDatabase {
+            try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, on: $0)
+        }
+        registered.reserveCapacity(registered.count + result.count)
+        var objects: [ManagedObject] = []
+        objects.reserveCapacity(result.count)
+        for row in result { objects.append(try register(row: row, entity: entity)) }
+        return objects
+    }
+
     /// Decodes a row selected by `StoreCoordinator.selectObjects` into the registered object for
     /// its key, creating it if needed. Objects with unsaved changes are left as they are.
     ///
@@ -98,31 +114,35 @@ extension ManagedObjectContext {
         object.version = try Self.decodeInteger(row, column: 1)
         let result = row.result
         let count = entity.attributeDecodings.count
-        var values: [StoredValue] = []
-        values.reserveCapacity(count)
-        try entity.attributeDecodings.withUnsafeBufferPointer { decodings in
-            try entity.attributeOptionality.withUnsafeBufferPointer { optionality in
-                for index in 0..<count {
-                    let column = index + 2
-                    guard let bytes = result.bareCell(row: row.index, column: column).bytes else {
-                        guard optionality[index] else {
-                            throw ManagedObjectError.invalidStoredValue(
-                                entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
-                                reason: "NULL in a non-optional attribute")
+        // Each value is decoded straight into the array's storage (no growth, no copies of
+        // the boxed values).
+        let values = try [StoredValue](unsafeUninitializedCapacity: count) { buffer, initialized in
+            guard let base = buffer.baseAddress else { return }
+            try entity.attributeDecodings.withUnsafeBufferPointer { decodings in
+                try entity.attributeOptionality.withUnsafeBufferPointer { optionality in
+                    for index in 0..<count {
+                        let column = index + 2
+                        guard let bytes = result.bareCell(row: row.index, column: column).bytes else {
+                            guard optionality[index] else {
+                                throw ManagedObjectError.invalidStoredValue(
+                                    entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
+                                    reason: "NULL in a non-optional attribute")
+                            }
+                            (base + index).initialize(to: nil)
+                            initialized += 1
+                            continue
                         }
-                        values.append(nil)
-                        continue
-                    }
-                    if let value = decodings[index].decode(bytes) {
-                        values.append(value)
-                    } else {
-                        values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
+                        if !decodings[index].decode(bytes, into: base + index) {
+                            (base + index).initialize(to: try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
+                        }
+                        initialized += 1
                     }
                 }
             }
         }
         object.values = values
         object.snapshot = values
+        object.changeHints = .clean
         guard !entity.relationships.isEmpty else { return }
         if object.toOne.count != entity.relationships.count {
             object.toOne = Array(repeating: .none, count: entity.relationships.count)

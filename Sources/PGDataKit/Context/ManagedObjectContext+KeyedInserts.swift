@@ -46,6 +46,8 @@ extension ManagedObjectContext {
     /// Splits an entity's inserted objects into plain inserts and keyed ones: one keyed
     /// object per unique value; another object with the same value stays a plain insert,
     /// which the unique constraint then refuses (`PostgresError`, `.uniqueViolation`).
+    /// Imports create one object per key, so values are compared only after an imported
+    /// object's key was changed (`keyedInsertKeysChanged`).
     ///
     /// - Returns: also the keyed objects that need reserved primary keys: those of an
     ///   entity with a to-one relationship to itself, which objects of the same statement
@@ -55,15 +57,26 @@ extension ManagedObjectContext {
     ) {
         var plain: [ManagedObject] = []
         var keyed: [ManagedObject] = []
+        keyed.reserveCapacity(objects.count)
         var seen: [Int: Set<UniqueValue>] = [:]
         for object in objects {
-            guard let index = object.upsertAttributeIndex, let value = UniqueValue(object.values[index]),
-                seen[index, default: []].insert(value).inserted
-            else {
+            guard let index = object.upsertAttributeIndex else {
                 plain.append(object)
                 continue
             }
-            keyed.append(object)
+            guard keyedInsertKeysChanged else {
+                keyed.append(object)
+                continue
+            }
+            guard let value = UniqueValue(object.values[index]) else {
+                plain.append(object)
+                continue
+            }
+            if seen[index, default: Set(minimumCapacity: objects.count)].insert(value).inserted {
+                keyed.append(object)
+            } else {
+                plain.append(object)
+            }
         }
         return (plain, keyed, Self.keyedInsertsSendKeys(entity) ? keyed : [])
     }
@@ -86,38 +99,59 @@ extension ManagedObjectContext {
     ///
     /// - Parameter rows: builds the batch of all columns for objects (with the
     ///   attribute and to-one indexes to write).
-    /// - Returns: the objects inserted, the ones that met existing rows, and the primary
-    ///   key of each object.
+    /// - Returns: the objects inserted (with their primary keys) and the ones that met
+    ///   existing rows.
     func upsertKeyedInserts(
         _ objects: [ManagedObject], of entity: EntityDescription, on connection: Connection,
         rows: ([ManagedObject], [Int], [Int]) -> RowBatch
-    ) throws -> (inserted: [ManagedObject], merged: [MergedInsert], keys: [ObjectIdentifier: Int64]) {
+    ) throws -> (inserted: [(object: ManagedObject, primaryKey: Int64)], merged: [MergedInsert]) {
         struct Shape: Hashable {
             let unique: Int
             let attributes: [Int]
             let toOne: [Int]
+
+            /// A fixed order for the statements (unique attribute, then columns).
+            static func precedes(_ a: Shape, _ b: Shape) -> Bool {
+                if a.unique != b.unique { return a.unique < b.unique }
+                if a.attributes != b.attributes { return a.attributes.lexicographicallyPrecedes(b.attributes) }
+                return a.toOne.lexicographicallyPrecedes(b.toOne)
+            }
         }
-        var groups: [Shape: [ManagedObject]] = [:]
+        // Grouped by shape; neighbours usually share one, so the last group is tried
+        // before the dictionary.
+        var groups: [(shape: Shape, members: [ManagedObject])] = []
+        var groupIndexes: [Shape: Int] = [:]
+        let attributeDescriptions = entity.attributes
+        let defaults = entity.defaultValues
         for object in objects {
             guard let unique = object.upsertAttributeIndex else { continue }
-            let attributes = entity.attributes.indices.filter { index in
-                let attribute = entity.attributes[index]
+            var attributes: [Int] = []
+            for index in attributeDescriptions.indices where index != unique {
                 let value = object.values[index]
-                return index != unique
-                    && ((value == nil) != (attribute.defaultValue == nil) || !attribute.isEqual(value, attribute.defaultValue))
+                let differs =
+                    defaults[index] == nil ? value != nil : !attributeDescriptions[index].isEqual(value, defaults[index])
+                if differs { attributes.append(index) }
             }
-            let toOne = entity.toOneRelationships.map(\.index).filter { index in
+            let toOne = entity.toOneIndexes.filter { index in
                 if case .none = object.toOne[index] { return false }
                 return true
             }
-            groups[Shape(unique: unique, attributes: attributes, toOne: toOne), default: []].append(object)
+            let shape = Shape(unique: unique, attributes: attributes, toOne: toOne)
+            if let last = groups.indices.last, groups[last].shape == shape {
+                groups[last].members.append(object)
+            } else if let index = groupIndexes[shape] {
+                groups[index].members.append(object)
+            } else {
+                groupIndexes[shape] = groups.count
+                groups.append((shape, [object]))
+            }
         }
-        var inserted: [ManagedObject] = []
-        var keys: [ObjectIdentifier: Int64] = [:]
+        var inserted: [(object: ManagedObject, primaryKey: Int64)] = []
         var existing: [(object: ManagedObject, key: Int64, changedKeys: Set<String>?)] = []
         let allAttributes = Array(entity.attributes.indices)
         let allToOne = entity.toOneRelationships.map(\.index)
-        for (shape, members) in groups.sorted(by: { "\($0.key)" < "\($1.key)" }) {
+        inserted.reserveCapacity(objects.count)
+        for (shape, members) in groups.sorted(by: { Shape.precedes($0.shape, $1.shape) }) {
             var batch = rows(members, allAttributes, allToOne)
             batch.versions = Array(repeating: 1, count: members.count)
             if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }  // the sequence assigns them
@@ -129,15 +163,14 @@ extension ManagedObjectContext {
             let writtenKeys = Set(
                 shape.attributes.map { entity.attributes[$0].name } + shape.toOne.map { entity.relationships[$0].name })
             for (object, result) in zip(members, results) {
-                keys[ObjectIdentifier(object)] = result.primaryKey
                 switch result.outcome {
-                case .inserted: inserted.append(object)
+                case .inserted: inserted.append((object, result.primaryKey))
                 case .updated: existing.append((object, result.primaryKey, writtenKeys))
                 case .unchanged: existing.append((object, result.primaryKey, nil))
                 }
             }
         }
-        guard !existing.isEmpty else { return (inserted, [], keys) }
+        guard !existing.isEmpty else { return (inserted, []) }
         // Read the rows the objects now stand for (values, foreign keys and versions).
         let result = try coordinator.selectObjects(of: entity, .keys(existing.map(\.key), of: entity), on: connection)
         var stored: [Int64: ManagedObject] = [:]
@@ -155,7 +188,7 @@ extension ManagedObjectContext {
             }
             merged.append(MergedInsert(object: object, primaryKey: key, row: row, changedKeys: changedKeys))
         }
-        return (inserted, merged, keys)
+        return (inserted, merged)
     }
 
     /// After the commit: a keyed insert that met an existing row becomes that row's

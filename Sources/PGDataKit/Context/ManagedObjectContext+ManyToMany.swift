@@ -193,7 +193,7 @@ extension ManagedObjectContext {
         }
         for object in changedSet where !object.deletedFlag {
             if let names = changedNames.removeValue(forKey: ObjectIdentifier(object)) {
-                outcome.updated.append((object, names))
+                outcome.updated.append((object, names, object.version))  // (not bumped)
             }
         }
     }
@@ -201,19 +201,25 @@ extension ManagedObjectContext {
     /// After a commit: each saved set becomes the stored one. A new object's set is
     /// known in full (it had no pairs before), so it counts as loaded.
     func commitJoinChanges() {
-        for object in insertedSet.union(changedSet) where object.hasJoinChanges {
-            let wasInserted = insertedSet.contains(object)
-            for (index, state) in object.joinMembers where state.hasChanges {
-                var stored = state.stored
-                if object.loadedToMany.contains(index) || wasInserted {
-                    for member in state.removed.values { if let key = member.objectID.primaryKey { stored.remove(key) } }
-                    for member in state.added.values where !member.deletedFlag {
-                        if let key = member.objectID.primaryKey { stored.insert(key) }
-                    }
-                    object.loadedToMany.insert(index)
+        guard !coordinator.model.joinTables.isEmpty else { return }  // (no many-to-many sets to commit)
+        // (Visiting the two sets in turn: their union would hash every object of a save.)
+        for object in insertedSet where object.hasJoinChanges { commitJoinChanges(of: object, wasInserted: true) }
+        for object in changedSet where object.hasJoinChanges && !insertedSet.contains(object) {
+            commitJoinChanges(of: object, wasInserted: false)
+        }
+    }
+
+    private func commitJoinChanges(of object: ManagedObject, wasInserted: Bool) {
+        for (index, state) in object.joinMembers where state.hasChanges {
+            var stored = state.stored
+            if object.loadedToMany.contains(index) || wasInserted {
+                for member in state.removed.values { if let key = member.objectID.primaryKey { stored.remove(key) } }
+                for member in state.added.values where !member.deletedFlag {
+                    if let key = member.objectID.primaryKey { stored.insert(key) }
                 }
-                object.joinMembers[index] = JoinMembers(stored: stored)
+                object.loadedToMany.insert(index)
             }
+            object.joinMembers[index] = JoinMembers(stored: stored)
         }
     }
 

@@ -36,7 +36,13 @@ extension ManagedObjectContext {
             try refreshObjects(objects, entity: entity, localEdits: localEdits)
         }
         // New or moved objects may belong to loaded to-many relationships: reload those.
-        let touched = Set((changes.inserted.union(changes.updated)).map(\.entityName))
+        var touched: [String] = []  // (a few names; a save can hold thousands of IDs)
+        for id in changes.inserted where touched.last != id.entityName && !touched.contains(id.entityName) {
+            touched.append(id.entityName)
+        }
+        for id in changes.updated where touched.last != id.entityName && !touched.contains(id.entityName) {
+            touched.append(id.entityName)
+        }
         for entityName in touched {
             guard let entity = coordinator.model.entity(named: entityName) else { continue }
             for relationship in entity.toOneRelationships {

@@ -27,7 +27,7 @@ extension ManagedObjectContext {
     ///   `PostgresError` (for example `.uniqueViolation`, or `.connectionLost`).
     public func save() throws {
         assertOnQueue()
-        guard hasChanges else {
+        guard hasUnsavedChanges else {
             endTransaction()
             resolvedConflicts = []
             return
@@ -88,23 +88,25 @@ extension ManagedObjectContext {
         if connection === transaction { transaction = nil }
     }
 
-    /// Writes the change record (which queues the notification), commits, then updates
-    /// the objects and tells observers.
+    /// Writes the change record (which queues the notification) and commits in one round
+    /// trip, then updates the objects and tells observers.
     private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
         let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
-        try coordinator.recordChanges(changes, on: connection)
-        try commitWriteTransaction(connection)
+        try coordinator.recordChangesAndCommit(changes, on: connection)
+        if connection === transaction { transaction = nil }
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
     }
 
     /// What a save changes, with the permanent IDs its inserted objects will have.
     private func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
         var changes = ContextChanges()
-        for object in outcome.inserted {
-            guard let key = outcome.assignedKeys[ObjectIdentifier(object)] ?? reservedKeys[ObjectIdentifier(object)] else { continue }
+        changes.inserted.reserveCapacity(outcome.inserted.count)
+        changes.updated.reserveCapacity(outcome.updated.count + outcome.merged.count)
+        changes.changedKeys.reserveCapacity(outcome.updated.count + outcome.merged.count)
+        for (object, key) in outcome.inserted {
             changes.inserted.insert(ObjectID(entityName: object.entity.name, primaryKey: key))
         }
-        for (object, keys) in outcome.updated {
+        for (object, keys, _) in outcome.updated {
             changes.updated.insert(object.objectID)
             changes.changedKeys[object.objectID] = keys
         }
@@ -153,15 +155,15 @@ extension ManagedObjectContext {
     // MARK: - Writing
 
     struct WriteOutcome {
-        var inserted: [ManagedObject] = []
-        var updated: [(object: ManagedObject, keys: Set<String>)] = []
+        /// The objects inserted, with their primary keys (reserved, or assigned by their
+        /// upsert).
+        var inserted: [(object: ManagedObject, primaryKey: Int64)] = []
+        /// The objects updated, with the keys written and the rows' new versions.
+        var updated: [(object: ManagedObject, keys: Set<String>, version: Int64)] = []
         var deleted: [ManagedObject] = []
-        var newVersions: [ObjectIdentifier: Int64] = [:]
         var conflicts: [ManagedObject] = []
         /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
         var merged: [MergedInsert] = []
-        /// The primary keys of keyed inserts, assigned by their upsert.
-        var assignedKeys: [ObjectIdentifier: Int64] = [:]
     }
 
     /// Which columns an update writes: updated objects of one entity that write the
@@ -192,17 +194,13 @@ extension ManagedObjectContext {
     ) throws -> WriteOutcome {
         var outcome = WriteOutcome()
         let model = coordinator.model
-        let updated = changedSet.filter {
-            !insertedSet.contains($0) && !deletedSet.contains($0)
-                && ($0.hasPersistentChangedValues || overwrite.contains(ObjectIdentifier($0)))
-        }
 
         // Keyed inserts (imports) get their primary keys from their upsert.
         var partitions: [String: (plain: [ManagedObject], keyed: [ManagedObject])] = [:]
+        let insertedByEntity = objectsByEntity(insertedSet)
         for entity in model.insertOrder {
-            let objects = insertedSet.filter { $0.entity.name == entity.name }
-            guard !objects.isEmpty else { continue }
-            let parts = partitionKeyedInserts(Array(objects), of: entity)
+            guard let objects = insertedByEntity[entity.name], !objects.isEmpty else { continue }
+            let parts = partitionKeyedInserts(objects, of: entity)
             partitions[entity.name] = (parts.plain, parts.keyed)
             let needing = (parts.plain + parts.keyedNeedingKeys).filter { reservedKeys[ObjectIdentifier($0)] == nil }
             guard !needing.isEmpty else { continue }
@@ -222,9 +220,11 @@ extension ManagedObjectContext {
                 return target.objectID.primaryKey ?? keys[ObjectIdentifier(target)]
             }
         }
-        func rows(_ objects: [ManagedObject], _ entity: EntityDescription, attributes: [Int], toOne: [Int]) -> RowBatch {
+        func rows(
+            _ objects: [ManagedObject], _ entity: EntityDescription, attributes: [Int], toOne: [Int], withKeys: Bool = true
+        ) -> RowBatch {
             RowBatch(
-                keys: objects.map(key(of:)), versions: objects.map(\.version),
+                keys: withKeys ? objects.map(key(of:)) : [], versions: objects.map(\.version),
                 attributes: attributes.map { index in (entity.attributes[index], objects.map { $0.values[index] }) },
                 foreignKeys: toOne.compactMap { index in
                     entity.relationships[index].columnName.map { ($0, objects.map { foreignKey($0, index) }) }
@@ -241,29 +241,22 @@ extension ManagedObjectContext {
                     toOne: entity.toOneRelationships.map(\.index))
                 batch.versions = Array(repeating: 1, count: plain.count)
                 try coordinator.insertRows(into: entity, batch, on: connection)
-                outcome.inserted += plain
+                outcome.inserted += plain.map { ($0, key(of: $0)) }
             }
             if !keyed.isEmpty {
+                let sendsKeys = Self.keyedInsertsSendKeys(entity)
                 let upserted = try upsertKeyedInserts(keyed, of: entity, on: connection) { objects, attributes, toOne in
-                    rows(objects, entity, attributes: attributes, toOne: toOne)
+                    rows(objects, entity, attributes: attributes, toOne: toOne, withKeys: sendsKeys)
                 }
                 outcome.inserted += upserted.inserted
                 outcome.merged += upserted.merged
-                outcome.assignedKeys.merge(upserted.keys) { _, assigned in assigned }
-                keys.merge(upserted.keys) { _, assigned in assigned }
+                keys.reserveCapacity(keys.count + keyed.count)
+                for (object, key) in upserted.inserted { keys[ObjectIdentifier(object)] = key }
+                for merged in upserted.merged { keys[ObjectIdentifier(merged.object)] = merged.primaryKey }
             }
         }
 
-        var groups: [UpdateShape: [ManagedObject]] = [:]
-        for object in updated {
-            let all = overwrite.contains(ObjectIdentifier(object))
-            let shape = UpdateShape(
-                entityName: object.entity.name, overwrite: all,
-                attributeIndexes: all ? Array(object.entity.attributes.indices) : object.changedAttributeIndexes,
-                toOneIndexes: all ? object.entity.toOneRelationships.map(\.index) : object.changedToOneIndexes)
-            groups[shape, default: []].append(object)
-        }
-        for (shape, objects) in groups.sorted(by: { $0.key < $1.key }) {
+        for (shape, objects) in updateGroups(overwrite: overwrite) {
             guard let entity = objects.first?.entity else { continue }
             let written = try coordinator.updateRows(
                 of: entity, rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes),
@@ -275,8 +268,7 @@ extension ManagedObjectContext {
                     outcome.conflicts.append(object)
                     continue
                 }
-                outcome.newVersions[ObjectIdentifier(object)] = newVersion
-                outcome.updated.append((object, changedKeys))
+                outcome.updated.append((object, changedKeys, newVersion))
             }
         }
 
@@ -303,6 +295,64 @@ extension ManagedObjectContext {
             }
         }
         return outcome
+    }
+
+    /// The updated objects grouped by the columns they write, in shape order; each
+    /// object's changes are computed once, as a bit mask where the entity allows.
+    /// Neighbours usually share a shape, so the last one is tried before the dictionary.
+    private func updateGroups(overwrite: Set<ObjectIdentifier>) -> [(shape: UpdateShape, objects: [ManagedObject])] {
+        var groups: [(shape: UpdateShape, mask: UInt64?, entity: ObjectIdentifier, objects: [ManagedObject])] = []
+        var groupIndexes: [UpdateShape: Int] = [:]
+        for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
+            let entity = object.entity
+            let all = !overwrite.isEmpty && overwrite.contains(ObjectIdentifier(object))
+            let mask = all ? nil : object.changedAttributeMask
+            let toOne = all ? entity.toOneIndexes : object.changedToOneIndexes
+            if let mask {
+                if mask == 0 && toOne.isEmpty { continue }
+                if let last = groups.indices.last, groups[last].mask == mask, groups[last].entity == ObjectIdentifier(entity),
+                    groups[last].shape.toOneIndexes == toOne
+                {
+                    groups[last].objects.append(object)
+                    continue
+                }
+            }
+            let attributes =
+                all
+                ? Array(entity.attributes.indices)
+                : mask.map { mask in entity.attributes.indices.filter { mask & (1 << UInt64($0)) != 0 } }
+                    ?? object.changedAttributeIndexes
+            if !all && attributes.isEmpty && toOne.isEmpty { continue }
+            let shape = UpdateShape(entityName: entity.name, overwrite: all, attributeIndexes: attributes, toOneIndexes: toOne)
+            if let last = groups.indices.last, groups[last].shape == shape {
+                groups[last].objects.append(object)
+            } else if let index = groupIndexes[shape] {
+                groups[index].objects.append(object)
+            } else {
+                groupIndexes[shape] = groups.count
+                groups.append((shape, mask, ObjectIdentifier(entity), [object]))
+            }
+        }
+        return groups.map { ($0.shape, $0.objects) }.sorted { $0.shape < $1.shape }
+    }
+
+    /// Objects grouped by entity name, in one pass (a save's objects mostly come in runs
+    /// of one entity, so the name is hashed once per run, not once per object).
+    private func objectsByEntity(_ objects: Set<ManagedObject>) -> [String: [ManagedObject]] {
+        var groups: [String: [ManagedObject]] = [:]
+        var run: [ManagedObject] = []
+        var runName: String?
+        for object in objects {
+            let name = object.entity.name
+            if name != runName {
+                if let runName { groups[runName, default: []] += run }
+                run = []
+                runName = name
+            }
+            run.append(object)
+        }
+        if let runName { groups[runName, default: []] += run }
+        return groups
     }
 
     // MARK: - Conflicts
@@ -443,8 +493,7 @@ extension ManagedObjectContext {
     /// Updates the objects after a commit and tells did-save observers (the context
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
-        for object in outcome.inserted {
-            guard let key = outcome.assignedKeys[ObjectIdentifier(object)] ?? reservedKeys[ObjectIdentifier(object)] else { continue }
+        for (object, key) in outcome.inserted {
             registered.removeValue(forKey: object.objectID)
             object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
             registered[object.objectID] = object
@@ -453,8 +502,8 @@ extension ManagedObjectContext {
             object.commitSnapshot()
         }
         for merged in outcome.merged { finishMergedInsert(merged) }
-        for (object, _) in outcome.updated {
-            if let version = outcome.newVersions[ObjectIdentifier(object)] { object.version = version }
+        for (object, _, version) in outcome.updated {
+            object.version = version
             object.commitSnapshot()
         }
         for object in outcome.deleted {
@@ -464,7 +513,14 @@ extension ManagedObjectContext {
         commitJoinChanges()
         insertedSet.removeAll()
         deletedSet.removeAll()
-        changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }
+        keyedInsertKeysChanged = false
+        // The objects just updated carry no changes now; only the others are looked at.
+        if outcome.updated.count == changedSet.count {
+            changedSet.removeAll()  // every changed object was updated (they all come from it)
+        } else {
+            for (object, _, _) in outcome.updated { changedSet.remove(object) }
+            changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }
+        }
         observers.postDidSave(changes)
     }
 }

@@ -83,6 +83,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The open transaction of a private context.
     var transaction: Connection?
     var observers = ContextObservers()
+    /// Set when the unique key of an object an import inserted was changed afterwards:
+    /// until the next save, two such objects may share a key, so the save checks.
+    var keyedInsertKeysChanged = false
 
     /// Creates a context; usually `ContextManager` does this.
     ///
@@ -189,7 +192,16 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Whether there is anything to save.
     public var hasChanges: Bool {
         assertOnQueue()
-        return !insertedSet.isEmpty || !deletedSet.isEmpty || !updatedObjects.isEmpty
+        return hasUnsavedChanges
+    }
+
+    /// `hasChanges` without building the set of updated objects: it stops at the first
+    /// change it finds.
+    var hasUnsavedChanges: Bool {
+        if !insertedSet.isEmpty || !deletedSet.isEmpty { return true }
+        return changedSet.contains {
+            !insertedSet.contains($0) && !deletedSet.contains($0) && ($0.hasPersistentChangedValues || $0.hasJoinChanges)
+        }
     }
 
     /// Adds a new object; it gets a temporary ID and is inserted at the next save.
@@ -210,6 +222,33 @@ public final class ManagedObjectContext: @unchecked Sendable {
             insert(related)
         }
         adoptRelationshipsSetBeforeInsertion(object)
+    }
+
+    /// Inserts an object fresh from `init()` whose entity is known (imports create one
+    /// per new key): what `insert(_:)` does for such an object, without looking the
+    /// entity up or visiting relationships it cannot have yet.
+    func insertNew(_ object: ManagedObject, entity: EntityDescription) {
+        // An initialiser that set relationships brings related objects: the full path.
+        guard object.toOne.isEmpty, object.joinMembers.isEmpty, object.managedObjectContext == nil else {
+            insert(object)
+            return
+        }
+        object.entityStorage = entity
+        object.prepareStorage()
+        object.contextReference = reference
+        object.objectID = ObjectID(temporaryFor: entity.name)
+        registered[object.objectID] = object
+        insertedSet.insert(object)
+    }
+
+    /// Makes room for objects about to be inserted and changed (an import's batch), so
+    /// the tables are not rehashed as they grow.
+    func reserveCapacity(inserting: Int, changing: Int) {
+        if inserting > 0 {
+            registered.reserveCapacity(registered.count + inserting)
+            insertedSet.reserveCapacity(insertedSet.count + inserting)
+        }
+        if changing > 0 { changedSet.reserveCapacity(changedSet.count + changing) }
     }
 
     /// Marks an object for deletion at the next save and applies its relationships'
@@ -249,8 +288,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Records a change to a registered object.
     func objectDidChange(_ object: ManagedObject) {
-        guard object.managedObjectContext === self else { return }
-        if !insertedSet.contains(object) { changedSet.insert(object) }
+        guard object.contextReference === reference else { return }  // (this context's objects share it)
+        if insertedSet.isEmpty || !insertedSet.contains(object) { changedSet.insert(object) }
     }
 
     // MARK: - Database access
@@ -308,6 +347,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             object.deletedFlag = false
         }
         insertedSet.removeAll()
+        keyedInsertKeysChanged = false
         for object in deletedSet { object.deletedFlag = false }
         deletedSet.removeAll()
         for object in changedSet { revert(object) }
@@ -319,7 +359,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         endTransaction()
     }
 
-    private func revert(_ object: ManagedObject) {
+    /// Puts an object's committed values and to-one keys back.
+    func revert(_ object: ManagedObject) {
         guard let snapshot = object.snapshot else { return }
         object.values = snapshot
         for relationship in object.entity.toOneRelationships {
@@ -332,10 +373,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func reset() {
         assertOnQueue()
         for object in registered.values { object.managedObjectContext = nil }
-        registered.removeAll()
-        insertedSet.removeAll()
+        // A context reset after each batch of an import refills its tables with about as
+        // many objects: their room is kept, up to a bound, so memory stays flat.
+        let keeps = registered.count <= 16_384
+        registered.removeAll(keepingCapacity: keeps)
+        insertedSet.removeAll(keepingCapacity: keeps && insertedSet.count <= 16_384)
         deletedSet.removeAll()
-        changedSet.removeAll()
+        changedSet.removeAll(keepingCapacity: keeps && changedSet.count <= 16_384)
+        keyedInsertKeysChanged = false
         endTransaction()
     }
 

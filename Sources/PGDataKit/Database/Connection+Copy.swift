@@ -30,6 +30,7 @@ extension Connection {
         let sql = "COPY \(name) (\(columnList)) FROM STDIN"
         lock.lock()
         defer { lock.unlock() }
+        try sendPendingBegin()  // (COPY cannot share a round trip with it)
         let handle = try requireHandle()
         let started = try execute(sql)
         guard PQresultStatus(started.handle) == PGRES_COPY_IN else {

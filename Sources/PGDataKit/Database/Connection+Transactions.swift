@@ -30,6 +30,7 @@ extension Connection {
         lock.lock()
         defer { lock.unlock() }
         guard let handle else { return .unknown }
+        if pendingBegin != nil { return .inTransaction }  // (its BEGIN goes with the next statement)
         switch PQtransactionStatus(handle) {
         case PQTRANS_IDLE: return .idle
         case PQTRANS_ACTIVE: return .active
@@ -46,10 +47,15 @@ extension Connection {
     ///   - readOnly: whether the transaction may only read.
     /// - Throws: `PostgresError`.
     public func begin(isolation: IsolationLevel? = nil, readOnly: Bool = false) throws {
+        try execute(Connection.beginSQL(isolation: isolation, readOnly: readOnly))
+    }
+
+    /// `BEGIN ISOLATION LEVEL … READ ONLY`.
+    static func beginSQL(isolation: IsolationLevel?, readOnly: Bool) -> String {
         var sql = "BEGIN"
         if let isolation { sql += " ISOLATION LEVEL \(isolation.rawValue)" }
         if readOnly { sql += " READ ONLY" }
-        try execute(sql)
+        return sql
     }
 
     /// Commits the current transaction.
@@ -57,6 +63,7 @@ extension Connection {
     /// - Throws: `PostgresError`; also when the transaction had failed and PostgreSQL
     ///   rolled it back instead of committing (SQLSTATE `25P02`).
     public func commit() throws {
+        if takePendingBegin() { return }  // nothing ran in it
         let result = try execute("COMMIT")
         if result.commandTag == "ROLLBACK" {
             throw PostgresError(
@@ -70,7 +77,17 @@ extension Connection {
     ///
     /// - Throws: `PostgresError` when the connection is gone.
     public func rollback() throws {
+        if takePendingBegin() { return }  // nothing ran in it
         try execute("ROLLBACK")
+    }
+
+    /// Drops a `BEGIN` kept for the next statement; whether there was one.
+    private func takePendingBegin() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard pendingBegin != nil else { return false }
+        pendingBegin = nil
+        return true
     }
 
     /// Runs `body` in a transaction: commits when it returns, rolls back when it throws.

@@ -31,6 +31,8 @@ public final class Connection: @unchecked Sendable {
     public let configuration: ConnectionConfiguration
     let logger: Logger
     private var executedStatements = 0
+    /// A `BEGIN` to send with the next statement (`beginWithNextStatement`). Under `lock`.
+    var pendingBegin: String?
     /// Set when the server sent a FATAL error outside a query: the session is over.
     var serverEndedSession = false
 
@@ -180,6 +182,7 @@ public final class Connection: @unchecked Sendable {
     public func close() {
         lock.lock()
         defer { lock.unlock() }
+        pendingBegin = nil
         if let handle {
             PQfinish(handle)
             self.handle = nil
@@ -244,6 +247,7 @@ public final class Connection: @unchecked Sendable {
         defer { lock.unlock() }
         if let handle { PQfinish(handle) }
         handle = nil
+        pendingBegin = nil
         handle = try Connection.open(configuration)
         try setUpSession()
     }
@@ -281,6 +285,13 @@ public final class Connection: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         let handle = try requireHandle()
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            let results = try runPipeline(
+                handle, [(begin, [], [], []), (sql, texts, types, parameters)])
+            guard let result = results.last else { throw PostgresError(kind: .client, message: "no result", statement: sql) }
+            return result
+        }
         executedStatements += 1
         let result = texts.withUnsafeBufferPointer { values in
             values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
@@ -289,6 +300,125 @@ public final class Connection: @unchecked Sendable {
             }
         }
         return try check(result, handle: handle, sql: sql, parameters: parameters)
+    }
+
+    /// Runs statements in one round trip (libpq's pipeline mode): all are sent, then all
+    /// results are read. When one fails, PostgreSQL skips the ones after it and its error
+    /// is thrown; an open transaction is then failed (roll it back). For short sequences
+    /// whose results are small (a save's change record and its `COMMIT`): the statements
+    /// are sent before any result is read.
+    ///
+    /// - Returns: each statement's result, in order.
+    /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
+    ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
+    func executePipeline(_ statements: [(sql: String, parameters: [(any PostgresEncodable)?])]) throws -> [QueryResult] {
+        var encoded: [PipelineStatement] = []
+        defer { for statement in encoded { statement.texts.forEach { free($0) } } }
+        for statement in statements {
+            var texts: [UnsafeMutablePointer<CChar>?] = []
+            var types: [UInt32] = []
+            for parameter in statement.parameters {
+                guard let parameter else {
+                    texts.append(nil)
+                    types.append(0)
+                    continue
+                }
+                types.append(type(of: parameter).postgresType.oid)
+                texts.append(try parameter.postgresText().map { strdup($0) })
+            }
+            encoded.append((statement.sql, texts, types, statement.parameters))
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        let handle = try requireHandle()
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            return Array(try runPipeline(handle, [(begin, [], [], [])] + encoded).dropFirst())
+        }
+        return try runPipeline(handle, encoded)
+    }
+
+    /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
+    /// caller) with their type OIDs, and the parameters themselves for error messages.
+    typealias PipelineStatement = (
+        sql: String, texts: [UnsafeMutablePointer<CChar>?], types: [UInt32], parameters: [(any PostgresEncodable)?]
+    )
+
+    /// Sends the statements in pipeline mode and reads every result. Call under `lock`.
+    private func runPipeline(_ handle: OpaquePointer, _ statements: [PipelineStatement]) throws -> [QueryResult] {
+        func lost() -> PostgresError {
+            PostgresError(
+                kind: PQstatus(handle) == CONNECTION_BAD ? .connectionLost : .client,
+                message: String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines),
+                statement: statements.last?.sql)
+        }
+        guard PQenterPipelineMode(handle) == 1 else { throw lost() }
+        var sent = 0
+        for statement in statements {
+            let queued = statement.texts.withUnsafeBufferPointer { values in
+                values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                    PQsendQueryParams(
+                        handle, statement.sql, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
+                }
+            }
+            guard queued == 1 else { break }
+            sent += 1
+        }
+        executedStatements += sent
+        let synced = PQpipelineSync(handle) == 1
+        // Every result must be read before the pipeline can end: per statement its
+        // results up to a NULL, then the sync point.
+        var results: [QueryResult] = []
+        var failure: PostgresError?
+        for index in 0..<sent {
+            while let result = PQgetResult(handle) {
+                switch PQresultStatus(result) {
+                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
+                    results.append(QueryResult(handle: result))
+                case PGRES_PIPELINE_ABORTED:
+                    PQclear(result)
+                default:
+                    if failure == nil {
+                        var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
+                        error.parameterDescriptions = Connection.describe(statements[index].parameters)
+                        failure = error
+                    }
+                    PQclear(result)
+                }
+            }
+            if PQstatus(handle) == CONNECTION_BAD { break }
+        }
+        if synced && PQstatus(handle) != CONNECTION_BAD {
+            while let result = PQgetResult(handle) {
+                let status = PQresultStatus(result)
+                PQclear(result)
+                if status == PGRES_PIPELINE_SYNC { break }
+            }
+        }
+        let exited = PQexitPipelineMode(handle) == 1
+        if let failure { throw failure }
+        guard sent == statements.count, synced, exited, results.count == statements.count else { throw lost() }
+        return results
+    }
+
+    /// Opens a transaction with the next statement: its `BEGIN` is sent in the same
+    /// round trip (a transaction's snapshot is taken at its first statement anyway).
+    /// `commit()` or `rollback()` before any statement end it without a round trip;
+    /// `transactionStatus` reports it as open.
+    func beginWithNextStatement(isolation: IsolationLevel? = nil, readOnly: Bool = false) {
+        lock.lock()
+        defer { lock.unlock() }
+        pendingBegin = Connection.beginSQL(isolation: isolation, readOnly: readOnly)
+    }
+
+    /// Sends a `BEGIN` kept for the next statement on its own, for statements that cannot
+    /// share a round trip (scripts, `COPY`). Call under `lock`.
+    func sendPendingBegin() throws {
+        guard let begin = pendingBegin else { return }
+        pendingBegin = nil
+        let handle = try requireHandle()
+        executedStatements += 1
+        _ = try check(PQexec(handle, begin), handle: handle, sql: begin, parameters: [])
     }
 
     /// Runs one statement with bound parameters and returns its rows; the same as
@@ -307,6 +437,7 @@ public final class Connection: @unchecked Sendable {
     public func executeScript(_ sql: String) throws {
         lock.lock()
         defer { lock.unlock() }
+        try sendPendingBegin()
         let handle = try requireHandle()
         executedStatements += 1
         _ = try check(PQexec(handle, sql), handle: handle, sql: sql, parameters: [])

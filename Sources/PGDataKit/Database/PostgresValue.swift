@@ -99,50 +99,110 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
 
 /// `{"a","b",NULL}`: an array of strings, without generic dispatch per element.
 private func arrayText(of strings: [String?]) throws -> String {
-    var text = "{"
-    text.reserveCapacity(strings.count * 12)
-    var first = true
+    var literal = ArrayLiteralBuilder(capacity: strings.count)
     for element in strings {
-        if first { first = false } else { text += "," }
-        guard let element else {
-            text += "NULL"
-            continue
-        }
-        var escapes = false
-        for byte in element.utf8 {
-            if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes = true }
-        }
-        text += "\""
-        if escapes {
-            for character in element.unicodeScalars {
-                if character == "\"" || character == "\\" { text += "\\" }
-                text.unicodeScalars.append(character)
-            }
-        } else {
-            text += element
-        }
-        text += "\""
+        if let element { try literal.append(element) } else { literal.appendNull() }
     }
-    return text + "}"
+    return literal.text()
 }
 
 /// `{"1","2",NULL}`: an array of integers, without generic dispatch per element.
 private func arrayText(of integers: [Int64?]) -> String {
-    var text = "{"
-    text.reserveCapacity(integers.count * 10)
-    var first = true
+    var literal = ArrayLiteralBuilder(capacity: integers.count)
     for element in integers {
-        if first { first = false } else { text += "," }
-        if let element {
-            text += "\""
-            text += String(element)
-            text += "\""
-        } else {
-            text += "NULL"
-        }
+        if let element { literal.append(element) } else { literal.appendNull() }
     }
-    return text + "}"
+    return literal.text()
+}
+
+/// Writes a one-dimensional array literal in PostgreSQL's text form, element by element,
+/// as bytes (appending to a `String` piece by piece costs far more per element): every
+/// element quoted, `"` and `\` escaped, `NULL` bare.
+struct ArrayLiteralBuilder {
+    private var bytes: [UInt8] = []
+
+    /// Starts an empty literal with room for about `capacity` short elements.
+    init(capacity: Int) {
+        bytes.reserveCapacity(2 + capacity * 8)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    private mutating func separate() {
+        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+    }
+
+    /// Appends `NULL`.
+    mutating func appendNull() {
+        separate()
+        bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
+    }
+
+    /// Appends a string, quoted and escaped.
+    ///
+    /// - Throws: `PostgresValueError.Reason.containsNUL`.
+    mutating func append(_ text: String) throws {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        var text = text
+        try text.withUTF8 { utf8 in
+            var plain = true
+            for byte in utf8 {
+                if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { plain = false }
+            }
+            if plain {
+                bytes.append(contentsOf: utf8)  // nothing to escape: one copy, not one per byte
+            } else {
+                for byte in utf8 {
+                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
+                    bytes.append(byte)
+                }
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends an integer, quoted.
+    mutating func append(_ value: Int64) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        appendDecimal(value, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Closes the literal and returns it (call once, last).
+    mutating func text() -> String {
+        bytes.append(UInt8(ascii: "}"))
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// An array parameter already written as its literal (`ArrayLiteralBuilder`), sent with
+/// the type of an array of `Element`.
+struct ArrayLiteral<Element: PostgresEncodable>: PostgresEncodable {
+    let text: String
+
+    static var postgresType: PostgresType { [Element?].postgresType }
+
+    func postgresText() throws -> String? { text }
+}
+
+/// Appends an integer's decimal digits (with a leading `-` when negative) to `bytes`:
+/// statements and change records write thousands of keys, and `String(value)` per key
+/// allocates.
+func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+    if value < 0 { bytes.append(UInt8(ascii: "-")) }
+    var magnitude = value.magnitude
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+    withUnsafeMutableBytes(of: &digits) { buffer in
+        var position = buffer.count
+        repeat {
+            position -= 1
+            buffer[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[position...]))
+    }
 }
 
 extension Array: PostgresDecodable where Element: PostgresDecodable {

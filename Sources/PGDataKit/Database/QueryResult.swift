@@ -133,3 +133,59 @@ public struct Row: Sendable {
         try body(result.cell(row: index, column: column))
     }
 }
+
+/// Fast reads for hot loops over large results (a save reads back a key per row): the
+/// field's text is parsed in place, without building a descriptive `PostgresCell`; when
+/// that fails, the generic `decode` runs, so the error still names the column.
+extension Row {
+    /// An integer column as `Int64`.
+    ///
+    /// - Throws: `PostgresValueError` (NULL, not an integer, out of range, no such column).
+    @inline(__always)
+    func int64(at column: Int) throws -> Int64 {
+        if let bytes = result.bareCell(row: index, column: column).bytes, let value = Self.decimal(bytes) { return value }
+        return try decode(Int64.self, at: column)
+    }
+
+    /// A column's text as a `String`.
+    ///
+    /// - Throws: `PostgresValueError` (NULL, no such column).
+    @inline(__always)
+    func string(at column: Int) throws -> String {
+        if let bytes = result.bareCell(row: index, column: column).bytes { return String(decoding: bytes, as: UTF8.self) }
+        return try decode(String.self, at: column)
+    }
+
+    /// A `boolean` column.
+    ///
+    /// - Throws: `PostgresValueError` (NULL, not a boolean, no such column).
+    @inline(__always)
+    func bool(at column: Int) throws -> Bool {
+        if let bytes = result.bareCell(row: index, column: column).bytes, bytes.count == 1 {
+            if bytes[0] == UInt8(ascii: "t") { return true }
+            if bytes[0] == UInt8(ascii: "f") { return false }
+        }
+        return try decode(Bool.self, at: column)
+    }
+
+    /// A decimal integer in PostgreSQL's text form, or `nil` (empty, stray characters,
+    /// overflow).
+    @inline(__always)
+    private static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard !bytes.isEmpty else { return nil }
+        let negative = bytes[0] == UInt8(ascii: "-")
+        var index = negative ? 1 : 0
+        guard index < bytes.count else { return nil }
+        var value: Int64 = 0
+        while index < bytes.count {
+            let digit = Int64(bytes[index]) &- 48
+            guard digit >= 0 && digit <= 9 else { return nil }
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (next, overflow2) = negative ? times10.subtractingReportingOverflow(digit) : times10.addingReportingOverflow(digit)
+            guard !overflow1 && !overflow2 else { return nil }
+            value = next
+            index += 1
+        }
+        return value
+    }
+}

@@ -10,6 +10,9 @@ final class ImportUndo {
     }
 
     private(set) var inserted: [ManagedObject] = []
+    /// Objects the import fetched into a context that held none of them: their committed
+    /// values are their state before the import.
+    private var fetched: [ManagedObject] = []
     private var remembered: [ObjectIdentifier: Remembered] = [:]
     /// Whether anything is recorded: not where the whole context is rolled back instead
     /// (an import operation's own context).
@@ -20,6 +23,12 @@ final class ImportUndo {
     /// Notes an object the import inserted.
     func noteInserted(_ object: ManagedObject) {
         if tracks { inserted.append(object) }
+    }
+
+    /// Notes an object the import registered by fetching it (it was not in the context
+    /// before): undone by putting its committed values back, so nothing is copied now.
+    func noteFetched(_ object: ManagedObject) {
+        if tracks { fetched.append(object) }
     }
 
     /// Notes the state of an existing object before the import changes it (once).
@@ -41,10 +50,17 @@ final class ImportUndo {
             entry.object.toOne = entry.toOne
             if !entry.wasChanged { context.changedSet.remove(entry.object) }
         }
+        // After the remembered ones: an object fetched by this call and remembered by a
+        // later batch of it ends at its committed values.
+        for object in fetched where object.managedObjectContext === context {
+            context.revert(object)
+            context.changedSet.remove(object)
+        }
         for object in inserted.reversed() where object.managedObjectContext === context {
             context.delete(object)
         }
         inserted.removeAll()
+        fetched.removeAll()
         remembered.removeAll()
     }
 }

@@ -28,6 +28,14 @@ struct ValueConversion {
     func storedValue(
         _ value: JSONValue, for attribute: AttributeDescription, formatters: DateFormatters
     ) throws(Failure) -> StoredValue {
+        // The common cases without going through `Any` and `coerce` (every mapped value
+        // of every record comes here).
+        switch (attribute.decoding, value) {
+        case (.string, .string(let text)): return text
+        case (.int, .number(let number)): if let whole = Int(exactly: number) { return whole }
+        case (.int64, .number(let number)): if let whole = Int64(exactly: number) { return whole }
+        default: break
+        }
         let converted: Any?
         if case .null = value {
             converted = nil
@@ -60,7 +68,7 @@ struct ValueConversion {
     private func scalar(_ value: JSONValue, for attribute: AttributeDescription, formatters: DateFormatters) throws(Failure)
         -> Any
     {
-        let fail = Failure(expected: expectedDescription(attribute), actual: value.kindName)
+        var fail: Failure { Failure(expected: expectedDescription(attribute), actual: value.kindName) }
         switch attribute.type {
         case .string:
             if case .string(let text) = value { return text }

@@ -5,10 +5,11 @@ extension ManagedObjectQueries where Self: ManagedObject {
     /// Finds or creates one object per unique key of the records and calls `setter` with
     /// each record and its object; nothing is saved (call `save()`).
     ///
-    /// Per batch of `batchSize` records it sends exactly one `= ANY($1)` fetch for the
-    /// keys the context does not hold already (objects registered or inserted in the
-    /// context count as existing: no second object for a key the context has), plus one
-    /// key lookup per linked relationship. Objects created for new keys are saved as
+    /// Per batch of `batchSize` records it sends exactly one fetch for the keys the
+    /// context does not hold already — one array parameter, like `= ANY($1)`, looked up
+    /// key by key in the unique index (objects registered or inserted in the context
+    /// count as existing: no second object for a key the context has) — plus one key
+    /// lookup per linked relationship. Objects created for new keys are saved as
     /// `INSERT … ON CONFLICT (key) DO UPDATE`, so processes importing overlapping keys at
     /// the same moment end with one row per key.
     ///
@@ -114,7 +115,11 @@ extension RecordImport {
                 let batch = try importBatch(
                     Array(records[start..<end]), firstIndex: start, in: context, cache: cache, undo: undo,
                     formatters: formatters, stubs: &stubs)
-                for object in batch where seen.insert(ObjectIdentifier(object)).inserted { objects.append(object) }
+                if start == 0 && end == records.count {
+                    objects = batch  // one batch: its objects are distinct
+                } else {
+                    for object in batch where seen.insert(ObjectIdentifier(object)).inserted { objects.append(object) }
+                }
                 start = end
             }
         } catch {

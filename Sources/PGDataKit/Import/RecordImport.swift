@@ -5,9 +5,9 @@ import Foundation
 /// by remote keys, and what is applied to each object. `insertOrUpdate`, the object
 /// mapper and the import operations all run through it.
 ///
-/// Per batch it sends one `= ANY($1)` fetch for the keys not already in the context,
-/// plus one key lookup per linked relationship for the related keys it does not know yet
-/// (cache, context) — never one query per record.
+/// Per batch it sends one fetch (one array parameter) for the keys not already in the
+/// context, plus one key lookup per linked relationship for the related keys it does not
+/// know yet (cache, context) — never one query per record.
 struct RecordImport {
     /// A to-one relationship filled from a remote key of the related entity.
     struct Link {
@@ -96,11 +96,12 @@ struct RecordImport {
                     throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
                 }
                 storedKeys.append(stored)
-                if let first = firstOffset[hash] {
+                // One hash per record: the slot is read and, for a new key, written.
+                let first = Self.firstOffset(of: offset, in: &firstOffset[hash, default: -1])
+                if first != offset {
                     nextOffset[lastOffset[first]] = offset
                     lastOffset[first] = offset
                 } else {
-                    firstOffset[hash] = offset
                     lastOffset[offset] = offset
                     order.append(offset)
                 }
@@ -130,32 +131,42 @@ struct RecordImport {
             }
             found[first] = object
         }
-        // The rest from the database: one statement for the batch.
+        // The rest from the database: one statement for the batch. Objects of a context
+        // that held none yet need no copy of their state for undoing.
         let missing = order.filter { found[$0] == nil }
+        var fresh: [Bool] = []
         if !guaranteedInsert && !missing.isEmpty {
-            let query = try StoreQuery.rows(where: key, isIn: missing.map { storedKeys[$0] })
-            for object in try context.fetchObjects(entity: entity, query, mayBeRegistered: !context.registered.isEmpty) {
+            if context.registered.isEmpty { fresh = [Bool](repeating: false, count: records.count) }
+            let fetched = try context.fetchObjects(entity: entity, whereUnique: key, isIn: missing.map { storedKeys[$0] })
+            for object in fetched {
                 guard let hash = UniqueValue(object.values[key.index]), let first = firstOffset[hash], found[first] == nil
                 else { continue }
                 if object.deletedFlag {
                     throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
                 }
                 found[first] = object
+                if !fresh.isEmpty { fresh[first] = true }
             }
         }
 
         var objects: [ManagedObject] = []
         objects.reserveCapacity(order.count)
+        let existingCount = order.reduce(0) { $0 + (found[$1] == nil ? 0 : 1) }
+        context.reserveCapacity(inserting: order.count - existingCount, changing: existingCount)
         for first in order {
             let object: ManagedObject
             if let existing = found[first] {
-                undo.remember(existing, in: context)
+                if !fresh.isEmpty && fresh[first] {
+                    undo.noteFetched(existing)
+                } else {
+                    undo.remember(existing, in: context)
+                }
                 object = existing
             } else {
                 object = entity.objectClass.init()
-                context.insert(object)
+                context.insertNew(object, entity: entity)
                 undo.noteInserted(object)
-                object.setStoredValue(storedKeys[first], at: key.index)
+                object.initializeValue(storedKeys[first], at: key.index)
                 object.upsertAttributeIndex = key.index
             }
             var offset = first
@@ -168,6 +179,14 @@ struct RecordImport {
             objects.append(object)
         }
         return objects
+    }
+
+    /// The offset of the first record of a key: the slot's, or `offset` for a new key
+    /// (the slot holds -1 then and takes `offset`).
+    @inline(__always)
+    private static func firstOffset(of offset: Int, in slot: inout Int) -> Int {
+        if slot < 0 { slot = offset }
+        return slot
     }
 
     /// Sets the links of one record, then applies the record.

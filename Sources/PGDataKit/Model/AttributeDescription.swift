@@ -21,6 +21,8 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     public let swiftTypeName: String
     /// Position in the object's value storage.
     let index: Int
+    /// `Entity.attribute`, for errors.
+    let qualifiedName: String
     let defaultValue: StoredValue
     let decode: @Sendable (PostgresCell) throws -> StoredValue
     /// The fetch fast path for this attribute's scalar type.
@@ -33,7 +35,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
 
     init(
         name: String, columnName: String, type: AttributeType, isOptional: Bool, isUnique: Bool,
-        swiftTypeName: String, index: Int, defaultValue: StoredValue, decoding: AttributeDecoding,
+        swiftTypeName: String, index: Int, qualifiedName: String, defaultValue: StoredValue, decoding: AttributeDecoding,
         decode: @escaping @Sendable (PostgresCell) throws -> StoredValue,
         encode: @escaping @Sendable (StoredValue) throws -> (any PostgresEncodable)?,
         encodeArray: @escaping @Sendable ([StoredValue]) throws -> any PostgresEncodable,
@@ -47,6 +49,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         self.isUnique = isUnique
         self.swiftTypeName = swiftTypeName
         self.index = index
+        self.qualifiedName = qualifiedName
         self.defaultValue = defaultValue
         self.decode = decode
         self.decoding = decoding
@@ -58,6 +61,72 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
 
     /// `name: Type (column)`.
     public var description: String { "\(name): \(swiftTypeName) (\(columnName) \(type.sqlType))" }
+
+    /// `isEqual` for two values in place (in arrays' storage): the common scalar types
+    /// are compared without copying the values' boxes.
+    func isEqual(at left: UnsafePointer<StoredValue>, _ right: UnsafePointer<StoredValue>) -> Bool {
+        @inline(__always) func same<T: Equatable>(_ type: T.Type) -> Bool? {
+            guard StoredValueLayout.isReadable, let left = StoredValueLayout.read(at: left, as: T.self),
+                let right = StoredValueLayout.read(at: right, as: T.self)
+            else { return nil }
+            return left == right
+        }
+        let fast: Bool?
+        switch decoding {
+        case .string: fast = same(String.self)
+        case .int: fast = same(Int.self)
+        case .int64: fast = same(Int64.self)
+        case .int32: fast = same(Int32.self)
+        case .int16: fast = same(Int16.self)
+        case .bool: fast = same(Bool.self)
+        case .generic: fast = nil
+        }
+        return fast ?? isEqual(left.pointee, right.pointee)
+    }
+
+    /// One column of a statement as an array parameter: the values at `order` (all of
+    /// them, in their order, when `nil`). Strings and integers are written straight into
+    /// the literal; other types go through `encodeArray`.
+    ///
+    /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
+    ///   `column`).
+    func encodeColumn(_ values: [StoredValue], order: [Int]? = nil) throws -> any PostgresEncodable {
+        let count = order?.count ?? values.count
+        switch decoding {
+        case .string:
+            var literal = ArrayLiteralBuilder(capacity: count)
+            do {
+                try values.withUnsafeBufferPointer { values in
+                    guard let base = values.baseAddress else { return }
+                    for position in 0..<count {
+                        if let text = unboxStored(at: base + (order?[position] ?? position), as: String.self) {
+                            try literal.append(text)
+                        } else {
+                            literal.appendNull()
+                        }
+                    }
+                }
+            } catch var error as PostgresValueError {
+                error.column = qualifiedName
+                throw error
+            }
+            return ArrayLiteral<String>(text: literal.text())
+        case .int, .int64:
+            var literal = ArrayLiteralBuilder(capacity: count)
+            let isInt = decoding == .int
+            values.withUnsafeBufferPointer { values in
+                guard let base = values.baseAddress else { return }
+                for position in 0..<count {
+                    let value = base + (order?[position] ?? position)
+                    let integer = isInt ? unboxStored(at: value, as: Int.self).map(Int64.init) : unboxStored(at: value, as: Int64.self)
+                    if let integer { literal.append(integer) } else { literal.appendNull() }
+                }
+            }
+            return ArrayLiteral<Int64>(text: literal.text())
+        default:
+            return try encodeArray(order.map { $0.map { values[$0] } } ?? values)
+        }
+    }
 }
 
 /// Implemented by `Attribute` so the model can read declarations through reflection.
@@ -76,17 +145,44 @@ enum AttributeCoding {
         case is Int32.Type: return { equal($0, $1, as: Int32.self) }
         case is Bool.Type: return { equal($0, $1, as: Bool.self) }
         case is Double.Type: return { equal($0, $1, as: Double.self) }
-        default: return { left, right in left.flatMap { unbox($0, as: Scalar.self) } == right.flatMap { unbox($0, as: Scalar.self) } }
+        default: return { equal($0, $1, as: Scalar.self) }
         }
     }
 
     @inline(__always)
     private static func equal<T: Equatable>(_ left: StoredValue, _ right: StoredValue, as type: T.Type) -> Bool {
-        switch (left, right) {
-        case (nil, nil): return true
-        case (let left?, let right?): return (left as? T) == (right as? T)
-        default: return false
+        if StoredValueLayout.isInline(T.self), StoredValueLayout.isReadable,
+            let left = StoredValueLayout.read(left, as: T.self), let right = StoredValueLayout.read(right, as: T.self)
+        {
+            return left == right
         }
+        // (Bound one at a time: matching the pair as a tuple copies both values first.)
+        guard let left else { return right == nil }
+        guard let right else { return false }
+        return unbox(left, as: T.self) == unbox(right, as: T.self)
+    }
+
+    /// Encodes a column of stored values as one array parameter; the common types get
+    /// closures compiled for them (a save encodes every value it writes).
+    static func arrayEncoding<Scalar: AttributeScalar>(_ scalar: Scalar.Type, label: String)
+        -> @Sendable ([StoredValue]) -> any PostgresEncodable
+    {
+        switch scalar {
+        case is String.Type: return { AttributeValueArray(values: scalars($0, as: String.self), attribute: label) }
+        case is Int.Type: return { AttributeValueArray(values: scalars($0, as: Int.self), attribute: label) }
+        case is Int64.Type: return { AttributeValueArray(values: scalars($0, as: Int64.self), attribute: label) }
+        default: return { AttributeValueArray(values: scalars($0, as: Scalar.self), attribute: label) }
+        }
+    }
+
+    /// The stored values as their scalar type (`nil` for `NULL` and for a value of
+    /// another type, which the model never stores).
+    @inline(__always)
+    private static func scalars<T>(_ values: [StoredValue], as type: T.Type) -> [T?] {
+        var result: [T?] = []
+        result.reserveCapacity(values.count)
+        for value in values { result.append(unboxStored(value, as: T.self)) }
+        return result
     }
 
     static func make<Value: AttributeValue>(
@@ -100,17 +196,15 @@ enum AttributeCoding {
         return AttributeDescription(
             name: name, columnName: column ?? Naming.snakeCase(name), type: Scalar.attributeType,
             isOptional: Value.isOptional, isUnique: unique, swiftTypeName: swiftTypeName,
-            index: index, defaultValue: defaultValue?.scalar, decoding: AttributeDecoding(Scalar.self),
+            index: index, qualifiedName: label, defaultValue: defaultValue?.scalar, decoding: AttributeDecoding(Scalar.self),
             decode: { cell in
                 if cell.isNull { return nil }
                 return try Scalar.decode(from: cell)
             },
             // `unbox` opens the stored existential: a type check, not a dynamic cast, on
             // paths that run for every value of a save.
-            encode: { stored in stored.flatMap { unbox($0, as: Scalar.self) } },
-            encodeArray: { values in
-                AttributeValueArray(values: values.map { $0.flatMap { unbox($0, as: Scalar.self) } }, attribute: label)
-            },
+            encode: { stored in unboxStored(stored, as: Scalar.self) },
+            encodeArray: arrayEncoding(Scalar.self, label: label),
             isEqual: equality(Scalar.self),
             coerce: { value in
                 guard let value else { return Value.isOptional ? .some(nil) : nil }

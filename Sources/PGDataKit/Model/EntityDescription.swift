@@ -77,6 +77,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.uniqueKeys = attributes.filter(\.isUnique).map { [$0.name] } + objectClass.uniqueKeys
         self.attributeDecodings = attributes.map(\.decoding)
         self.attributeOptionality = attributes.map(\.isOptional)
+        self.defaultValues = attributes.map(\.defaultValue)
         relationshipsResolved()
     }
 
@@ -84,6 +85,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// it once it has settled one-to-one relationships (before the entity is shared).
     func relationshipsResolved() {
         toOneRelationships = relationships.filter { $0.columnName != nil }
+        toOneIndexes = toOneRelationships.map(\.index)
         selectColumns =
             [primaryKeyColumn, versionColumn] + attributes.map(\.columnName) + relationships.compactMap(\.columnName)
     }
@@ -92,6 +94,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// arrays, so the decoding loop touches no attribute objects).
     let attributeDecodings: [AttributeDecoding]
     let attributeOptionality: [Bool]
+    /// The values of a new object, in attribute order (a new object's storage starts as
+    /// a copy of this array).
+    let defaultValues: [StoredValue]
+    /// The indexes of `toOneRelationships` in `relationships`.
+    private(set) var toOneIndexes: [Int] = []
 
     /// Columns in the order fetches select them: primary key, version, attributes, then
     /// to-one foreign keys (in relationship order).

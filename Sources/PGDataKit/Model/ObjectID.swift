@@ -39,17 +39,24 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// The hash dictionaries use (Swift's `Hashable` hook for it): permanent IDs mix the
-    /// primary key with the table's seed in a few instructions (splitmix64) instead of a
-    /// full SipHash round — contexts hash an ID for every object they fetch.
+    /// The hash dictionaries use (Swift's `Hashable` hook for it): the primary key (or the
+    /// temporary UUID's bits) mixed with the table's seed in a few instructions
+    /// (splitmix64) instead of a full SipHash round — contexts hash an ID for every
+    /// object they fetch or insert.
     public func _rawHashValue(seed: Int) -> Int {
-        guard case .permanent(let value) = key else {
-            var hasher = Hasher()
-            hasher.combine(seed)
-            hash(into: &hasher)
-            return hasher.finalize()
+        var mixed: UInt64
+        switch key {
+        case .permanent(let value):
+            mixed = UInt64(bitPattern: value)
+        case .temporary(let uuid):
+            // Temporary IDs of this process differ in their counter bits (see
+            // `randomUUID()`); folding both halves keeps other UUIDs apart too.
+            let halves = withUnsafeBytes(of: uuid.uuid) {
+                ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            }
+            mixed = halves.0 ^ (halves.1 &* 0xFF51_AFD7_ED55_8CCD)
         }
-        var mixed = UInt64(bitPattern: value) ^ UInt64(bitPattern: Int64(seed)) &+ 0x9E37_79B9_7F4A_7C15
+        mixed = mixed ^ UInt64(bitPattern: Int64(seed)) &+ 0x9E37_79B9_7F4A_7C15
         mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
         mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
         return Int(truncatingIfNeeded: mixed ^ (mixed >> 31))

@@ -74,15 +74,27 @@ enum ChangeLog {
     /// - Returns: the record's id.
     @discardableResult
     static func write(_ changes: ContextChanges, origin: UUID, on connection: Connection) throws -> Int64 {
-        let result = try connection.execute(
+        let statement = try writeStatement(changes, origin: origin)
+        let result = try connection.execute(statement.sql, statement.parameters)
+        return try result[0].decode(Int64.self, at: 0)
+    }
+
+    /// The statement `write(_:origin:on:)` runs (its one row: the record's id), for
+    /// sending it together with the `COMMIT`.
+    ///
+    /// - Throws: `PostgresValueError` when the record cannot be encoded.
+    static func writeStatement(_ changes: ContextChanges, origin: UUID) throws
+        -> (sql: String, parameters: [(any PostgresEncodable)?])
+    {
+        (
             """
             WITH record AS (
                 INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::jsonb) RETURNING id
             )
             SELECT id, pg_notify('\(channel)', id::text) FROM record
             """,
-            [origin, Int32(getpid()), try encode(changes)])
-        return try result[0].decode(Int64.self, at: 0)
+            [origin, Int32(getpid()), try encode(changes)]
+        )
     }
 
     /// The position to read from: the current snapshot, as text.
@@ -159,32 +171,54 @@ enum ChangeLog {
     }
 
     static func encode(_ changes: ContextChanges) throws -> String {
-        // Appended in place (a copy per id would make a large save quadratic).
-        var entities: [String: EntityChanges] = [:]
+        // Appended in place (a copy per id would make a large save quadratic). A save
+        // touches few entities and few sets of changed keys, so they are found by a
+        // linear search that starts at the last one used (no hashing per id).
+        var entries: [EntityChanges] = []
+        var last = -1
+        func entry(_ name: String) -> Int {
+            if last >= 0, entries[last].entity == name { return last }
+            if let found = entries.firstIndex(where: { $0.entity == name }) {
+                last = found
+            } else {
+                entries.append(EntityChanges(entity: name))
+                last = entries.count - 1
+            }
+            return last
+        }
         for id in changes.inserted {
             guard let key = id.primaryKey else { continue }
-            entities[id.entityName, default: EntityChanges(entity: id.entityName)].inserted.append(key)
+            entries[entry(id.entityName)].inserted.append(key)
         }
         for id in changes.deleted {
             guard let key = id.primaryKey else { continue }
-            entities[id.entityName, default: EntityChanges(entity: id.entityName)].deleted.append(key)
+            entries[entry(id.entityName)].deleted.append(key)
         }
-        var groups: [String: [[String]: [Int64]]] = [:]
+        // Updates by entity and set of changed keys (saves share one set per shape).
+        var updates: [(entity: Int, keys: Set<String>, ids: [Int64])] = []
+        var lastUpdate = -1
         for id in changes.updated {
             guard let key = id.primaryKey else { continue }
-            groups[id.entityName, default: [:]][(changes.changedKeys[id] ?? []).sorted(), default: []].append(key)
-        }
-        for (name, byKeys) in groups {
-            entities[name, default: EntityChanges(entity: name)].updated = byKeys.sorted {
-                $0.key.lexicographicallyPrecedes($1.key)
-            }.map {
-                EntityChanges.Update(keys: $0.key, ids: $0.value.sorted())
+            let position = entry(id.entityName)
+            let keys = changes.changedKeys[id] ?? []
+            if lastUpdate < 0 || updates[lastUpdate].entity != position || updates[lastUpdate].keys != keys {
+                if let found = updates.firstIndex(where: { $0.entity == position && $0.keys == keys }) {
+                    lastUpdate = found
+                } else {
+                    updates.append((position, keys, []))
+                    lastUpdate = updates.count - 1
+                }
             }
+            updates[lastUpdate].ids.append(key)
         }
-        let ordered = entities.values.sorted { $0.entity < $1.entity }.map { entry -> EntityChanges in
+        for update in updates {
+            entries[update.entity].updated.append(EntityChanges.Update(keys: update.keys.sorted(), ids: update.ids.sorted()))
+        }
+        let ordered = entries.sorted { $0.entity < $1.entity }.map { entry -> EntityChanges in
             var entry = entry
             entry.inserted.sort()
             entry.deleted.sort()
+            entry.updated.sort { $0.keys.lexicographicallyPrecedes($1.keys) }
             return entry
         }
         return json(ordered)
@@ -193,16 +227,44 @@ enum ChangeLog {
     /// The JSON `JSONEncoder` would write for the entries, written directly (a record of
     /// a large save holds thousands of ids).
     private static func json(_ entries: [EntityChanges]) -> String {
-        func list(_ ids: [Int64]) -> String { "[" + ids.map { String($0) }.joined(separator: ",") + "]" }
-        func string(_ text: String) -> String { JSONValue.string(text).jsonText }
-        let parts = entries.map { entry in
-            let updates = entry.updated.map { update in
-                "{\"keys\":[" + update.keys.map(string).joined(separator: ",") + "],\"ids\":" + list(update.ids) + "}"
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(64 + entries.reduce(0) { $0 + 8 * ($1.inserted.count + $1.deleted.count) }
+            + entries.reduce(0) { $0 + $1.updated.reduce(0) { $0 + 8 * $1.ids.count + 32 } })
+        func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
+        func list(_ ids: [Int64]) {
+            bytes.append(UInt8(ascii: "["))
+            for (index, id) in ids.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                appendDecimal(id, to: &bytes)
             }
-            return "{\"entity\":" + string(entry.entity) + ",\"inserted\":" + list(entry.inserted) + ",\"updated\":["
-                + updates.joined(separator: ",") + "],\"deleted\":" + list(entry.deleted) + "}"
+            bytes.append(UInt8(ascii: "]"))
         }
-        return "[" + parts.joined(separator: ",") + "]"
+        func string(_ text: String) { append(JSONValue.string(text).jsonText) }
+        bytes.append(UInt8(ascii: "["))
+        for (index, entry) in entries.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            append("{\"entity\":")
+            string(entry.entity)
+            append(",\"inserted\":")
+            list(entry.inserted)
+            append(",\"updated\":[")
+            for (position, update) in entry.updated.enumerated() {
+                if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                append("{\"keys\":[")
+                for (keyIndex, key) in update.keys.enumerated() {
+                    if keyIndex > 0 { bytes.append(UInt8(ascii: ",")) }
+                    string(key)
+                }
+                append("],\"ids\":")
+                list(update.ids)
+                bytes.append(UInt8(ascii: "}"))
+            }
+            append("],\"deleted\":")
+            list(entry.deleted)
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(UInt8(ascii: "]"))
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     static func decode(_ text: String) throws -> ContextChanges {

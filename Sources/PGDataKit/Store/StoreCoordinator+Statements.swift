@@ -135,7 +135,8 @@ extension StoreCoordinator {
                 + (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)",
             arrays, on: connection)
         var written: [Int64: Int64] = [:]
-        for row in result { written[try row.decode(Int64.self, at: 0)] = try row.decode(Int64.self, at: 1) }
+        written.reserveCapacity(result.count)
+        for row in result { written[try row.int64(at: 0)] = try row.int64(at: 1) }
         return written
     }
 
@@ -167,6 +168,31 @@ extension StoreCoordinator {
             .map { try $0.decode(Int64.self, at: 0) }
     }
 
+    /// Writes the change record of a write transaction and commits it, in one round trip
+    /// (the record queues the notification; other processes' listeners read it after the
+    /// commit), then returns the connection to the pool. Empty changes write no record.
+    /// On failure the connection stays with the caller, who rolls back with
+    /// `rollbackAndRelease(_:)`.
+    ///
+    /// - Throws: `PostgresError` (the record's, or the commit's: also when the
+    ///   transaction had failed and PostgreSQL rolled it back instead),
+    ///   `PostgresValueError`.
+    func recordChangesAndCommit(_ changes: ContextChanges, on connection: Connection) throws {
+        guard !changes.isEmpty else {
+            try commitAndRelease(connection)
+            return
+        }
+        let record = try ChangeLog.writeStatement(changes, origin: origin)
+        statementCounter.add(2, ordering: .relaxed)
+        let results = try connection.executePipeline([record, (sql: "COMMIT", parameters: [])])
+        if results.last?.commandTag == "ROLLBACK" {
+            throw PostgresError(
+                kind: .server, sqlState: .inFailedTransaction,
+                message: "the transaction had failed and was rolled back instead of committed", statement: "COMMIT")
+        }
+        pool.release(connection)
+    }
+
     /// Writes the change record of a write transaction (which queues its notification):
     /// other processes' listeners read it after the commit. Nothing for empty changes.
     func recordChanges(_ changes: ContextChanges, on connection: Connection) throws {
@@ -177,19 +203,37 @@ extension StoreCoordinator {
 
     // MARK: - Binding
 
-    /// The batch's arrays as parameters, with their SQL element types.
-    func bind(_ rows: RowBatch) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
-        var arrays: [(any PostgresEncodable)?] = [rows.keys, rows.versions]
+    /// The batch's arrays as parameters, with their SQL element types: the rows at
+    /// `order` (all of them, in their order, when `nil`).
+    func bind(_ rows: RowBatch, order: [Int]? = nil) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
+        var arrays: [(any PostgresEncodable)?] = [Self.integers(rows.keys, order: order), Self.integers(rows.versions, order: order)]
         var types = ["bigint", "bigint"]
         for (attribute, values) in rows.attributes {
-            arrays.append(try attribute.encodeArray(values))
+            arrays.append(try attribute.encodeColumn(values, order: order))
             types.append(attribute.type.sqlType)
         }
         for (_, keys) in rows.foreignKeys {
-            arrays.append(keys)
+            var literal = ArrayLiteralBuilder(capacity: keys.count)
+            for position in 0..<(order?.count ?? keys.count) {
+                if let key = keys[order?[position] ?? position] { literal.append(key) } else { literal.appendNull() }
+            }
+            arrays.append(ArrayLiteral<Int64>(text: literal.text()))
             types.append("bigint")
         }
         return (arrays, types)
+    }
+
+    /// A `bigint[]` parameter of the integers at `order` (all, when `nil`); empty for
+    /// no integers (an upsert without keys leaves them to the sequence).
+    private static func integers(_ values: [Int64], order: [Int]?) -> ArrayLiteral<Int64> {
+        guard !values.isEmpty else { return ArrayLiteral(text: "{}") }
+        var literal = ArrayLiteralBuilder(capacity: values.count)
+        if let order {
+            for index in order { literal.append(values[index]) }
+        } else {
+            for value in values { literal.append(value) }
+        }
+        return ArrayLiteral(text: literal.text())
     }
 
     /// `$1::bigint[], $2::text[], …`.

@@ -11,16 +11,15 @@ extension StoreCoordinator {
     /// Borrows a connection from the pool and begins a transaction on it. The caller ends
     /// it with `commitAndRelease(_:)` or `rollbackAndRelease(_:)`.
     ///
-    /// - Throws: `PostgresError` (the connection is back in the pool then).
+    /// The `BEGIN` travels with the transaction's first statement (one round trip less;
+    /// it is still counted as a statement), so an error it meets is thrown by that
+    /// statement.
+    ///
+    /// - Throws: `PostgresError` when no connection can be had.
     func beginTransaction(isolation: IsolationLevel, readOnly: Bool = false) throws -> Connection {
         let connection = try pool.acquire()
-        do {
-            statementCounter.add(1, ordering: .relaxed)
-            try connection.begin(isolation: isolation, readOnly: readOnly)
-        } catch {
-            pool.release(connection)
-            throw error
-        }
+        statementCounter.add(1, ordering: .relaxed)
+        connection.beginWithNextStatement(isolation: isolation, readOnly: readOnly)
         return connection
     }
 

@@ -33,7 +33,7 @@ extension StoreQuery {
     static func rows(where attribute: AttributeDescription, isIn values: [StoredValue]) throws -> StoreQuery {
         StoreQuery(
             condition: "t.\(Connection.quoteIdentifier(attribute.columnName)) = ANY($1::\(attribute.type.sqlType)[])",
-            parameters: [try attribute.encodeArray(values)])
+            parameters: [try attribute.encodeColumn(values)])
     }
 
     /// This query's rows except those whose `attribute` is one of `values` (one more
@@ -42,7 +42,7 @@ extension StoreQuery {
     /// - Throws: `PostgresValueError` when a value cannot be encoded.
     func excluding(_ attribute: AttributeDescription, values: [StoredValue]) throws -> StoreQuery {
         var query = self
-        query.parameters.append(try attribute.encodeArray(values))
+        query.parameters.append(try attribute.encodeColumn(values))
         let column = "t.\(Connection.quoteIdentifier(attribute.columnName))"
         let exclusion =
             "(\(column) IS NULL OR NOT (\(column) = ANY($\(query.parameters.count)::\(attribute.type.sqlType)[])))"
@@ -92,25 +92,66 @@ extension StoreCoordinator {
                 message: "upsert into \(entity.name): the unique key \(uniqueAttribute.name) is not among the batch's columns")
         }
         let values = rows.attributes[keyPosition].values
-        let texts = try values.map { try uniqueAttribute.encode($0)?.postgresText() }
         // Sorted by key text; the last row of a repeated key is sent. A NULL key never
         // conflicts: such rows are plain inserts, which the column's NOT NULL refuses.
-        var lastIndex: [String: Int] = [:]
-        lastIndex.reserveCapacity(texts.count)
-        for (index, text) in texts.enumerated() {
-            guard let text else {
+        var texts: [String] = []
+        texts.reserveCapacity(values.count)
+        for value in values {
+            guard let text = try Self.keyText(value, of: uniqueAttribute) else {
                 throw PostgresValueError(
                     reason: .unencodable("an upsert needs a value for the unique key"), swiftType: uniqueAttribute.swiftTypeName,
                     column: "\(entity.name).\(uniqueAttribute.name)")
             }
-            lastIndex[text] = index
+            texts.append(text)
         }
-        // Byte order: any order all processes share serves, and bytes compare fastest.
-        var pending = lastIndex.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map(\.value)
+        // Any order all processes share serves; `String`'s is byte order for ASCII and
+        // NFC text (and canonical order otherwise), and compares small strings fastest.
+        // Equal neighbours are one key: its last row (highest index) is sent, and stands
+        // for the others (`sentRow`).
+        var sorted = Array(texts.indices)
+        texts.withUnsafeBufferPointer { text in sorted.sort { text[$0] < text[$1] } }
+        var pending: [Int] = []
+        pending.reserveCapacity(sorted.count)
+        var sentRow: [Int] = []  // (empty while no key repeats)
+        texts.withUnsafeBufferPointer { text in
+            var runStart = 0
+            while runStart < sorted.count {
+                var runEnd = runStart + 1
+                var sent = sorted[runStart]
+                while runEnd < sorted.count, text[sorted[runEnd]] == text[sorted[runStart]] {
+                    sent = Swift.max(sent, sorted[runEnd])
+                    runEnd += 1
+                }
+                if runEnd - runStart > 1 {
+                    if sentRow.isEmpty { sentRow = Array(text.indices) }
+                    for position in runStart..<runEnd { sentRow[sorted[position]] = sent }
+                }
+                pending.append(sent)
+                runStart = runEnd
+            }
+        }
+        let sent = pending  // sorted by text, one row per key
+        // The row sent with a key text (rows mostly come back in the order sent, so the
+        // next one is tried before a binary search).
+        var cursor = 0
+        func sentIndex(of text: String) -> Int? {
+            if cursor < sent.count, texts[sent[cursor]] == text {
+                cursor += 1
+                return sent[cursor - 1]
+            }
+            var low = 0
+            var high = sent.count
+            while low < high {
+                let middle = (low + high) / 2
+                if texts[sent[middle]] < text { low = middle + 1 } else { high = middle }
+            }
+            return low < sent.count && texts[sent[low]] == text ? sent[low] : nil
+        }
         var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
         for _ in 0..<3 {
-            for row in try upsert(into: entity, rows.selecting(pending), uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
-                guard let index = lastIndex[row.keyText] else { continue }
+            cursor = 0
+            for row in try upsert(into: entity, rows, order: pending, uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
+                guard let index = sentIndex(of: row.keyText) else { continue }
                 results[index] = UpsertedRow(primaryKey: row.primaryKey, version: row.version, outcome: row.inserted ? .inserted : .updated)
             }
             pending = pending.filter { results[$0] == nil }
@@ -122,34 +163,45 @@ extension StoreCoordinator {
                 "SELECT t.\(quote(entity.primaryKeyColumn)), t.\(quote(entity.versionColumn)), t.\(quote(uniqueAttribute.columnName)) "
                     + "FROM \(entity.quotedTable) AS t" + query.clauses,
                 query.parameters, on: connection)
+            cursor = 0
             for row in found {
                 let text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
-                guard let text, let index = lastIndex[text] else { continue }
+                guard let text, let index = sentIndex(of: text) else { continue }
                 results[index] = UpsertedRow(
-                    primaryKey: try row.decode(Int64.self, at: 0), version: try row.decode(Int64.self, at: 1), outcome: .unchanged)
+                    primaryKey: try row.int64(at: 0), version: try row.int64(at: 1), outcome: .unchanged)
             }
             // Whatever is still missing was deleted in between: send it again.
             pending = pending.filter { results[$0] == nil }
             if pending.isEmpty { break }
         }
         // Rows of a repeated key share the result of the row sent.
-        return try texts.map { text in
-            guard let text, let index = lastIndex[text], let result = results[index] else {
+        var upserted: [UpsertedRow] = []
+        upserted.reserveCapacity(texts.count)
+        for index in texts.indices {
+            guard let result = results[sentRow.isEmpty ? index : sentRow[index]] else {
                 throw UpsertVanishedRowError(entity: entity.name, attribute: uniqueAttribute.name)
             }
-            return result
+            upserted.append(result)
         }
+        return upserted
     }
 
-    /// One `INSERT … ON CONFLICT` statement; returns the rows written with their unique
-    /// key's text and whether each was inserted (`xmax = 0`: no earlier version of the
-    /// row was locked or updated by it).
+    /// A unique key's text as sent (`nil` for `NULL`): strings as they are, without the
+    /// attribute's generic encoding (a NUL in one is refused when the column is encoded).
+    private static func keyText(_ value: StoredValue, of attribute: AttributeDescription) throws -> String? {
+        if attribute.decoding == .string, let text = unboxStored(value, as: String.self) { return text }
+        return try attribute.encode(value)?.postgresText()
+    }
+
+    /// One `INSERT … ON CONFLICT` statement for the rows at `order`; returns the rows
+    /// written with their unique key's text and whether each was inserted (`xmax = 0`:
+    /// no earlier version of the row was locked or updated by it).
     private func upsert(
-        into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
-        on connection: Connection
+        into entity: EntityDescription, _ rows: RowBatch, order: [Int], uniqueAttribute: AttributeDescription,
+        updating: [String], on connection: Connection
     ) throws -> [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] {
         let quote = Connection.quoteIdentifier
-        var (arrays, types) = try bind(rows)
+        var (arrays, types) = try bind(rows, order: order)
         var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.attribute.columnName)
             + rows.foreignKeys.map(\.column)
         if rows.keys.isEmpty {
@@ -174,19 +226,42 @@ extension StoreCoordinator {
         // Text and integer columns come back in the text they were sent as; other types
         // are read and written again to compare like with like.
         let sameText = [.string, .int16, .int32, .int64].contains(uniqueAttribute.type)
-        return try result.map { row in
+        var rows: [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] = []
+        rows.reserveCapacity(result.count)
+        for row in result {
             let text =
                 sameText
-                ? try row.decode(String.self, at: 2)
+                ? try row.string(at: 2)
                 : try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() } ?? ""
-            return (
-                try Self.integer(row, 0), try Self.integer(row, 1), text, try row.decode(Bool.self, at: 3)
-            )
+            rows.append((try row.int64(at: 0), try row.int64(at: 1), text, try row.bool(at: 3)))
         }
+        return rows
     }
 
-    /// A `bigint` column.
-    private static func integer(_ row: Row, _ column: Int) throws -> Int64 { try row.decode(Int64.self, at: column) }
+    /// The rows of objects (`selectColumns` of the entity) whose unique `attribute` is
+    /// one of `values`: one statement with one array parameter, which looks each value up
+    /// in the attribute's unique index.
+    ///
+    /// Written as a lateral join over the array rather than `= ANY($1)`, which the
+    /// planner turns into a scan of the whole table when the table has no statistics yet
+    /// (a new or emptied table being imported into: milliseconds per batch, growing with
+    /// the table); here each value costs one index probe whatever the statistics. A value
+    /// given twice (or two values the column's collation holds equal) returns its row
+    /// twice.
+    ///
+    /// - Throws: `PostgresError`, `PostgresValueError` naming `Entity.attribute`.
+    func selectObjects(
+        of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
+        on connection: Connection
+    ) throws -> QueryResult {
+        let quote = Connection.quoteIdentifier
+        return try execute(
+            "SELECT \(entity.selectList(alias: "t")) "
+                + "FROM unnest($1::\(attribute.type.sqlType)[]) AS k(v) "
+                + "CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
+                + "WHERE u.\(quote(attribute.columnName)) = k.v LIMIT 1) AS t",
+            [try attribute.encodeColumn(values)], on: connection)
+    }
 
     /// The primary keys of the rows whose `attribute` is one of `values`, with each row's
     /// value of the attribute (one `= ANY($1)` statement). For linking imported objects
@@ -205,15 +280,5 @@ extension StoreCoordinator {
         return try result.map { row in
             (try row.decode(Int64.self, at: 0), try row.withCell(at: 1) { try attribute.decode($0) })
         }
-    }
-}
-
-extension RowBatch {
-    /// The rows at `indexes`, in that order.
-    func selecting(_ indexes: [Int]) -> RowBatch {
-        RowBatch(
-            keys: keys.isEmpty ? [] : indexes.map { keys[$0] }, versions: indexes.map { versions[$0] },
-            attributes: attributes.map { column in (column.attribute, indexes.map { column.values[$0] }) },
-            foreignKeys: foreignKeys.map { column in (column.column, indexes.map { column.keys[$0] }) })
     }
 }

@@ -96,6 +96,26 @@ struct InsertOrUpdateTests {
         }
     }
 
+    /// Imports create one object per key, so a save compares the keys of imported objects
+    /// only after one of them changed: then the second object with a key is written as a
+    /// plain insert and the imported one upserts onto its row (version 2), as before the
+    /// check was skipped for unchanged keys.
+    @Test func anImportedObjectGivenAnotherImportedObjectsKeyIsWrittenAsAPlainInsert() throws {
+        try ImportSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let users = try User.insertOrUpdate(
+                    ImportSchema.userRecords(0..<3), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context,
+                    ImportSchema.setUser)
+                users[2].userID = "u0"  // two new objects with one key now
+                try context.save()
+                #expect(users[0].objectID == users[2].objectID)
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 2)
+            #expect(try ImportSchema.integer("SELECT version FROM users WHERE user_id = 'u0'", in: manager) == 2)
+        }
+    }
+
     @Test func aMissingOrNullKeyNamesTheRecordAndLeavesTheContextAsItWas() throws {
         try ImportSchema.withManager { manager in
             let seed = manager.newPrivateContext()
