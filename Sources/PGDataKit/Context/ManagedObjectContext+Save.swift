@@ -225,7 +225,7 @@ extension ManagedObjectContext {
         ) -> RowBatch {
             RowBatch(
                 keys: withKeys ? objects.map(key(of:)) : [], versions: objects.map(\.version),
-                attributes: attributes.map { index in (entity.attributes[index], objects.map { $0.values[index] }) },
+                attributes: attributes.map { entity.attributes[$0] }, values: objects.map(\.values),
                 foreignKeys: toOne.compactMap { index in
                     entity.relationships[index].columnName.map { ($0, objects.map { foreignKey($0, index) }) }
                 })
