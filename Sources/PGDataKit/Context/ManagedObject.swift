@@ -244,6 +244,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             }
         }
         if unchanged { return }
+        // An attribute set earlier since the snapshot (and still known to be) means the
+        // context was told then: it keeps the object among its changed ones until the
+        // values are committed or the hints forgotten.
+        let reported = changeHints.isKnown && changeHints.maybe != 0
         let hints = changeHints.changing(slot)
         values[slot] = value
         changeHints = hints
@@ -252,7 +256,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         // attribute: another imported object may hold the new key).
         guard snapshot != nil || slot == upsertAttributeIndex, let context = contextReference?.context else { return }
         if slot == upsertAttributeIndex { context.keyedInsertKeysChanged = true }
-        context.objectDidChange(self)
+        if !reported { context.objectDidChange(self) }
     }
 
     /// Sets an attribute of an object just inserted and never saved (an import writing
@@ -458,9 +462,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// `changedAttributeIndexes` as a bit mask (bit `i` for attribute `i`), without an
     /// array; `nil` for an entity of more than 64 attributes.
     var changedAttributeMask: UInt64? {
-        prepareStorage()
         let attributes = entity.attributes
         guard attributes.count <= 64 else { return nil }
+        if values.count != attributes.count { prepareStorage() }
         guard let snapshot else { return attributes.count == 64 ? .max : (1 << UInt64(attributes.count)) - 1 }
         let hints = changeHints.masks(count: attributes.count)
         return snapshot.withUnsafeBufferPointer { old in
@@ -507,9 +511,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     var changedToOneIndexes: [Int] {
-        prepareStorage()
         let indexes = entity.toOneIndexes
         guard !indexes.isEmpty else { return [] }
+        prepareStorage()
         return indexes.filter { index in
             if case .object(let object) = toOne[index], object.objectID.isTemporaryID { return true }
             let committed = snapshotKeys.count > index ? snapshotKeys[index] : nil
