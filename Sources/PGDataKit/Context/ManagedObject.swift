@@ -235,6 +235,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
         }
         if slot >= values.count { prepareStorage() }  // (storage is prepared whole or not at all)
+        guard snapshot != nil else {
+            // Never saved nor fetched (inserted, or in no context yet): nothing to compare
+            // with or to track, but an import's key (another imported object may hold it).
+            values[slot] = value
+            if slot == upsertAttributeIndex, let context = contextReference?.context {
+                context.keyedInsertKeysChanged = true
+                context.objectDidChange(self)
+            }
+            return
+        }
         let attribute = entity.attributes[slot]
         let unchanged = values.withUnsafeBufferPointer { current in
             withUnsafePointer(to: value) { new in
@@ -251,10 +261,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let hints = changeHints.changing(slot)
         values[slot] = value
         changeHints = hints
-        // An object without a snapshot was never saved nor fetched: in a context it is an
-        // inserted one, which needs no change tracking (unless an import keyed it on this
-        // attribute: another imported object may hold the new key).
-        guard snapshot != nil || slot == upsertAttributeIndex, let context = contextReference?.context else { return }
+        guard let context = contextReference?.context else { return }
         if slot == upsertAttributeIndex { context.keyedInsertKeysChanged = true }
         if !reported { context.objectDidChange(self) }
     }
