@@ -564,7 +564,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Makes the current values the committed ones (after a save or a fetch).
     func commitSnapshot() {
-        prepareStorage()
+        let entity = self.entity
+        if values.count != entity.defaultValues.count || toOne.count != entity.relationships.count { prepareStorage() }
         snapshot = values
         changeHints = .clean
         snapshotKeys =

@@ -495,6 +495,7 @@ extension ManagedObjectContext {
     /// Updates the objects after a commit and tells did-save observers (the context
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
+        registered.reserveCapacity(registered.count + outcome.inserted.count)
         for (object, key) in outcome.inserted {
             registered.removeValue(forKey: object.objectID)
             object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
