@@ -235,6 +235,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
         }
         if slot >= values.count { prepareStorage() }  // (storage is prepared whole or not at all)
+        guard snapshot != nil else {
+            // Never saved nor fetched (inserted, or in no context yet): nothing to compare
+            // with or to track, but an import's key (another imported object may hold it).
+            values[slot] = value
+            if slot == upsertAttributeIndex, let context = contextReference?.context {
+                context.keyedInsertKeysChanged = true
+                context.objectDidChange(self)
+            }
+            return
+        }
         let attribute = entity.attributes[slot]
         let unchanged = values.withUnsafeBufferPointer { current in
             withUnsafePointer(to: value) { new in
@@ -244,15 +254,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
             }
         }
         if unchanged { return }
+        // An attribute set earlier since the snapshot (and still known to be) means the
+        // context was told then: it keeps the object among its changed ones until the
+        // values are committed or the hints forgotten.
+        let reported = changeHints.isKnown && changeHints.maybe != 0
         let hints = changeHints.changing(slot)
         values[slot] = value
         changeHints = hints
-        // An object without a snapshot was never saved nor fetched: in a context it is an
-        // inserted one, which needs no change tracking (unless an import keyed it on this
-        // attribute: another imported object may hold the new key).
-        guard snapshot != nil || slot == upsertAttributeIndex, let context = contextReference?.context else { return }
+        guard let context = contextReference?.context else { return }
         if slot == upsertAttributeIndex { context.keyedInsertKeysChanged = true }
-        context.objectDidChange(self)
+        if !reported { context.objectDidChange(self) }
     }
 
     /// Sets an attribute of an object just inserted and never saved (an import writing
@@ -458,9 +469,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// `changedAttributeIndexes` as a bit mask (bit `i` for attribute `i`), without an
     /// array; `nil` for an entity of more than 64 attributes.
     var changedAttributeMask: UInt64? {
-        prepareStorage()
         let attributes = entity.attributes
         guard attributes.count <= 64 else { return nil }
+        if values.count != attributes.count { prepareStorage() }
         guard let snapshot else { return attributes.count == 64 ? .max : (1 << UInt64(attributes.count)) - 1 }
         let hints = changeHints.masks(count: attributes.count)
         return snapshot.withUnsafeBufferPointer { old in
@@ -507,9 +518,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     }
 
     var changedToOneIndexes: [Int] {
-        prepareStorage()
         let indexes = entity.toOneIndexes
         guard !indexes.isEmpty else { return [] }
+        prepareStorage()
         return indexes.filter { index in
             if case .object(let object) = toOne[index], object.objectID.isTemporaryID { return true }
             let committed = snapshotKeys.count > index ? snapshotKeys[index] : nil
@@ -553,7 +564,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
 
     /// Makes the current values the committed ones (after a save or a fetch).
     func commitSnapshot() {
-        prepareStorage()
+        let entity = self.entity
+        if values.count != entity.defaultValues.count || toOne.count != entity.relationships.count { prepareStorage() }
         snapshot = values
         changeHints = .clean
         snapshotKeys =

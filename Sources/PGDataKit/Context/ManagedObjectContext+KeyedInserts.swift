@@ -126,11 +126,19 @@ extension ManagedObjectContext {
         for object in objects {
             guard let unique = object.upsertAttributeIndex else { continue }
             var attributes: [Int] = []
-            for index in attributeDescriptions.indices where index != unique {
-                let value = object.values[index]
-                let differs =
-                    defaults[index] == nil ? value != nil : !attributeDescriptions[index].isEqual(value, defaults[index])
-                if differs { attributes.append(index) }
+            object.values.withUnsafeBufferPointer { valueBuffer in
+                defaults.withUnsafeBufferPointer { defaultBuffer in
+                    guard valueBuffer.count == attributeDescriptions.count, defaultBuffer.count == attributeDescriptions.count,
+                        let values = valueBuffer.baseAddress, let defaults = defaultBuffer.baseAddress
+                    else { return }
+                    for index in attributeDescriptions.indices where index != unique {
+                        let differs =
+                            StoredValueLayout.isNull(at: defaults + index)
+                            ? !StoredValueLayout.isNull(at: values + index)
+                            : !attributeDescriptions[index].isEqual(at: values + index, defaults + index)
+                        if differs { attributes.append(index) }
+                    }
+                }
             }
             let toOne = entity.toOneIndexes.filter { index in
                 if case .none = object.toOne[index] { return false }

@@ -225,7 +225,7 @@ extension ManagedObjectContext {
         ) -> RowBatch {
             RowBatch(
                 keys: withKeys ? objects.map(key(of:)) : [], versions: objects.map(\.version),
-                attributes: attributes.map { index in (entity.attributes[index], objects.map { $0.values[index] }) },
+                attributes: attributes.map { entity.attributes[$0] }, values: objects.map(\.values),
                 foreignKeys: toOne.compactMap { index in
                     entity.relationships[index].columnName.map { ($0, objects.map { foreignKey($0, index) }) }
                 })
@@ -301,8 +301,10 @@ extension ManagedObjectContext {
     /// object's changes are computed once, as a bit mask where the entity allows.
     /// Neighbours usually share a shape, so the last one is tried before the dictionary.
     private func updateGroups(overwrite: Set<ObjectIdentifier>) -> [(shape: UpdateShape, objects: [ManagedObject])] {
-        var groups: [(shape: UpdateShape, mask: UInt64?, entity: ObjectIdentifier, objects: [ManagedObject])] = []
+        var groups: [(shape: UpdateShape, objects: [ManagedObject])] = []
         var groupIndexes: [UpdateShape: Int] = [:]
+        // The group the last object went to when it was found by mask.
+        var last: (group: Int, mask: UInt64, entity: ObjectIdentifier, toOne: [Int])?
         for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
             let entity = object.entity
             let all = !overwrite.isEmpty && overwrite.contains(ObjectIdentifier(object))
@@ -310,10 +312,8 @@ extension ManagedObjectContext {
             let toOne = all ? entity.toOneIndexes : object.changedToOneIndexes
             if let mask {
                 if mask == 0 && toOne.isEmpty { continue }
-                if let last = groups.indices.last, groups[last].mask == mask, groups[last].entity == ObjectIdentifier(entity),
-                    groups[last].shape.toOneIndexes == toOne
-                {
-                    groups[last].objects.append(object)
+                if let last, last.mask == mask, last.entity == ObjectIdentifier(entity), last.toOne == toOne {
+                    groups[last.group].objects.append(object)
                     continue
                 }
             }
@@ -324,16 +324,18 @@ extension ManagedObjectContext {
                     ?? object.changedAttributeIndexes
             if !all && attributes.isEmpty && toOne.isEmpty { continue }
             let shape = UpdateShape(entityName: entity.name, overwrite: all, attributeIndexes: attributes, toOneIndexes: toOne)
-            if let last = groups.indices.last, groups[last].shape == shape {
-                groups[last].objects.append(object)
-            } else if let index = groupIndexes[shape] {
+            let group: Int
+            if let index = groupIndexes[shape] {
+                group = index
                 groups[index].objects.append(object)
             } else {
-                groupIndexes[shape] = groups.count
-                groups.append((shape, mask, ObjectIdentifier(entity), [object]))
+                group = groups.count
+                groupIndexes[shape] = group
+                groups.append((shape, [object]))
             }
+            last = mask.map { (group, $0, ObjectIdentifier(entity), toOne) }
         }
-        return groups.map { ($0.shape, $0.objects) }.sorted { $0.shape < $1.shape }
+        return groups.sorted { $0.shape < $1.shape }
     }
 
     /// Objects grouped by entity name, in one pass (a save's objects mostly come in runs
@@ -493,6 +495,7 @@ extension ManagedObjectContext {
     /// Updates the objects after a commit and tells did-save observers (the context
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
+        registered.reserveCapacity(registered.count + outcome.inserted.count)
         for (object, key) in outcome.inserted {
             registered.removeValue(forKey: object.objectID)
             object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
@@ -519,7 +522,12 @@ extension ManagedObjectContext {
             changedSet.removeAll()  // every changed object was updated (they all come from it)
         } else {
             for (object, _, _) in outcome.updated { changedSet.remove(object) }
-            changedSet = changedSet.filter { $0.managedObjectContext === self && $0.hasPersistentChangedValues }
+            changedSet = changedSet.filter { object in
+                guard object.managedObjectContext === self else { return false }
+                if object.hasPersistentChangedValues { return true }
+                object.changeHints = .clean  // (its values are its snapshot's: it leaves the set)
+                return false
+            }
         }
         observers.postDidSave(changes)
     }

@@ -234,7 +234,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
             return
         }
         object.entityStorage = entity
-        object.prepareStorage()
+        if object.values.count != entity.defaultValues.count { object.values = entity.defaultValues }
+        if !entity.relationships.isEmpty { object.prepareStorage() }
         object.contextReference = reference
         object.objectID = ObjectID(temporaryFor: entity.name)
         registered[object.objectID] = object

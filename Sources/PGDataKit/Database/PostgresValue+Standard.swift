@@ -6,7 +6,9 @@ extension String: PostgresCodable {
 
     /// The string itself; a NUL character is an error, not a silent truncation.
     public func postgresText() throws -> String? {
-        if utf8.contains(0) {
+        var text = self
+        let hasNUL = text.withUTF8 { utf8 in utf8.baseAddress.map { memchr($0, 0, utf8.count) != nil } ?? false }
+        if hasNUL {
             throw PostgresValueError(reason: .containsNUL, swiftType: "String")
         }
         return self

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A Swift value that can be sent as a bound statement parameter.
 ///
 /// Values travel in PostgreSQL's text format and are always bound, never spliced into
@@ -146,9 +148,10 @@ struct ArrayLiteralBuilder {
         var text = text
         try text.withUTF8 { utf8 in
             var plain = true
-            for byte in utf8 {
-                if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { plain = false }
+            if let base = utf8.baseAddress {
+                if memchr(base, 0, utf8.count) != nil { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
+                plain = memchr(base, Int32(UInt8(ascii: "\"")), utf8.count) == nil
+                    && memchr(base, Int32(UInt8(ascii: "\\")), utf8.count) == nil
             }
             if plain {
                 bytes.append(contentsOf: utf8)  // nothing to escape: one copy, not one per byte

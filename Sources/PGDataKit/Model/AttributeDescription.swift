@@ -84,6 +84,47 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         return fast ?? isEqual(left.pointee, right.pointee)
     }
 
+    /// One column of a statement as an array parameter, read from rows of values (each
+    /// row's value of this attribute at `index`): the rows at `order` (all of them, in
+    /// their order, when `nil`). Strings and integers are read in place and written
+    /// straight into the literal; other types go through `encodeArray`.
+    ///
+    /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
+    ///   `column`).
+    func encodeColumn(rows: [[StoredValue]], order: [Int]? = nil) throws -> any PostgresEncodable {
+        let count = order?.count ?? rows.count
+        let index = self.index
+        switch decoding {
+        case .string:
+            var literal = ArrayLiteralBuilder(capacity: count)
+            do {
+                for position in 0..<count {
+                    let text = rows[order?[position] ?? position].withUnsafeBufferPointer { row in
+                        row.baseAddress.flatMap { unboxStored(at: $0 + index, as: String.self) }
+                    }
+                    if let text { try literal.append(text) } else { literal.appendNull() }
+                }
+            } catch var error as PostgresValueError {
+                error.column = qualifiedName
+                throw error
+            }
+            return ArrayLiteral<String>(text: literal.text())
+        case .int, .int64:
+            var literal = ArrayLiteralBuilder(capacity: count)
+            let isInt = decoding == .int
+            for position in 0..<count {
+                let integer = rows[order?[position] ?? position].withUnsafeBufferPointer { row -> Int64? in
+                    guard let value = row.baseAddress.map({ $0 + index }) else { return nil }
+                    return isInt ? unboxStored(at: value, as: Int.self).map(Int64.init) : unboxStored(at: value, as: Int64.self)
+                }
+                if let integer { literal.append(integer) } else { literal.appendNull() }
+            }
+            return ArrayLiteral<Int64>(text: literal.text())
+        default:
+            return try encodeArray((order ?? Array(rows.indices)).map { rows[$0][index] })
+        }
+    }
+
     /// One column of a statement as an array parameter: the values at `order` (all of
     /// them, in their order, when `nil`). Strings and integers are written straight into
     /// the literal; other types go through `encodeArray`.

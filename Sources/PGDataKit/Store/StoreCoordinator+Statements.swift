@@ -1,15 +1,17 @@
 import Foundation
 
-/// Rows to insert or update, column by column: one array per column, one element per
-/// row. The Store binds each column as one array parameter, so a batch is one statement
-/// whatever its size.
+/// Rows to insert or update. The Store binds each column as one array parameter, so a
+/// batch is one statement whatever its size.
 struct RowBatch {
     /// The primary keys.
     var keys: [Int64] = []
     /// The row versions: the new rows' (1) or, for an update, the versions read.
     var versions: [Int64] = []
-    /// The attributes written, each with its values in row order.
-    var attributes: [(attribute: AttributeDescription, values: [StoredValue])] = []
+    /// The attributes written (each row's value of attribute `a` is `values[row][a.index]`).
+    var attributes: [AttributeDescription] = []
+    /// Each row's attribute values, in attribute order: an object's value storage,
+    /// shared rather than copied value by value.
+    var values: [[StoredValue]] = []
     /// The to-one foreign-key columns written, each with its keys in row order.
     var foreignKeys: [(column: String, keys: [Int64?])] = []
 }
@@ -105,7 +107,7 @@ extension StoreCoordinator {
 
     /// Inserts rows with one `INSERT … SELECT FROM unnest(…)`.
     func insertRows(into entity: EntityDescription, _ rows: RowBatch, on connection: Connection) throws {
-        let columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.attribute.columnName)
+        let columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.columnName)
             + rows.foreignKeys.map(\.column)
         let (arrays, types) = try bind(rows)
         try execute(
@@ -123,7 +125,7 @@ extension StoreCoordinator {
         of entity: EntityDescription, _ rows: RowBatch, checksVersion: Bool, on connection: Connection
     ) throws -> [Int64: Int64] {
         let (arrays, types) = try bind(rows)
-        let assigned = rows.attributes.map(\.attribute.columnName) + rows.foreignKeys.map(\.column)
+        let assigned = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         var assignments = assigned.enumerated().map { "\(Connection.quoteIdentifier($0.element)) = v.c\($0.offset + 2)" }
@@ -208,8 +210,8 @@ extension StoreCoordinator {
     func bind(_ rows: RowBatch, order: [Int]? = nil) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
         var arrays: [(any PostgresEncodable)?] = [Self.integers(rows.keys, order: order), Self.integers(rows.versions, order: order)]
         var types = ["bigint", "bigint"]
-        for (attribute, values) in rows.attributes {
-            arrays.append(try attribute.encodeColumn(values, order: order))
+        for attribute in rows.attributes {
+            arrays.append(try attribute.encodeColumn(rows: rows.values, order: order))
             types.append(attribute.type.sqlType)
         }
         for (_, keys) in rows.foreignKeys {

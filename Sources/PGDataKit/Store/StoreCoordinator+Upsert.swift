@@ -86,18 +86,17 @@ extension StoreCoordinator {
         into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
         on connection: Connection
     ) throws -> [UpsertedRow] {
-        guard let keyPosition = rows.attributes.firstIndex(where: { $0.attribute === uniqueAttribute }) else {
+        guard rows.attributes.contains(where: { $0 === uniqueAttribute }) else {
             throw PostgresError(
                 kind: .client,
                 message: "upsert into \(entity.name): the unique key \(uniqueAttribute.name) is not among the batch's columns")
         }
-        let values = rows.attributes[keyPosition].values
         // Sorted by key text; the last row of a repeated key is sent. A NULL key never
         // conflicts: such rows are plain inserts, which the column's NOT NULL refuses.
         var texts: [String] = []
-        texts.reserveCapacity(values.count)
-        for value in values {
-            guard let text = try Self.keyText(value, of: uniqueAttribute) else {
+        texts.reserveCapacity(rows.values.count)
+        for row in rows.values {
+            guard let text = try Self.keyText(of: uniqueAttribute, in: row) else {
                 throw PostgresValueError(
                     reason: .unencodable("an upsert needs a value for the unique key"), swiftType: uniqueAttribute.swiftTypeName,
                     column: "\(entity.name).\(uniqueAttribute.name)")
@@ -157,7 +156,7 @@ extension StoreCoordinator {
             pending = pending.filter { results[$0] == nil }
             guard !pending.isEmpty else { break }
             // Existing rows left as they were: one lookup by the unique attribute.
-            let query = try StoreQuery.rows(where: uniqueAttribute, isIn: pending.map { values[$0] })
+            let query = try StoreQuery.rows(where: uniqueAttribute, isIn: pending.map { rows.values[$0][uniqueAttribute.index] })
             let quote = Connection.quoteIdentifier
             let found = try execute(
                 "SELECT t.\(quote(entity.primaryKeyColumn)), t.\(quote(entity.versionColumn)), t.\(quote(uniqueAttribute.columnName)) "
@@ -186,11 +185,17 @@ extension StoreCoordinator {
         return upserted
     }
 
-    /// A unique key's text as sent (`nil` for `NULL`): strings as they are, without the
-    /// attribute's generic encoding (a NUL in one is refused when the column is encoded).
-    private static func keyText(_ value: StoredValue, of attribute: AttributeDescription) throws -> String? {
-        if attribute.decoding == .string, let text = unboxStored(value, as: String.self) { return text }
-        return try attribute.encode(value)?.postgresText()
+    /// A row's unique key as text, as sent (`nil` for `NULL`): strings as they are, read
+    /// in place, without the attribute's generic encoding (a NUL in one is refused when
+    /// the column is encoded).
+    private static func keyText(of attribute: AttributeDescription, in row: [StoredValue]) throws -> String? {
+        if attribute.decoding == .string {
+            let text = row.withUnsafeBufferPointer { row in
+                row.baseAddress.flatMap { unboxStored(at: $0 + attribute.index, as: String.self) }
+            }
+            if let text { return text }
+        }
+        return try attribute.encode(row[attribute.index])?.postgresText()
     }
 
     /// One `INSERT … ON CONFLICT` statement for the rows at `order`; returns the rows
@@ -202,7 +207,7 @@ extension StoreCoordinator {
     ) throws -> [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] {
         let quote = Connection.quoteIdentifier
         var (arrays, types) = try bind(rows, order: order)
-        var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.attribute.columnName)
+        var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.columnName)
             + rows.foreignKeys.map(\.column)
         if rows.keys.isEmpty {
             arrays.removeFirst()

@@ -46,6 +46,46 @@ struct SaveTests {
         }
     }
 
+    /// Objects remember which attributes were set since their snapshot and tell the
+    /// context once: changes set back, saved beside other changes, or set again after a
+    /// save must all still be seen.
+    @Test func attributesSetBackAndSetAgainAreTrackedAcrossSaves() throws {
+        try ExampleSchema.withManager { manager in
+            let seed = manager.newPrivateContext()
+            try seed.performAndWait {
+                for id in ["a", "b"] {
+                    let user = User(context: seed)
+                    user.userID = id
+                    user.name = "original"
+                }
+                try seed.save()
+            }
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let users = try context.fetchAll(User.self).sorted { $0.userID < $1.userID }
+                let (a, b) = (users[0], users[1])
+                a.name = "changed"
+                a.name = "original"  // back to the committed value: nothing to save
+                #expect(!context.hasChanges)
+                a.name = "again"  // set once more: a change again
+                #expect(context.hasChanges)
+                b.name = "changed"
+                b.name = "original"
+                b.age = 5
+                b.age = nil  // b is back at its committed values; a is not
+                try context.save()
+                #expect(!context.hasChanges)
+                b.name = "after the save"  // b left the changed objects with the save: it must come back
+                a.name = "after the save"
+                #expect(context.updatedObjects.count == 2)
+                try context.save()
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'after the save'", in: manager) == 2)
+            #expect(try ExampleSchema.count("SELECT version FROM users WHERE user_id = 'a'", in: manager) == 3)
+            #expect(try ExampleSchema.count("SELECT version FROM users WHERE user_id = 'b'", in: manager) == 2)
+        }
+    }
+
     @Test func savingAThousandObjectsTakesAHandfulOfStatements() throws {
         try ExampleSchema.withManager { manager in
             let context = manager.newPrivateContext()
