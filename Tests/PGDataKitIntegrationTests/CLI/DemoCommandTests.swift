@@ -29,11 +29,11 @@ struct DemoCommandTests {
             #expect((counters["saves"] as? Int ?? 0) > 0)
         }
         #expect((summary["users"] as? Int ?? 0) > 0)
-        // The demo database was dropped.
+        // The demo's database was dropped (other tests' demos may run meanwhile).
+        let name = try #require(outcome.error.firstMatch(of: /Demo database: (pgdatakit_demo_\w+)/).map { String($0.1) })
         let admin = try Connection(server)
         defer { admin.close() }
-        let left = try admin.query(
-            "SELECT count(*) FROM pg_database WHERE datname LIKE 'pgdatakit_demo_%'")[0].decode(Int.self, at: 0)
+        let left = try admin.query("SELECT count(*) FROM pg_database WHERE datname = $1", [name])[0].decode(Int.self, at: 0)
         #expect(left == 0)
     }
 
