@@ -268,20 +268,8 @@ public final class Connection: @unchecked Sendable {
     ///   `.connectionLost`), or `PostgresValueError` when a parameter cannot be encoded.
     @discardableResult
     public func execute(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) throws -> QueryResult {
-        var texts: [UnsafeMutablePointer<CChar>?] = []
-        texts.reserveCapacity(parameters.count)
+        let (texts, types) = try Connection.encode(parameters)
         defer { texts.forEach { free($0) } }
-        var types: [UInt32] = []
-        types.reserveCapacity(parameters.count)
-        for parameter in parameters {
-            guard let parameter else {
-                texts.append(nil)
-                types.append(0)
-                continue
-            }
-            types.append(type(of: parameter).postgresType.oid)
-            texts.append(try parameter.postgresText().map { strdup($0) })
-        }
         lock.lock()
         defer { lock.unlock() }
         let handle = try requireHandle()
@@ -302,6 +290,33 @@ public final class Connection: @unchecked Sendable {
         return try check(result, handle: handle, sql: sql, parameters: parameters)
     }
 
+    /// Parameters as libpq takes them: text (C strings the caller frees with `free`) and
+    /// type OIDs, `nil` and 0 for NULL. When one cannot be encoded, the strings made so
+    /// far are freed and its error is thrown.
+    static func encode(_ parameters: [(any PostgresEncodable)?]) throws -> (
+        texts: [UnsafeMutablePointer<CChar>?], types: [UInt32]
+    ) {
+        var texts: [UnsafeMutablePointer<CChar>?] = []
+        texts.reserveCapacity(parameters.count)
+        var types: [UInt32] = []
+        types.reserveCapacity(parameters.count)
+        do {
+            for parameter in parameters {
+                guard let parameter else {
+                    texts.append(nil)
+                    types.append(0)
+                    continue
+                }
+                types.append(type(of: parameter).postgresType.oid)
+                texts.append(try parameter.postgresText().map { strdup($0) })
+            }
+        } catch {
+            texts.forEach { free($0) }
+            throw error
+        }
+        return (texts, types)
+    }
+
     /// Runs statements in one round trip (libpq's pipeline mode): all are sent, then all
     /// results are read. When one fails, PostgreSQL skips the ones after it and its error
     /// is thrown; an open transaction is then failed (roll it back). For short sequences
@@ -315,17 +330,7 @@ public final class Connection: @unchecked Sendable {
         var encoded: [PipelineStatement] = []
         defer { for statement in encoded { statement.texts.forEach { free($0) } } }
         for statement in statements {
-            var texts: [UnsafeMutablePointer<CChar>?] = []
-            var types: [UInt32] = []
-            for parameter in statement.parameters {
-                guard let parameter else {
-                    texts.append(nil)
-                    types.append(0)
-                    continue
-                }
-                types.append(type(of: parameter).postgresType.oid)
-                texts.append(try parameter.postgresText().map { strdup($0) })
-            }
+            let (texts, types) = try Connection.encode(statement.parameters)
             encoded.append((statement.sql, texts, types, statement.parameters))
         }
         lock.lock()

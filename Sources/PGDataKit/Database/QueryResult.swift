@@ -171,7 +171,7 @@ extension Row {
     /// A decimal integer in PostgreSQL's text form, or `nil` (empty, stray characters,
     /// overflow).
     @inline(__always)
-    private static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard !bytes.isEmpty else { return nil }
         let negative = bytes[0] == UInt8(ascii: "-")
         var index = negative ? 1 : 0

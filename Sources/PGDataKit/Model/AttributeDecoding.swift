@@ -72,23 +72,6 @@ enum AttributeDecoding: Sendable {
     /// overflow).
     @inline(__always)
     static func integer(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
-        guard !bytes.isEmpty else { return nil }
-        var index = 0
-        let negative = bytes[0] == UInt8(ascii: "-")
-        if negative {
-            index = 1
-            guard bytes.count > 1 else { return nil }
-        }
-        var value = 0
-        while index < bytes.count {
-            let digit = Int(bytes[index]) &- 48
-            guard digit >= 0 && digit <= 9 else { return nil }
-            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (next, overflow2) = negative ? times10.subtractingReportingOverflow(digit) : times10.addingReportingOverflow(digit)
-            guard !overflow1 && !overflow2 else { return nil }
-            value = next
-            index += 1
-        }
-        return value
+        Row.decimal(bytes).flatMap { Int(exactly: $0) }
     }
 }
