@@ -92,37 +92,11 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
     ///   `column`).
     func encodeColumn(rows: [[StoredValue]], order: [Int]? = nil) throws -> any PostgresEncodable {
-        let count = order?.count ?? rows.count
         let index = self.index
-        switch decoding {
-        case .string:
-            var literal = ArrayLiteralBuilder(capacity: count)
-            do {
-                for position in 0..<count {
-                    let text = rows[order?[position] ?? position].withUnsafeBufferPointer { row in
-                        row.baseAddress.flatMap { unboxStored(at: $0 + index, as: String.self) }
-                    }
-                    if let text { try literal.append(text) } else { literal.appendNull() }
-                }
-            } catch var error as PostgresValueError {
-                error.column = qualifiedName
-                throw error
-            }
-            return ArrayLiteral<String>(text: literal.text())
-        case .int, .int64:
-            var literal = ArrayLiteralBuilder(capacity: count)
-            let isInt = decoding == .int
-            for position in 0..<count {
-                let integer = rows[order?[position] ?? position].withUnsafeBufferPointer { row -> Int64? in
-                    guard let value = row.baseAddress.map({ $0 + index }) else { return nil }
-                    return isInt ? unboxStored(at: value, as: Int.self).map(Int64.init) : unboxStored(at: value, as: Int64.self)
-                }
-                if let integer { literal.append(integer) } else { literal.appendNull() }
-            }
-            return ArrayLiteral<Int64>(text: literal.text())
-        default:
-            return try encodeArray((order ?? Array(rows.indices)).map { rows[$0][index] })
+        let scalars = try encodeScalars(count: order?.count ?? rows.count) { position, visit in
+            try rows[order?[position] ?? position].withUnsafeBufferPointer { row in try visit(row.baseAddress.map { $0 + index }) }
         }
+        return try scalars ?? encodeArray((order ?? Array(rows.indices)).map { rows[$0][index] })
     }
 
     /// One column of a statement as an array parameter: the values at `order` (all of
@@ -132,15 +106,27 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
     ///   `column`).
     func encodeColumn(_ values: [StoredValue], order: [Int]? = nil) throws -> any PostgresEncodable {
-        let count = order?.count ?? values.count
+        let scalars = try values.withUnsafeBufferPointer { buffer in
+            try encodeScalars(count: order?.count ?? values.count) { position, visit in
+                try visit(buffer.baseAddress.map { $0 + (order?[position] ?? position) })
+            }
+        }
+        return try scalars ?? encodeArray(order.map { $0.map { values[$0] } } ?? values)
+    }
+
+    /// A string or integer column written straight into an array literal, `nil` for the
+    /// other types. `read(position, visit)` hands `visit` the stored value at each
+    /// position in turn (in place: no copy of the value).
+    private func encodeScalars(
+        count: Int, read: (Int, (UnsafePointer<StoredValue>?) throws -> Void) throws -> Void
+    ) throws -> (any PostgresEncodable)? {
         switch decoding {
         case .string:
             var literal = ArrayLiteralBuilder(capacity: count)
             do {
-                try values.withUnsafeBufferPointer { values in
-                    guard let base = values.baseAddress else { return }
-                    for position in 0..<count {
-                        if let text = unboxStored(at: base + (order?[position] ?? position), as: String.self) {
+                for position in 0..<count {
+                    try read(position) { value in
+                        if let text = value.flatMap({ unboxStored(at: $0, as: String.self) }) {
                             try literal.append(text)
                         } else {
                             literal.appendNull()
@@ -155,17 +141,17 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         case .int, .int64:
             var literal = ArrayLiteralBuilder(capacity: count)
             let isInt = decoding == .int
-            values.withUnsafeBufferPointer { values in
-                guard let base = values.baseAddress else { return }
-                for position in 0..<count {
-                    let value = base + (order?[position] ?? position)
-                    let integer = isInt ? unboxStored(at: value, as: Int.self).map(Int64.init) : unboxStored(at: value, as: Int64.self)
+            for position in 0..<count {
+                try read(position) { value in
+                    let integer = value.flatMap {
+                        isInt ? unboxStored(at: $0, as: Int.self).map(Int64.init) : unboxStored(at: $0, as: Int64.self)
+                    }
                     if let integer { literal.append(integer) } else { literal.appendNull() }
                 }
             }
             return ArrayLiteral<Int64>(text: literal.text())
         default:
-            return try encodeArray(order.map { $0.map { values[$0] } } ?? values)
+            return nil
         }
     }
 }
