@@ -77,7 +77,7 @@ enum ISO8601 {
             scanner.skip("-"), let day = scanner.number(digits: 2), (1...12).contains(month),
             (1...daysIn(month: month, year: year)).contains(day)
         else { return nil }
-        var seconds = Double(daysFromCivil(year: year, month: month, day: day)) * 86_400
+        var seconds = Double(TimestampText.days(year: Int64(year), month: Int64(month), day: Int64(day))) * 86_400
         guard !scanner.atEnd else { return Date(timeIntervalSince1970: seconds) }
         guard scanner.skip("T") || scanner.skip("t") || scanner.skip(" "), let hour = scanner.number(digits: 2),
             scanner.skip(":"), let minute = scanner.number(digits: 2), hour <= 24, minute <= 59
@@ -133,7 +133,8 @@ enum ISO8601 {
         let seconds = Int64(whole)
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = Int(seconds - days * 86_400)
-        let (year, month, day) = civilFromDays(days)
+        let civil = TimestampText.civil(fromDays: days)
+        let (year, month, day) = (Int(civil.year), Int(civil.month), Int(civil.day))
         func pad(_ value: Int, _ width: Int) -> String {
             let text = String(value)
             return String(repeating: "0", count: max(0, width - text.count)) + text
@@ -156,30 +157,6 @@ enum ISO8601 {
         case 4, 6, 9, 11: return 30
         default: return 31
         }
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int64 {
-        let y = Int64(month <= 2 ? year - 1 : year)
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = Int64((153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1)
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    /// The date of a day number since 1970-01-01 (the inverse of `daysFromCivil`).
-    private static func civilFromDays(_ days: Int64) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthPart = (5 * dayOfYear + 2) / 153
-        let day = Int(dayOfYear - (153 * monthPart + 2) / 5 + 1)
-        let month = Int(monthPart < 10 ? monthPart + 3 : monthPart - 9)
-        let year = Int(yearOfEra + era * 400) + (month <= 2 ? 1 : 0)
-        return (year, month, day)
     }
 
     /// Reads ASCII bytes left to right.
