@@ -114,29 +114,36 @@ extension ManagedObjectContext {
         object.version = try Self.decodeInteger(row, column: 1)
         let result = row.result
         let count = entity.attributeDecodings.count
-        // Each value is decoded straight into the array's storage (no growth, no copies of
-        // the boxed values).
-        let values = try [StoredValue](unsafeUninitializedCapacity: count) { buffer, initialized in
-            guard let base = buffer.baseAddress else { return }
-            try entity.attributeDecodings.withUnsafeBufferPointer { decodings in
-                try entity.attributeOptionality.withUnsafeBufferPointer { optionality in
-                    for index in 0..<count {
-                        let column = index + 2
-                        guard let bytes = result.bareCell(row: row.index, column: column).bytes else {
-                            guard optionality[index] else {
-                                throw ManagedObjectError.invalidStoredValue(
-                                    entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
-                                    reason: "NULL in a non-optional attribute")
-                            }
-                            (base + index).initialize(to: nil)
-                            initialized += 1
-                            continue
-                        }
-                        if !decodings[index].decode(bytes, into: base + index) {
-                            (base + index).initialize(to: try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
-                        }
-                        initialized += 1
-                    }
+        var values: [StoredValue] = []
+        values.reserveCapacity(count)
+        for index in 0..<count {
+            let column = index + 2
+            guard let bytes = result.bareCell(row: row.index, column: column).bytes else {
+                guard entity.attributeOptionality[index] else {
+                    throw ManagedObjectError.invalidStoredValue(
+                        entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
+                        reason: "NULL in a non-optional attribute")
+                }
+                values.append(nil)
+                continue
+            }
+            // The common types are appended as themselves (no optional of the boxed value
+            // to unwrap and copy); the rest go through the fast path's value or the
+            // attribute's closure.
+            switch entity.attributeDecodings[index] {
+            case .string:
+                values.append(String(decoding: bytes, as: UTF8.self))
+            case .int:
+                if let value = AttributeDecoding.integer(bytes) {
+                    values.append(value)
+                } else {
+                    values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
+                }
+            default:
+                if let value = entity.attributeDecodings[index].decode(bytes) {
+                    values.append(value)
+                } else {
+                    values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
                 }
             }
         }

@@ -69,8 +69,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     let queue: DispatchQueue
     private let queueKey = DispatchSpecificKey<Bool>()
-    /// The weak reference every object of this context holds.
-    let reference: ContextReference
+    /// The weak reference every object of this context holds (replaced by `reset()`,
+    /// which detaches every object at once by clearing the old one).
+    private(set) var reference: ContextReference
     /// What objects deleted elsewhere hold instead: no context, but its logger.
     let detachedReference: ContextReference
     let logger: Logger
@@ -373,7 +374,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Forgets every object and change, and ends a private context's transaction.
     public func reset() {
         assertOnQueue()
-        for object in registered.values { object.managedObjectContext = nil }
+        // Every object holds the shared reference: clearing it detaches them all.
+        reference.context = nil
+        reference = ContextReference(logger: logger)
+        reference.context = self
         // A context reset after each batch of an import refills its tables with about as
         // many objects: their room is kept, up to a bound, so memory stays flat.
         let keeps = registered.count <= 16_384
@@ -414,7 +418,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
 /// A weak reference to a context, shared by its objects, with the context's logger.
 final class ContextReference: @unchecked Sendable {
-    // Sendable: `context` is set once in the context's initialiser, then only read.
+    // Sendable: `context` is set in the context's initialiser or `reset()` and cleared by
+    // `reset()`, all on the context's queue, where its objects read it too.
     weak var context: ManagedObjectContext?
     let logger: Logger
 

@@ -323,10 +323,15 @@ public final class Connection: @unchecked Sendable {
     /// whose results are small (a save's change record and its `COMMIT`): the statements
     /// are sent before any result is read.
     ///
+    /// - Parameter onResult: called with each statement's index and result as soon as it
+    ///   is read, before the results of the statements after it.
     /// - Returns: each statement's result, in order.
     /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
     ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
-    func executePipeline(_ statements: [(sql: String, parameters: [(any PostgresEncodable)?])]) throws -> [QueryResult] {
+    func executePipeline(
+        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])],
+        onResult: ((Int, QueryResult) -> Void)? = nil
+    ) throws -> [QueryResult] {
         var encoded: [PipelineStatement] = []
         defer { for statement in encoded { statement.texts.forEach { free($0) } } }
         for statement in statements {
@@ -338,9 +343,9 @@ public final class Connection: @unchecked Sendable {
         let handle = try requireHandle()
         if let begin = pendingBegin {
             pendingBegin = nil
-            return Array(try runPipeline(handle, [(begin, [], [], [])] + encoded).dropFirst())
+            return Array(try runPipeline(handle, [(begin, [], [], [])] + encoded) { onResult?($0 - 1, $1) }.dropFirst())
         }
-        return try runPipeline(handle, encoded)
+        return try runPipeline(handle, encoded) { onResult?($0, $1) }
     }
 
     /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
@@ -350,7 +355,9 @@ public final class Connection: @unchecked Sendable {
     )
 
     /// Sends the statements in pipeline mode and reads every result. Call under `lock`.
-    private func runPipeline(_ handle: OpaquePointer, _ statements: [PipelineStatement]) throws -> [QueryResult] {
+    private func runPipeline(
+        _ handle: OpaquePointer, _ statements: [PipelineStatement], onResult: ((Int, QueryResult) -> Void)? = nil
+    ) throws -> [QueryResult] {
         func lost() -> PostgresError {
             PostgresError(
                 kind: PQstatus(handle) == CONNECTION_BAD ? .connectionLost : .client,
@@ -368,6 +375,9 @@ public final class Connection: @unchecked Sendable {
             }
             guard queued == 1 else { break }
             sent += 1
+            // With a result handler, each result is asked for as soon as it is ready
+            // (the server otherwise holds the results until the end of the pipeline).
+            if onResult != nil && sent < statements.count { _ = PQsendFlushRequest(handle) }
         }
         executedStatements += sent
         let synced = PQpipelineSync(handle) == 1
@@ -379,7 +389,9 @@ public final class Connection: @unchecked Sendable {
             while let result = PQgetResult(handle) {
                 switch PQresultStatus(result) {
                 case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
-                    results.append(QueryResult(handle: result))
+                    let read = QueryResult(handle: result)
+                    results.append(read)
+                    if failure == nil { onResult?(index, read) }
                 case PGRES_PIPELINE_ABORTED:
                     PQclear(result)
                 default:

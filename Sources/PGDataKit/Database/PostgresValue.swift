@@ -194,6 +194,11 @@ struct ArrayLiteral<Element: PostgresEncodable>: PostgresEncodable {
 /// statements and change records write thousands of keys, and `String(value)` per key
 /// allocates.
 func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+    if value >= 0 && value < 100 {  // (versions, small counts: the common case)
+        if value >= 10 { bytes.append(UInt8(ascii: "0") + UInt8(value / 10)) }
+        bytes.append(UInt8(ascii: "0") + UInt8(value % 10))
+        return
+    }
     if value < 0 { bytes.append(UInt8(ascii: "-")) }
     var magnitude = value.magnitude
     var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits

@@ -89,6 +89,10 @@ struct RemoteKeyPath: Hashable, Sendable, CustomStringConvertible {
 
     /// The value at the path; `nil` when a step is missing.
     func value(in record: JSONValue) -> JSONValue? {
+        if components.count == 1 {  // (a plain member name: the common case)
+            guard case .object(let members) = record else { return nil }
+            return members[components[0]]
+        }
         var current = record
         for component in components {
             guard case .object(let members) = current, let next = members[component] else { return nil }

@@ -85,15 +85,23 @@ struct RecordImport {
                     throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
                 }
                 let stored: StoredValue
-                do {
-                    stored = try ValueConversion.key.storedValue(raw, for: key, formatters: formatters)
-                } catch {
-                    throw ImportError.typeMismatch(
-                        recordIndex: index, key: keyName, entity: entity.name, attribute: key.name,
-                        expected: error.expected, actual: error.actual)
-                }
-                guard let hash = UniqueValue(stored) else {
-                    throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
+                let hash: UniqueValue
+                if key.decoding == .string, case .string(let text) = raw {
+                    // The common key: text for a string attribute, taken as it is.
+                    stored = text
+                    hash = .string(text)
+                } else {
+                    do {
+                        stored = try ValueConversion.key.storedValue(raw, for: key, formatters: formatters)
+                    } catch {
+                        throw ImportError.typeMismatch(
+                            recordIndex: index, key: keyName, entity: entity.name, attribute: key.name,
+                            expected: error.expected, actual: error.actual)
+                    }
+                    guard let converted = UniqueValue(stored) else {
+                        throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
+                    }
+                    hash = converted
                 }
                 storedKeys.append(stored)
                 // One hash per record: the slot is read and, for a new key, written.

@@ -45,29 +45,6 @@ enum AttributeDecoding: Sendable {
         }
     }
 
-    /// Decodes a non-NULL cell into uninitialised storage; `false` (and the storage left
-    /// uninitialised) when this fast path cannot read it.
-    @inline(__always)
-    func decode(_ bytes: UnsafeBufferPointer<UInt8>, into target: UnsafeMutablePointer<StoredValue>) -> Bool {
-        switch self {
-        case .string:
-            target.initialize(to: String(decoding: bytes, as: UTF8.self))
-            return true
-        case .int:
-            guard let value = Self.integer(bytes) else { return false }
-            target.initialize(to: value)
-            return true
-        case .int64:
-            guard let value = Self.integer(bytes) else { return false }
-            target.initialize(to: Int64(value))
-            return true
-        default:
-            guard let value = decode(bytes) else { return false }
-            target.initialize(to: value)
-            return true
-        }
-    }
-
     /// A decimal integer in PostgreSQL's text form, or `nil` (empty, stray characters,
     /// overflow).
     @inline(__always)

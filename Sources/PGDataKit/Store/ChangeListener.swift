@@ -65,6 +65,8 @@ final class ChangeListener: Sendable {
 
     /// Whether this listener prunes old records (the role may delete them).
     private let prunes: Mutex<Bool>
+    /// Ids of change records this process wrote whose notifications have not come yet.
+    private let ownRecords = Mutex<Set<Int64>>([])
 
     init(configuration: ConnectionConfiguration, origin: UUID, options: ChangeLogOptions, prunes: Bool, logger: Logger) {
         self.prunes = Mutex(prunes)
@@ -173,6 +175,7 @@ final class ChangeListener: Sendable {
         var position = initialPosition
         var delay = options.reconnectDelay
         var lastPrune = ContinuousClock.now - options.pruneInterval
+        var ownSince: ContinuousClock.Instant?  // (own records announced and not read yet)
         defer { connection?.close() }
         while !isStopping {
             do {
@@ -190,12 +193,25 @@ final class ChangeListener: Sendable {
                 }
                 guard let current = connection, let from = position else { continue }
                 let untilPrune = prunes.withLock { $0 } ? options.pruneInterval - lastPrune.duration(to: .now) : .seconds(60)
+                // Reads put off for this process's own records are done within a second.
+                let untilOwnRead = ownSince.map { Self.ownReadDelay - $0.duration(to: .now) } ?? .seconds(60)
                 let notification = try current.waitForNotification(
-                    timeout: max(.milliseconds(1), min(untilPrune, .seconds(60))), wakeDescriptor: wakeRead)
+                    timeout: max(.milliseconds(1), min(untilPrune, untilOwnRead, .seconds(60))), wakeDescriptor: wakeRead)
                 if isStopping { break }
-                if notification != nil {
-                    _ = try current.drainNotifications()
+                if let notification {
+                    let more = try current.drainNotifications()
+                    // Notifications of records this process wrote announce nothing to read
+                    // (the read skips them): the read waits for another process's record,
+                    // or a second, whichever comes first.
+                    if isOwn(notification) && more.allSatisfy(isOwn) {
+                        if ownSince == nil { ownSince = .now }
+                        continue
+                    }
                     position = try catchUp(on: current, from: from)
+                    ownSince = nil
+                } else if let since = ownSince, since.duration(to: .now) >= Self.ownReadDelay {
+                    position = try catchUp(on: current, from: from)
+                    ownSince = nil
                 } else if lastPrune.duration(to: .now) >= options.pruneInterval, prunes.withLock({ $0 }) {
                     lastPrune = .now
                     try prune(on: current)
@@ -225,6 +241,25 @@ final class ChangeListener: Sendable {
             prunes.withLock { $0 = false }
             logger.warning("pruning the change log is not permitted, so this process stops pruning: \(error)")
         }
+    }
+
+    /// How long the read of this process's own announced records may wait for another
+    /// process's (it moves the position on; their records are skipped anyway).
+    static let ownReadDelay: Duration = .seconds(1)
+
+    /// Notes a change record this process wrote: its notification needs no read. Recent
+    /// ids only (a notification that arrives before its id is noted is read as usual).
+    func noteOwnRecord(_ id: Int64) {
+        ownRecords.withLock { ids in
+            if ids.count >= 4_096 { ids.removeAll(keepingCapacity: true) }
+            ids.insert(id)
+        }
+    }
+
+    /// Whether a notification announces a record this process wrote (forgetting the id).
+    func isOwn(_ notification: PostgresNotification) -> Bool {
+        guard let id = Int64(notification.payload) else { return false }
+        return ownRecords.withLock { $0.remove(id) != nil }
     }
 
     /// Reads what committed since `position`, hands it to the observers, returns the new

@@ -186,7 +186,11 @@ extension StoreCoordinator {
         }
         let record = try ChangeLog.writeStatement(changes, origin: origin)
         statementCounter.add(2, ordering: .relaxed)
-        let results = try connection.executePipeline([record, (sql: "COMMIT", parameters: [])])
+        // The record's id is noted as soon as it is read, before the COMMIT's result (its
+        // notification goes out with the commit): this process's listener need not read.
+        let results = try connection.executePipeline([record, (sql: "COMMIT", parameters: [])]) { index, result in
+            if index == 0, let id = try? result.first?.int64(at: 0) { self.listener.noteOwnRecord(id) }
+        }
         if results.last?.commandTag == "ROLLBACK" {
             throw PostgresError(
                 kind: .server, sqlState: .inFailedTransaction,
@@ -200,7 +204,7 @@ extension StoreCoordinator {
     func recordChanges(_ changes: ContextChanges, on connection: Connection) throws {
         guard !changes.isEmpty else { return }
         statementCounter.add(1, ordering: .relaxed)
-        try ChangeLog.write(changes, origin: origin, on: connection)
+        listener.noteOwnRecord(try ChangeLog.write(changes, origin: origin, on: connection))
     }
 
     // MARK: - Binding

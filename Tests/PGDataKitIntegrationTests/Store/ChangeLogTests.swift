@@ -80,6 +80,35 @@ struct ChangeLogTests {
         }
     }
 
+    /// A process's listener puts off reading after notifications of its own records (the
+    /// read skips them anyway) and reads at once for anyone else's.
+    @Test func notificationsOfOwnRecordsAreKnownByTheirIDs() throws {
+        try withTwoManagers { writer, reader in
+            let received = ChangeCollector()
+            let token = writer.coordinator.observeRemoteChanges { received.append($0.changes) }
+            defer { token.cancel() }
+            let before = try ExampleSchema.count("SELECT coalesce(max(id), 0)::bigint FROM pgdatakit_changes", in: writer)
+            try insertUser("own", in: writer)
+            let own = try ExampleSchema.count("SELECT max(id)::bigint FROM pgdatakit_changes", in: writer)
+            #expect(own > before)
+            let listener = writer.coordinator.listener
+            func notification(_ id: Int) -> PostgresNotification {
+                PostgresNotification(channel: ChangeLog.channel, payload: String(id), senderPID: 0)
+            }
+            // The save noted its record (unless the listener saw the notification first and
+            // forgot it already); an id is own once, and other ids never are.
+            listener.noteOwnRecord(Int64(own))
+            #expect(listener.isOwn(notification(own)))
+            #expect(!listener.isOwn(notification(own)))
+            #expect(!listener.isOwn(notification(own + 1_000)))
+            #expect(!listener.isOwn(PostgresNotification(channel: ChangeLog.channel, payload: "not an id", senderPID: 0)))
+            // Another process's record right after the own one still arrives.
+            try insertUser("other", in: reader)
+            try eventually("the writer has the reader's record") { received.all.count == 1 }
+            #expect(received.all.first?.inserted.count == 1)
+        }
+    }
+
     @Test(arguments: [MergePolicy.error, .mergeByPropertyStoreTrump, .rollback])
     func unsavedLocalEditsFollowTheMergePolicy(_ policy: MergePolicy) throws {
         try withTwoManagers(readerPolicy: policy) { writer, reader in
