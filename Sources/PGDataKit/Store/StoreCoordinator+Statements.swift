@@ -119,31 +119,44 @@ extension StoreCoordinator {
     /// Updates rows with one `UPDATE … FROM unnest(…)`, bumping their versions. With
     /// `checksVersion` only rows still at the version read are written.
     ///
+    /// Each row is found by one probe of the primary-key index (`rowsByKey`), never by a
+    /// join the planner may turn into a scan of the whole table. Without
+    /// `checksVersion`, a row a concurrent transaction rewrote in between (found by key,
+    /// but no longer at the tuple probed) is written by a second statement by key: only
+    /// then, and only for those rows.
+    ///
     /// - Returns: the new version of each row written, by primary key; a row missing
     ///   here was changed or deleted elsewhere (a conflict).
     func updateRows(
         of entity: EntityDescription, _ rows: RowBatch, checksVersion: Bool, on connection: Connection
     ) throws -> [Int64: Int64] {
-        let (arrays, types) = try bind(rows)
         let assigned = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         var assignments = assigned.enumerated().map { "\(Connection.quoteIdentifier($0.element)) = v.c\($0.offset + 2)" }
         assignments.append("\(version) = t.\(version) + 1")
-        let aliases = types.indices.map { "c\($0)" }.joined(separator: ", ")
-        let result = try execute(
-            "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
-                + "FROM unnest(\(Self.unnestList(types))) AS v(\(aliases)) WHERE t.\(primaryKey) = v.c0"
-                + (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)",
-            arrays, on: connection)
+        let update = "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
+        let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)"
         var written: [Int64: Int64] = [:]
-        written.reserveCapacity(result.count)
-        for row in result { written[try row.int64(at: 0)] = try row.int64(at: 1) }
+        written.reserveCapacity(rows.keys.count)
+        let (arrays, types) = try bind(rows)
+        for row in try execute(update + Self.rowsByKey(entity, types) + tail, arrays, on: connection) {
+            written[try row.int64(at: 0)] = try row.int64(at: 1)
+        }
+        guard !checksVersion, written.count < rows.keys.count else { return written }
+        let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
+        let (again, _) = try bind(rows, order: missing)
+        let byKey = "FROM unnest(\(Self.unnestList(types))) AS v(\(Self.aliases(types.count))) WHERE t.\(primaryKey) = v.c0"
+        for row in try execute(update + byKey + tail, again, on: connection) {
+            written[try row.int64(at: 0)] = try row.int64(at: 1)
+        }
         return written
     }
 
-    /// Deletes rows by primary key with one `DELETE … USING unnest(…)`. With
-    /// `checksVersion` only rows still at the versions read go.
+    /// Deletes rows by primary key with one `DELETE … USING unnest(…)`, each row found by
+    /// one index probe (`rowsByKey`). With `checksVersion` only rows still at the
+    /// versions read go; without it, rows rewritten concurrently in between go by a
+    /// second statement by key (only then).
     ///
     /// - Returns: the keys of the rows deleted.
     func deleteRows(
@@ -151,12 +164,39 @@ extension StoreCoordinator {
     ) throws -> Set<Int64> {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         let version = Connection.quoteIdentifier(entity.versionColumn)
+        let delete = "DELETE FROM \(entity.quotedTable) AS t "
+        let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey)"
+        let types = ["bigint", "bigint"]
+        var deleted = Set(
+            try execute(delete + Self.rowsByKey(entity, types, using: true) + tail, [keys, versions], on: connection)
+                .map { try $0.decode(Int64.self, at: 0) })
+        guard !checksVersion, deleted.count < keys.count else { return deleted }
+        let missing = keys.filter { !deleted.contains($0) }
         let result = try execute(
-            "DELETE FROM \(entity.quotedTable) AS t USING unnest($1::bigint[], $2::bigint[]) AS v(c0, c1) "
-                + "WHERE t.\(primaryKey) = v.c0" + (checksVersion ? " AND t.\(version) = v.c1" : "")
-                + " RETURNING t.\(primaryKey)",
-            [keys, versions], on: connection)
-        return Set(try result.map { try $0.decode(Int64.self, at: 0) })
+            delete + "USING unnest($1::bigint[]) AS v(c0) WHERE t.\(primaryKey) = v.c0 RETURNING t.\(primaryKey)",
+            [missing], on: connection)
+        for row in result { deleted.insert(try row.decode(Int64.self, at: 0)) }
+        return deleted
+    }
+
+    /// `FROM` (or `USING`) the `unnest` of a batch's arrays (`v.c0` the primary key, `v.c1`
+    /// the version, …), each row joined to its table row by `ctid` after one probe of
+    /// the primary-key index, then `WHERE` the join condition: the lateral probe keeps
+    /// the plan a loop over the batch whatever the table's statistics (an equi-join on
+    /// the key is planned as a hash join over the whole table once it has them; so is
+    /// the probe without its `LIMIT`, which lets the planner flatten it into a join). A
+    /// concurrent rewrite of a row in between leaves the row out (its tuple moved), as a
+    /// version check would.
+    static func rowsByKey(_ entity: EntityDescription, _ types: [String], using: Bool = false) -> String {
+        let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        return (using ? "USING" : "FROM") + " unnest(\(unnestList(types))) AS v(\(aliases(types.count))) "
+            + "CROSS JOIN LATERAL (SELECT u.ctid AS r FROM \(entity.quotedTable) AS u WHERE u.\(primaryKey) = v.c0 LIMIT 1) AS l "
+            + "WHERE t.ctid = l.r"
+    }
+
+    /// `c0, c1, …`: the column aliases of an `unnest` of `count` arrays.
+    static func aliases(_ count: Int) -> String {
+        (0..<count).map { "c\($0)" }.joined(separator: ", ")
     }
 
     /// Deletes the rows a query describes with one statement (its order and window do

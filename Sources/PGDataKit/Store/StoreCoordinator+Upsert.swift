@@ -22,8 +22,9 @@ struct UpsertedRow: Equatable {
     let outcome: Outcome
 }
 
-/// The upsert and key-lookup statements of imports: `INSERT … ON CONFLICT (key) DO
-/// UPDATE` over `unnest` arrays, and `= ANY($1)` lookups by a unique attribute.
+/// Conditions of imports' statements: `= ANY($1)` lookups by an attribute that is not
+/// unique (a unique one is looked up through `StoreCoordinator.rowsByUniqueValue`), and
+/// the exclusion of `pruneMissingObjects`.
 extension StoreQuery {
     /// The rows whose `attribute` is one of `values`, as one array parameter (any number
     /// of values is one statement).
@@ -156,12 +157,11 @@ extension StoreCoordinator {
             pending = pending.filter { results[$0] == nil }
             guard !pending.isEmpty else { break }
             // Existing rows left as they were: one lookup by the unique attribute.
-            let query = try StoreQuery.rows(where: uniqueAttribute, isIn: pending.map { rows.values[$0][uniqueAttribute.index] })
             let quote = Connection.quoteIdentifier
             let found = try execute(
                 "SELECT t.\(quote(entity.primaryKeyColumn)), t.\(quote(entity.versionColumn)), t.\(quote(uniqueAttribute.columnName)) "
-                    + "FROM \(entity.quotedTable) AS t" + query.clauses,
-                query.parameters, on: connection)
+                    + "FROM " + Self.rowsByUniqueValue(entity, uniqueAttribute),
+                [try uniqueAttribute.encodeColumn(pending.map { rows.values[$0][uniqueAttribute.index] })], on: connection)
             cursor = 0
             for row in found {
                 let text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
@@ -245,45 +245,55 @@ extension StoreCoordinator {
 
     /// The rows of objects (`selectColumns` of the entity) whose unique `attribute` is
     /// one of `values`: one statement with one array parameter, which looks each value up
-    /// in the attribute's unique index.
-    ///
-    /// Written as a lateral join over the array rather than `= ANY($1)`, which the
-    /// planner turns into a scan of the whole table when the table has no statistics yet
-    /// (a new or emptied table being imported into: milliseconds per batch, growing with
-    /// the table); here each value costs one index probe whatever the statistics. A value
-    /// given twice (or two values the column's collation holds equal) returns its row
-    /// twice.
+    /// in the attribute's unique index (`rowsByUniqueValue`). A value given twice (or two
+    /// values the column's collation holds equal) returns its row twice.
     ///
     /// - Throws: `PostgresError`, `PostgresValueError` naming `Entity.attribute`.
     func selectObjects(
         of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
         on connection: Connection
     ) throws -> QueryResult {
-        let quote = Connection.quoteIdentifier
-        return try execute(
-            "SELECT \(entity.selectList(alias: "t")) "
-                + "FROM unnest($1::\(attribute.type.sqlType)[]) AS k(v) "
-                + "CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
-                + "WHERE u.\(quote(attribute.columnName)) = k.v LIMIT 1) AS t",
+        try execute(
+            "SELECT \(entity.selectList(alias: "t")) FROM " + Self.rowsByUniqueValue(entity, attribute),
             [try attribute.encodeColumn(values)], on: connection)
     }
 
     /// The primary keys of the rows whose `attribute` is one of `values`, with each row's
-    /// value of the attribute (one `= ANY($1)` statement). For linking imported objects
-    /// to related rows known by a remote key, without loading those rows as objects.
+    /// value of the attribute (one statement). For linking imported objects to related
+    /// rows known by a remote key, without loading those rows as objects. A unique
+    /// attribute is looked up value by value in its index (`rowsByUniqueValue`); any
+    /// other with `= ANY($1)`, every row that matches.
     ///
     /// - Throws: `PostgresError`, `PostgresValueError`.
     func selectKeys(
         of entity: EntityDescription, where attribute: AttributeDescription, isIn values: [StoredValue],
         on connection: Connection
     ) throws -> [(primaryKey: Int64, value: StoredValue)] {
-        let query = try StoreQuery.rows(where: attribute, isIn: values)
-        let result = try execute(
-            "SELECT \(entity.qualifiedPrimaryKey), t.\(Connection.quoteIdentifier(attribute.columnName)) FROM \(entity.quotedTable) AS t"
-                + query.clauses,
-            query.parameters, on: connection)
+        let columns = "SELECT \(entity.qualifiedPrimaryKey), t.\(Connection.quoteIdentifier(attribute.columnName)) FROM "
+        let result: QueryResult
+        if attribute.isUnique || entity.uniqueKeys.contains([attribute.name]) {
+            result = try execute(
+                columns + Self.rowsByUniqueValue(entity, attribute), [try attribute.encodeColumn(values)], on: connection)
+        } else {
+            let query = try StoreQuery.rows(where: attribute, isIn: values)
+            result = try execute(columns + "\(entity.quotedTable) AS t" + query.clauses, query.parameters, on: connection)
+        }
         return try result.map { row in
             (try row.decode(Int64.self, at: 0), try row.withCell(at: 1) { try attribute.decode($0) })
         }
+    }
+
+    /// `unnest($1::type[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM table AS u WHERE
+    /// u.attribute = k.v LIMIT 1) AS t`: the rows (as `t`) whose unique `attribute` is one
+    /// of the values of array parameter `$1`.
+    ///
+    /// A lateral join over the array rather than `= ANY($1)`, which the planner turns
+    /// into a scan of the whole table when the table has no statistics yet (a new or
+    /// emptied table being imported into: milliseconds per batch, growing with the
+    /// table); here each value costs one probe of the unique index whatever the
+    /// statistics.
+    static func rowsByUniqueValue(_ entity: EntityDescription, _ attribute: AttributeDescription) -> String {
+        "unnest($1::\(attribute.type.sqlType)[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
+            + "WHERE u.\(Connection.quoteIdentifier(attribute.columnName)) = k.v LIMIT 1) AS t"
     }
 }

@@ -1,0 +1,150 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import PGDataKit
+
+/// A save's batch statements find their rows through an index whatever the planner
+/// knows of the table: an `UPDATE … FROM unnest(…)` joined on the primary key is planned
+/// as a hash join over a scan of the whole table once the table has statistics (and
+/// without them too), so a batch of 1,000 rows would cost time in proportion to the
+/// table's size. The scans are read from `pg_stat_xact_user_tables`, which counts this
+/// transaction's.
+@Suite struct BatchStatementPlanTests {
+    static let rowCount = 20_000
+
+    /// Runs `body` in a transaction over `users` filled with `rowCount` rows (analysed
+    /// or not), rolls it back, and returns the sequential scans of `users` it did.
+    static func sequentialScans(
+        analyzed: Bool, _ body: (StoreCoordinator, EntityDescription, Connection) throws -> Void
+    ) throws -> Int {
+        try ExampleSchema.withManager { manager in
+            try manager.coordinator.pool.withConnection { connection in
+                try connection.execute(
+                    "INSERT INTO users (user_id, name, age) SELECT 'u' || i, 'n', i FROM generate_series(1, $1) AS i",
+                    [rowCount])
+                if analyzed { try connection.execute("ANALYZE users") }
+                let entity = try #require(manager.coordinator.model.entity(for: User.self))
+                try connection.begin()
+                defer { _ = try? connection.execute("ROLLBACK") }
+                try body(manager.coordinator, entity, connection)
+                return try connection.query(
+                    "SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'users'"
+                )[0].decode(Int.self, at: 0)
+            }
+        }
+    }
+
+    /// 1,000 rows of `users` (keys 5,001–6,000, at version 1) renamed.
+    static func renaming(_ entity: EntityDescription) throws -> RowBatch {
+        let name = try #require(entity.attribute(named: "name"))
+        var rows = RowBatch()
+        rows.attributes = [name]
+        for key in Int64(5_001)...6_000 {
+            rows.keys.append(key)
+            rows.versions.append(1)
+            var values = [StoredValue](repeating: nil, count: entity.attributes.count)
+            values[name.index] = "renamed"
+            rows.values.append(values)
+        }
+        return rows
+    }
+
+    @Test(arguments: [false, true])
+    func batchUpdatesProbeThePrimaryKey(analyzed: Bool) throws {
+        for checksVersion in [true, false] {
+            var written = 0
+            let scans = try Self.sequentialScans(analyzed: analyzed) { coordinator, entity, connection in
+                written = try coordinator.updateRows(
+                    of: entity, try Self.renaming(entity), checksVersion: checksVersion, on: connection
+                ).count
+            }
+            #expect(written == 1_000)
+            #expect(scans == 0, "analyzed: \(analyzed), checksVersion: \(checksVersion)")
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func batchDeletesProbeThePrimaryKey(analyzed: Bool) throws {
+        for checksVersion in [true, false] {
+            var deleted = 0
+            let scans = try Self.sequentialScans(analyzed: analyzed) { coordinator, entity, connection in
+                deleted = try coordinator.deleteRows(
+                    of: entity, keys: Array(5_001...6_000), versions: Array(repeating: 1, count: 1_000),
+                    checksVersion: checksVersion, on: connection
+                ).count
+            }
+            #expect(deleted == 1_000)
+            #expect(scans == 0, "analyzed: \(analyzed), checksVersion: \(checksVersion)")
+        }
+    }
+
+    @Test(arguments: [false, true])
+    func keyLookupsForLinksProbeTheUniqueIndex(analyzed: Bool) throws {
+        var found = 0
+        let scans = try Self.sequentialScans(analyzed: analyzed) { coordinator, entity, connection in
+            let userID = try #require(entity.attribute(named: "userID"))
+            found = try coordinator.selectKeys(
+                of: entity, where: userID, isIn: (5_001...6_000).map { "u\($0)" }, on: connection
+            ).count
+        }
+        #expect(found == 1_000)
+        #expect(scans == 0, "analyzed: \(analyzed)")
+    }
+
+    /// A row another transaction rewrites while the batch waits for its lock: the batch
+    /// probed the old tuple. A version-checked update leaves the row out (a conflict); an
+    /// overwriting update or delete still writes it, by key.
+    @Test func rowsRewrittenWhileTheBatchWaitsAreConflictsOrOverwritten() throws {
+        try ExampleSchema.withManager { manager in
+            let coordinator = manager.coordinator
+            let entity = try #require(coordinator.model.entity(for: User.self))
+            try coordinator.pool.withConnection { connection in
+                try connection.execute(
+                    "INSERT INTO users (user_id, name, age) SELECT 'u' || i, 'n', i FROM generate_series(1, 10000) AS i")
+            }
+            let other = try Connection(manager.coordinator.pool.configuration)
+            defer { other.close() }
+            for (checksVersion, deletes) in [(true, false), (false, false), (true, true), (false, true)] {
+                let written = try coordinator.pool.withConnection { connection in
+                    try other.execute("UPDATE users SET version = 1 WHERE id = 5500")
+                    try other.execute("BEGIN")
+                    try other.execute("UPDATE users SET age = -1, version = 2 WHERE id = 5500")
+                    try connection.begin()
+                    defer { _ = try? connection.execute("ROLLBACK") }
+                    let pid = connection.backendPID
+                    let outcome = Mutex<Result<Set<Int64>, any Error>?>(nil)
+                    let batch = Thread {
+                        let result = Result {
+                            if deletes {
+                                return try coordinator.deleteRows(
+                                    of: entity, keys: Array(5_001...6_000), versions: Array(repeating: 1, count: 1_000),
+                                    checksVersion: checksVersion, on: connection)
+                            }
+                            return Set(
+                                try coordinator.updateRows(
+                                    of: entity, try Self.renaming(entity), checksVersion: checksVersion, on: connection
+                                ).keys)
+                        }
+                        outcome.withLock { $0 = result }
+                    }
+                    batch.start()
+                    // The batch waits for the row's lock, then the rewrite commits.
+                    var waiting = false
+                    for _ in 0..<500 where !waiting {
+                        Thread.sleep(forTimeInterval: 0.01)
+                        waiting = try other.query(
+                            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'", [pid]
+                        )[0].decode(Int.self, at: 0) == 1
+                    }
+                    #expect(waiting)
+                    try other.execute("COMMIT")
+                    while outcome.withLock({ $0 }) == nil { Thread.sleep(forTimeInterval: 0.01) }
+                    return try #require(outcome.withLock { $0 }).get()
+                }
+                #expect(written.count == (checksVersion ? 999 : 1_000), "checksVersion: \(checksVersion), deletes: \(deletes)")
+                #expect(written.contains(5_500) == !checksVersion)
+            }
+        }
+    }
+}
