@@ -4,7 +4,8 @@ import Foundation
 /// attribute: strings and integers without boxing them in `AnyHashable` (imports match
 /// thousands of keys per batch), every other scalar through it.
 enum UniqueValue: Hashable {
-    case string(String)
+    /// Text keys are told apart byte for byte, as PostgreSQL tells them apart.
+    case string(ExactText)
     case integer(Int64)
     case other(AnyHashable)
 
@@ -17,7 +18,7 @@ enum UniqueValue: Hashable {
 
     /// Opens the existential: a type check instead of a dynamic cast for the common types.
     private static func make<T: Sendable>(_ value: T) -> UniqueValue {
-        if T.self == String.self { return .string(unsafeBitCast(value, to: String.self)) }
+        if T.self == String.self { return .string(ExactText(unsafeBitCast(value, to: String.self))) }
         if T.self == Int.self { return .integer(Int64(unsafeBitCast(value, to: Int.self))) }
         if T.self == Int64.self { return .integer(unsafeBitCast(value, to: Int64.self)) }
         if let value = value as? any BinaryInteger, let integer = Int64(exactly: value) { return .integer(integer) }
@@ -45,7 +46,8 @@ extension ManagedObjectContext {
 
     /// Splits an entity's inserted objects into plain inserts and keyed ones: one keyed
     /// object per unique value; another object with the same value stays a plain insert,
-    /// which the unique constraint then refuses (`PostgresError`, `.uniqueViolation`).
+    /// and the save is refused as a unique violation
+    /// (`refuseKeyedInsertsMeetingPlainOnes`).
     /// Imports create one object per key, so values are compared only after an imported
     /// object's key was changed (`keyedInsertKeysChanged`).
     ///
@@ -79,6 +81,29 @@ extension ManagedObjectContext {
             }
         }
         return (plain, keyed, Self.keyedInsertsSendKeys(entity) ? keyed : [])
+    }
+
+    /// Refuses a save in which a keyed insert met a row a plain insert of the same save
+    /// wrote: two new objects with one unique value (an imported one and one given its
+    /// key), which would otherwise both stand for one row. Thrown as the unique
+    /// violation the database raises for two plain inserts (the save rolls back; the
+    /// context keeps its changes). The value is not named (bound values stay out of
+    /// errors).
+    ///
+    /// - Throws: `PostgresError` with `sqlState` `.uniqueViolation`.
+    func refuseKeyedInsertsMeetingPlainOnes(
+        _ merged: [MergedInsert], plain: [ManagedObject], of entity: EntityDescription, key: (ManagedObject) -> Int64
+    ) throws {
+        let written = Set(plain.map(key))
+        guard let clash = merged.first(where: { written.contains($0.primaryKey) }) else { return }
+        let attribute = clash.object.upsertAttributeIndex.map { entity.attributes[$0] }
+        var error = PostgresError(
+            kind: .server, sqlState: .uniqueViolation,
+            message: "two new \(entity.name) objects have the same \(attribute?.name ?? "unique key") in one save",
+            hint: "give each new object its own key, or delete one of them before saving")
+        error.table = entity.tableName
+        error.column = attribute?.columnName
+        throw error
     }
 
     /// Whether keyed inserts of an entity are sent with reserved primary keys (when the

@@ -248,6 +248,9 @@ extension ManagedObjectContext {
                 let upserted = try upsertKeyedInserts(keyed, of: entity, on: connection) { objects, attributes, toOne in
                     rows(objects, entity, attributes: attributes, toOne: toOne, withKeys: sendsKeys)
                 }
+                if !plain.isEmpty, !upserted.merged.isEmpty {
+                    try refuseKeyedInsertsMeetingPlainOnes(upserted.merged, plain: plain, of: entity, key: key(of:))
+                }
                 outcome.inserted += upserted.inserted
                 outcome.merged += upserted.merged
                 keys.reserveCapacity(keys.count + keyed.count)

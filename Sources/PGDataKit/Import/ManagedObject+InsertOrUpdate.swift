@@ -38,7 +38,9 @@ extension ManagedObjectQueries where Self: ManagedObject {
     /// ```
     ///
     /// - Records with the same key (duplicates in the input) share one object; `setter`
-    ///   is called for each of them in input order, so the last one's values win.
+    ///   is called for each of them in input order, so the last one's values win. Keys
+    ///   are compared byte for byte, as the unique index compares them: canonically
+    ///   equivalent texts (which Swift's `==` holds equal) are two keys.
     /// - Keys are converted to the attribute's type where that is unambiguous: `123` for a
     ///   `String` key is `"123"`, `"123"` for an integer key is `123`; anything else (a
     ///   fraction, a boolean, text that is no number) is `ImportError.typeMismatch`.

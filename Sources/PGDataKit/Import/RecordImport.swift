@@ -89,7 +89,7 @@ struct RecordImport {
                 if key.decoding == .string, case .string(let text) = raw {
                     // The common key: text for a string attribute, taken as it is.
                     stored = text
-                    hash = .string(text)
+                    hash = .string(ExactText(text))
                 } else {
                     do {
                         stored = try ValueConversion.key.storedValue(raw, for: key, formatters: formatters)

@@ -104,12 +104,13 @@ extension StoreCoordinator {
             }
             texts.append(text)
         }
-        // Any order all processes share serves; `String`'s is byte order for ASCII and
-        // NFC text (and canonical order otherwise), and compares small strings fastest.
+        // Any order all processes share serves: the bytes' (`ExactText`). Texts are one
+        // key when their bytes are equal, as for the unique index (not when Swift's
+        // `String` holds them equal: canonically equivalent texts are two keys).
         // Equal neighbours are one key: its last row (highest index) is sent, and stands
         // for the others (`sentRow`).
         var sorted = Array(texts.indices)
-        texts.withUnsafeBufferPointer { text in sorted.sort { text[$0] < text[$1] } }
+        texts.withUnsafeBufferPointer { text in sorted.sort { ExactText.compare(text[$0], text[$1]) < 0 } }
         var pending: [Int] = []
         pending.reserveCapacity(sorted.count)
         var sentRow: [Int] = []  // (empty while no key repeats)
@@ -118,7 +119,7 @@ extension StoreCoordinator {
             while runStart < sorted.count {
                 var runEnd = runStart + 1
                 var sent = sorted[runStart]
-                while runEnd < sorted.count, text[sorted[runEnd]] == text[sorted[runStart]] {
+                while runEnd < sorted.count, ExactText.compare(text[sorted[runEnd]], text[sorted[runStart]]) == 0 {
                     sent = Swift.max(sent, sorted[runEnd])
                     runEnd += 1
                 }
@@ -135,7 +136,7 @@ extension StoreCoordinator {
         // next one is tried before a binary search).
         var cursor = 0
         func sentIndex(of text: String) -> Int? {
-            if cursor < sent.count, texts[sent[cursor]] == text {
+            if cursor < sent.count, ExactText.compare(texts[sent[cursor]], text) == 0 {
                 cursor += 1
                 return sent[cursor - 1]
             }
@@ -143,9 +144,9 @@ extension StoreCoordinator {
             var high = sent.count
             while low < high {
                 let middle = (low + high) / 2
-                if texts[sent[middle]] < text { low = middle + 1 } else { high = middle }
+                if ExactText.compare(texts[sent[middle]], text) < 0 { low = middle + 1 } else { high = middle }
             }
-            return low < sent.count && texts[sent[low]] == text ? sent[low] : nil
+            return low < sent.count && ExactText.compare(texts[sent[low]], text) == 0 ? sent[low] : nil
         }
         var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
         for _ in 0..<3 {

@@ -96,23 +96,80 @@ struct InsertOrUpdateTests {
         }
     }
 
-    /// Imports create one object per key, so a save compares the keys of imported objects
-    /// only after one of them changed: then the second object with a key is written as a
-    /// plain insert and the imported one upserts onto its row (version 2), as before the
-    /// check was skipped for unchanged keys.
-    @Test func anImportedObjectGivenAnotherImportedObjectsKeyIsWrittenAsAPlainInsert() throws {
+    /// Two new objects of one unique key in one save are refused as a unique violation,
+    /// whichever of them the import made: the save writes nothing and the context keeps
+    /// its changes (before, the second object was inserted and the imported one merged
+    /// onto its row, leaving two objects with one object ID).
+    @Test func twoNewObjectsWithOneKeyAreRefusedAsAUniqueViolation() throws {
         try ImportSchema.withManager { manager in
             let context = manager.newPrivateContext()
             try context.performAndWait {
                 let users = try User.insertOrUpdate(
                     ImportSchema.userRecords(0..<3), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context,
                     ImportSchema.setUser)
-                users[2].userID = "u0"  // two new objects with one key now
+                users[2].userID = "u0"  // two imported objects with one key now
+                #expect { try context.save() } throws: { ($0 as? PostgresError)?.sqlState == .uniqueViolation }
+                #expect(context.insertedObjects.count == 3)
+                users[2].userID = "u2"
                 try context.save()
-                #expect(users[0].objectID == users[2].objectID)
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 3)
+
+            // A plain new object given the key of an imported one.
+            let again = manager.newPrivateContext()
+            try again.performAndWait {
+                let users = try User.insertOrUpdate(
+                    ImportSchema.userRecords(3..<5), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: again,
+                    ImportSchema.setUser)
+                let plain = User(context: again)
+                plain.userID = "u4"
+                #expect { try again.save() } throws: { ($0 as? PostgresError)?.sqlState == .uniqueViolation }
+                #expect(again.insertedObjects.count == 3)
+                plain.userID = "u5"
+                try again.save()
+                #expect(users.map(\.objectID).allSatisfy { $0 != plain.objectID })
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 6)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE version <> 1", in: manager) == 0)
+        }
+    }
+
+    /// Keys are told apart as PostgreSQL tells them apart (byte for byte), not by Swift's
+    /// `String` equality, which holds canonically equivalent texts equal: "café" written
+    /// with a precomposed é and with e plus a combining accent are two keys, two rows.
+    @Test func canonicallyEquivalentKeysAreTwoKeys() throws {
+        try ImportSchema.withManager { manager in
+            let composed = "caf\u{E9}"
+            let decomposed = "cafe\u{301}"
+            #expect(composed == decomposed)  // (Swift's view)
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let records: [JSONValue] = [
+                    ["UserID": .string(composed), "Name": "composed"], ["UserID": .string(decomposed), "Name": "decomposed"],
+                ]
+                let users = try User.insertOrUpdate(
+                    records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, ImportSchema.setUser)
+                #expect(users.count == 2)
+                try context.save()
             }
             #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 2)
-            #expect(try ImportSchema.integer("SELECT version FROM users WHERE user_id = 'u0'", in: manager) == 2)
+
+            // Again, now that both rows exist: each record finds its own row.
+            let again = manager.newPrivateContext()
+            try again.performAndWait {
+                let records: [JSONValue] = [
+                    ["UserID": .string(decomposed), "Name": "decomposed 2"], ["UserID": .string(composed), "Name": "composed 2"],
+                ]
+                let users = try User.insertOrUpdate(
+                    records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: again, ImportSchema.setUser)
+                #expect(users.count == 2)
+                #expect(again.insertedObjects.isEmpty)
+                #expect(users.map { Array($0.userID.unicodeScalars) } == [Array(decomposed.unicodeScalars), Array(composed.unicodeScalars)])
+                try again.save()
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name LIKE '% 2' AND version = 2", in: manager) == 2)
+            #expect(
+                try ExampleSchema.count("SELECT count(*) FROM users WHERE user_id = $1 AND name = 'composed 2'", [composed], in: manager) == 1)
         }
     }
 

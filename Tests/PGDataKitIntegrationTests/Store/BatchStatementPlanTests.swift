@@ -99,7 +99,7 @@ import Testing
         try ExampleSchema.withManager { manager in
             let coordinator = manager.coordinator
             let entity = try #require(coordinator.model.entity(for: User.self))
-            try coordinator.pool.withConnection { connection in
+            _ = try coordinator.pool.withConnection { connection in
                 try connection.execute(
                     "INSERT INTO users (user_id, name, age) SELECT 'u' || i, 'n', i FROM generate_series(1, 10000) AS i")
             }

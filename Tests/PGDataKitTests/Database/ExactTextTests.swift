@@ -1,0 +1,30 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+@Suite struct ExactTextTests {
+    @Test func equalityIsByteForByteNotCanonical() {
+        let composed = ExactText("caf\u{E9}")
+        let decomposed = ExactText("cafe\u{301}")
+        #expect(composed.text == decomposed.text)  // Swift's String
+        #expect(composed != decomposed)
+        #expect(Set([composed, decomposed, ExactText("caf\u{E9}")]).count == 2)
+    }
+
+    @Test func orderIsTheBytesOrderWithPrefixesFirst() {
+        let texts = ["b", "a", "ab", "", "\u{E9}", "e\u{301}", "Z"].map(ExactText.init)
+        // UTF-8: "" < "Z" (5A) < "a" < "ab" < "b" < "e\u{301}" (65 CC 81) < "é" (C3 A9)
+        #expect(texts.sorted().map(\.text) == ["", "Z", "a", "ab", "b", "e\u{301}", "\u{E9}"])
+        #expect(ExactText.compare("a", "a") == 0)
+        #expect(ExactText.compare("a", "ab") < 0)
+        #expect(ExactText.compare("ab", "a") > 0)
+    }
+
+    @Test func bridgedTextComparesLikeNativeText() {
+        let bridged = NSString(string: "caf\u{E9} au lait") as String
+        #expect(ExactText(bridged) == ExactText("caf\u{E9} au lait"))
+        #expect(ExactText(bridged).hashValue == ExactText("caf\u{E9} au lait").hashValue)
+        #expect(ExactText.compare(bridged, "cafe\u{301} au lait") > 0)
+    }
+}
