@@ -47,9 +47,14 @@ struct MembershipAnswer {
 
 extension StoreCoordinator {
     /// Asks, in one statement, which of `query.keys` match each condition now, and reads
-    /// the rows of those that match any: `SELECT <object columns>, <condition bits> FROM
-    /// table WHERE pk = ANY($1)`, keeping the rows with a bit set. A key whose row is gone
-    /// is simply absent.
+    /// the rows of those that match any: `SELECT <object columns>, <condition bits>` over
+    /// the rows of the keys, keeping the rows with a bit set. A key whose row is gone is
+    /// simply absent.
+    ///
+    /// The rows are found with one probe of the primary-key index per key (a lateral
+    /// join over the keys array, as `t`): `WHERE pk = ANY($1)` is planned as a scan of
+    /// the whole table while the table has no statistics, and every process with a
+    /// controller asks about each batch of an import into a new table.
     ///
     /// - Throws: `PostgresError`.
     func selectMembership(of entity: EntityDescription, _ query: MembershipQuery, on connection: Connection) throws
@@ -67,10 +72,13 @@ extension StoreCoordinator {
             start += perColumn
         }
         let inner = "SELECT \(([entity.selectList(alias: "t")] + columns).joined(separator: ", ")) "
-            + "FROM \(entity.quotedTable) AS t WHERE \(entity.qualifiedPrimaryKey) = ANY($1)"
+            + "FROM unnest($1::bigint[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
+            + "WHERE u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = k.v LIMIT 1) AS t"
         let anyBit = columns.indices.map { "m.pgdatakit_members_\($0) <> 0" }.joined(separator: " OR ")
         let sql = columns.isEmpty ? inner : "SELECT * FROM (\(inner)) AS m WHERE \(anyBit)"
-        let rows = try execute(sql, [query.keys] + query.parameters, on: connection)
+        // (A key asked twice is asked once: the lateral join would return its row twice.)
+        let keys = Set(query.keys).count == query.keys.count ? query.keys : Array(Set(query.keys))
+        let rows = try execute(sql, [keys] + query.parameters, on: connection)
         return MembershipAnswer(
             rows: rows, conditionCount: query.conditions.count, firstFlagColumn: entity.selectColumns.count)
     }

@@ -92,6 +92,22 @@ import Testing
         #expect(scans == 0, "analyzed: \(analyzed)")
     }
 
+    /// Controllers ask which of a save's keys match their predicates with one statement
+    /// per change set: during an import into a new table (no statistics yet) every other
+    /// process asks about each batch's keys, so the question must not scan the table.
+    @Test(arguments: [false, true])
+    func membershipQuestionsProbeThePrimaryKey(analyzed: Bool) throws {
+        var rows = 0
+        let scans = try Self.sequentialScans(analyzed: analyzed) { coordinator, entity, connection in
+            var query = MembershipQuery(keys: Array(5_001...6_000) + [999_999])
+            query.conditions = ["t.\"age\" >= $2", nil]
+            query.parameters = [5_500]
+            rows = try coordinator.selectMembership(of: entity, query, on: connection).rows.count
+        }
+        #expect(rows == 1_000)  // (every existing key matches the second condition)
+        #expect(scans == 0, "analyzed: \(analyzed)")
+    }
+
     /// A row another transaction rewrites while the batch waits for its lock: the batch
     /// probed the old tuple. A version-checked update leaves the row out (a conflict); an
     /// overwriting update or delete still writes it, by key.
