@@ -24,8 +24,22 @@ extension StoreCoordinator {
     // MARK: - Reading
 
     /// The rows of objects (`selectColumns` of the entity) a query describes.
+    ///
+    /// A query of primary keys only (`StoreQuery.keys(_:of:)`, as refreshes and faults
+    /// make) is read with one probe of the primary-key index per key, a lateral join over
+    /// the keys array: `pk = ANY($1)` is planned as a scan of the whole table while the
+    /// table has no statistics, and often for a few percent of its rows when it has.
     func selectObjects(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> QueryResult {
-        try execute(
+        if let keys = query.primaryKeysOnly(of: entity) {
+            // (A key given twice is read once, as `= ANY` does.)
+            let distinct = Set(keys).count == keys.count ? keys : Array(Set(keys))
+            return try execute(
+                "SELECT \(entity.selectList(alias: "t")) FROM unnest($1::bigint[]) AS k(v) CROSS JOIN LATERAL "
+                    + "(SELECT * FROM \(entity.quotedTable) AS u "
+                    + "WHERE u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = k.v LIMIT 1) AS t",
+                [distinct], on: connection)
+        }
+        return try execute(
             "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses,
             query.parameters, on: connection)
     }

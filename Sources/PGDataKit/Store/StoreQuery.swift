@@ -31,6 +31,15 @@ struct StoreQuery {
         rows(where: entity.primaryKeyColumn, isIn: keys)
     }
 
+    /// The keys of a query that is exactly `keys(_:of:)` of `entity` (no other
+    /// condition, order or window); `nil` for any other query.
+    func primaryKeysOnly(of entity: EntityDescription) -> [Int64]? {
+        guard orderBy == nil, limit == nil, offset == 0, parameters.count == 1,
+            condition == "t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = ANY($1)"
+        else { return nil }
+        return parameters[0] as? [Int64]
+    }
+
     /// The `WHERE … ORDER BY … LIMIT … OFFSET …` tail of a statement.
     var clauses: String {
         var sql = ""

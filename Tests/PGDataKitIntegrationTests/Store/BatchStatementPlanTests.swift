@@ -108,6 +108,20 @@ import Testing
         #expect(scans == 0, "analyzed: \(analyzed)")
     }
 
+    /// Refreshing registered objects (a merge of another process's save) and faulting
+    /// read rows by primary key.
+    @Test(arguments: [false, true])
+    func readsByPrimaryKeyProbeTheIndex(analyzed: Bool) throws {
+        var rows = 0
+        let scans = try Self.sequentialScans(analyzed: analyzed) { coordinator, entity, connection in
+            rows = try coordinator.selectObjects(
+                of: entity, .keys(Array(5_001...6_000) + [5_001, 999_999], of: entity), on: connection
+            ).count
+        }
+        #expect(rows == 1_000)  // (a key asked twice is one row; a missing key none)
+        #expect(scans == 0, "analyzed: \(analyzed)")
+    }
+
     /// A row another transaction rewrites while the batch waits for its lock: the batch
     /// probed the old tuple. A version-checked update leaves the row out (a conflict); an
     /// overwriting update or delete still writes it, by key.
