@@ -23,7 +23,12 @@ struct StoreQuery {
     /// The rows whose `column` is one of `keys` (one array parameter, so any number of
     /// keys is one statement).
     static func rows(where column: String, isIn keys: [Int64]) -> StoreQuery {
-        StoreQuery(condition: "t.\(Connection.quoteIdentifier(column)) = ANY($1)", parameters: [keys])
+        StoreQuery(condition: isIn(column), parameters: [keys])
+    }
+
+    /// `t.column = ANY($1)`.
+    private static func isIn(_ column: String) -> String {
+        "t.\(Connection.quoteIdentifier(column)) = ANY($1)"
     }
 
     /// The rows of an entity with these primary keys.
@@ -31,11 +36,12 @@ struct StoreQuery {
         rows(where: entity.primaryKeyColumn, isIn: keys)
     }
 
-    /// The keys of a query that is exactly `keys(_:of:)` of `entity` (no other
-    /// condition, order or window); `nil` for any other query.
+    /// The keys of a query that is still exactly what `keys(_:of:)` of `entity` made (no
+    /// condition, order or window set since); `nil` for any other query. Statements
+    /// that can read such a query another way (one index probe per key) ask this.
     func primaryKeysOnly(of entity: EntityDescription) -> [Int64]? {
         guard orderBy == nil, limit == nil, offset == 0, parameters.count == 1,
-            condition == "t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = ANY($1)"
+            condition == Self.isIn(entity.primaryKeyColumn)
         else { return nil }
         return parameters[0] as? [Int64]
     }
