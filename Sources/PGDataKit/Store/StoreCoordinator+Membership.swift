@@ -51,10 +51,9 @@ extension StoreCoordinator {
     /// the rows of the keys, keeping the rows with a bit set. A key whose row is gone is
     /// simply absent.
     ///
-    /// The rows are found with one probe of the primary-key index per key (a lateral
-    /// join over the keys array, as `t`): `WHERE pk = ANY($1)` is planned as a scan of
-    /// the whole table while the table has no statistics, and every process with a
-    /// controller asks about each batch of an import into a new table.
+    /// The rows are found with one probe of the primary-key index per key
+    /// (`rowsByUniqueColumn`): every process with a controller asks about each batch of
+    /// an import, often into a new table without statistics.
     ///
     /// - Throws: `PostgresError`.
     func selectMembership(of entity: EntityDescription, _ query: MembershipQuery, on connection: Connection) throws
@@ -72,13 +71,11 @@ extension StoreCoordinator {
             start += perColumn
         }
         let inner = "SELECT \(([entity.selectList(alias: "t")] + columns).joined(separator: ", ")) "
-            + "FROM unnest($1::bigint[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
-            + "WHERE u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = k.v LIMIT 1) AS t"
+            + "FROM " + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn)
         let anyBit = columns.indices.map { "m.pgdatakit_members_\($0) <> 0" }.joined(separator: " OR ")
         let sql = columns.isEmpty ? inner : "SELECT * FROM (\(inner)) AS m WHERE \(anyBit)"
         // (A key asked twice is asked once: the lateral join would return its row twice.)
-        let keys = Set(query.keys).count == query.keys.count ? query.keys : Array(Set(query.keys))
-        let rows = try execute(sql, [keys] + query.parameters, on: connection)
+        let rows = try execute(sql, [Self.distinct(query.keys)] + query.parameters, on: connection)
         return MembershipAnswer(
             rows: rows, conditionCount: query.conditions.count, firstFlagColumn: entity.selectColumns.count)
     }

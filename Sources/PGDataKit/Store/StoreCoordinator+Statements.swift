@@ -26,18 +26,13 @@ extension StoreCoordinator {
     /// The rows of objects (`selectColumns` of the entity) a query describes.
     ///
     /// A query of primary keys only (`StoreQuery.keys(_:of:)`, as refreshes and faults
-    /// make) is read with one probe of the primary-key index per key, a lateral join over
-    /// the keys array: `pk = ANY($1)` is planned as a scan of the whole table while the
-    /// table has no statistics, and often for a few percent of its rows when it has.
+    /// make) is read with one probe of the primary-key index per key
+    /// (`rowsByUniqueColumn`), each key once.
     func selectObjects(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> QueryResult {
         if let keys = query.primaryKeysOnly(of: entity) {
-            // (A key given twice is read once, as `= ANY` does.)
-            let distinct = Set(keys).count == keys.count ? keys : Array(Set(keys))
             return try execute(
-                "SELECT \(entity.selectList(alias: "t")) FROM unnest($1::bigint[]) AS k(v) CROSS JOIN LATERAL "
-                    + "(SELECT * FROM \(entity.quotedTable) AS u "
-                    + "WHERE u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = k.v LIMIT 1) AS t",
-                [distinct], on: connection)
+                "SELECT \(entity.selectList(alias: "t")) FROM " + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn),
+                [Self.distinct(keys)], on: connection)
         }
         return try execute(
             "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses,
@@ -213,6 +208,26 @@ extension StoreCoordinator {
             + "WHERE t.ctid = ANY(ARRAY(SELECT l.r FROM unnest($1::bigint[]) AS k(v) CROSS JOIN LATERAL "
             + "(SELECT u.ctid AS r FROM \(entity.quotedTable) AS u WHERE u.\(primaryKey) = k.v LIMIT 1) AS l)) "
             + "AND t.\(primaryKey) = v.c0"
+    }
+
+    /// `unnest($1::type[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM table AS u WHERE
+    /// u.column = k.v LIMIT 1) AS t`: the rows (as `t`) whose unique `column` holds one of
+    /// the values of array parameter `$1`; a value given twice gives its row twice.
+    ///
+    /// A lateral join over the array rather than `= ANY($1)`, which the planner turns
+    /// into a scan of the whole table when the table has no statistics yet (a new or
+    /// emptied table being imported into: milliseconds per batch, growing with the
+    /// table), and for a few percent of its rows when it has; here each value costs one
+    /// probe of the column's unique index whatever the statistics. (The `LIMIT` keeps
+    /// the planner from flattening the probe into a join.)
+    static func rowsByUniqueColumn(_ entity: EntityDescription, _ column: String, sqlType: String = "bigint") -> String {
+        "unnest($1::\(sqlType)[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
+            + "WHERE u.\(Connection.quoteIdentifier(column)) = k.v LIMIT 1) AS t"
+    }
+
+    /// The keys, each once (the same array when none repeats).
+    static func distinct(_ keys: [Int64]) -> [Int64] {
+        Set(keys).count == keys.count ? keys : Array(Set(keys))
     }
 
     /// `c0, c1, …`: the column aliases of an `unnest` of `count` arrays.

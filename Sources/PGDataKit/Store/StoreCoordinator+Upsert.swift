@@ -284,17 +284,9 @@ extension StoreCoordinator {
         }
     }
 
-    /// `unnest($1::type[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM table AS u WHERE
-    /// u.attribute = k.v LIMIT 1) AS t`: the rows (as `t`) whose unique `attribute` is one
-    /// of the values of array parameter `$1`.
-    ///
-    /// A lateral join over the array rather than `= ANY($1)`, which the planner turns
-    /// into a scan of the whole table when the table has no statistics yet (a new or
-    /// emptied table being imported into: milliseconds per batch, growing with the
-    /// table); here each value costs one probe of the unique index whatever the
-    /// statistics.
+    /// The rows (as `t`) whose unique `attribute` is one of the values of array
+    /// parameter `$1`, one index probe per value (`rowsByUniqueColumn`).
     static func rowsByUniqueValue(_ entity: EntityDescription, _ attribute: AttributeDescription) -> String {
-        "unnest($1::\(attribute.type.sqlType)[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
-            + "WHERE u.\(Connection.quoteIdentifier(attribute.columnName)) = k.v LIMIT 1) AS t"
+        rowsByUniqueColumn(entity, attribute.columnName, sqlType: attribute.type.sqlType)
     }
 }
