@@ -35,6 +35,8 @@ public final class Connection: @unchecked Sendable {
     var pendingBegin: String?
     /// Set when the server sent a FATAL error outside a query: the session is over.
     var serverEndedSession = false
+    /// This session's named prepared statements. Under `lock`.
+    var preparedStatements: PreparedStatementCache
 
     /// Opens a connection from a `postgres://` URL or a libpq `key=value` string.
     ///
@@ -55,6 +57,7 @@ public final class Connection: @unchecked Sendable {
     ) throws {
         self.configuration = configuration
         self.logger = logger
+        self.preparedStatements = PreparedStatementCache(capacity: configuration.preparedStatementCacheSize)
         self.handle = try Connection.open(configuration)
         do {
             try setUpSession()
@@ -183,6 +186,7 @@ public final class Connection: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         pendingBegin = nil
+        preparedStatements.removeAll()
         if let handle {
             PQfinish(handle)
             self.handle = nil
@@ -248,6 +252,7 @@ public final class Connection: @unchecked Sendable {
         if let handle { PQfinish(handle) }
         handle = nil
         pendingBegin = nil
+        preparedStatements.removeAll()
         handle = try Connection.open(configuration)
         try setUpSession()
     }
@@ -280,14 +285,51 @@ public final class Connection: @unchecked Sendable {
             guard let result = results.last else { throw PostgresError(kind: .client, message: "no result", statement: sql) }
             return result
         }
+        guard !types.isEmpty, preparedStatements.capacity > 0 else {
+            executedStatements += 1
+            let result = texts.withUnsafeBufferPointer { values in
+                values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                    PQexecParams(
+                        handle, sql, Int32(parameters.count), types, values.baseAddress, nil, nil, 0)
+                }
+            }
+            return try check(result, handle: handle, sql: sql, parameters: parameters)
+        }
+        let key = PreparedStatementCache.Key(sql: sql, types: types)
+        guard let name = preparedStatements.name(for: key) else {
+            // Not prepared yet: prepare and run in one round trip.
+            return try runPipeline(handle, [(sql, texts, types, parameters)])[0]
+        }
         executedStatements += 1
         let result = texts.withUnsafeBufferPointer { values in
             values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                PQexecParams(
-                    handle, sql, Int32(parameters.count), types, values.baseAddress, nil, nil, 0)
+                PQexecPrepared(handle, name, Int32(parameters.count), values.baseAddress, nil, nil, 0)
             }
         }
-        return try check(result, handle: handle, sql: sql, parameters: parameters)
+        do {
+            return try check(result, handle: handle, sql: sql, parameters: parameters)
+        } catch let error as PostgresError where forgetPreparedStatement(key, after: error) {
+            // The server no longer has the statement, or its result type changed: with no
+            // transaction open nothing was done, so prepare it again and rerun once.
+            guard PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
+            return try runPipeline(handle, [(sql, texts, types, parameters)])[0]
+        }
+    }
+
+    /// Forgets the prepared statement of `key` when `error` says the server no longer has
+    /// it (every statement is forgotten then: `DISCARD ALL` or a pooler drops them all) or
+    /// that its result columns changed. Returns whether it did. Call under `lock`.
+    private func forgetPreparedStatement(_ key: PreparedStatementCache.Key, after error: PostgresError) -> Bool {
+        switch error.sqlState {
+        case .invalidSQLStatementName?:
+            preparedStatements.removeAll()
+        case .featureNotSupported?:
+            preparedStatements.remove(key)
+        default:
+            return false
+        }
+        logger.debug("prepared statement dropped", metadata: ["sqlstate": "\(error.sqlState?.rawValue ?? "")"])
+        return true
     }
 
     /// Parameters as libpq takes them: text (C strings the caller frees with `free`) and
@@ -366,11 +408,40 @@ public final class Connection: @unchecked Sendable {
         }
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
         var sent = 0
-        for statement in statements {
+        // Commands the caller did not ask for, sent before each statement: `DEALLOCATE`s
+        // of evicted prepared statements (before the first), the statement's `Parse`.
+        var hidden: [[HiddenCommand]] = []
+        var unconfirmed: Set<PreparedStatementCache.Key> = []
+        sending: for statement in statements {
+            var before: [HiddenCommand] = []
+            defer { hidden.append(before) }
+            if sent == 0 {
+                for name in preparedStatements.evicted {
+                    guard PQsendQueryParams(handle, "DEALLOCATE \(Connection.quoteIdentifier(name))", 0, nil, nil, nil, nil, 0) == 1
+                    else { break sending }
+                    before.append(.deallocate(name))
+                }
+            }
+            var name: String?
+            if !statement.types.isEmpty {
+                let key = PreparedStatementCache.Key(sql: statement.sql, types: statement.types)
+                name = preparedStatements.name(for: key)
+                if name == nil, let fresh = preparedStatements.add(key) {
+                    unconfirmed.insert(key)
+                    before.append(.prepare(key))
+                    guard PQsendPrepare(handle, fresh, statement.sql, Int32(statement.types.count), statement.types) == 1
+                    else { break sending }
+                    name = fresh
+                }
+            }
             let queued = statement.texts.withUnsafeBufferPointer { values in
                 values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                    PQsendQueryParams(
-                        handle, statement.sql, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
+                    if let name {
+                        PQsendQueryPrepared(handle, name, Int32(statement.types.count), values.baseAddress, nil, nil, 0)
+                    } else {
+                        PQsendQueryParams(
+                            handle, statement.sql, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
+                    }
                 }
             }
             guard queued == 1 else { break }
@@ -385,7 +456,36 @@ public final class Connection: @unchecked Sendable {
         // results up to a NULL, then the sync point.
         var results: [QueryResult] = []
         var failure: PostgresError?
-        for index in 0..<sent {
+        defer {
+            // A statement whose `Parse` did not succeed is not prepared.
+            for key in unconfirmed { preparedStatements.remove(key) }
+        }
+        reading: for (index, commands) in hidden.enumerated() {
+            var deallocated: [String] = []
+            for command in commands {
+                while let result = PQgetResult(handle) {
+                    switch (PQresultStatus(result), command) {
+                    case (PGRES_COMMAND_OK, .prepare(let key)):
+                        unconfirmed.remove(key)
+                    case (PGRES_COMMAND_OK, .deallocate(let name)):
+                        deallocated.append(name)
+                    case (PGRES_PIPELINE_ABORTED, _), (_, .deallocate):
+                        // An evicted statement the server did not drop stays listed
+                        // and is dropped with a later pipeline.
+                        break
+                    case (_, .prepare):
+                        if failure == nil {
+                            var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
+                            error.parameterDescriptions = Connection.describe(statements[index].parameters)
+                            failure = error
+                        }
+                    }
+                    PQclear(result)
+                }
+                if PQstatus(handle) == CONNECTION_BAD { break reading }
+            }
+            preparedStatements.deallocated(deallocated)
+            guard index < sent else { break }
             while let result = PQgetResult(handle) {
                 switch PQresultStatus(result) {
                 case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
@@ -398,6 +498,11 @@ public final class Connection: @unchecked Sendable {
                     if failure == nil {
                         var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
                         error.parameterDescriptions = Connection.describe(statements[index].parameters)
+                        if !statements[index].types.isEmpty {
+                            _ = forgetPreparedStatement(
+                                PreparedStatementCache.Key(sql: statements[index].sql, types: statements[index].types),
+                                after: error)
+                        }
                         failure = error
                     }
                     PQclear(result)
@@ -416,6 +521,14 @@ public final class Connection: @unchecked Sendable {
         if let failure { throw failure }
         guard sent == statements.count, synced, exited, results.count == statements.count else { throw lost() }
         return results
+    }
+
+    /// A command `runPipeline` sends on its own account before a statement.
+    private enum HiddenCommand {
+        /// Drops an evicted prepared statement.
+        case deallocate(String)
+        /// Prepares the statement of this key.
+        case prepare(PreparedStatementCache.Key)
     }
 
     /// Opens a transaction with the next statement: its `BEGIN` is sent in the same

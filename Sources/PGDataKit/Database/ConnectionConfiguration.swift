@@ -22,6 +22,31 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// libpq key words that replace what the string says (`dbname`, `user`,
     /// `application_name`, `connect_timeout`, …), applied in key order.
     public var overrides: [String: String]
+    /// How many named prepared statements a connection keeps (256 by default; 0 turns
+    /// them off).
+    ///
+    /// A statement sent with parameters is prepared the first time a connection sends
+    /// it and afterwards only bound and executed, which saves the server a parse and a
+    /// plan per call: a batch import's statements, whose parameters are arrays of a
+    /// thousand values, run markedly faster. Past the limit the least recently used
+    /// statement is dropped (`DEALLOCATE`). A statement the server no longer knows
+    /// (after `DISCARD ALL`) or whose result columns changed (after an `ALTER TABLE`
+    /// under a `SELECT *`) is prepared again; outside a transaction the call is retried
+    /// at once, inside one the transaction fails with that error and the retry is the
+    /// caller's. Set 0 behind a connection pooler in transaction mode that does not
+    /// track prepared statements (PgBouncer before 1.21, or without
+    /// `max_prepared_statements`).
+    ///
+    /// After five executions PostgreSQL may switch a prepared statement to a generic plan
+    /// (see `plan_cache_mode`), as it does for any client that prepares statements.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// var configuration = ConnectionConfiguration("postgres://app@pgbouncer:6432/app")
+    /// configuration.preparedStatementCacheSize = 0
+    /// ```
+    public var preparedStatementCacheSize = 256
 
     /// Wraps a `postgres://` / `postgresql://` URL or a libpq `key=value` string.
     public init(_ connectionString: String, overrides: [String: String] = [:]) {

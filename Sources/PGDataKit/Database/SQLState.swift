@@ -64,6 +64,12 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let insufficientPrivilege = SQLState(rawValue: "42501")
     /// `55P03`: a lock could not be obtained (`NOWAIT` or `lock_timeout`).
     public static let lockNotAvailable = SQLState(rawValue: "55P03")
+    /// `26000`: the named prepared statement does not exist (dropped by `DISCARD ALL` or
+    /// `DEALLOCATE`, or a connection pooler moved the session to another server process).
+    public static let invalidSQLStatementName = SQLState(rawValue: "26000")
+    /// `0A000`: a feature is not supported; among others, a prepared statement's result
+    /// columns changed since it was prepared ("cached plan must not change result type").
+    public static let featureNotSupported = SQLState(rawValue: "0A000")
 
     /// Whether retrying the whole transaction may succeed: serialisation failures and
     /// deadlocks.

@@ -21,10 +21,11 @@ struct BenchmarkProgramTests {
         #expect(outcome.status == 0, "\(outcome.output)")
         let last = try #require(outcome.output.split(separator: "\n").last)
         let parts = last.split(separator: " ")
-        #expect(parts.prefix(2) == ["RESULT", Substring(scenario)])
+        try #require(parts.prefix(2) == ["RESULT", Substring(scenario)])
         var fields: [String: Double] = [:]
         for part in parts.dropFirst(2) {
-            let pair = part.split(separator: "=")
+            let pair = part.split(separator: "=", maxSplits: 1)
+            try #require(pair.count == 2, "not key=value: \(part)")
             fields[String(pair[0])] = Double(pair[1])
         }
         return fields

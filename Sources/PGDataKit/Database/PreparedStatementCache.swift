@@ -1,0 +1,79 @@
+/// The named prepared statements of one session, by SQL text and parameter types, least
+/// recently used first out.
+///
+/// A statement sent with parameters is parsed and planned by the server once per session
+/// (`PQprepare`) and afterwards only bound and executed (`PQexecPrepared`): for the large
+/// `unnest` statements of a batch import that saves a parse and, more, the planning of a
+/// statement whose parameters are thousand-element arrays. The cache is bounded: when it is
+/// full, adding a statement evicts the least recently used one, whose name waits in
+/// `evicted` until the connection sends its `DEALLOCATE`. Names are never reused within a
+/// session, so a statement whose `DEALLOCATE` has not reached the server yet cannot be
+/// confused with a newer one.
+///
+/// Not thread-safe: `Connection` keeps it under its lock.
+struct PreparedStatementCache {
+    /// What identifies a prepared statement: its SQL and the type OIDs it was prepared with
+    /// (the same SQL with other parameter types is another statement).
+    struct Key: Hashable {
+        var sql: String
+        var types: [UInt32]
+    }
+
+    /// How many statements the cache holds; 0 prepares nothing.
+    let capacity: Int
+    /// Statement name and last use, by key.
+    private var entries: [Key: (name: String, lastUse: UInt64)] = [:]
+    private var clock: UInt64 = 0
+    private var nextNumber = 0
+    /// Names evicted from the cache whose `DEALLOCATE` has not been confirmed yet.
+    private(set) var evicted: [String] = []
+
+    /// An empty cache for up to `capacity` statements (negative counts as 0).
+    init(capacity: Int) {
+        self.capacity = max(0, capacity)
+    }
+
+    /// How many statements are prepared (or being prepared).
+    var count: Int { entries.count }
+
+    /// The name of the prepared statement for a key, marking it as just used, or `nil`.
+    mutating func name(for key: Key) -> String? {
+        guard var entry = entries[key] else { return nil }
+        clock &+= 1
+        entry.lastUse = clock
+        entries[key] = entry
+        return entry.name
+    }
+
+    /// Registers a new statement for a key and returns its name, or `nil` when the cache
+    /// is disabled. A full cache evicts its least recently used statement first.
+    mutating func add(_ key: Key) -> String? {
+        guard capacity > 0 else { return nil }
+        if entries.count >= capacity, let oldest = entries.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+            entries[oldest.key] = nil
+            evicted.append(oldest.value.name)
+        }
+        nextNumber += 1
+        clock &+= 1
+        let name = "pgdatakit_\(nextNumber)"
+        entries[key] = (name, clock)
+        return name
+    }
+
+    /// Forgets a key's statement (its preparation failed, or the server no longer knows it).
+    mutating func remove(_ key: Key) {
+        entries[key] = nil
+    }
+
+    /// Forgets every statement (a new session, or the server dropped them all).
+    mutating func removeAll() {
+        entries.removeAll()
+        evicted.removeAll()
+    }
+
+    /// Marks evicted names as deallocated on the server.
+    mutating func deallocated(_ names: some Collection<String>) {
+        let done = Set(names)
+        evicted.removeAll { done.contains($0) }
+    }
+}

@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+@Suite("Prepared statements")
+struct PreparedStatementTests {
+    /// The statements this session has prepared, as the server lists them.
+    func prepared(_ connection: Connection) throws -> [String] {
+        let rows = try connection.query(
+            "SELECT statement FROM pg_prepared_statements WHERE name LIKE 'pgdatakit\\_%' ORDER BY statement")
+        return try (0..<rows.count).map { try rows[$0].decode(String.self, at: 0) }
+    }
+
+    func connect(_ configuration: ConnectionConfiguration, cacheSize: Int) throws -> Connection {
+        var configuration = configuration
+        configuration.preparedStatementCacheSize = cacheSize
+        return try Connection(configuration)
+    }
+
+    @Test func aStatementWithParametersIsPreparedOncePerSession() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let connection = try connect(configuration, cacheSize: 8)
+            defer { connection.close() }
+            for value in 1...5 {
+                let sum = try connection.query("SELECT $1::int8 + 1", [value])[0].decode(Int.self, at: 0)
+                #expect(sum == value + 1)
+            }
+            #expect(try prepared(connection) == ["SELECT $1::int8 + 1"])
+            // In a pipeline too (how the store saves), in a transaction.
+            try connection.transaction { connection in
+                _ = try connection.executePipeline([("SELECT $1::int8 + 1", [7]), ("SELECT $1::text", ["x"])])
+            }
+            #expect(try prepared(connection) == ["SELECT $1::int8 + 1", "SELECT $1::text"])
+        }
+    }
+
+    @Test func aFullCacheDropsTheLeastRecentlyUsedStatementFromTheServer() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let connection = try connect(configuration, cacheSize: 2)
+            defer { connection.close() }
+            _ = try connection.query("SELECT $1::int8", [1])
+            _ = try connection.query("SELECT $1::int8 * 2", [1])
+            _ = try connection.query("SELECT $1::int8", [1])
+            _ = try connection.query("SELECT $1::int8 * 3", [1])  // evicts "* 2"
+            _ = try connection.query("SELECT $1::int8 * 4", [1])  // sends its DEALLOCATE, evicts the first
+            _ = try connection.query("SELECT $1::int8 * 5", [1])
+            let left = try prepared(connection)
+            #expect(left.count <= 3)
+            #expect(!left.contains("SELECT $1::int8 * 2"))
+            #expect(!left.contains("SELECT $1::int8"))
+            #expect(left.contains("SELECT $1::int8 * 5"))
+        }
+    }
+
+    @Test func cacheSizeZeroPreparesNothing() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let connection = try connect(configuration, cacheSize: 0)
+            defer { connection.close() }
+            for value in 1...3 { _ = try connection.query("SELECT $1::int8", [value]) }
+            try connection.transaction { connection in
+                _ = try connection.executePipeline([("SELECT $1::int8", [7])])
+            }
+            #expect(try prepared(connection).isEmpty)
+        }
+    }
+
+    @Test func statementsDroppedByDiscardAllArePreparedAgain() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let connection = try connect(configuration, cacheSize: 8)
+            defer { connection.close() }
+            _ = try connection.query("SELECT $1::int8", [1])
+            try connection.executeScript("DEALLOCATE ALL")
+            // Outside a transaction the call is retried with a new preparation.
+            #expect(try connection.query("SELECT $1::int8", [2])[0].decode(Int.self, at: 0) == 2)
+            #expect(try prepared(connection) == ["SELECT $1::int8"])
+            // Inside one the transaction fails with the server's error, once.
+            try connection.executeScript("DEALLOCATE ALL")
+            do {
+                try connection.transaction { connection in
+                    _ = try connection.query("SELECT 1")  // the transaction is open on the server
+                    _ = try connection.query("SELECT $1::int8", [3])
+                }
+                Issue.record("expected the server to report the missing statement")
+            } catch let error as PostgresError {
+                #expect(error.sqlState == .invalidSQLStatementName)
+            }
+            #expect(try connection.query("SELECT $1::int8", [4])[0].decode(Int.self, at: 0) == 4)
+        }
+    }
+
+    @Test func aChangedResultTypeIsPreparedAgainOutsideATransaction() throws {
+        try TestDatabase.withConnection { connection in
+            try connection.executeScript("CREATE TABLE items (id int8 PRIMARY KEY, name text)")
+            try connection.execute("INSERT INTO items VALUES ($1, $2)", [1, "one"])
+            #expect(try connection.query("SELECT * FROM items WHERE id = $1", [1])[0].decode(String.self, at: 1) == "one")
+            try connection.executeScript("ALTER TABLE items ADD COLUMN size int8 DEFAULT 7")
+            let row = try connection.query("SELECT * FROM items WHERE id = $1", [1])
+            #expect(try row[0].decode(Int.self, at: 2) == 7)
+        }
+    }
+
+    @Test func aStatementThatFailsToPrepareIsNotKept() throws {
+        try TestDatabase.withConnection { connection in
+            for _ in 0..<2 {
+                do {
+                    _ = try connection.query("SELECT $1::int8 FROM no_such_table", [1])
+                    Issue.record("expected an undefined table")
+                } catch let error as PostgresError {
+                    #expect(error.sqlState == .undefinedTable)
+                }
+            }
+            do {
+                try connection.transaction { connection in
+                    _ = try connection.executePipeline([("SELECT $1::int8 FROM no_such_table", [1])])
+                }
+                Issue.record("expected an undefined table")
+            } catch let error as PostgresError {
+                #expect(error.sqlState == .undefinedTable)
+            }
+            #expect(try prepared(connection).isEmpty)
+            #expect(connection.preparedStatements.count == 0)
+        }
+    }
+
+    @Test func aNewSessionStartsWithoutPreparedStatements() throws {
+        try TestDatabase.withConnection { connection in
+            _ = try connection.query("SELECT $1::int8", [1])
+            try connection.reconnect()
+            // Inside a transaction a stale name would fail the statement: the cache was cleared.
+            try connection.transaction { connection in
+                let five = try connection.query("SELECT $1::int8", [5])[0].decode(Int.self, at: 0)
+                #expect(five == 5)
+            }
+            #expect(try prepared(connection) == ["SELECT $1::int8"])
+        }
+    }
+}
