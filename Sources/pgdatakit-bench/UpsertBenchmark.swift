@@ -7,12 +7,13 @@ struct UpsertBenchmark: ParsableCommand {
         commandName: "upsert",
         abstract: "insertOrUpdate in batches, beside raw INSERT … ON CONFLICT statements and a naive per-record loop.",
         discussion: """
-            Each run: the floor (one INSERT … SELECT FROM unnest(…) ON CONFLICT (user_id) DO UPDATE per
-            batch on a raw connection) inserts all records into an empty table; the table is emptied and
-            insertOrUpdate (one fetch + one save per batch, in a private context reset after each) inserts
-            them; the floor then updates every row with new values; insertOrUpdate updates every row
-            again with other values; last, insertOrUpdate imports the same records once more (identical:
-            no UPDATE may be written). The ratios are medians of each run's own object/floor ratios.
+            Each run: insertOrUpdate (one fetch + one save per batch, in a private context reset after
+            each) inserts all records into an empty table, then updates every row with new values, then
+            imports the same records once more (identical: no UPDATE may be written). Beside the first two
+            passes, batch by batch, the floor (one INSERT … SELECT FROM unnest(…) ON CONFLICT (user_id)
+            DO UPDATE per batch on a raw connection, into a table of its own made like the first) does the
+            same: the two alternate batch by batch, so both meet the same moments of a shared machine.
+            The ratios are medians of each run's own object/floor ratios.
             The naive pattern — one fetch and one save per record — runs once, on new records.
             Each pass also shows this process's CPU time per batch (the rest of the wall time is
             the server and waiting for it): on a loaded machine the wall-clock ratios move a lot,
@@ -54,55 +55,59 @@ struct UpsertBenchmark: ParsableCommand {
 
         /// This thread's CPU seconds by pass (the context runs on the calling thread).
         var cpu: [String: Double] = [:]
-        /// One pass of insertOrUpdate: seconds and statements.
-        func objectPass(_ input: [JSONValue], _ name: String) throws -> (seconds: Double, statements: Int) {
-            let context = manager.newPrivateContext(name: "bench")
-            let before = manager.coordinator.statementCount
+        /// The batches of a generation of records.
+        func chunks(_ input: [JSONValue]) -> [ArraySlice<JSONValue>] {
+            stride(from: 0, to: input.count, by: size).map { input[$0..<min(input.count, $0 + size)] }
+        }
+        /// One batch of insertOrUpdate, saved, the context reset: seconds.
+        func objectBatch(_ chunk: ArraySlice<JSONValue>, in context: ManagedObjectContext, _ name: String) throws -> Double {
             let cpuStart = threadCPUSeconds()
             defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
-            let seconds = try context.performAndWait {
+            return try context.performAndWait {
                 try measure {
-                    var start = 0
-                    while start < input.count {
-                        let chunk = Array(input[start..<min(input.count, start + size)])
-                        try BenchUser.insertOrUpdate(
-                            chunk, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, batchSize: size
-                        ) { record, user in
-                            user.name = record["Name"]?.stringValue
-                            user.age = record["Age"]?.intValue
-                        }
-                        try context.save()
-                        context.reset()
-                        start += size
+                    try BenchUser.insertOrUpdate(
+                        Array(chunk), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, batchSize: size
+                    ) { record, user in
+                        user.name = record["Name"]?.stringValue
+                        user.age = record["Age"]?.intValue
                     }
+                    try context.save()
+                    context.reset()
                 }
             }
-            return (seconds, manager.coordinator.statementCount - before)
         }
-
-        /// One pass of the floor: the same rows as raw upserts, one statement per batch.
-        func floorPass(_ input: [JSONValue], _ name: String) throws -> Double {
-            var chunks: [([String], [String?], [Int?])] = []
-            var start = 0
-            while start < input.count {
-                let chunk = input[start..<min(input.count, start + size)]
-                chunks.append((
-                    chunk.map { $0["UserID"]?.stringValue ?? "" }, chunk.map { $0["Name"]?.stringValue },
-                    chunk.map { $0["Age"]?.intValue }
-                ))
-                start += size
-            }
+        /// One batch of the floor: the same rows as one raw upsert statement, into a table
+        /// of its own (`users_floor`, made like `users`): seconds.
+        func floorBatch(_ chunk: ArraySlice<JSONValue>, _ name: String) throws -> Double {
+            let ids = chunk.map { $0["UserID"]?.stringValue ?? "" }
+            let names = chunk.map { $0["Name"]?.stringValue }
+            let ages = chunk.map { $0["Age"]?.intValue }
             let cpuStart = threadCPUSeconds()
             defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
             return try measure {
-                for (ids, names, ages) in chunks {
-                    try raw.execute(
-                        """
-                        INSERT INTO users (user_id, name, age) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
-                        ON CONFLICT (user_id) DO UPDATE SET name = EXCLUDED.name, age = EXCLUDED.age, version = users.version + 1
-                        """, [ids, names, ages])
-                }
+                try raw.execute(
+                    """
+                    INSERT INTO users_floor (user_id, name, age) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+                    ON CONFLICT (user_id) DO UPDATE SET name = EXCLUDED.name, age = EXCLUDED.age, version = users_floor.version + 1
+                    """, [ids, names, ages])
             }
+        }
+        /// One pass: the object path's batches and, when named, the floor's batches of the
+        /// same records, alternating batch by batch (which goes first alternates too), so
+        /// both meet the same moments of a shared machine. Seconds of each and statements.
+        func pass(_ input: [JSONValue], object: String, floor: String?) throws -> (floor: Double, object: Double, statements: Int) {
+            let context = manager.newPrivateContext(name: "bench")
+            var floorSeconds = 0.0
+            var objectSeconds = 0.0
+            var objectStatements = 0
+            for (index, chunk) in chunks(input).enumerated() {
+                if let floor, index % 2 == 1 { floorSeconds += try floorBatch(chunk, floor) }
+                let statementsBefore = manager.coordinator.statementCount
+                objectSeconds += try objectBatch(chunk, in: context, object)
+                objectStatements += manager.coordinator.statementCount - statementsBefore
+                if let floor, index % 2 == 0 { floorSeconds += try floorBatch(chunk, floor) }
+            }
+            return (floorSeconds, objectSeconds, objectStatements)
         }
 
         func scalar(_ sql: String) throws -> Int { try raw.query(sql)[0].decode(Int.self, at: 0) }
@@ -113,31 +118,29 @@ struct UpsertBenchmark: ParsableCommand {
         var statements: [String: Int] = [:]
         var identicalWrites = 0
         let inputs = (0..<3).map { generation($0, count: records) }
+        try raw.execute("CREATE TABLE users_floor (LIKE users INCLUDING ALL)")
         print("upsert of \(records) records in batches of \(size), \(runs) runs")
         for run in 1...max(1, runs) {
-            try raw.execute("TRUNCATE users CASCADE")
-            let floorInsert = try floorPass(inputs[0], "floor insert")
-            try raw.execute("TRUNCATE users CASCADE")
-            let objectInsert = try objectPass(inputs[0], "object insert")
-            let floorUpdate = try floorPass(inputs[1], "floor update")
-            let objectUpdate = try objectPass(inputs[2], "object update")
+            try raw.execute("TRUNCATE users, users_floor CASCADE")
+            let insert = try pass(inputs[0], object: "object insert", floor: "floor insert")
+            let update = try pass(inputs[1], object: "object update", floor: "floor update")
             let versions = try scalar("SELECT sum(version)::bigint FROM users")
             let changes = try scalar("SELECT count(*) FROM pgdatakit_changes")
-            let identical = try objectPass(inputs[2], "object identical")
+            let identical = try pass(inputs[1], object: "object identical", floor: nil)
             identicalWrites += try scalar("SELECT sum(version)::bigint FROM users") - versions
             identicalWrites += try scalar("SELECT count(*) FROM pgdatakit_changes") - changes
-            guard try scalar("SELECT count(*) FROM users") == records else {
-                throw ValidationError("the table does not hold \(records) rows after run \(run)")
+            guard try scalar("SELECT count(*) FROM users") == records, try scalar("SELECT count(*) FROM users_floor") == records else {
+                throw ValidationError("the tables do not hold \(records) rows after run \(run)")
             }
-            insertRatios.append(floorInsert / objectInsert.seconds)
-            updateRatios.append(floorUpdate / objectUpdate.seconds)
-            rates["floor insert", default: []].append(Double(records) / floorInsert)
-            rates["object insert", default: []].append(Double(records) / objectInsert.seconds)
-            rates["floor update", default: []].append(Double(records) / floorUpdate)
-            rates["object update", default: []].append(Double(records) / objectUpdate.seconds)
-            rates["object identical", default: []].append(Double(records) / identical.seconds)
-            statements["insert"] = objectInsert.statements
-            statements["update"] = objectUpdate.statements
+            insertRatios.append(insert.floor / insert.object)
+            updateRatios.append(update.floor / update.object)
+            rates["floor insert", default: []].append(Double(records) / insert.floor)
+            rates["object insert", default: []].append(Double(records) / insert.object)
+            rates["floor update", default: []].append(Double(records) / update.floor)
+            rates["object update", default: []].append(Double(records) / update.object)
+            rates["object identical", default: []].append(Double(records) / identical.object)
+            statements["insert"] = insert.statements
+            statements["update"] = update.statements
             statements["identical"] = identical.statements
             print(String(format: "  run %d: insert %.2f of floor, update %.2f of floor", run, insertRatios.last ?? 0, updateRatios.last ?? 0))
         }

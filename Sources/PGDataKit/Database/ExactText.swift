@@ -56,3 +56,55 @@ struct ExactText: Hashable, Comparable {
         }
     }
 }
+
+/// Texts copied once into one buffer of UTF-8, for sorting and comparing many of them
+/// byte for byte (`ExactText`'s order) without touching each `String` per comparison.
+struct PackedTexts {
+    private var bytes: [UInt8] = []
+    /// Where text `i` starts in `bytes`; text `i` ends where `i + 1` starts.
+    private var starts: [Int] = [0]
+
+    init(_ texts: [String]) {
+        starts.reserveCapacity(texts.count + 1)
+        for text in texts {
+            bytes.append(contentsOf: text.utf8)
+            starts.append(bytes.count)
+        }
+    }
+
+    /// How many texts there are.
+    var count: Int { starts.count - 1 }
+
+    /// The positions of the texts in `ExactText` order (equal texts in no set order).
+    func sortedIndices() -> [Int] {
+        var order = Array(0..<count)
+        bytes.withUnsafeBufferPointer { bytes in
+            starts.withUnsafeBufferPointer { starts in
+                order.sort { PackedTexts.compare(bytes, starts, $0, $1) < 0 }
+            }
+        }
+        return order
+    }
+
+    /// Whether texts `i` and `j` have the same bytes.
+    func equal(_ i: Int, _ j: Int) -> Bool {
+        bytes.withUnsafeBufferPointer { bytes in
+            starts.withUnsafeBufferPointer { starts in PackedTexts.compare(bytes, starts, i, j) == 0 }
+        }
+    }
+
+    private static func compare(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ starts: UnsafeBufferPointer<Int>, _ i: Int, _ j: Int
+    ) -> Int {
+        let left = starts[i]
+        let right = starts[j]
+        let leftCount = starts[i + 1] - left
+        let rightCount = starts[j + 1] - right
+        let common = Swift.min(leftCount, rightCount)
+        if common > 0, let base = bytes.baseAddress {
+            let order = memcmp(base + left, base + right, common)
+            if order != 0 { return Int(order) }
+        }
+        return leftCount - rightCount
+    }
+}

@@ -109,27 +109,25 @@ extension StoreCoordinator {
         // `String` holds them equal: canonically equivalent texts are two keys).
         // Equal neighbours are one key: its last row (highest index) is sent, and stands
         // for the others (`sentRow`).
-        var sorted = Array(texts.indices)
-        texts.withUnsafeBufferPointer { text in sorted.sort { ExactText.compare(text[$0], text[$1]) < 0 } }
+        let packed = PackedTexts(texts)
+        let sorted = packed.sortedIndices()
         var pending: [Int] = []
         pending.reserveCapacity(sorted.count)
         var sentRow: [Int] = []  // (empty while no key repeats)
-        texts.withUnsafeBufferPointer { text in
-            var runStart = 0
-            while runStart < sorted.count {
-                var runEnd = runStart + 1
-                var sent = sorted[runStart]
-                while runEnd < sorted.count, ExactText.compare(text[sorted[runEnd]], text[sorted[runStart]]) == 0 {
-                    sent = Swift.max(sent, sorted[runEnd])
-                    runEnd += 1
-                }
-                if runEnd - runStart > 1 {
-                    if sentRow.isEmpty { sentRow = Array(text.indices) }
-                    for position in runStart..<runEnd { sentRow[sorted[position]] = sent }
-                }
-                pending.append(sent)
-                runStart = runEnd
+        var runStart = 0
+        while runStart < sorted.count {
+            var runEnd = runStart + 1
+            var sent = sorted[runStart]
+            while runEnd < sorted.count, packed.equal(sorted[runEnd], sorted[runStart]) {
+                sent = Swift.max(sent, sorted[runEnd])
+                runEnd += 1
             }
+            if runEnd - runStart > 1 {
+                if sentRow.isEmpty { sentRow = Array(texts.indices) }
+                for position in runStart..<runEnd { sentRow[sorted[position]] = sent }
+            }
+            pending.append(sent)
+            runStart = runEnd
         }
         let sent = pending  // sorted by text, one row per key
         // The row sent with a key text (rows mostly come back in the order sent, so the

@@ -27,4 +27,21 @@ import Testing
         #expect(ExactText(bridged).hashValue == ExactText("caf\u{E9} au lait").hashValue)
         #expect(ExactText.compare(bridged, "cafe\u{301} au lait") > 0)
     }
+
+    @Test func packedTextsSortAndCompareInExactTextOrder() {
+        var generator = SystemRandomNumberGenerator()
+        let pieces = ["", "a", "ab", "b", "Z", "\u{E9}", "e\u{301}", "\u{1F600}", "a\u{0}", "zz"]
+        let texts = (0..<500).map { _ in
+            (0..<Int.random(in: 0...3, using: &generator)).map { _ in pieces.randomElement(using: &generator) ?? "" }.joined()
+        }
+        let packed = PackedTexts(texts)
+        #expect(packed.count == texts.count)
+        let order = packed.sortedIndices()
+        #expect(Set(order).count == texts.count)
+        for (earlier, later) in zip(order, order.dropFirst()) {
+            #expect(ExactText.compare(texts[earlier], texts[later]) <= 0)
+            #expect(packed.equal(earlier, later) == (ExactText.compare(texts[earlier], texts[later]) == 0))
+        }
+        #expect(PackedTexts([]).sortedIndices().isEmpty)
+    }
 }
