@@ -76,14 +76,38 @@ struct PackedTexts {
     var count: Int { starts.count - 1 }
 
     /// The positions of the texts in `ExactText` order (equal texts in no set order).
+    ///
+    /// Keys of one batch tend to share a prefix (`user-00…`): past the prefix all texts
+    /// share, each text's next eight bytes, as one big-endian integer (zero-padded), order
+    /// most pairs with one integer comparison; only equal integers compare the texts.
     func sortedIndices() -> [Int] {
-        var order = Array(0..<count)
-        bytes.withUnsafeBufferPointer { bytes in
+        let count = self.count
+        guard count > 1 else { return Array(0..<count) }
+        return bytes.withUnsafeBufferPointer { bytes in
             starts.withUnsafeBufferPointer { starts in
-                order.sort { PackedTexts.compare(bytes, starts, $0, $1) < 0 }
+                var shared = starts[1] - starts[0]
+                for index in 1..<count where shared > 0 {
+                    shared = Swift.min(shared, starts[index + 1] - starts[index])
+                    var position = 0
+                    while position < shared, bytes[starts[0] + position] == bytes[starts[index] + position] { position += 1 }
+                    shared = position
+                }
+                var keyed: [(prefix: UInt64, index: Int)] = []
+                keyed.reserveCapacity(count)
+                for index in 0..<count {
+                    let from = starts[index] + shared
+                    let end = Swift.min(starts[index + 1], from + 8)
+                    var prefix: UInt64 = 0
+                    for position in from..<end { prefix = prefix << 8 | UInt64(bytes[position]) }
+                    prefix <<= UInt64(8 * (8 - (end - from)))
+                    keyed.append((prefix, index))
+                }
+                keyed.sort {
+                    $0.prefix != $1.prefix ? $0.prefix < $1.prefix : PackedTexts.compare(bytes, starts, $0.index, $1.index) < 0
+                }
+                return keyed.map(\.index)
             }
         }
-        return order
     }
 
     /// Whether texts `i` and `j` have the same bytes.

@@ -43,5 +43,19 @@ import Testing
             #expect(packed.equal(earlier, later) == (ExactText.compare(texts[earlier], texts[later]) == 0))
         }
         #expect(PackedTexts([]).sortedIndices().isEmpty)
+        #expect(PackedTexts(["only"]).sortedIndices() == [0])
+    }
+
+    @Test func packedTextsSortPastASharedPrefix() {
+        // Keys as imports have them (a long shared prefix), and texts equal in their first
+        // eight bytes past it, shorter ones, NULs and all-empty batches.
+        var texts = (0..<300).map { "user-" + String(1_000_000 - $0 * 7919 % 1_000_000) }
+        texts += ["user-1", "user-", "user-123456789012", "user-123456789011", "user-12345678901", "user-1\u{0}", "user-1\u{0}\u{0}"]
+        texts += ["user-99999999\u{E9}", "user-99999999e\u{301}", "user-99999999"]
+        texts.shuffle()
+        let order = PackedTexts(texts).sortedIndices()
+        #expect(order.map { ExactText(texts[$0]) } == texts.map(ExactText.init).sorted())
+        #expect(PackedTexts(["", "", ""]).sortedIndices().count == 3)
+        #expect(PackedTexts(["same", "same"]).sortedIndices().sorted() == [0, 1])
     }
 }
