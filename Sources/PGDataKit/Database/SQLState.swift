@@ -71,9 +71,10 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     /// columns changed since it was prepared ("cached plan must not change result type").
     public static let featureNotSupported = SQLState(rawValue: "0A000")
 
-    /// Whether retrying the whole transaction may succeed: serialisation failures and
-    /// deadlocks.
+    /// Whether retrying the whole transaction may succeed: serialisation failures,
+    /// deadlocks, and a prepared statement the session no longer has (`26000`: the
+    /// connection forgets its prepared statements then and prepares them again).
     public var isTransient: Bool {
-        self == .serializationFailure || self == .deadlockDetected
+        self == .serializationFailure || self == .deadlockDetected || self == .invalidSQLStatementName
     }
 }

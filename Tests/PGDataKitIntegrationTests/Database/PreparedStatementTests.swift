@@ -135,4 +135,25 @@ struct PreparedStatementTests {
             #expect(try prepared(connection) == ["SELECT $1::int8"])
         }
     }
+
+    @Test func aSaveWhoseStatementsTheSessionLostIsRetried() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            try ExampleSchema.makeManager(configuration).close()  // the example tables
+            // One pooled connection: the saves and the DEALLOCATE share it.
+            let manager = try ContextManager(configuration: configuration, entities: ExampleSchema.entities, maximumConnections: 1)
+            defer { manager.close() }
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let user = User(context: context)
+                user.userID = "u1"
+                try context.save()
+                user.name = "A"
+                try context.save()  // prepares the update
+                try manager.coordinator.pool.withConnection { try $0.executeScript("DEALLOCATE ALL") }
+                user.name = "B"
+                try context.save()  // the same update, gone from the session: retried
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'B'", in: manager) == 1)
+        }
+    }
 }
