@@ -156,4 +156,25 @@ struct PreparedStatementTests {
             #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'B'", in: manager) == 1)
         }
     }
+
+    @Test func anEvictionInAFailedTransactionIsDeallocatedLater() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let connection = try connect(configuration, cacheSize: 1)
+            defer { connection.close() }
+            _ = try connection.query("SELECT $1::int8", [1])
+            do {
+                try connection.transaction { connection in
+                    _ = try? connection.query("SELECT 1/0")  // the transaction has failed
+                    _ = try connection.query("SELECT $1::int8 * 2", [1])  // evicts the first: its DEALLOCATE fails too
+                }
+                Issue.record("expected the failed transaction to refuse the statement")
+            } catch let error as PostgresError {
+                #expect(error.sqlState == .inFailedTransaction)
+            }
+            #expect(connection.preparedStatements.evicted.count == 1)
+            _ = try connection.query("SELECT $1::int8 * 3", [1])  // drops the evicted one now
+            #expect(connection.preparedStatements.evicted.isEmpty)  // ("* 2" was never prepared: "* 3" evicts nothing)
+            #expect(try prepared(connection) == ["SELECT $1::int8 * 3"])
+        }
+    }
 }
