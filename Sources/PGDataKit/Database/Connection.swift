@@ -295,6 +295,7 @@ public final class Connection: @unchecked Sendable {
             }
             return try check(result, handle: handle, sql: sql, parameters: parameters)
         }
+        dropEvictedStatements(handle)
         let key = PreparedStatementCache.Key(sql: sql, types: types)
         guard let name = preparedStatements.name(for: key) else {
             // Not prepared yet: prepare and run in one round trip.
@@ -314,6 +315,23 @@ public final class Connection: @unchecked Sendable {
             guard PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
             return try runPipeline(handle, [(sql, texts, types, parameters)])[0]
         }
+    }
+
+    /// Sends the `DEALLOCATE`s of statements evicted from the cache, one by one, when no
+    /// transaction is open (a failure inside one would fail the transaction). A
+    /// statement the server no longer has counts as dropped; one that fails otherwise
+    /// (the connection is in trouble) stays listed for the next time. Call under `lock`.
+    private func dropEvictedStatements(_ handle: OpaquePointer) {
+        guard !preparedStatements.evicted.isEmpty, PQtransactionStatus(handle) == PQTRANS_IDLE else { return }
+        var dropped: [String] = []
+        for name in preparedStatements.evicted {
+            guard let result = PQexec(handle, "DEALLOCATE \(Connection.quoteIdentifier(name))") else { break }
+            let status = PQresultStatus(result)
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) }
+            PQclear(result)
+            if status == PGRES_COMMAND_OK || state == SQLState.invalidSQLStatementName.rawValue { dropped.append(name) }
+        }
+        preparedStatements.deallocated(dropped)
     }
 
     /// Forgets the prepared statement of `key` when `error` says the server no longer has
@@ -408,20 +426,13 @@ public final class Connection: @unchecked Sendable {
         }
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
         var sent = 0
-        // Commands the caller did not ask for, sent before each statement: `DEALLOCATE`s
-        // of evicted prepared statements (before the first), the statement's `Parse`.
+        dropEvictedStatements(handle)
+        // Commands the caller did not ask for, sent before a statement: its `Parse`.
         var hidden: [[HiddenCommand]] = []
         var unconfirmed: Set<PreparedStatementCache.Key> = []
         sending: for statement in statements {
             var before: [HiddenCommand] = []
             defer { hidden.append(before) }
-            if sent == 0 {
-                for name in preparedStatements.evicted {
-                    guard PQsendQueryParams(handle, "DEALLOCATE \(Connection.quoteIdentifier(name))", 0, nil, nil, nil, nil, 0) == 1
-                    else { break sending }
-                    before.append(.deallocate(name))
-                }
-            }
             var name: String?
             if !statement.types.isEmpty {
                 let key = PreparedStatementCache.Key(sql: statement.sql, types: statement.types)
@@ -461,17 +472,12 @@ public final class Connection: @unchecked Sendable {
             for key in unconfirmed { preparedStatements.remove(key) }
         }
         reading: for (index, commands) in hidden.enumerated() {
-            var deallocated: [String] = []
             for command in commands {
                 while let result = PQgetResult(handle) {
                     switch (PQresultStatus(result), command) {
                     case (PGRES_COMMAND_OK, .prepare(let key)):
                         unconfirmed.remove(key)
-                    case (PGRES_COMMAND_OK, .deallocate(let name)):
-                        deallocated.append(name)
-                    case (PGRES_PIPELINE_ABORTED, _), (_, .deallocate):
-                        // An evicted statement the server did not drop stays listed
-                        // and is dropped with a later pipeline.
+                    case (PGRES_PIPELINE_ABORTED, _):
                         break
                     case (_, .prepare):
                         if failure == nil {
@@ -484,7 +490,6 @@ public final class Connection: @unchecked Sendable {
                 }
                 if PQstatus(handle) == CONNECTION_BAD { break reading }
             }
-            preparedStatements.deallocated(deallocated)
             guard index < sent else { break }
             while let result = PQgetResult(handle) {
                 switch PQresultStatus(result) {
@@ -525,8 +530,6 @@ public final class Connection: @unchecked Sendable {
 
     /// A command `runPipeline` sends on its own account before a statement.
     private enum HiddenCommand {
-        /// Drops an evicted prepared statement.
-        case deallocate(String)
         /// Prepares the statement of this key.
         case prepare(PreparedStatementCache.Key)
     }

@@ -29,7 +29,8 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// it and afterwards only bound and executed, which saves the server a parse and a
     /// plan per call: a batch import's statements, whose parameters are arrays of a
     /// thousand values, run markedly faster. Past the limit the least recently used
-    /// statement is dropped (`DEALLOCATE`). A statement the server no longer knows
+    /// statement is dropped (`DEALLOCATE`, sent before the next statement outside a
+    /// transaction). A statement the server no longer knows
     /// (after `DISCARD ALL`) or whose result columns changed (after an `ALTER TABLE`
     /// under a `SELECT *`) is prepared again; outside a transaction the call is retried
     /// at once, inside one the transaction fails with that error and the retry is the

@@ -177,4 +177,39 @@ struct PreparedStatementTests {
             #expect(try prepared(connection) == ["SELECT $1::int8 * 3"])
         }
     }
+
+    @Test func evictedStatementsTheServerAlreadyDroppedDoNotFailLaterStatements() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let connection = try connect(configuration, cacheSize: 1)
+            defer { connection.close() }
+            _ = try connection.query("SELECT $1::int8", [1])
+            _ = try connection.query("SELECT $1::int8 * 2", [1])  // evicts the first
+            try connection.executeScript("DEALLOCATE ALL")  // the server drops both behind the cache's back
+            for factor in 3...5 {
+                let product = try connection.query("SELECT $1::int8 * \(factor)", [2])[0].decode(Int.self, at: 0)
+                #expect(product == 2 * factor)
+            }
+            try connection.transaction { connection in
+                let six = try connection.query("SELECT $1::int8 * 6", [1])[0].decode(Int.self, at: 0)
+                #expect(six == 6)
+            }
+            // Inside the transaction the statement it evicted was kept; the next call drops it.
+            #expect(try prepared(connection).count > 1)
+            _ = try connection.query("SELECT $1::int8 * 6", [1])
+            #expect(try prepared(connection) == ["SELECT $1::int8 * 6"])
+        }
+    }
+
+    @Test func aStatementPreparedInARolledBackTransactionStaysPrepared() throws {
+        try TestDatabase.withConnection { connection in
+            try connection.begin()
+            _ = try connection.query("SELECT $1::int8", [1])
+            try connection.rollback()
+            try connection.transaction { connection in
+                let two = try connection.query("SELECT $1::int8", [2])[0].decode(Int.self, at: 0)
+                #expect(two == 2)
+            }
+            #expect(try prepared(connection) == ["SELECT $1::int8"])
+        }
+    }
 }
