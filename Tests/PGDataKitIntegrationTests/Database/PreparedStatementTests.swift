@@ -12,6 +12,17 @@ struct PreparedStatementTests {
         return try (0..<rows.count).map { try rows[$0].decode(String.self, at: 0) }
     }
 
+    /// Runs `SELECT $1::int8` inside a transaction (where a name the session does not
+    /// have would fail it instead of being prepared again) and checks it is the one
+    /// statement the session has prepared.
+    func expectUsableInATransaction(_ connection: Connection) throws {
+        try connection.transaction { connection in
+            let five = try connection.query("SELECT $1::int8", [5])[0].decode(Int.self, at: 0)
+            #expect(five == 5)
+        }
+        #expect(try prepared(connection) == ["SELECT $1::int8"])
+    }
+
     func connect(_ configuration: ConnectionConfiguration, cacheSize: Int) throws -> Connection {
         var configuration = configuration
         configuration.preparedStatementCacheSize = cacheSize
@@ -127,12 +138,7 @@ struct PreparedStatementTests {
         try TestDatabase.withConnection { connection in
             _ = try connection.query("SELECT $1::int8", [1])
             try connection.reconnect()
-            // Inside a transaction a stale name would fail the statement: the cache was cleared.
-            try connection.transaction { connection in
-                let five = try connection.query("SELECT $1::int8", [5])[0].decode(Int.self, at: 0)
-                #expect(five == 5)
-            }
-            #expect(try prepared(connection) == ["SELECT $1::int8"])
+            try expectUsableInATransaction(connection)  // the cache was cleared
         }
     }
 
@@ -205,11 +211,7 @@ struct PreparedStatementTests {
             try connection.begin()
             _ = try connection.query("SELECT $1::int8", [1])
             try connection.rollback()
-            try connection.transaction { connection in
-                let two = try connection.query("SELECT $1::int8", [2])[0].decode(Int.self, at: 0)
-                #expect(two == 2)
-            }
-            #expect(try prepared(connection) == ["SELECT $1::int8"])
+            try expectUsableInATransaction(connection)  // still prepared
         }
     }
 }
