@@ -35,6 +35,8 @@ public final class Connection: @unchecked Sendable {
     var pendingBegin: String?
     /// Set when the server sent a FATAL error outside a query: the session is over.
     var serverEndedSession = false
+    /// Work to do once while the server runs the next pipeline. Under `lock`.
+    private var workWhileWaiting: (() -> Void)?
     /// This session's named prepared statements. Under `lock`.
     var preparedStatements: PreparedStatementCache
 
@@ -463,6 +465,11 @@ public final class Connection: @unchecked Sendable {
         }
         executedStatements += sent
         let synced = PQpipelineSync(handle) == 1
+        if synced, let work = workWhileWaiting {
+            workWhileWaiting = nil
+            _ = PQflush(handle)
+            work()
+        }
         // Every result must be read before the pipeline can end: per statement its
         // results up to a NULL, then the sync point.
         var results: [QueryResult] = []
@@ -532,6 +539,16 @@ public final class Connection: @unchecked Sendable {
     private enum HiddenCommand {
         /// Prepares the statement of this key.
         case prepare(PreparedStatementCache.Key)
+    }
+
+    /// Runs `work` once, on the calling thread, right after the next pipeline of
+    /// statements is sent and before its results are read, so that client work (such as
+    /// releasing a context's previous objects) overlaps the server's; `nil` cancels it.
+    /// Nothing runs if no pipeline is sent.
+    func doWhileWaiting(_ work: (() -> Void)?) {
+        lock.lock()
+        defer { lock.unlock() }
+        workWhileWaiting = work
     }
 
     /// Opens a transaction with the next statement: its `BEGIN` is sent in the same
