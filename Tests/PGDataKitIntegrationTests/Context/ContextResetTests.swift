@@ -8,10 +8,7 @@ struct ContextResetTests {
         try ExampleSchema.withManager { manager in
             let context = manager.newPrivateContext()
             try context.performAndWait {
-                for index in 0..<100 {
-                    let user = User(context: context)
-                    user.userID = "u\(index)"
-                }
+                ExampleSchema.insertUsers(100, in: context)
                 try context.save()
                 weak var released: User?
                 do {
@@ -31,14 +28,7 @@ struct ContextResetTests {
         try ExampleSchema.withManager { manager in
             let context = manager.newPrivateContext()
             context.performAndWait {
-                weak var released: User?
-                do {
-                    for index in 0..<16_385 {
-                        let user = User(context: context)
-                        user.userID = "u\(index)"
-                        if index == 0 { released = user }
-                    }
-                }
+                weak let released = ExampleSchema.insertUsers(16_385, in: context).first
                 #expect(released != nil)
                 context.reset()
                 #expect(released == nil)

@@ -150,8 +150,7 @@ struct PreparedStatementTests {
             defer { manager.close() }
             let context = manager.newPrivateContext()
             try context.performAndWait {
-                let user = User(context: context)
-                user.userID = "u1"
+                let user = ExampleSchema.insertUsers(1, in: context)[0]
                 try context.save()
                 user.name = "A"
                 try context.save()  // prepares the update

@@ -118,6 +118,17 @@ enum ExampleSchema {
         return try ContextManager(configuration: configuration, entities: entities)
     }
 
+    /// Inserts `count` new users, `userID` `<prefix><index>`, into `context` (call on its
+    /// queue); nothing is saved.
+    @discardableResult
+    static func insertUsers(_ count: Int, prefix: String = "u", in context: ManagedObjectContext) -> [User] {
+        (0..<count).map { index in
+            let user = User(context: context)
+            user.userID = prefix + String(index)
+            return user
+        }
+    }
+
     /// A plain connection to the manager's database, for checking what is stored.
     static func count(_ sql: String, _ parameters: [(any PostgresEncodable)?] = [], in manager: ContextManager) throws -> Int {
         try manager.coordinator.pool.withConnection { connection in
