@@ -429,19 +429,19 @@ public final class Connection: @unchecked Sendable {
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
         var sent = 0
         dropEvictedStatements(handle)
-        // Commands the caller did not ask for, sent before a statement: its `Parse`.
-        var hidden: [[HiddenCommand]] = []
+        // Per statement, the key of the `Parse` sent before it, if it was not prepared yet.
+        var parsed: [PreparedStatementCache.Key?] = []
         var unconfirmed: Set<PreparedStatementCache.Key> = []
         sending: for statement in statements {
-            var before: [HiddenCommand] = []
-            defer { hidden.append(before) }
+            var parse: PreparedStatementCache.Key?
+            defer { parsed.append(parse) }
             var name: String?
             if !statement.types.isEmpty {
                 let key = PreparedStatementCache.Key(sql: statement.sql, types: statement.types)
                 name = preparedStatements.name(for: key)
                 if name == nil, let fresh = preparedStatements.add(key) {
                     unconfirmed.insert(key)
-                    before.append(.prepare(key))
+                    parse = key
                     guard PQsendPrepare(handle, fresh, statement.sql, Int32(statement.types.count), statement.types) == 1
                     else { break sending }
                     name = fresh
@@ -478,15 +478,15 @@ public final class Connection: @unchecked Sendable {
             // A statement whose `Parse` did not succeed is not prepared.
             for key in unconfirmed { preparedStatements.remove(key) }
         }
-        reading: for (index, commands) in hidden.enumerated() {
-            for command in commands {
+        for (index, parse) in parsed.enumerated() {
+            if let parse {
                 while let result = PQgetResult(handle) {
-                    switch (PQresultStatus(result), command) {
-                    case (PGRES_COMMAND_OK, .prepare(let key)):
-                        unconfirmed.remove(key)
-                    case (PGRES_PIPELINE_ABORTED, _):
+                    switch PQresultStatus(result) {
+                    case PGRES_COMMAND_OK:
+                        unconfirmed.remove(parse)
+                    case PGRES_PIPELINE_ABORTED:
                         break
-                    case (_, .prepare):
+                    default:
                         if failure == nil {
                             var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
                             error.parameterDescriptions = Connection.describe(statements[index].parameters)
@@ -495,7 +495,7 @@ public final class Connection: @unchecked Sendable {
                     }
                     PQclear(result)
                 }
-                if PQstatus(handle) == CONNECTION_BAD { break reading }
+                if PQstatus(handle) == CONNECTION_BAD { break }
             }
             guard index < sent else { break }
             while let result = PQgetResult(handle) {
@@ -533,12 +533,6 @@ public final class Connection: @unchecked Sendable {
         if let failure { throw failure }
         guard sent == statements.count, synced, exited, results.count == statements.count else { throw lost() }
         return results
-    }
-
-    /// A command `runPipeline` sends on its own account before a statement.
-    private enum HiddenCommand {
-        /// Prepares the statement of this key.
-        case prepare(PreparedStatementCache.Key)
     }
 
     /// Runs `work` once, on the calling thread, right after the next pipeline of
