@@ -18,7 +18,7 @@ extension ManagedObjectContext {
         let stored = try fetchObjects(entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey))
         let pending = insertedSet.filter { $0.entity.name == entity.name }
         return (stored.filter { !$0.deletedFlag } + pending.sorted { $0.objectID.description < $1.objectID.description })
-            .compactMap { $0 as? T }
+            .compactMap { ManagedObject.cast($0, to: T.self) }
     }
 
     /// The object with an ID: the registered instance, or the row fetched now.

@@ -148,9 +148,16 @@ extension ManagedObjectContext {
         var groupIndexes: [Shape: Int] = [:]
         let attributeDescriptions = entity.attributes
         let defaults = entity.defaultValues
+        let toOneIndexes = entity.toOneIndexes
+        // An object's shape is written into these (no arrays per object); a new group
+        // takes a copy.
+        var attributes: [Int] = []
+        var toOne: [Int] = []
+        attributes.reserveCapacity(attributeDescriptions.count)
+        toOne.reserveCapacity(toOneIndexes.count)
         for object in objects {
             guard let unique = object.upsertAttributeIndex else { continue }
-            var attributes: [Int] = []
+            attributes.removeAll(keepingCapacity: true)
             object.values.withUnsafeBufferPointer { valueBuffer in
                 defaults.withUnsafeBufferPointer { defaultBuffer in
                     guard valueBuffer.count == attributeDescriptions.count, defaultBuffer.count == attributeDescriptions.count,
@@ -165,14 +172,19 @@ extension ManagedObjectContext {
                     }
                 }
             }
-            let toOne = entity.toOneIndexes.filter { index in
-                if case .none = object.toOne[index] { return false }
-                return true
+            toOne.removeAll(keepingCapacity: true)
+            for index in toOneIndexes {
+                if case .none = object.toOne[index] { continue }
+                toOne.append(index)
+            }
+            if let last = groups.indices.last, groups[last].shape.unique == unique, groups[last].shape.attributes == attributes,
+                groups[last].shape.toOne == toOne
+            {
+                groups[last].members.append(object)
+                continue
             }
             let shape = Shape(unique: unique, attributes: attributes, toOne: toOne)
-            if let last = groups.indices.last, groups[last].shape == shape {
-                groups[last].members.append(object)
-            } else if let index = groupIndexes[shape] {
+            if let index = groupIndexes[shape] {
                 groups[index].members.append(object)
             } else {
                 groupIndexes[shape] = groups.count
@@ -186,7 +198,7 @@ extension ManagedObjectContext {
         inserted.reserveCapacity(objects.count)
         for (shape, members) in groups.sorted(by: { Shape.precedes($0.shape, $1.shape) }) {
             var batch = rows(members, allAttributes, allToOne)
-            batch.versions = Array(repeating: 1, count: members.count)
+            batch.versions = []  // (the upsert writes 1)
             if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }  // the sequence assigns them
             let updating =
                 shape.attributes.map { entity.attributes[$0].columnName }

@@ -120,63 +120,129 @@ private func arrayText(of integers: [Int64?]) -> String {
 /// Writes a one-dimensional array literal in PostgreSQL's text form, element by element,
 /// as bytes (appending to a `String` piece by piece costs far more per element): every
 /// element quoted, `"` and `\` escaped, `NULL` bare.
-struct ArrayLiteralBuilder {
-    private var bytes: [UInt8] = []
+struct ArrayLiteralBuilder: ~Copyable {
+    /// The literal so far, `count` bytes of `capacity` (grown by doubling).
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    private var count = 0
 
     /// Starts an empty literal with room for about `capacity` short elements.
     init(capacity: Int) {
-        bytes.reserveCapacity(2 + capacity * 8)
-        bytes.append(UInt8(ascii: "{"))
+        self.capacity = Swift.max(64, Swift.min(capacity, 1 << 24) &* 12)
+        base = .allocate(capacity: self.capacity)
+        base[0] = UInt8(ascii: "{")
+        count = 1
     }
 
+    deinit { base.deallocate() }
+
+    /// Makes room for `extra` more bytes.
+    @inline(__always)
+    private mutating func reserve(_ extra: Int) {
+        if extra > capacity - count { grow(to: count + extra) }
+    }
+
+    private mutating func grow(to needed: Int) {
+        let larger = Swift.max(needed, capacity > Int.max / 2 ? needed : capacity * 2)
+        let grown = UnsafeMutablePointer<UInt8>.allocate(capacity: larger)
+        grown.initialize(from: base, count: count)
+        base.deallocate()
+        base = grown
+        capacity = larger
+    }
+
+    /// Writes the separator before an element (none before the first); `reserve` first.
+    @inline(__always)
     private mutating func separate() {
-        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
+        if count > 1 {
+            base[count] = UInt8(ascii: ",")
+            count += 1
+        }
     }
 
     /// Appends `NULL`.
     mutating func appendNull() {
+        reserve(5)
         separate()
-        bytes.append(contentsOf: [UInt8(ascii: "N"), UInt8(ascii: "U"), UInt8(ascii: "L"), UInt8(ascii: "L")])
+        for byte in "NULL".utf8 {
+            base[count] = byte
+            count += 1
+        }
     }
 
     /// Appends a string, quoted and escaped.
     ///
     /// - Throws: `PostgresValueError.Reason.containsNUL`.
     mutating func append(_ text: String) throws {
-        separate()
-        bytes.append(UInt8(ascii: "\""))
         var text = text
-        try text.withUTF8 { utf8 in
-            var plain = true
-            if let base = utf8.baseAddress {
-                if memchr(base, 0, utf8.count) != nil { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
-                plain = memchr(base, Int32(UInt8(ascii: "\"")), utf8.count) == nil
-                    && memchr(base, Int32(UInt8(ascii: "\\")), utf8.count) == nil
+        // One pass to check and count the bytes to escape, then one copy.
+        let (length, escapes) = try text.withUTF8 { utf8 -> (Int, Int) in
+            var escapes = 0
+            for byte in utf8 {
+                if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes += 1 }
             }
-            if plain {
-                bytes.append(contentsOf: utf8)  // nothing to escape: one copy, not one per byte
-            } else {
-                for byte in utf8 {
-                    if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { bytes.append(UInt8(ascii: "\\")) }
-                    bytes.append(byte)
+            return (utf8.count, escapes)
+        }
+        reserve(length + escapes + 3)
+        separate()
+        base[count] = UInt8(ascii: "\"")
+        let start = base + count + 1
+        text.withUTF8 { utf8 in
+            guard let source = utf8.baseAddress else { return }
+            if escapes == 0 {
+                start.update(from: source, count: utf8.count)  // nothing to escape: one copy
+                return
+            }
+            var position = 0
+            for byte in utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    start[position] = UInt8(ascii: "\\")
+                    position += 1
                 }
+                start[position] = byte
+                position += 1
             }
         }
-        bytes.append(UInt8(ascii: "\""))
+        count += 1 + length + escapes
+        base[count] = UInt8(ascii: "\"")
+        count += 1
     }
 
     /// Appends an integer, quoted.
     mutating func append(_ value: Int64) {
+        reserve(24)
         separate()
-        bytes.append(UInt8(ascii: "\""))
-        appendDecimal(value, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+        base[count] = UInt8(ascii: "\"")
+        count += 1
+        if value < 0 {
+            base[count] = UInt8(ascii: "-")
+            count += 1
+        }
+        var magnitude = value.magnitude
+        var digits = 1
+        var scale: UInt64 = 10
+        while digits < 20 && magnitude >= scale {
+            digits += 1
+            if digits < 20 { scale &*= 10 }
+        }
+        var position = count + digits
+        repeat {
+            position -= 1
+            base[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+            magnitude /= 10
+        } while magnitude > 0
+        count += digits
+        base[count] = UInt8(ascii: "\"")
+        count += 1
     }
 
     /// Closes the literal and returns it (call once, last).
     mutating func text() -> String {
-        bytes.append(UInt8(ascii: "}"))
-        return String(decoding: bytes, as: UTF8.self)
+        reserve(1)
+        base[count] = UInt8(ascii: "}")
+        count += 1
+        return String(decoding: UnsafeBufferPointer(start: base, count: count), as: UTF8.self)
     }
 }
 

@@ -157,7 +157,7 @@ extension ManagedObjectContext {
                 batch.reserveCapacity(page.count)
                 for row in page { batch.append(try register(row: row, entity: entity)) }
                 try prefetch(request.relationshipKeyPathsForPrefetching, for: batch, entity: entity)
-                try body(batch.compactMap { $0 as? T })
+                try body(batch.compactMap { ManagedObject.cast($0, to: T.self) })
                 for object in batch where !changedSet.contains(object) && !deletedSet.contains(object) {
                     registered.removeValue(forKey: object.objectID)
                     object.managedObjectContext = nil

@@ -91,10 +91,12 @@ extension ManagedObjectQueries where Self: ManagedObject {
             keyPaths: [RemoteKeyPath(uniqueRemoteKey)], keyName: uniqueRemoteKey,
             links: try RecordImport.links(relationships, of: entity, model: context.coordinator.model, ignoresNull: false),
             apply: { record, object, _, _ in
-                guard let setter, let typed = object as? Self else { return }
+                guard let setter, let typed = ManagedObject.cast(object, to: Self.self) else { return }
                 try setter(record, typed)
             })
-        return try importer.run(records, batchSize: batchSize, in: context, cache: keyCache).compactMap { $0 as? Self }
+        return try importer.run(records, batchSize: batchSize, in: context, cache: keyCache).compactMap {
+            ManagedObject.cast($0, to: Self.self)
+        }
     }
 }
 

@@ -276,7 +276,7 @@ extension ManagedObjectQueries where Self: ManagedObject {
     ) throws -> [Self] {
         context.assertOnQueue()
         return try mapper.recordImport(in: context).run(records, batchSize: batchSize, in: context, cache: keyCache)
-            .compactMap { $0 as? Self }
+            .compactMap { ManagedObject.cast($0, to: Self.self) }
     }
 }
 

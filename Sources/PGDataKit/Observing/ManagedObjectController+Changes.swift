@@ -197,9 +197,7 @@ extension ManagedObjectController: ControllerClient {
 extension ManagedObjectController {
     /// An object of the controller's entity as `T` (objects of an entity are created as
     /// its class, so the check is a type comparison, not a dynamic cast).
-    static func asT(_ object: ManagedObject) -> T? {
-        type(of: object) == T.self ? unsafeDowncast(object, to: T.self) : object as? T
-    }
+    static func asT(_ object: ManagedObject) -> T? { ManagedObject.cast(object, to: T.self) }
 }
 
 extension ManagedObjectContext {

@@ -64,8 +64,9 @@ struct UpsertVanishedRowError: Error, CustomStringConvertible {
 }
 
 extension StoreCoordinator {
-    /// Inserts rows with one `INSERT … SELECT FROM unnest(…) ON CONFLICT (unique) DO
-    /// UPDATE`: rows whose unique attribute already exists update that row instead
+    /// Inserts rows (at version 1; `rows.versions` is not read) with one `INSERT …
+    /// SELECT FROM unnest(…) ON CONFLICT (unique) DO UPDATE`: rows whose unique
+    /// attribute already exists update that row instead
     /// (the columns in `updating` only, bumping its version, and only when they differ;
     /// `DO NOTHING` when `updating` is empty).
     ///
@@ -205,18 +206,21 @@ extension StoreCoordinator {
         updating: [String], on connection: Connection
     ) throws -> [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] {
         let quote = Connection.quoteIdentifier
+        // New rows start at version 1, written in the statement rather than sent.
         var (arrays, types) = try bind(rows, order: order)
-        var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.columnName)
+        arrays.remove(at: 1)
+        types.remove(at: 1)
+        var columns = [entity.versionColumn, entity.primaryKeyColumn] + rows.attributes.map(\.columnName)
             + rows.foreignKeys.map(\.column)
         if rows.keys.isEmpty {
             arrays.removeFirst()
             types.removeFirst()
-            columns.removeFirst()
+            columns.remove(at: 1)
         }
         let unique = quote(uniqueAttribute.columnName)
         let version = quote(entity.versionColumn)
         var sql = "INSERT INTO \(entity.quotedTable) AS t (\(columns.map(quote).joined(separator: ", "))) "
-            + "SELECT * FROM unnest(\(Self.unnestList(types))) ON CONFLICT (\(unique)) "
+            + "SELECT 1, * FROM unnest(\(Self.unnestList(types))) ON CONFLICT (\(unique)) "
         if updating.isEmpty {
             sql += "DO NOTHING"
         } else {

@@ -58,6 +58,31 @@ struct ValueEncodingTests {
         #expect([Int].postgresType.oid == PostgresType.int8.arrayOID)
     }
 
+    @Test func arrayLiteralBuilderWritesEveryElementAndGrows() throws {
+        let integers: [Int64] = [Int64.min, -1_000_000_000_000_000_000, -10, -9, -1, 0, 1, 9, 10, 99, 100, 999_999_999_999_999_999, Int64.max]
+        var literal = ArrayLiteralBuilder(capacity: 1)
+        for value in integers { literal.append(value) }
+        literal.appendNull()
+        #expect(literal.text() == "{" + (integers.map { "\"\($0)\"" } + ["NULL"]).joined(separator: ",") + "}")
+
+        // Long, escaped and non-ASCII texts, far past the room the builder starts with.
+        let texts = ["", "plain", "q\"uote", "back\\slash\\", "\"\\\"", "naïve 東京 🚀", String(repeating: "x\"", count: 5_000)]
+        var strings = ArrayLiteralBuilder(capacity: 2)
+        for text in texts { try strings.append(text) }
+        let escaped = texts.map { text in
+            "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }
+        let written = strings.text()
+        #expect(written == "{" + escaped.joined(separator: ",") + "}")
+        var bytes = written
+        #expect(bytes.withUTF8 { ArrayLiteralParser.parse($0) } == texts)
+
+        var refused = ArrayLiteralBuilder(capacity: 4)
+        try refused.append("a")
+        #expect(throws: PostgresValueError.self) { try refused.append("nul\u{0}inside") }
+        #expect(refused.text() == #"{"a"}"#)
+    }
+
     @Test func arrayLiteralsParse() throws {
         #expect(try decode([String?].self, from: #"{a,"b c",NULL,"NULL","q\"x"}"#) == ["a", "b c", nil, "NULL", "q\"x"])
         #expect(try decode([Int].self, from: "[0:1]={7,8}") == [7, 8])
