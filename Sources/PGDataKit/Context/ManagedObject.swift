@@ -222,6 +222,16 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return object as? T
     }
 
+    /// The objects that are `T`s, as `T`s (`cast(_:to:)` each), in order.
+    static func cast<T: ManagedObject>(_ objects: [ManagedObject], to type: T.Type) -> [T] {
+        var typed: [T] = []
+        typed.reserveCapacity(objects.count)
+        for object in objects {
+            if let object = cast(object, to: type) { typed.append(object) }
+        }
+        return typed
+    }
+
     @usableFromInline
     func storedValue(at slot: Int) -> StoredValue {
         checkQueue()

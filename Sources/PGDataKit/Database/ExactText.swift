@@ -102,11 +102,35 @@ struct PackedTexts {
                     prefix <<= UInt64(8 * (8 - (end - from)))
                     keyed.append((prefix, index))
                 }
+                // Batches often come in key order already: one pass tells.
+                var ordered = true
+                for index in 1..<count where keyed[index - 1].prefix >= keyed[index].prefix {
+                    if keyed[index - 1].prefix > keyed[index].prefix || PackedTexts.compare(bytes, starts, index - 1, index) > 0 {
+                        ordered = false
+                        break
+                    }
+                }
+                if ordered { return Array(0..<count) }
                 keyed.sort {
                     $0.prefix != $1.prefix ? $0.prefix < $1.prefix : PackedTexts.compare(bytes, starts, $0.index, $1.index) < 0
                 }
                 return keyed.map(\.index)
             }
+        }
+    }
+
+    /// Text `i` against `other` in `ExactText` order: negative, zero (the same bytes) or
+    /// positive.
+    func compare(_ i: Int, with other: UnsafeBufferPointer<UInt8>) -> Int {
+        bytes.withUnsafeBufferPointer { bytes in
+            let start = starts[i]
+            let count = starts[i + 1] - start
+            let common = Swift.min(count, other.count)
+            if common > 0, let base = bytes.baseAddress, let otherBase = other.baseAddress {
+                let order = memcmp(base + start, otherBase, common)
+                if order != 0 { return Int(order) }
+            }
+            return count - other.count
         }
     }
 

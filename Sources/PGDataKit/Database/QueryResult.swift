@@ -156,6 +156,16 @@ extension Row {
         return try decode(String.self, at: column)
     }
 
+    /// A column's text, in place (valid during `body` only).
+    ///
+    /// - Throws: `PostgresValueError` (NULL, no such column), or what `body` throws.
+    @inline(__always)
+    func withBytes<R>(at column: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) throws -> R {
+        if let bytes = result.bareCell(row: index, column: column).bytes { return try body(bytes) }
+        var text = try decode(String.self, at: column)
+        return try text.withUTF8 { try body($0) }
+    }
+
     /// A `boolean` column.
     ///
     /// - Throws: `PostgresValueError` (NULL, not a boolean, no such column).

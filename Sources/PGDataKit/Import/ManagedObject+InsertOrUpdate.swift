@@ -94,9 +94,7 @@ extension ManagedObjectQueries where Self: ManagedObject {
                 guard let setter, let typed = ManagedObject.cast(object, to: Self.self) else { return }
                 try setter(record, typed)
             })
-        return try importer.run(records, batchSize: batchSize, in: context, cache: keyCache).compactMap {
-            ManagedObject.cast($0, to: Self.self)
-        }
+        return ManagedObject.cast(try importer.run(records, batchSize: batchSize, in: context, cache: keyCache), to: Self.self)
     }
 }
 

@@ -275,8 +275,8 @@ extension ManagedObjectQueries where Self: ManagedObject {
         keyCache: ImportKeyCache? = nil
     ) throws -> [Self] {
         context.assertOnQueue()
-        return try mapper.recordImport(in: context).run(records, batchSize: batchSize, in: context, cache: keyCache)
-            .compactMap { ManagedObject.cast($0, to: Self.self) }
+        return ManagedObject.cast(
+            try mapper.recordImport(in: context).run(records, batchSize: batchSize, in: context, cache: keyCache), to: Self.self)
     }
 }
 

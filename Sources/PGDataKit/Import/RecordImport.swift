@@ -377,7 +377,9 @@ extension RecordImport {
     static func links<Object>(
         _ maps: [ObjectMap<Object>], of entity: EntityDescription, model: Model, ignoresNull: Bool
     ) throws -> [Link] {
-        try maps.filter(\.isRelationship).map { map in
+        // (A closure, not the key path `\.isRelationship`: a generic key path is built
+        // anew on each call, and imports call this per batch.)
+        try maps.filter { $0.isRelationship }.map { map in
             guard let relationship = entity.relationship(named: map.modelKey) else {
                 throw ImportError.unknownKey(entity: entity.name, key: map.modelKey)
             }

@@ -134,8 +134,8 @@ extension StoreCoordinator {
         // The row sent with a key text (rows mostly come back in the order sent, so the
         // next one is tried before a binary search).
         var cursor = 0
-        func sentIndex(of text: String) -> Int? {
-            if cursor < sent.count, ExactText.compare(texts[sent[cursor]], text) == 0 {
+        func sentIndex(matching bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+            if cursor < sent.count, packed.compare(sent[cursor], with: bytes) == 0 {
                 cursor += 1
                 return sent[cursor - 1]
             }
@@ -143,16 +143,21 @@ extension StoreCoordinator {
             var high = sent.count
             while low < high {
                 let middle = (low + high) / 2
-                if ExactText.compare(texts[sent[middle]], text) < 0 { low = middle + 1 } else { high = middle }
+                if packed.compare(sent[middle], with: bytes) < 0 { low = middle + 1 } else { high = middle }
             }
-            return low < sent.count && ExactText.compare(texts[sent[low]], text) == 0 ? sent[low] : nil
+            return low < sent.count && packed.compare(sent[low], with: bytes) == 0 ? sent[low] : nil
+        }
+        func sentIndex(of text: String) -> Int? {
+            var text = text
+            return text.withUTF8 { sentIndex(matching: $0) }
         }
         var results: [UpsertedRow?] = Array(repeating: nil, count: texts.count)
         for _ in 0..<3 {
             cursor = 0
-            for row in try upsert(into: entity, rows, order: pending, uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
-                guard let index = sentIndex(of: row.keyText) else { continue }
-                results[index] = UpsertedRow(primaryKey: row.primaryKey, version: row.version, outcome: row.inserted ? .inserted : .updated)
+            try upsert(into: entity, rows, order: pending, uniqueAttribute: uniqueAttribute, updating: updating, on: connection) {
+                primaryKey, version, keyText, inserted in
+                guard let index = sentIndex(matching: keyText) else { return }
+                results[index] = UpsertedRow(primaryKey: primaryKey, version: version, outcome: inserted ? .inserted : .updated)
             }
             pending = pending.filter { results[$0] == nil }
             guard !pending.isEmpty else { break }
@@ -198,13 +203,15 @@ extension StoreCoordinator {
         return try attribute.encode(row[attribute.index])?.postgresText()
     }
 
-    /// One `INSERT … ON CONFLICT` statement for the rows at `order`; returns the rows
-    /// written with their unique key's text and whether each was inserted (`xmax = 0`:
-    /// no earlier version of the row was locked or updated by it).
+    /// One `INSERT … ON CONFLICT` statement for the rows at `order`; hands `row` each
+    /// row written: its primary key, version, unique key's text (valid during the call)
+    /// and whether it was inserted (`xmax = 0`: no earlier version of the row was locked
+    /// or updated by it).
     private func upsert(
         into entity: EntityDescription, _ rows: RowBatch, order: [Int], uniqueAttribute: AttributeDescription,
-        updating: [String], on connection: Connection
-    ) throws -> [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] {
+        updating: [String], on connection: Connection,
+        row body: (_ primaryKey: Int64, _ version: Int64, _ keyText: UnsafeBufferPointer<UInt8>, _ inserted: Bool) throws -> Void
+    ) throws {
         let quote = Connection.quoteIdentifier
         // New rows start at version 1, written in the statement rather than sent.
         var (arrays, types) = try bind(rows, order: order)
@@ -234,16 +241,15 @@ extension StoreCoordinator {
         // Text and integer columns come back in the text they were sent as; other types
         // are read and written again to compare like with like.
         let sameText = [.string, .int16, .int32, .int64].contains(uniqueAttribute.type)
-        var rows: [(primaryKey: Int64, version: Int64, keyText: String, inserted: Bool)] = []
-        rows.reserveCapacity(result.count)
         for row in result {
-            let text =
-                sameText
-                ? try row.string(at: 2)
-                : try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() } ?? ""
-            rows.append((try row.int64(at: 0), try row.int64(at: 1), text, try row.bool(at: 3)))
+            let (primaryKey, version, inserted) = (try row.int64(at: 0), try row.int64(at: 1), try row.bool(at: 3))
+            if sameText {
+                try row.withBytes(at: 2) { try body(primaryKey, version, $0, inserted) }
+            } else {
+                var text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() } ?? ""
+                try text.withUTF8 { try body(primaryKey, version, $0, inserted) }
+            }
         }
-        return rows
     }
 
     /// The rows of objects (`selectColumns` of the entity) whose unique `attribute` is

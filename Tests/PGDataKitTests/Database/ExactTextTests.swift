@@ -58,4 +58,18 @@ import Testing
         #expect(PackedTexts(["", "", ""]).sortedIndices().count == 3)
         #expect(PackedTexts(["same", "same"]).sortedIndices().sorted() == [0, 1])
     }
+
+    @Test func packedTextsInOrderAlreadyStayAndAlmostOrderedOnesSort() {
+        // In order, with neighbours equal in the eight bytes past the shared prefix.
+        let ordered = (0..<200).map { "key-" + String(format: "%012d", $0 / 2) + ($0 % 2 == 0 ? "a" : "b") }
+        #expect(PackedTexts(ordered).sortedIndices() == Array(ordered.indices))
+        #expect(PackedTexts(ordered + ordered.suffix(1)).sortedIndices() == Array(0...ordered.count))
+        // One pair out of order only past those eight bytes, then one at the very start.
+        var swapped = ordered
+        swapped.swapAt(150, 151)
+        #expect(PackedTexts(swapped).sortedIndices().map { swapped[$0] } == ordered)
+        swapped = ordered
+        swapped.swapAt(0, 1)
+        #expect(PackedTexts(swapped).sortedIndices().map { swapped[$0] } == ordered)
+    }
 }

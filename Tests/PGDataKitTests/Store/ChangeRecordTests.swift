@@ -21,6 +21,20 @@ struct ChangeRecordTests {
         #expect(throws: (any Error).self) { try ChangeLog.decode("{\"not\": \"a record\"}") }
     }
 
+    @Test func keysSortWhateverTheirSpread() {
+        var generator = SystemRandomNumberGenerator()
+        let dense = (1_000..<3_000).map(Int64.init).shuffled(using: &generator)
+        let denseWithRepeats = (dense + dense.prefix(50)).shuffled(using: &generator)
+        let sparse = (0..<500).map { _ in Int64.random(in: -1_000_000...1_000_000, using: &generator) }
+        let extremes = [Int64.max, Int64.min, 0, -1, 1] + (0..<100).map(Int64.init)
+        let negative = (-400 ..< -100).map(Int64.init).shuffled(using: &generator)
+        for keys in [dense, denseWithRepeats, sparse, extremes, negative, [3, 1, 2], [], Array(repeating: 7, count: 300)] {
+            var sorted = keys
+            ChangeLog.sortKeys(&sorted)
+            #expect(sorted == keys.sorted())
+        }
+    }
+
     @Test func laterDeletionsWinWhenRecordsAreCombined() {
         let id = ObjectID(entityName: "User", primaryKey: 5)
         var first = ContextChanges()
