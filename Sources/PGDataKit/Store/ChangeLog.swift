@@ -32,6 +32,30 @@ enum ChangeLog {
         );
         CREATE INDEX IF NOT EXISTS \(table)_transaction_id ON \(table) (transaction_id);
         CREATE INDEX IF NOT EXISTS \(table)_created_at ON \(table) (created_at);
+        \(storageSQL)
+        """
+
+    /// A large save's record (thousands of ids) is compressed with lz4 rather than the
+    /// default pglz, which took about as long as the rest of writing the record; where
+    /// lz4 is unavailable (PostgreSQL 13, or a server built without it) the record is
+    /// stored uncompressed instead. Changed only when not set yet, so that running the
+    /// schema again takes no lock on the table.
+    static let storageSQL = """
+        DO $pgdatakit$
+        BEGIN
+            BEGIN
+                IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '\(table)'::regclass AND attname = 'changes'
+                               AND attcompression = 'l') THEN
+                    EXECUTE 'ALTER TABLE \(table) ALTER COLUMN changes SET COMPRESSION lz4';
+                END IF;
+            EXCEPTION WHEN OTHERS THEN
+                IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '\(table)'::regclass AND attname = 'changes'
+                               AND attstorage = 'e') THEN
+                    EXECUTE 'ALTER TABLE \(table) ALTER COLUMN changes SET STORAGE EXTERNAL';
+                END IF;
+            END;
+        END
+        $pgdatakit$;
         """
 
     /// Creates the table and its indexes when missing, one process at a time. Run by the

@@ -280,6 +280,40 @@ struct ChangeLogTests {
         }
     }
 
+    @Test func largeRecordsAreNotCompressedWithPglzAndTheSchemaRunsAgainUnchanged() throws {
+        try withTwoManagers { writer, reader in
+            let changed = ChangeCollector()
+            let token = reader.mainContext.observeObjectsDidChange { changed.append($0) }
+            defer { token.cancel() }
+            try writer.coordinator.pool.withConnection { connection in
+                func storage() throws -> String {
+                    try connection.query(
+                        """
+                        SELECT attstorage::text || ',' || coalesce(nullif(attcompression::text, ''), '-')
+                        FROM pg_attribute WHERE attrelid = 'pgdatakit_changes'::regclass AND attname = 'changes'
+                        """)[0].decode(String.self, at: 0)
+                }
+                let before = try storage()
+                #expect(before.hasSuffix(",l") || before.hasPrefix("e,"), "\(before)")
+                try Migrator.installLibrarySchema(on: connection)
+                try connection.executeScript(Migrator.librarySchemaSQL)
+                #expect(try storage() == before)
+            }
+            let context = writer.newPrivateContext()
+            try context.performAndWait {
+                _ = ExampleSchema.insertUsers(3_000, prefix: "large-", in: context)
+                try context.save()
+            }
+            try writer.coordinator.pool.withConnection { connection in
+                let method = try connection.query(
+                    "SELECT pg_column_compression(changes) FROM pgdatakit_changes ORDER BY id DESC LIMIT 1")[0]
+                    .decode(String?.self, at: 0)
+                #expect(method != "pglz")
+            }
+            try eventually("the large record was read and merged") { changed.all.contains { $0.inserted.count == 3_000 } }
+        }
+    }
+
     @Test func aRemoteBatchIsMergedWithOneQueryPerEntity() throws {
         try withTwoManagers { writer, reader in
             let main = reader.mainContext
