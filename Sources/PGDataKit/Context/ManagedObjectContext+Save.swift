@@ -208,8 +208,19 @@ extension ManagedObjectContext {
             for (object, key) in zip(needing, keys) { reservedKeys[ObjectIdentifier(object)] = key }
         }
         var keys = reservedKeys
+        // The keys upserts gave their objects: folded into `keys` only when one is looked
+        // up (a later entity's foreign key, an update); an import's save usually never is.
+        var upsertedKeys: [(object: ManagedObject, primaryKey: Int64)] = []
+        func knownKey(of object: ManagedObject) -> Int64? {
+            if let key = keys[ObjectIdentifier(object)] { return key }
+            guard !upsertedKeys.isEmpty else { return nil }
+            keys.reserveCapacity(keys.count + upsertedKeys.count)
+            for (object, key) in upsertedKeys { keys[ObjectIdentifier(object)] = key }
+            upsertedKeys.removeAll()
+            return keys[ObjectIdentifier(object)]
+        }
         func key(of object: ManagedObject) -> Int64 {
-            object.objectID.primaryKey ?? keys[ObjectIdentifier(object)] ?? 0
+            object.objectID.primaryKey ?? knownKey(of: object) ?? 0
         }
         func foreignKey(_ object: ManagedObject, _ index: Int) -> Int64? {
             switch object.toOne[index] {
@@ -217,7 +228,7 @@ extension ManagedObjectContext {
             case .key(let key): return key
             case .object(let target):
                 if target.deletedFlag && target.objectID.isTemporaryID { return nil }
-                return target.objectID.primaryKey ?? keys[ObjectIdentifier(target)]
+                return target.objectID.primaryKey ?? knownKey(of: target)
             }
         }
         func rows(
@@ -251,11 +262,10 @@ extension ManagedObjectContext {
                 if !plain.isEmpty, !upserted.merged.isEmpty {
                     try refuseKeyedInsertsMeetingPlainOnes(upserted.merged, plain: plain, of: entity, key: key(of:))
                 }
-                outcome.inserted += upserted.inserted
+                if outcome.inserted.isEmpty { outcome.inserted = upserted.inserted } else { outcome.inserted += upserted.inserted }
                 outcome.merged += upserted.merged
-                keys.reserveCapacity(keys.count + keyed.count)
-                for (object, key) in upserted.inserted { keys[ObjectIdentifier(object)] = key }
-                for merged in upserted.merged { keys[ObjectIdentifier(merged.object)] = merged.primaryKey }
+                if upsertedKeys.isEmpty { upsertedKeys = upserted.inserted } else { upsertedKeys += upserted.inserted }
+                upsertedKeys += upserted.merged.map { ($0.object, $0.primaryKey) }
             }
         }
 
@@ -347,16 +357,27 @@ extension ManagedObjectContext {
         var groups: [String: [ManagedObject]] = [:]
         var run: [ManagedObject] = []
         var runName: String?
+        /// Files the run under its entity (an entity's first run as it is, not copied).
+        func endRun() {
+            guard let runName else { return }
+            if var group = groups.removeValue(forKey: runName) {
+                group += run
+                groups[runName] = group
+            } else {
+                groups[runName] = run
+            }
+        }
         for object in objects {
             let name = object.entity.name
             if name != runName {
-                if let runName { groups[runName, default: []] += run }
+                endRun()
                 run = []
+                if runName == nil { run.reserveCapacity(objects.count) }  // (usually the only run)
                 runName = name
             }
             run.append(object)
         }
-        if let runName { groups[runName, default: []] += run }
+        endRun()
         return groups
     }
 

@@ -20,6 +20,11 @@ final class ImportUndo {
 
     init(tracks: Bool = true) { self.tracks = tracks }
 
+    /// Makes room for `count` more inserted objects (a batch's new keys).
+    func reserveInserted(_ count: Int) {
+        if tracks { inserted.reserveCapacity(inserted.count + count) }
+    }
+
     /// Notes an object the import inserted.
     func noteInserted(_ object: ManagedObject) {
         if tracks { inserted.append(object) }

@@ -115,8 +115,8 @@ extension RecordImport {
             while start < records.count {
                 let end = Swift.min(records.count, start + size)
                 let batch = try importBatch(
-                    Array(records[start..<end]), firstIndex: start, in: context, cache: cache, undo: undo,
-                    formatters: formatters, stubs: &stubs)
+                    start == 0 && end == records.count ? records : Array(records[start..<end]), firstIndex: start, in: context,
+                    cache: cache, undo: undo, formatters: formatters, stubs: &stubs)
                 if start == 0 && end == records.count {
                     objects = batch  // one batch: its objects are distinct
                 } else {

@@ -161,6 +161,7 @@ struct RecordImport {
         objects.reserveCapacity(order.count)
         let existingCount = order.reduce(0) { $0 + (found[$1] == nil ? 0 : 1) }
         context.reserveCapacity(inserting: order.count - existingCount, changing: existingCount)
+        undo.reserveInserted(order.count - existingCount)
         for first in order {
             let object: ManagedObject
             if let existing = found[first] {
