@@ -314,6 +314,22 @@ struct ChangeLogTests {
         }
     }
 
+    @Test func withoutLz4TheRecordColumnIsStoredUncompressed() throws {
+        // A server that refuses the compression method (as PostgreSQL 13, or one built
+        // without lz4, refuses lz4) gets the fallback.
+        try TestDatabase.withFreshDatabase { configuration in
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            try connection.execute("DROP TABLE IF EXISTS pgdatakit_changes")  // (as installed with lz4)
+            let refused = Migrator.librarySchemaSQL.replacingOccurrences(of: "lz4", with: "no_such_method")
+            try connection.executeScript(refused)
+            try connection.executeScript(refused)
+            let storage = try connection.query(
+                "SELECT attstorage::text FROM pg_attribute WHERE attrelid = 'pgdatakit_changes'::regclass AND attname = 'changes'")
+            #expect(try storage[0].decode(String.self, at: 0) == "e")
+        }
+    }
+
     @Test func aRemoteBatchIsMergedWithOneQueryPerEntity() throws {
         try withTwoManagers { writer, reader in
             let main = reader.mainContext
