@@ -391,8 +391,9 @@ extension ManagedObjectContext {
         let report: MergeConflict
     }
 
-    /// Locks the rows of updated and deleted objects (`FOR UPDATE`, one query per
-    /// entity) and returns those whose version moved or whose row is gone.
+    /// Locks the rows of updated objects (`FOR NO KEY UPDATE`) and deleted ones (`FOR
+    /// UPDATE`), one query per entity and kind, and returns those whose version moved or
+    /// whose row is gone.
     private func lockAndFindConflicts(on connection: Connection) throws -> [Conflict] {
         let candidates = changedSet.filter { !insertedSet.contains($0) && $0.objectID.primaryKey != nil }
             .union(deletedSet)
@@ -400,10 +401,13 @@ extension ManagedObjectContext {
         for entity in coordinator.model.entities {
             let objects = candidates.filter { $0.entity.name == entity.name }
             guard !objects.isEmpty else { continue }
-            let result = try coordinator.lockObjects(
-                of: entity, keys: objects.compactMap(\.objectID.primaryKey), on: connection)
             var rows: [Int64: Row] = [:]
-            for row in result { rows[try row.decode(Int64.self, at: 0)] = row }
+            for forDeletion in [false, true] {
+                let keys = objects.filter { deletedSet.contains($0) == forDeletion }.compactMap(\.objectID.primaryKey)
+                guard !keys.isEmpty else { continue }
+                let result = try coordinator.lockObjects(of: entity, keys: keys, forDeletion: forDeletion, on: connection)
+                for row in result { rows[try row.decode(Int64.self, at: 0)] = row }
+            }
             for object in objects {
                 guard let key = object.objectID.primaryKey else { continue }
                 let snapshotValues = Dictionary(

@@ -39,12 +39,20 @@ extension StoreCoordinator {
             query.parameters, on: connection)
     }
 
-    /// The rows of objects with these keys, locked for update (`FOR UPDATE`) until the
-    /// transaction ends.
-    func lockObjects(of entity: EntityDescription, keys: [Int64], on connection: Connection) throws -> QueryResult {
+    /// The rows of objects with these keys, locked until the transaction ends: for
+    /// deletion `FOR UPDATE`; otherwise `FOR NO KEY UPDATE`, which, like the `UPDATE` that
+    /// follows (it changes no key), leaves other transactions free to insert rows that
+    /// reference them (their foreign-key checks take `KEY SHARE` locks). Holding
+    /// `FOR UPDATE` there made imports of child rows wait for the save, and wait in a
+    /// cycle (a deadlock, found only after `deadlock_timeout`, 1 s by default) when that
+    /// save then waited for them.
+    func lockObjects(
+        of entity: EntityDescription, keys: [Int64], forDeletion: Bool, on connection: Connection
+    ) throws -> QueryResult {
         let query = StoreQuery.keys(keys, of: entity)
         return try execute(
-            "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses + " FOR UPDATE",
+            "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses
+                + (forDeletion ? " FOR UPDATE" : " FOR NO KEY UPDATE"),
             query.parameters, on: connection)
     }
 

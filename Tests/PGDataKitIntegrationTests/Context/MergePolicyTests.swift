@@ -1,5 +1,5 @@
 import Foundation
-import PGDataKit
+@testable import PGDataKit
 import Testing
 
 /// Two private contexts read the same user; `first` changes name and age, `second`
@@ -67,6 +67,40 @@ struct MergePolicyTests {
             #expect(stored.name == "second's name")
             #expect(stored.age == 30)
             #expect(stored.version == 2)
+        }
+    }
+
+    @Test func rowsLockedForAnUpdateStillTakeNewChildRowsButRowsLockedForDeletionDoNot() throws {
+        // A save resolving conflicts locks the rows it will write. A row about to be
+        // updated (no key changes) must not hold up another transaction inserting a row
+        // that references it: that wait, in a cycle, was a deadlock found only after 1 s.
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let manager = try ExampleSchema.makeManager(configuration)
+            defer { manager.close() }
+            let context = manager.newPrivateContext()
+            let key = try context.performAndWait { () throws -> Int64 in
+                let user = User(context: context)
+                user.userID = "parent"
+                try context.save()
+                return try #require(user.objectID.primaryKey)
+            }
+            let coordinator = manager.coordinator
+            let users = try #require(coordinator.model.entity(named: "User"))
+            let other = try Connection(configuration)
+            defer { other.close() }
+            try other.execute("SET lock_timeout = '2s'")
+            for forDeletion in [false, true] {
+                let holder = try coordinator.beginTransaction(isolation: .readCommitted)
+                defer { coordinator.rollbackAndRelease(holder) }
+                #expect(try coordinator.lockObjects(of: users, keys: [key], forDeletion: forDeletion, on: holder).count == 1)
+                let insert = { try other.execute("INSERT INTO posts (post_id, user_id) VALUES ($1, $2)", ["child-\(forDeletion)", key]) }
+                if forDeletion {
+                    let error = #expect(throws: PostgresError.self) { try insert() }
+                    #expect(error?.sqlState == .lockNotAvailable)
+                } else {
+                    #expect(throws: Never.self) { try insert() }
+                }
+            }
         }
     }
 
