@@ -280,7 +280,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         let hints = changeHints.changing(slot)
         values[slot] = value
         changeHints = hints
-        guard let context = contextReference?.context else { return }
+        // (The context is told once per object, and of an import's key; other sets need
+        // not load it.)
+        guard !reported || slot == upsertAttributeIndex, let context = contextReference?.context else { return }
         if slot == upsertAttributeIndex { context.keyedInsertKeysChanged = true }
         if !reported { context.objectDidChange(self) }
     }
