@@ -191,7 +191,7 @@ struct ArrayLiteralBuilder: ~Copyable {
         text.withUTF8 { utf8 in
             guard let source = utf8.baseAddress else { return }
             if escapes == 0 {
-                start.update(from: source, count: utf8.count)  // nothing to escape: one copy
+                start.initialize(from: source, count: utf8.count)  // nothing to escape: one copy
                 return
             }
             var position = 0
