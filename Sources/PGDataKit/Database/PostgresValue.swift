@@ -215,24 +215,7 @@ struct ArrayLiteralBuilder: ~Copyable {
         separate()
         base[count] = UInt8(ascii: "\"")
         count += 1
-        if value < 0 {
-            base[count] = UInt8(ascii: "-")
-            count += 1
-        }
-        var magnitude = value.magnitude
-        var digits = 1
-        var scale: UInt64 = 10
-        while digits < 20 && magnitude >= scale {
-            digits += 1
-            if digits < 20 { scale &*= 10 }
-        }
-        var position = count + digits
-        repeat {
-            position -= 1
-            base[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-            magnitude /= 10
-        } while magnitude > 0
-        count += digits
+        count += writeDecimal(value, into: base + count)
         base[count] = UInt8(ascii: "\"")
         count += 1
     }
@@ -265,18 +248,36 @@ func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "0") + UInt8(value % 10))
         return
     }
-    if value < 0 { bytes.append(UInt8(ascii: "-")) }
-    var magnitude = value.magnitude
-    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+    var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for a sign and 19 or 20 digits
     withUnsafeMutableBytes(of: &digits) { buffer in
-        var position = buffer.count
-        repeat {
-            position -= 1
-            buffer[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
-            magnitude /= 10
-        } while magnitude > 0
-        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[position...]))
+        guard let start = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
+        bytes.append(contentsOf: UnsafeBufferPointer(start: start, count: writeDecimal(value, into: start)))
     }
+}
+
+/// Writes an integer's decimal digits (with a leading `-` when negative) at `destination`,
+/// which has room for 20 bytes; returns how many it wrote.
+@inline(__always)
+func writeDecimal(_ value: Int64, into destination: UnsafeMutablePointer<UInt8>) -> Int {
+    var written = 0
+    if value < 0 {
+        destination[0] = UInt8(ascii: "-")
+        written = 1
+    }
+    var magnitude = value.magnitude
+    var digits = 1
+    var scale: UInt64 = 10
+    while digits < 20 && magnitude >= scale {
+        digits += 1
+        if digits < 20 { scale &*= 10 }
+    }
+    var position = written + digits
+    repeat {
+        position -= 1
+        destination[position] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+        magnitude /= 10
+    } while magnitude > 0
+    return written + digits
 }
 
 extension Array: PostgresDecodable where Element: PostgresDecodable {

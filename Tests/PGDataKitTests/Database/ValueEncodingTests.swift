@@ -64,6 +64,11 @@ struct ValueEncodingTests {
         for value in integers { literal.append(value) }
         literal.appendNull()
         #expect(literal.text() == "{" + (integers.map { "\"\($0)\"" } + ["NULL"]).joined(separator: ",") + "}")
+        for value in integers {
+            var bytes: [UInt8] = []
+            appendDecimal(value, to: &bytes)
+            #expect(String(decoding: bytes, as: UTF8.self) == String(value))
+        }
 
         // Long, escaped and non-ASCII texts, far past the room the builder starts with.
         let texts = ["", "plain", "q\"uote", "back\\slash\\", "\"\\\"", "naïve 東京 🚀", String(repeating: "x\"", count: 5_000)]
