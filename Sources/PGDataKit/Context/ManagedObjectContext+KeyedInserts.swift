@@ -196,7 +196,37 @@ extension ManagedObjectContext {
         let allAttributes = Array(entity.attributes.indices)
         let allToOne = entity.toOneRelationships.map(\.index)
         inserted.reserveCapacity(objects.count)
-        for (shape, members) in groups.sorted(by: { Shape.precedes($0.shape, $1.shape) }) {
+        // Keys of one unique attribute spread over several statements would be locked
+        // key by key in each, not in one order across them: a first statement claims
+        // them all in key order (inserting the new rows, leaving existing ones), and the
+        // statements by shape then update only the rows that existed.
+        var claimed: [ObjectIdentifier: Int64] = [:]
+        for unique in Set(groups.map(\.shape.unique)).sorted() {
+            let sharing = groups.filter { $0.shape.unique == unique }
+            guard sharing.count > 1 else { continue }
+            let members = sharing.flatMap(\.members)
+            var batch = rows(members, allAttributes, allToOne)
+            batch.versions = []
+            if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }
+            let results = try coordinator.upsertRows(
+                into: entity, batch, uniqueAttribute: entity.attributes[unique], updating: [], on: connection)
+            for (object, result) in zip(members, results) where result.outcome == .inserted {
+                claimed[ObjectIdentifier(object)] = result.primaryKey
+            }
+        }
+        for (shape, all) in groups.sorted(by: { Shape.precedes($0.shape, $1.shape) }) {
+            var members = all
+            if !claimed.isEmpty {
+                members = []
+                for object in all {
+                    if let key = claimed[ObjectIdentifier(object)] {
+                        inserted.append((object, key))
+                    } else {
+                        members.append(object)
+                    }
+                }
+                if members.isEmpty { continue }
+            }
             var batch = rows(members, allAttributes, allToOne)
             batch.versions = []  // (the upsert writes 1)
             if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }  // the sequence assigns them

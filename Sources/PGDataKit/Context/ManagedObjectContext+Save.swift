@@ -40,8 +40,8 @@ extension ManagedObjectContext {
         let first = try beginWriteTransaction()
         let outcome: WriteOutcome
         do {
-            outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite)
-        } catch let error as PostgresError where error.isTransient {
+            outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite, locksTaken: false)
+        } catch let error as PostgresError where error.isTransient && error.sqlState != .lockNotAvailable {
             logger.debug("save hit \(error.sqlState?.rawValue ?? "?"); resolving conflicts in a new transaction")
             abortWriteTransaction(first)
             try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
@@ -135,7 +135,7 @@ extension ManagedObjectContext {
                 resolve(conflicts, overwrite: &overwrite)
             }
             let settled = conflicts.map(\.report)
-            let outcome = try writeChanges(on: connection, reservedKeys: &reservedKeys, overwrite: overwrite)
+            let outcome = try writeChanges(on: connection, reservedKeys: &reservedKeys, overwrite: overwrite, locksTaken: true)
             guard outcome.conflicts.isEmpty else {
                 // The rows are locked, so this means they changed in a way we cannot see.
                 throw MergeConflictError(conflicts: outcome.conflicts.map {
@@ -186,11 +186,12 @@ extension ManagedObjectContext {
     }
 
     /// Decides what a save writes and has the Store send it on a connection inside a
-    /// transaction: keys, inserts in foreign-key order, updates grouped by shape,
+    /// transaction: row locks in the global order (`lockRowsInOrder`, unless
+    /// `locksTaken`), keys, inserts in foreign-key order, updates grouped by shape,
     /// deletes children first.
     private func writeChanges(
         on connection: Connection, reservedKeys: inout [ObjectIdentifier: Int64],
-        overwrite: Set<ObjectIdentifier>
+        overwrite: Set<ObjectIdentifier>, locksTaken: Bool
     ) throws -> WriteOutcome {
         var outcome = WriteOutcome()
         let model = coordinator.model
@@ -242,6 +243,16 @@ extension ManagedObjectContext {
                 })
         }
 
+        if !locksTaken {
+            // The main context's imports looked for their keys in earlier transactions:
+            // rows committed since then, which its keyed inserts would meet (and lock) out
+            // of order, are looked up and locked in order first. A private context looked
+            // in this same transaction: under repeatable read such a row cannot be
+            // written (the save is redone read-committed, which looks them up too); under
+            // read committed (imports) only a row committed between the import's fetch
+            // and its save can be met, and the lock timeout bounds that wait.
+            try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
+        }
         try releaseOneToOneKeys(on: connection)
         for entity in model.insertOrder {
             guard let (unsorted, keyed) = partitions[entity.name] else { continue }
@@ -391,22 +402,22 @@ extension ManagedObjectContext {
         let report: MergeConflict
     }
 
-    /// Locks the rows of updated objects (`FOR NO KEY UPDATE`) and deleted ones (`FOR
-    /// UPDATE`), one query per entity and kind, and returns those whose version moved or
-    /// whose row is gone.
+    /// Locks the rows the save writes in the global order (`lockRowsInOrder`, with the
+    /// rows keyed inserts will meet), reads the updated and deleted ones (one query per
+    /// entity, after the locks: what they read stays so until the commit), and returns
+    /// those whose version moved or whose row is gone.
     private func lockAndFindConflicts(on connection: Connection) throws -> [Conflict] {
+        try lockRowsInOrder(on: connection, keyedRows: true)
         let candidates = changedSet.filter { !insertedSet.contains($0) && $0.objectID.primaryKey != nil }
             .union(deletedSet)
         var conflicts: [Conflict] = []
-        for entity in coordinator.model.entities {
+        for entity in coordinator.model.insertOrder {
             let objects = candidates.filter { $0.entity.name == entity.name }
             guard !objects.isEmpty else { continue }
             var rows: [Int64: Row] = [:]
-            for forDeletion in [false, true] {
-                let keys = objects.filter { deletedSet.contains($0) == forDeletion }.compactMap(\.objectID.primaryKey)
-                guard !keys.isEmpty else { continue }
-                let result = try coordinator.lockObjects(of: entity, keys: keys, forDeletion: forDeletion, on: connection)
-                for row in result { rows[try row.decode(Int64.self, at: 0)] = row }
+            let keys = objects.compactMap(\.objectID.primaryKey)
+            for row in try coordinator.selectObjects(of: entity, .keys(keys, of: entity), on: connection) {
+                rows[try row.decode(Int64.self, at: 0)] = row
             }
             for object in objects {
                 guard let key = object.objectID.primaryKey else { continue }

@@ -36,7 +36,9 @@ extension StoreCoordinator {
     /// Writes a save's join rows: one `DELETE` for the removed pairs and the rows of
     /// deleted objects, then one `INSERT … SELECT FROM unnest(…) ON CONFLICT DO NOTHING`
     /// for the added pairs (a pair stored already, by this or another process, is left
-    /// as it is). Nothing is sent for a part without rows.
+    /// as it is). Nothing is sent for a part without rows. The delete locks rows in
+    /// the order of their places in the table, the insert in (source, destination)
+    /// order.
     func writeJoinRows(_ batch: JoinRowBatch, on connection: Connection) throws {
         let join = Connection.quoteIdentifier(batch.table.tableName)
         let source = Connection.quoteIdentifier(batch.table.sourceColumn)
@@ -58,13 +60,27 @@ extension StoreCoordinator {
             conditions.append("j.\(destination) = ANY($\(parameters.count)::bigint[])")
         }
         if !conditions.isEmpty {
-            try execute("DELETE FROM \(join) AS j WHERE " + conditions.joined(separator: " OR "), parameters, on: connection)
+            // The rows are deleted in the order of their places in the table (a TID scan
+            // sorts them): join rows are never updated, so every save sees them in the
+            // same places and deletes, locking, in one order (see `lockRows`). (Locking
+            // them in key order first would need the UPDATE privilege.)
+            let condition = conditions.joined(separator: " OR ")
+            try execute(
+                "DELETE FROM \(join) AS j WHERE j.ctid = ANY(ARRAY(SELECT j.ctid FROM \(join) AS j WHERE \(condition))) "
+                    + "AND (\(condition))",
+                parameters, on: connection)
         }
         if !batch.inserted.sources.isEmpty {
+            // In (source, destination) order: a pair another save is inserting at the
+            // same time is waited for in the same order by both.
+            let order = batch.inserted.sources.indices.sorted {
+                (batch.inserted.sources[$0], batch.inserted.destinations[$0])
+                    < (batch.inserted.sources[$1], batch.inserted.destinations[$1])
+            }
             try execute(
                 "INSERT INTO \(join) (\(source), \(destination)) SELECT * FROM unnest($1::bigint[], $2::bigint[]) "
                     + "ON CONFLICT DO NOTHING",
-                [batch.inserted.sources, batch.inserted.destinations], on: connection)
+                [order.map { batch.inserted.sources[$0] }, order.map { batch.inserted.destinations[$0] }], on: connection)
         }
     }
 }

@@ -244,13 +244,17 @@ extension StoreCoordinator {
     }
 
     /// Deletes the rows a query describes with one statement (its order and window do
-    /// not apply).
+    /// not apply), locking them in primary-key order first.
     ///
     /// - Returns: the keys of the rows deleted.
     func deleteRows(of entity: EntityDescription, matching query: StoreQuery, on connection: Connection) throws -> [Int64] {
-        var sql = "DELETE FROM \(entity.quotedTable) AS t"
+        // The rows are locked in primary-key order first, as every save locks them (see
+        // `lockRows`), then deleted.
+        let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        var sql = "DELETE FROM \(entity.quotedTable) AS d USING (SELECT t.\(primaryKey) AS k FROM \(entity.quotedTable) AS t"
         if let condition = query.condition { sql += " WHERE " + condition }
-        return try execute(sql + " RETURNING \(entity.qualifiedPrimaryKey)", query.parameters, on: connection)
+        sql += " ORDER BY 1 FOR UPDATE OF t) AS l WHERE d.\(primaryKey) = l.k"
+        return try execute(sql + " RETURNING d.\(primaryKey)", query.parameters, on: connection)
             .map { try $0.decode(Int64.self, at: 0) }
     }
 

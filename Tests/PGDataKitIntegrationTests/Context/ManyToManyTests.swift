@@ -207,9 +207,10 @@ struct ManyToManyTests {
                 context.delete(try #require(stories["s29"]))
                 let before = manager.coordinator.statementCount
                 try context.save()
-                // DELETE + INSERT on stories_topics, DELETE on curation, DELETE of the
-                // story, the change record, COMMIT.
-                #expect(manager.coordinator.statementCount - before == 6)
+                // The story's row locked (see `lockRows`), DELETE + INSERT on
+                // stories_topics, DELETE on curation, DELETE of the story, the change
+                // record, COMMIT.
+                #expect(manager.coordinator.statementCount - before == 7)
             }
             expected = (0..<29).flatMap { ["s\($0)-t\(($0 + 1) % 10)", "s\($0)-t\(($0 + 2) % 10)"] }.sorted()
             #expect(try ManyToManySchema.storyTopics(in: manager) == expected)

@@ -1,0 +1,94 @@
+/// Which rows a save locks before it writes, so that every save takes its row locks in
+/// the one global order described at `StoreCoordinator.lockRows(of:_:on:)`.
+extension ManagedObjectContext {
+    /// Locks, entity by entity in insert order and each entity's rows in ascending
+    /// primary-key order, every existing row the save will write or reference: deleted
+    /// rows and rows whose key column changes `FOR UPDATE`, other updated rows `FOR NO
+    /// KEY UPDATE`, rows that new or changed foreign keys point at `FOR KEY SHARE`.
+    ///
+    /// - Parameter keyedRows: also look up (one statement per entity and unique
+    ///   attribute) the rows that keyed inserts will meet, and lock them `FOR NO KEY
+    ///   UPDATE`: in a read-committed redo, where rows committed since the import looked
+    ///   are visible and the upsert would otherwise lock them out of order.
+    func lockRowsInOrder(on connection: Connection, keyedRows: Bool) throws {
+        var locks = rowLocks()
+        if keyedRows { try addKeyedInsertRows(to: &locks, on: connection) }
+        for entity in coordinator.model.insertOrder {
+            guard let set = locks[entity.name], !set.isEmpty else { continue }
+            try coordinator.lockRows(of: entity, set, on: connection)
+        }
+    }
+
+    /// The rows to lock, by entity name.
+    private func rowLocks() -> [String: RowLockSet] {
+        var locks: [String: RowLockSet] = [:]
+        /// A row that a foreign key of the save points at (not one the save inserts).
+        func referenced(_ value: RelatedReference, of relationship: RelationshipDescription) {
+            let key: Int64
+            switch value {
+            case .none: return
+            case .key(let stored): key = stored
+            case .object(let target):
+                guard let stored = target.objectID.primaryKey, !target.deletedFlag else { return }
+                key = stored
+            }
+            locks[relationship.destinationEntityName, default: RowLockSet()].add(key, .keyShare)
+        }
+        for object in deletedSet {
+            guard let key = object.objectID.primaryKey else { continue }
+            locks[object.entity.name, default: RowLockSet()].add(key, .update)
+        }
+        for object in insertedSet {
+            for relationship in object.entity.toOneRelationships where relationship.columnName != nil {
+                referenced(object.toOne[relationship.index], of: relationship)
+            }
+        }
+        for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
+            guard let key = object.objectID.primaryKey else { continue }
+            let entity = object.entity
+            let attributes = object.changedAttributeIndexes
+            let toOne = object.changedToOneIndexes
+            guard !attributes.isEmpty || !toOne.isEmpty else { continue }
+            let changesKey =
+                attributes.contains { entity.keyAttributeIndexes.contains($0) }
+                || toOne.contains { entity.relationships[$0].isOneToOne }
+            locks[entity.name, default: RowLockSet()].add(key, changesKey ? .update : .noKeyUpdate)
+            for index in toOne where entity.relationships[index].columnName != nil {
+                referenced(object.toOne[index], of: entity.relationships[index])
+            }
+        }
+        return locks
+    }
+
+    /// Adds the existing rows with the unique values of keyed inserts (one lookup per
+    /// entity and unique attribute).
+    private func addKeyedInsertRows(to locks: inout [String: RowLockSet], on connection: Connection) throws {
+        var values: [String: [Int: [StoredValue]]] = [:]
+        for object in insertedSet {
+            guard let index = object.upsertAttributeIndex, object.values[index] != nil else { continue }
+            values[object.entity.name, default: [:]][index, default: []].append(object.values[index])
+        }
+        for entity in coordinator.model.insertOrder {
+            guard let byAttribute = values[entity.name] else { continue }
+            for (index, keys) in byAttribute.sorted(by: { $0.key < $1.key }) {
+                let found = try coordinator.selectKeys(
+                    of: entity, where: entity.attributes[index], isIn: keys, on: connection)
+                for (key, _) in found { locks[entity.name, default: RowLockSet()].add(key, .noKeyUpdate) }
+            }
+        }
+    }
+}
+
+extension EntityDescription {
+    /// The attributes whose columns are in a unique index (alone or with others): a
+    /// change of one is a change of a key, which PostgreSQL locks `FOR UPDATE`.
+    var keyAttributeIndexes: Set<Int> {
+        var indexes = Set(attributes.filter(\.isUnique).map(\.index))
+        for key in uniqueKeys {
+            for name in key {
+                if let attribute = attributes.first(where: { $0.name == name }) { indexes.insert(attribute.index) }
+            }
+        }
+        return indexes
+    }
+}

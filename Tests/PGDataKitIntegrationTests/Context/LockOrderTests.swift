@@ -1,0 +1,230 @@
+import Dispatch
+import Foundation
+import PGDataKit
+import Synchronization
+import Testing
+
+/// Two saves that lock the same rows, started so that each holds one row the other
+/// needs if their statements lock in different orders: before saves took their locks in
+/// one order, each of these pairs deadlocked every time.
+///
+/// How the interleaving is forced, without sleeps: a third session holds a lock on a
+/// row both saves need; the first save is started and waits for it (seen in
+/// `pg_stat_activity`), then the second, which takes what it can and waits too. The
+/// third session commits: the first save gets the row (row locks are granted in queue
+/// order). Saves that lock in one order now finish one after the other; saves that lock
+/// in different orders wait for each other, a cycle seen in `pg_blocking_pids`. The
+/// sessions run with a `deadlock_timeout` of a minute, so PostgreSQL does not break the
+/// cycle itself (a test role that may not set it still sees the deadlock, as `40P01`).
+@Suite("Saves take row locks in one order")
+struct LockOrderTests {
+    /// An import whose keyed inserts meet rows committed since it looked (the main
+    /// context: the upsert locks them in unique-key order) against an update of the
+    /// same rows (locked by row position before).
+    @Test func anUpsertMeetingNewRowsAndAnUpdateOfThoseRowsDoNotDeadlock() throws {
+        try withDeadlockProneManager { manager, run in
+            // The update used to lock its rows in an order of its own (the table's, or
+            // the batch's), so each round has an even chance to deadlock.
+            for round in 0..<6 {
+                let (a, b) = ("a\(round)", "b\(round)")
+                // The main context: its import looks in one transaction, its save is
+                // another (read committed).
+                let importer = manager.mainContext
+                try importer.performAndWait {
+                    let records: [JSONValue] = [a, b].map { .object(["UserID": .string($0), "Name": "imported"]) }
+                    _ = try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: importer) {
+                        record, user in user.name = record["Name"]?.stringValue
+                    }
+                }
+                // Committed after the import looked: "b" first, then "a".
+                _ = try run.insertUser(b)
+                let y = try run.insertUser(a)
+                let editor = manager.newPrivateContext(name: "editor")
+                editor.mergePolicy = .mergeByPropertyObjectTrump
+                try editor.performAndWait {
+                    for user in try User.fetch(in: editor, where: "userID IN %@", [a, b]) { user.name = "edited" }
+                }
+                guard try run.race(blocking: ("users", y), first: importer, second: editor) else { break }
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 12)
+        }
+    }
+
+    /// A save that updates a post and its user against an import of that user (by
+    /// key) that also updates the post: updates went entity by entity in name order
+    /// (posts, then users), keyed inserts in insert order (users, then posts).
+    @Test func savesOverTwoEntitiesInDifferentOrdersDoNotDeadlock() throws {
+        try withDeadlockProneManager { manager, run in
+            let importer = manager.mainContext
+            try importer.performAndWait {
+                importer.mergePolicy = .mergeByPropertyObjectTrump
+                _ = try User.insertOrUpdate(
+                    [.object(["UserID": "u", "Name": "imported"])], uniqueModelKey: \.userID, uniqueRemoteKey: "UserID",
+                    in: importer
+                ) { record, user in user.name = record["Name"]?.stringValue }
+            }
+            let user = try run.insertUser("u")
+            let post = try run.insertPost("p", user: user)
+            try importer.performAndWait {
+                for post in try Post.fetch(in: importer, where: "postID == %@", "p") { post.title = "imported" }
+            }
+            let editor = manager.newPrivateContext(name: "editor")
+            editor.mergePolicy = .mergeByPropertyObjectTrump
+            try editor.performAndWait {
+                for user in try User.fetch(in: editor, where: "userID == %@", "u") { user.name = "edited" }
+                for post in try Post.fetch(in: editor, where: "postID == %@", "p") { post.title = "edited" }
+            }
+            try run.race(blocking: ("posts", post), first: editor, second: importer)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 1)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM posts", in: manager) == 1)
+        }
+    }
+
+    /// A batch delete by predicate (rows in scan order) against a save that updates the
+    /// same rows.
+    @Test func aBatchDeleteAndAnUpdateOfTheSameRowsDoNotDeadlock() throws {
+        try withDeadlockProneManager { manager, run in
+            for round in 0..<6 {
+                let (a, b) = ("a\(round)", "b\(round)")
+                // Positions in the table in the other order than the keys: "a" moves to
+                // the end when it is updated.
+                let first = try run.insertUser(a)
+                let second = try run.insertUser(b)
+                try run.execute("UPDATE users SET age = 1 WHERE id = $1", [first])
+                let editor = manager.newPrivateContext(name: "editor")
+                editor.mergePolicy = .mergeByPropertyObjectTrump
+                try editor.performAndWait {
+                    for user in try User.fetch(in: editor, where: "userID IN %@", [a, b]) { user.name = "edited" }
+                }
+                let deleter = manager.newPrivateContext(name: "deleter")
+                deleter.isolationLevel = .readCommitted
+                let finished = try run.race(
+                    blocking: ("users", second), first: editor,
+                    second: { try deleter.performAndWait { _ = try User.deleteAll(in: deleter, where: "userID IN %@", [a, b]) } })
+                guard finished else { break }
+            }
+        }
+    }
+}
+
+/// What a lock-order test does with its database besides the two saves.
+struct LockRace {
+    let configuration: ConnectionConfiguration
+    let admin: Connection
+
+    /// Runs a statement on a connection of its own (autocommit).
+    func execute(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) throws {
+        try admin.execute(sql, parameters)
+    }
+
+    /// Inserts a committed user and returns its primary key.
+    func insertUser(_ key: String) throws -> Int64 {
+        try admin.query("INSERT INTO users (user_id) VALUES ($1) RETURNING id", [key])[0].decode(Int64.self, at: 0)
+    }
+
+    /// Inserts a committed post of a user and returns its primary key.
+    func insertPost(_ key: String, user: Int64) throws -> Int64 {
+        try admin.query("INSERT INTO posts (post_id, user_id) VALUES ($1, $2) RETURNING id", [key, user])[0]
+            .decode(Int64.self, at: 0)
+    }
+
+    /// Saves two contexts as described at `LockOrderTests`; false when they deadlocked.
+    @discardableResult
+    func race(
+        blocking row: (table: String, key: Int64), first: ManagedObjectContext, second: ManagedObjectContext,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> Bool {
+        try race(
+            blocking: row, first: { try first.performAndWait { try first.save() } },
+            second: { try second.performAndWait { try second.save() } }, sourceLocation: sourceLocation)
+    }
+
+    /// Runs two units of work as described at `LockOrderTests`; false when they
+    /// deadlocked.
+    @discardableResult
+    func race(
+        blocking row: (table: String, key: Int64), first: ManagedObjectContext,
+        second: @escaping @Sendable () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> Bool {
+        try race(
+            blocking: row, first: { try first.performAndWait { try first.save() } }, second: second,
+            sourceLocation: sourceLocation)
+    }
+
+    /// Runs two units of work as described at `LockOrderTests`: `first` waits for the
+    /// blocker, `second` waits too, the blocker commits, and both must finish. Returns
+    /// false when they deadlocked (an issue is recorded).
+    @discardableResult
+    func race(
+        blocking row: (table: String, key: Int64), first: @escaping @Sendable () throws -> Void,
+        second: @escaping @Sendable () throws -> Void, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> Bool {
+        let blocker = try Connection(configuration)
+        defer { blocker.close() }
+        try blocker.execute("BEGIN")
+        try blocker.execute("SELECT 1 FROM \(Connection.quoteIdentifier(row.table)) WHERE id = $1 FOR UPDATE", [row.key])
+        let errors = Mutex<[String]>([])
+        let group = DispatchGroup()
+        func start(_ name: String, _ work: @escaping @Sendable () throws -> Void) {
+            group.enter()
+            DispatchQueue.global().async {
+                defer { group.leave() }
+                do { try work() } catch { errors.withLock { $0.append("\(name): \(error)") } }
+            }
+        }
+        start("first", first)
+        try waitForLockWaits(1, sourceLocation: sourceLocation)
+        start("second", second)
+        try waitForLockWaits(2, sourceLocation: sourceLocation)
+        try blocker.execute("COMMIT")
+        // Both finish, or they wait for each other.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var deadlocked = false
+        while group.wait(timeout: .now() + .milliseconds(20)) == .timedOut {
+            let cycle = try admin.query(
+                """
+                SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database() AND EXISTS (
+                    SELECT 1 FROM unnest(pg_blocking_pids(a.pid)) AS b(pid) WHERE a.pid = ANY(pg_blocking_pids(b.pid)))
+                """)
+            if !cycle.isEmpty || ContinuousClock.now > deadline {
+                deadlocked = true
+                for waiter in cycle { _ = try? admin.execute("SELECT pg_terminate_backend($1)", [try waiter.decode(Int32.self, at: 0)]) }
+                if cycle.isEmpty { break }
+            }
+        }
+        group.wait()
+        #expect(!deadlocked, "the two saves waited for each other (a deadlock)", sourceLocation: sourceLocation)
+        let failures = errors.withLock { $0 }
+        #expect(failures.isEmpty, "\(failures)", sourceLocation: sourceLocation)
+        return !deadlocked
+    }
+
+    /// Waits (up to 10 s) until `count` sessions of the database wait for a lock.
+    private func waitForLockWaits(_ count: Int, sourceLocation: SourceLocation) throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let waiting = try admin.query(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")[0]
+                .decode(Int.self, at: 0)
+            if waiting >= count { return }
+            Thread.sleep(forTimeInterval: 0.005)
+        }
+        Issue.record("fewer than \(count) sessions came to wait for a lock", sourceLocation: sourceLocation)
+    }
+}
+
+/// A manager on a fresh example database whose sessions leave deadlocks to the test to
+/// see (`deadlock_timeout` of a minute), with a `LockRace`.
+private func withDeadlockProneManager(_ body: (ContextManager, LockRace) throws -> Void) throws {
+    try TestDatabase.withFreshDatabase(migrations: true) { base in
+        var configuration = base
+        let admin = try Connection(base)
+        defer { admin.close() }
+        if try admin.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0].decode(Bool.self, at: 0) {
+            configuration.overrides["options"] = "-c deadlock_timeout=60s"
+        }
+        let manager = try ExampleSchema.makeManager(configuration)
+        defer { manager.close() }
+        try body(manager, LockRace(configuration: configuration, admin: admin))
+    }
+}
