@@ -178,8 +178,9 @@ public final class Connection: @unchecked Sendable {
                     "server notice: \(message.trimmingCharacters(in: .whitespacesAndNewlines))")
             }, context)
         }
-        try executeScript(
-            "SET DateStyle TO ISO; SET bytea_output TO hex; SET extra_float_digits TO 3")
+        var settings = "SET DateStyle TO ISO; SET bytea_output TO hex; SET extra_float_digits TO 3"
+        if let milliseconds = configuration.lockTimeoutMilliseconds { settings += "; SET lock_timeout TO \(milliseconds)" }
+        try executeScript(settings)
     }
 
     /// Closes the session. Later calls throw `PostgresError` with kind

@@ -49,6 +49,36 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// ```
     public var preparedStatementCacheSize = 256
 
+    /// How long a statement waits for a lock before it fails with SQLSTATE `55P03`
+    /// (`SQLState.lockNotAvailable`): 5 seconds by default; `nil` keeps the server's
+    /// setting (`lock_timeout`, no limit unless configured).
+    ///
+    /// PGDataKit's own saves take their row locks in one global order, so they wait for
+    /// each other only briefly and never in a cycle; what can still hold a row for long
+    /// is another program (or a transaction of yours left open). The limit turns such a
+    /// wait into an error: units of work the library owns (imports, `DataOperation`s)
+    /// retry it a bounded number of times with a jittered pause; a `save()` of your own
+    /// throws it as a `PostgresError` whose `isTransient` is true. It is set once per
+    /// session (`SET lock_timeout`), so it applies to every statement of connections
+    /// made with this configuration, migrations included.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// var configuration = ConnectionConfiguration("postgres://app@db/app")
+    /// configuration.lockTimeout = .milliseconds(500)
+    /// ```
+    public var lockTimeout: Duration? = .seconds(5)
+
+    /// The `lock_timeout` setting in whole milliseconds (at least 1; `nil` when unset).
+    var lockTimeoutMilliseconds: Int64? {
+        guard let lockTimeout else { return nil }
+        let (seconds, attoseconds) = lockTimeout.components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard !overflow, seconds >= 0 else { return seconds < 0 ? 1 : Int64(Int32.max) }
+        return Swift.max(1, Swift.min(Int64(Int32.max), product &+ attoseconds / 1_000_000_000_000_000))
+    }
+
     /// Wraps a `postgres://` / `postgresql://` URL or a libpq `key=value` string.
     public init(_ connectionString: String, overrides: [String: String] = [:]) {
         self.connectionString = connectionString

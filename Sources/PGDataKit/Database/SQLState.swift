@@ -72,9 +72,11 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let featureNotSupported = SQLState(rawValue: "0A000")
 
     /// Whether retrying the whole transaction may succeed: serialisation failures,
-    /// deadlocks, and a prepared statement the session no longer has (`26000`: the
-    /// connection forgets its prepared statements then and prepares them again).
+    /// deadlocks, a lock wait that ran past `lock_timeout` (`55P03`), and a prepared
+    /// statement the session no longer has (`26000`: the connection forgets its prepared
+    /// statements then and prepares them again).
     public var isTransient: Bool {
-        self == .serializationFailure || self == .deadlockDetected || self == .invalidSQLStatementName
+        self == .serializationFailure || self == .deadlockDetected || self == .lockNotAvailable
+            || self == .invalidSQLStatementName
     }
 }
