@@ -16,9 +16,37 @@ struct BenchCommand: ParsableCommand {
         subcommands: [
             FetchBenchmark.self, LatencyBenchmark.self, LatencyListener.self, ThroughputBenchmark.self,
             ThroughputWriter.self, ControllerBenchmark.self, ControllerWriter.self, UpsertBenchmark.self,
-            ImportMemoryBenchmark.self,
+            ImportMemoryBenchmark.self, ContentionBenchmark.self,
         ]
     )
+}
+
+/// The server a benchmark runs on: `DATABASE_URL`, or a throwaway server started for the
+/// run (stopped by `stop()`).
+struct BenchServer {
+    /// The server's URL, naming the database to connect to for administration.
+    let url: String
+    private let embedded: EmbeddedPostgres?
+
+    /// Uses `DATABASE_URL` when set, else starts a throwaway server.
+    init() throws {
+        if let environment = ProcessInfo.processInfo.environment["DATABASE_URL"], !environment.isEmpty {
+            url = environment
+            embedded = nil
+        } else {
+            let started = try EmbeddedPostgres.start()
+            url = started.url
+            embedded = started
+        }
+    }
+
+    /// Whether this is a throwaway server (fsync off: fast, not durable).
+    var isThrowaway: Bool { embedded != nil }
+
+    /// Stops the throwaway server, if one was started.
+    func stop() {
+        try? embedded?.stop()
+    }
 }
 
 /// A database for one benchmark run, created with the example schema and dropped after.
@@ -26,20 +54,11 @@ struct BenchDatabase {
     let configuration: ConnectionConfiguration
     private let admin: Connection
     private let name: String
-    private let server: EmbeddedPostgres?
+    private let server: BenchServer
 
     init() throws {
-        var server: EmbeddedPostgres?
-        let url: String
-        if let environment = ProcessInfo.processInfo.environment["DATABASE_URL"], !environment.isEmpty {
-            url = environment
-        } else {
-            let started = try EmbeddedPostgres.start()
-            server = started
-            url = started.url
-        }
-        self.server = server
-        let base = ConnectionConfiguration(url)
+        server = try BenchServer()
+        let base = ConnectionConfiguration(server.url)
         admin = try Connection(base)
         name = "pgdatakit_bench_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12))"
         try admin.execute("CREATE DATABASE \(Connection.quoteIdentifier(name))")
@@ -60,7 +79,7 @@ struct BenchDatabase {
     func drop() {
         _ = try? admin.execute("DROP DATABASE IF EXISTS \(Connection.quoteIdentifier(name)) WITH (FORCE)")
         admin.close()
-        try? server?.stop()
+        server.stop()
     }
 }
 

@@ -69,4 +69,20 @@ struct BenchmarkProgramTests {
         #expect((fields["merge_p50_ms"] ?? 0) > 0, "this process merged the writers' saves")
         #expect(outcome.output.split(separator: "\n").contains { $0.hasPrefix("      2  ") })
     }
+
+    @Test func contentionScenarioRunsTheDemoAndReadsTheServersDeadlocks() throws {
+        let outcome = try run(["contention", "--workers", "2", "--seconds", "3"])
+        let fields = try result(outcome, "contention")
+        // A value that is not a number is left out of `fields`, so this checks them too.
+        #expect(Set(["workers", "saves_per_s", "deadlocks", "lock_timeouts", "merge_p50_ms", "merge_p99_ms"])
+            .isSubset(of: fields.keys), "\(outcome.output)")
+        #expect(fields["workers"] == 2)
+        #expect((fields["saves_per_s"] ?? 0) > 0)
+        #expect((fields["merge_p50_ms"] ?? 0) > 0, "the demo's parent merged the workers' saves")
+        #expect((fields["merge_p99_ms"] ?? -1) >= (fields["merge_p50_ms"] ?? 0))
+        #expect((fields["deadlocks"] ?? -1) >= 0 && (fields["lock_timeouts"] ?? -1) >= 0)
+        #expect(fields["demo_exit"] == 0, "the demo's proofs hold")
+        #expect(outcome.output.split(separator: "\n").contains { $0.hasPrefix("      2  ") })
+        #expect(outcome.output.contains("[demo 2] Demo database: pgdatakit_demo_"), "the demo's messages are passed on")
+    }
 }
