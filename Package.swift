@@ -12,6 +12,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        // Operational counters (saves, retries by cause, merges, latencies): see
+        // `PGDataKitMetrics`.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         // `swift package generate-documentation` (the DocC catalog in Sources/PGDataKit).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
@@ -26,6 +29,7 @@ let package = Package(
             dependencies: [
                 "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .executableTarget(
@@ -45,7 +49,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "pgdatakit-test-helper",
-            dependencies: ["PGDataKit"],
+            dependencies: [
+                "PGDataKit",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             path: "Sources/pgdatakit-test-helper"
         ),
         .executableTarget(

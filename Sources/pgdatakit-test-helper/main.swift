@@ -1,6 +1,8 @@
 // A helper program for the integration tests: behaviour that needs a process of its own
 // (a crash on purpose, another worker process watching or writing) runs here.
+import CoreMetrics
 import Foundation
+import MetricsTestKit
 import PGDataKit
 
 final class HelperUser: ManagedObject {
@@ -30,9 +32,17 @@ let usage = """
       controller-watch DATABASE_URL FORMAT SORTKEY
       import-race DATABASE_URL WORKER BARRIER_FILE
       import-memory DATABASE_URL COUNT BATCH
+      metrics DATABASE_URL
     """
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail(usage) }
+if arguments[1] == "metrics" {
+    // The metrics backend must be in place before the first coordinator is made.
+    let metrics = TestMetrics()
+    MetricsSystem.bootstrap(metrics)
+    do { try metricsRun(metrics, url: arguments[2]) } catch { fail("\(error)") }
+    exit(0)
+}
 let manager = try ContextManager(configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self])
 switch arguments[1] {
 case "off-queue":

@@ -44,14 +44,19 @@ extension ManagedObjectContext {
         } catch let error as PostgresError where error.isTransient && error.sqlState != .lockNotAvailable {
             logger.debug("save hit \(error.sqlState?.rawValue ?? "?"); resolving conflicts in a new transaction")
             abortWriteTransaction(first)
+            coordinator.metrics.transientFailure(TransientCause(error))
+            coordinator.metrics.retry(TransientCause(error), unit: "save")
             try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
             return
         } catch {
             abortWriteTransaction(first)
+            coordinator.metrics.transientFailure(TransientCause(error))
             throw error
         }
         if !outcome.conflicts.isEmpty {
             abortWriteTransaction(first)
+            coordinator.metrics.transientFailure(.conflict)
+            coordinator.metrics.retry(.conflict, unit: "save")
             try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
             return
         }
@@ -94,6 +99,7 @@ extension ManagedObjectContext {
         let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
         try coordinator.recordChangesAndCommit(changes, on: connection)
         if connection === transaction { transaction = nil }
+        coordinator.metrics.saved(changes, context: concurrencyType == .main ? "main" : "private")
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
     }
 
@@ -148,6 +154,7 @@ extension ManagedObjectContext {
             resolvedConflicts = settled
         } catch {
             abortWriteTransaction(connection)
+            coordinator.metrics.transientFailure(error is MergeConflictError ? .conflict : TransientCause(error))
             throw error
         }
     }

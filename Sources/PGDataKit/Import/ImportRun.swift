@@ -82,6 +82,8 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
                 return true
             } catch where Self.isTransient(error) && attempt < options.maximumAttempts {
                 context.rollback()
+                context.coordinator.metrics.retry(
+                    error is MergeConflictError ? .conflict : TransientCause(error), unit: "import")
                 context.logger.debug("import batch at record \(firstIndex) hit \(error); redoing it (attempt \(attempt + 1))")
                 attempt += 1
                 summary.retries += 1
@@ -127,6 +129,7 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
         let updated = changes.updated.lazy.filter { $0.entityName == name }.count
         summary.records += records
         summary.batches += 1
+        context.coordinator.metrics.count(PGDataKitMetrics.importedRecords, [("entity", name)], by: records)
         summary.inserted += inserted
         summary.updated += updated
         summary.unchanged += Swift.max(0, objects.count - inserted - updated)

@@ -99,9 +99,11 @@ public final class ContextManager: Sendable {
                         var union = ContextChanges()
                         for record in records { union.formUnion(record.changes) }
                         let changes = union
+                        let metrics = main.coordinator.metrics
                         main.perform {
                             do {
                                 try main.mergeChanges(changes)
+                                metrics.received(records, label: PGDataKitMetrics.merges, latency: PGDataKitMetrics.mergeLatency)
                             } catch {
                                 logger.error("merging other processes' saves into the main context failed: \(error)")
                             }

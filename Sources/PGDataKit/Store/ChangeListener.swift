@@ -67,8 +67,14 @@ final class ChangeListener: Sendable {
     private let prunes: Mutex<Bool>
     /// Ids of change records this process wrote whose notifications have not come yet.
     private let ownRecords = Mutex<Set<Int64>>([])
+    /// Where records read are counted.
+    private let metrics: StoreMetrics
 
-    init(configuration: ConnectionConfiguration, origin: UUID, options: ChangeLogOptions, prunes: Bool, logger: Logger) {
+    init(
+        configuration: ConnectionConfiguration, origin: UUID, options: ChangeLogOptions, prunes: Bool,
+        metrics: StoreMetrics, logger: Logger
+    ) {
+        self.metrics = metrics
         self.prunes = Mutex(prunes)
         self.configuration = configuration
         self.origin = origin
@@ -267,6 +273,7 @@ final class ChangeListener: Sendable {
     private func catchUp(on connection: Connection, from position: String) throws -> String {
         let (records, next) = try ChangeLog.read(after: position, skippingOrigin: origin, on: connection)
         if !records.isEmpty {
+            metrics.received(records, label: PGDataKitMetrics.remoteChanges, latency: PGDataKitMetrics.listenerLag)
             let observers = state.withLock { Array($0.observers.sorted { $0.key < $1.key }.map(\.value)) }
             for observer in observers { observer(records) }
         }

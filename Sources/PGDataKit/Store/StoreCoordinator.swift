@@ -27,6 +27,9 @@ public final class StoreCoordinator: Sendable {
     /// How the change log is kept and followed.
     public let changeLogOptions: ChangeLogOptions
     let listener: ChangeListener
+    /// Where saves, retries and merges are counted (swift-metrics; see
+    /// `PGDataKitMetrics`).
+    let metrics: StoreMetrics
     let remoteStreams = Mutex<[AsyncStream<ChangeRecord>.Continuation]>([])
     /// Told when the coordinator is closed (object controllers stop then).
     let closeObservers = CloseObservers()
@@ -58,13 +61,16 @@ public final class StoreCoordinator: Sendable {
             configuration: configuration, maximumConnections: maximumConnections, logger: logger)
         self.logger = logger
         self.changeLogOptions = changeLog
+        let metrics = StoreMetrics()
+        self.metrics = metrics
         let mayPrune = try pool.withConnection { try ChangeLog.check(on: $0) }
         if !mayPrune {
             logger.notice(
                 "no DELETE privilege on \(ChangeLog.table): this process does not prune old change records; grant DELETE to one process's role or prune from a job")
         }
         self.listener = ChangeListener(
-            configuration: configuration, origin: origin, options: changeLog, prunes: mayPrune, logger: logger)
+            configuration: configuration, origin: origin, options: changeLog, prunes: mayPrune, metrics: metrics,
+            logger: logger)
         if validatesSchema { try validateSchema() }
     }
 

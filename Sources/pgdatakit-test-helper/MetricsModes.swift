@@ -1,0 +1,83 @@
+import Foundation
+import MetricsTestKit
+import PGDataKit
+
+/// `metrics`: runs each kind of work PGDataKit counts once, against a swift-metrics test
+/// backend bootstrapped before any coordinator was made, and prints the counters as
+/// JSON (`label|dimension=value,…` → total) and the timers as counts of values.
+func metricsRun(_ metrics: TestMetrics, url: String) throws {
+    let configuration = ConnectionConfiguration(url)
+    let manager = try ContextManager(configuration: configuration, entities: [HelperUser.self])
+    defer { manager.close() }
+    // A save of three new users.
+    let context = manager.newPrivateContext()
+    try context.performAndWait {
+        for index in 0..<3 { HelperUser(context: context).userID = "metrics-\(index)" }
+        try context.save()
+    }
+    // A conflict settled by the merge policy: the save is redone once.
+    let first = manager.newPrivateContext()
+    let second = manager.newPrivateContext()
+    second.mergePolicy = .mergeByPropertyObjectTrump
+    try second.performAndWait {
+        for user in try HelperUser.fetch(in: second, where: "userID == %@", "metrics-0") { user.name = "second" }
+    }
+    try first.performAndWait {
+        for user in try HelperUser.fetch(in: first, where: "userID == %@", "metrics-0") { user.name = "first" }
+        try first.save()
+    }
+    try second.performAndWait { try second.save() }
+    // An import of ten records.
+    let records: [JSONValue] = (0..<10).map { .object(["UserID": .string("imported-\($0)")]) }
+    let mapper = ObjectMapper<HelperUser>(uniqueKey: \.userID, remoteKey: "UserID") { _, _ in }
+    let operation = manager.importOperation(records, mapper: mapper)
+    operation.start()
+    if let error = operation.error { throw error }
+    // A save that waits for a lock another session holds, past the lock timeout.
+    var impatient = configuration
+    impatient.lockTimeout = .milliseconds(200)
+    let waiter = try ContextManager(configuration: impatient, entities: [HelperUser.self])
+    defer { waiter.close() }
+    let holder = try Connection(configuration)
+    defer { holder.close() }
+    try holder.execute("BEGIN")
+    try holder.execute("SELECT 1 FROM users WHERE user_id = 'metrics-1' FOR UPDATE")
+    let blocked = waiter.newPrivateContext()
+    let timedOut = blocked.performAndWait { () -> Bool in
+        do {
+            for user in try HelperUser.fetch(in: blocked, where: "userID == %@", "metrics-1") { user.name = "waited" }
+            try blocked.save()
+            return false
+        } catch let error as PostgresError {
+            return error.sqlState == .lockNotAvailable && error.isTransient
+        } catch {
+            return false
+        }
+    }
+    try holder.execute("ROLLBACK")
+    // Another coordinator's save, merged into this manager's main context.
+    let other = waiter.newPrivateContext()
+    try other.performAndWait {
+        HelperUser(context: other).userID = "from-another-coordinator"
+        try other.save()
+    }
+    let deadline = Date().addingTimeInterval(10)
+    while Date() < deadline, (try? metrics.expectCounter(PGDataKitMetrics.merges).totalValue) == nil {
+        Thread.sleep(forTimeInterval: 0.01)
+    }
+    var counters: [String: Int64] = [:]
+    for counter in metrics.counters {
+        let dimensions = counter.dimensions.map { "\($0.0)=\($0.1)" }.sorted().joined(separator: ",")
+        counters[counter.label + "|" + dimensions, default: 0] += counter.totalValue
+    }
+    var timers: [String: Int] = [:]
+    for label in [PGDataKitMetrics.listenerLag, PGDataKitMetrics.mergeLatency] {
+        timers[label] = (try? metrics.expectTimer(label).values.count) ?? 0
+    }
+    let report: [String: JSONValue] = [
+        "counters": .object(counters.mapValues { .number(Double($0)) }),
+        "timers": .object(timers.mapValues { .number(Double($0)) }),
+        "lockTimeoutThrown": .bool(timedOut),
+    ]
+    emit(JSONValue.object(report).jsonText)
+}

@@ -1,0 +1,40 @@
+import Foundation
+@testable import PGDataKit
+import Testing
+
+/// What PGDataKit reports through swift-metrics, counted in a process of its own (the
+/// test helper bootstraps swift-metrics' test backend before making a coordinator).
+@Suite("Metrics through swift-metrics")
+struct MetricsTests {
+    @Test func savesRetriesLockTimeoutsImportsAndMergesAreCounted() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            let outcome = try CLI.runHelper(["metrics", url])
+            #expect(outcome.status == 0, "\(outcome.error)")
+            let line = try #require(outcome.output.split(separator: "\n").last.map(String.init))
+            let report = try JSONValue(parsing: line)
+            let counters = try #require(report["counters"])
+            func counter(_ label: String, _ dimensions: String = "") -> Int {
+                counters[label + "|" + dimensions]?.intValue ?? 0
+            }
+            // Three users, two edits of one (the second redone once), one import batch,
+            // one save of another coordinator; the save that timed out is not a save.
+            #expect(counter(PGDataKitMetrics.saves, "context=private") == 5, "\(counters)")
+            #expect(counter(PGDataKitMetrics.savedObjects, "entity=User,kind=inserted") == 14)
+            #expect(counter(PGDataKitMetrics.savedObjects, "entity=User,kind=updated") == 2)
+            // The second edit's snapshot predates the first's commit: serialization
+            // failure, redone read-committed, settled by its merge policy.
+            #expect(counter(PGDataKitMetrics.transientFailures, "cause=serialization") == 1)
+            #expect(counter(PGDataKitMetrics.retries, "cause=serialization,unit=save") == 1)
+            #expect(counter(PGDataKitMetrics.transientFailures, "cause=lock_timeout") == 1)
+            #expect(report["lockTimeoutThrown"]?.boolValue == true)
+            #expect(counter(PGDataKitMetrics.importedRecords, "entity=User") == 10)
+            #expect(counter(PGDataKitMetrics.remoteChanges) >= 1)
+            #expect(counter(PGDataKitMetrics.merges) >= 1)
+            #expect((report["timers"]?[PGDataKitMetrics.mergeLatency]?.intValue ?? 0) >= 1)
+            #expect((report["timers"]?[PGDataKitMetrics.listenerLag]?.intValue ?? 0) >= 1)
+            // Dimensions carry names, never values.
+            #expect(!line.contains("metrics-0") && !line.contains("imported-"))
+        }
+    }
+}
