@@ -37,6 +37,7 @@ let package = Package(
             dependencies: [
                 "PGDataKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .executableTarget(

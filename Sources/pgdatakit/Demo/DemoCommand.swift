@@ -93,12 +93,15 @@ struct DemoCommand: ParsableCommand {
         let view = DemoView(
             workers: workers, duration: duration, live: !json && !plain && isatty(STDOUT_FILENO) == 1,
             quiet: json)
+        let deadlocks = try ServerDeadlocks(manager: manager)
         let started = Date()
         view.begin()
         while !stop.isFired, Date().timeIntervalSince(started) < duration {
             let board = processes.board.withLock { $0 }
             if !board.failures.isEmpty || !board.exited.isEmpty { break }
-            view.show(elapsed: Date().timeIntervalSince(started), rows: dataset.counts, board: board, feed: feed)
+            view.show(
+                elapsed: Date().timeIntervalSince(started), rows: dataset.counts, board: board, feed: feed,
+                deadlocks: deadlocks.latest())
             stop.wait(upTo: view.interval)
         }
         let writing = Date().timeIntervalSince(started)
@@ -118,10 +121,12 @@ struct DemoCommand: ParsableCommand {
         _ = dataset.waitForUser(marker, seconds: 60)  // if it never comes, the checksums say so
         _ = processes.wait(seconds: 90, until: { $0.finals.count + $0.failures.count == workers || $0.exited.count == workers })
         let board = processes.board.withLock { $0 }
+        // The workers' sessions end with their processes, and report their counts then.
+        processes.finish()
 
         let summary = try DemoSummary.make(
             workers: workers, seconds: writing, board: board, feed: feed, manager: manager,
-            parentListing: try dataset.listing())
+            parentListing: try dataset.listing(), deadlocks: try deadlocks.settled())
         view.finish(summary)
         if json {
             printLine(summary.json())
@@ -213,4 +218,50 @@ final class DemoFeed: Sendable {
 
     var recent: [(pid: Int32, line: String)] { contents.withLock { $0.recent } }
     var byProcess: [Int32: Int] { contents.withLock { $0.byProcess } }
+}
+
+/// The server's count of deadlocks in the demo's database (`pg_stat_database`), from
+/// the start of the run.
+final class ServerDeadlocks {
+    private let manager: ContextManager
+    private let baseline: Int
+    private var last = 0
+    private var lastRead = ContinuousClock.now - .seconds(10)
+
+    init(manager: ContextManager) throws {
+        self.manager = manager
+        baseline = try Self.read(manager)
+    }
+
+    /// The count so far, read at most once a second (the server publishes a session's
+    /// counts within a second or so of its transaction).
+    func latest() -> Int {
+        if lastRead.duration(to: .now) >= .seconds(1) {
+            lastRead = .now
+            if let count = try? Self.read(manager) { last = max(0, count - baseline) }
+        }
+        return last
+    }
+
+    /// The final count, once the workers' sessions ended: read until two reads a
+    /// quarter of a second apart agree (at most 3 s).
+    func settled() throws -> Int {
+        var previous = try Self.read(manager)
+        let deadline = ContinuousClock.now + .seconds(3)
+        while ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.25)
+            let count = try Self.read(manager)
+            if count == previous { break }
+            previous = count
+        }
+        return max(0, previous - baseline)
+    }
+
+    private static func read(_ manager: ContextManager) throws -> Int {
+        try manager.coordinator.pool.withConnection { connection in
+            try connection.query(
+                "SELECT coalesce(sum(deadlocks), 0)::bigint FROM pg_stat_database WHERE datname = current_database()"
+            )[0].decode(Int.self, at: 0)
+        }
+    }
 }

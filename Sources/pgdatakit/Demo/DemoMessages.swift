@@ -46,6 +46,15 @@ struct WorkerCounters: Codable, Sendable, Equatable {
     var merged = 0
     /// Other processes (by process id) whose saves reached this worker.
     var mergedFrom: Set<Int32> = []
+    /// Saves of this worker that waited for a lock past the lock timeout (the library's
+    /// `pgdatakit_transient_failures_total{cause="lock_timeout"}`).
+    var lockTimeouts = 0
+    /// Deadlocks this worker's saves met (`…{cause="deadlock"}`): 0 while every save
+    /// takes its locks in one order.
+    var deadlocks = 0
+    /// Saves the library redid itself (`pgdatakit_retries_total`), on top of the
+    /// worker's own retries in `conflictsRetried`.
+    var libraryRetries = 0
 }
 
 /// What the parent tells a worker, one line on its standard input.

@@ -30,7 +30,9 @@ final class DemoView {
         if !quiet { live ? printLine(text) : printLine("demo: " + text) }
     }
 
-    func show(elapsed: Double, rows: (users: Int, posts: Int), board: DemoProcesses.Board, feed: DemoFeed) {
+    func show(
+        elapsed: Double, rows: (users: Int, posts: Int), board: DemoProcesses.Board, feed: DemoFeed, deadlocks: Int
+    ) {
         let now = Date()
         for (worker, report) in board.latest {
             if let last = previous[worker], now.timeIntervalSince(last.time) > 0.5 {
@@ -42,11 +44,15 @@ final class DemoView {
         }
         guard !quiet else { return }
         let latency = feed.percentiles
+        let all = board.latest.values.map(\.counters)
+        let lockTimeouts = all.reduce(0) { $0 + $1.lockTimeouts }
+        let retries = all.reduce(0) { $0 + $1.conflictsRetried + $1.libraryRetries }
         if !live {
             let saves = (0..<workers).map { "w\($0) \(board.latest[$0]?.counters.saves ?? 0)" }.joined(separator: ", ")
             printLine(String(
-                format: "demo: %4.0f s  users %d  posts %d  saves [%@]  merge p50 %.1f ms p99 %.1f ms",
-                elapsed, rows.users, rows.posts, saves, latency.p50, latency.p99))
+                format: "demo: %4.0f s  users %d  posts %d  saves [%@]  merge p50 %.1f ms p99 %.1f ms  "
+                    + "deadlocks %d  lock timeouts %d  retries %d",
+                elapsed, rows.users, rows.posts, saves, latency.p50, latency.p99, deadlocks, lockTimeouts, retries))
             return
         }
         var lines = [
@@ -55,6 +61,8 @@ final class DemoView {
             "",
             "rows (this process's object controllers):  users \(rows.users)   posts \(rows.posts)",
             String(format: "merge latency here (save began → merged):  p50 %.1f ms   p99 %.1f ms", latency.p50, latency.p99),
+            "deadlocks (server's count): \(deadlocks)   lock timeouts: \(lockTimeouts)   "
+                + "retries: \(retries) (by the workers and by the library)",
             "",
             Terminal.row(
                 ["WORKER", "PID", "STATE", "SAVES", "SAVES/S", "IMPORTED", "RENAMED", "+1 AGE", "DELETED", "POLICY",
@@ -113,6 +121,13 @@ struct DemoSummary: Codable {
     var conflictsRetried: Int
     var mergeP50Milliseconds: Double
     var mergeP99Milliseconds: Double
+    /// Deadlocks during the run, by the server's count (`pg_stat_database.deadlocks` of
+    /// the demo's database).
+    var deadlocks: Int
+    /// Saves that waited for a lock past the lock timeout (the library's count).
+    var lockTimeouts: Int
+    /// Saves done again: by the workers (`conflictsRetried`) and by the library itself.
+    var retries: Int
     var parentChecksum: String
     var parentEqualsFresh: Bool
     var allChecksumsEqual: Bool
@@ -120,7 +135,7 @@ struct DemoSummary: Codable {
 
     static func make(
         workers count: Int, seconds: Double, board: DemoProcesses.Board, feed: DemoFeed, manager: ContextManager,
-        parentListing: String
+        parentListing: String, deadlocks: Int
     ) throws -> DemoSummary {
         let pids = Set((0..<count).compactMap { board.latest[$0]?.pid })
         var workers: [Worker] = []
@@ -165,11 +180,13 @@ struct DemoSummary: Codable {
             incrementsReported: increments, incrementsStored: ages, lostUpdates: max(0, increments - ages),
             conflictsSettled: workers.reduce(0) { $0 + $1.counters.conflictsSettled },
             conflictsRetried: workers.reduce(0) { $0 + $1.counters.conflictsRetried },
-            mergeP50Milliseconds: latency.p50, mergeP99Milliseconds: latency.p99,
+            mergeP50Milliseconds: latency.p50, mergeP99Milliseconds: latency.p99, deadlocks: deadlocks,
+            lockTimeouts: workers.reduce(0) { $0 + $1.counters.lockTimeouts },
+            retries: workers.reduce(0) { $0 + $1.counters.conflictsRetried + $1.counters.libraryRetries },
             parentChecksum: parentChecksum, parentEqualsFresh: parentChecksum == freshChecksum,
             allChecksumsEqual: checksums.count == 1 && workers.allSatisfy { $0.mainChecksum != nil },
             proven: everyWorkerEqual && mergedEverywhere && checksums.count == 1 && duplicates == 0
-                && increments == ages)
+                && increments == ages && deadlocks == 0)
     }
 
     func json() -> String {
@@ -205,6 +222,8 @@ struct DemoSummary: Codable {
                 + "\(incrementsReported) increments reported, \(incrementsStored) stored "
                 + "(\(conflictsRetried) conflicts retried under .error, \(conflictsSettled) settled by policy)",
             "\(mark(workers.allSatisfy(\.mergedFromEveryOtherWorker))) every worker merged the saves of every other",
+            "\(mark(deadlocks == 0)) no deadlock (server's count: \(deadlocks); \(lockTimeouts) lock timeouts, "
+                + "\(retries) saves done again)",
             String(format: "merge latency here (save began → merged): p50 %.1f ms, p99 %.1f ms",
                    mergeP50Milliseconds, mergeP99Milliseconds),
         ]

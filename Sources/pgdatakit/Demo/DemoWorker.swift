@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoreMetrics
 import Foundation
 import PGDataKit
 import Synchronization
@@ -41,6 +42,8 @@ struct DemoWorker: ParsableCommand {
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
             throw ValidationError("demo-worker reads DATABASE_URL")
         }
+        // The library's counters (retries, lock timeouts, deadlocks) through swift-metrics.
+        let metrics = DemoMetrics.bootstrap()
         let manager = try ContextManager(
             configuration: ConnectionConfiguration(url), entities: ExampleSchema.entities, maximumConnections: 3)
         defer { manager.close() }
@@ -60,8 +63,16 @@ struct DemoWorker: ParsableCommand {
         var generator = SeededGenerator(seed: seed &+ UInt64(index) &* 0x9E37_79B9_7F4A_7C15)
         let (policy, _) = Self.policies[index % Self.policies.count]
         var state = "starting"
+        /// The worker's counters with the library's.
+        func current() -> WorkerCounters {
+            var current = counters.withLock { $0 }
+            current.lockTimeouts = metrics.total(PGDataKitMetrics.transientFailures, matching: [("cause", "lock_timeout")])
+            current.deadlocks = metrics.total(PGDataKitMetrics.transientFailures, matching: [("cause", "deadlock")])
+            current.libraryRetries = metrics.total(PGDataKitMetrics.retries)
+            return current
+        }
         func status() -> WorkerReport {
-            WorkerReport(kind: .status, worker: index, pid: getpid(), state: state, counters: counters.withLock { $0 })
+            WorkerReport(kind: .status, worker: index, pid: getpid(), state: state, counters: current())
         }
         report.send(WorkerReport(kind: .ready, worker: index, pid: getpid(), state: "ready"))
         var lastStatus = ContinuousClock.now
@@ -82,8 +93,8 @@ struct DemoWorker: ParsableCommand {
             }
         }
         state = "stopped"
-        report.send(WorkerReport(kind: .stopped, worker: index, pid: getpid(), state: state, counters: counters.withLock { $0 }))
-        try verify(manager: manager, dataset: dataset, commands: commands, counters: counters, report: report)
+        report.send(WorkerReport(kind: .stopped, worker: index, pid: getpid(), state: state, counters: current()))
+        try verify(manager: manager, dataset: dataset, commands: commands, counters: current, report: report)
     }
 
     /// One step of the work: import (40%), rename (30%), increment (20%), delete (10%).
@@ -130,7 +141,7 @@ struct DemoWorker: ParsableCommand {
     /// reports the checksums of its main context and of a fresh fetch.
     private func verify(
         manager: ContextManager, dataset: DatasetControllers, commands: CommandReader,
-        counters: borrowing Mutex<WorkerCounters>, report: Reporter
+        counters: () -> WorkerCounters, report: Reporter
     ) throws {
         let marker = try commands.wait(for: WorkerCommand.verify)
         if let mark = commands.argument(of: WorkerCommand.mark) {
@@ -152,7 +163,7 @@ struct DemoWorker: ParsableCommand {
                 users: fresh.fetch(FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")])),
                 posts: fresh.fetch(FetchRequest<Post>(sortDescriptors: [FetchSortDescriptor("postID")])))
         }
-        var final = WorkerReport(kind: .final, worker: index, pid: getpid(), state: "verified", counters: counters.withLock { $0 })
+        var final = WorkerReport(kind: .final, worker: index, pid: getpid(), state: "verified", counters: counters())
         final.mainChecksum = try Self.checksum(mainListing, manager: manager)
         final.freshChecksum = try Self.checksum(freshListing, manager: manager)
         final.mainCount = mainCount

@@ -5,13 +5,22 @@ import Testing
 
 @Suite("pgdatakit demo (the built binary)")
 struct DemoCommandTests {
-    /// Three worker processes for a few seconds: the JSON summary proves every main
-    /// context equals a fresh fetch, no duplicate keys, no lost increment, and merges from
-    /// every worker; the demo's database on the server is dropped afterwards.
-    @Test func threeWorkersProveTheirMainContextsEqualAFreshFetch() throws {
+    /// Four worker processes for ten seconds: the JSON summary proves every main context
+    /// equals a fresh fetch, no duplicate keys, no lost increment, merges from every
+    /// worker, and no deadlock — which the test also reads from the server's own count
+    /// for the demo's database (kept for that, then dropped).
+    @Test func fourWorkersProveTheirMainContextsEqualAFreshFetchWithoutADeadlock() throws {
         let server = try TestDatabase.serverConfiguration()
         let url = try #require(server.renderedConnectionString())
-        let outcome = try CLI.run(["demo", "--workers", "3", "--duration", "5", "--json", "--database-url", url])
+        let outcome = try CLI.run([
+            "demo", "--workers", "4", "--duration", "10", "--json", "--database-url", url, "--keep-database",
+        ])
+        let name = try #require(outcome.error.firstMatch(of: /Demo database: (pgdatakit_demo_\w+)/).map { String($0.1) })
+        let admin = try Connection(server)
+        defer {
+            _ = try? admin.execute("DROP DATABASE IF EXISTS \(Connection.quoteIdentifier(name)) WITH (FORCE)")
+            admin.close()
+        }
         #expect(outcome.status == 0, "\(outcome.output)\n\(outcome.error)")
         let json = try #require(outcome.output.firstIndex(of: "{").map { String(outcome.output[$0...]) })
         let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
@@ -20,21 +29,29 @@ struct DemoCommandTests {
         #expect(summary["duplicateKeys"] as? Int == 0)
         #expect(summary["lostUpdates"] as? Int == 0)
         #expect(summary["incrementsReported"] as? Int == summary["incrementsStored"] as? Int)
+        #expect(summary["deadlocks"] as? Int == 0)
+        #expect(summary["lockTimeouts"] as? Int == 0)
         let workers = try #require(summary["workers"] as? [[String: Any]])
-        #expect(workers.count == 3)
+        #expect(workers.count == 4)
         for worker in workers {
             #expect(worker["mainEqualsFresh"] as? Bool == true)
             #expect(worker["mergedFromEveryOtherWorker"] as? Bool == true)
             let counters = try #require(worker["counters"] as? [String: Any])
             #expect((counters["saves"] as? Int ?? 0) > 0)
+            #expect(counters["deadlocks"] as? Int == 0)
         }
         #expect((summary["users"] as? Int ?? 0) > 0)
-        // The demo's database was dropped (other tests' demos may run meanwhile).
-        let name = try #require(outcome.error.firstMatch(of: /Demo database: (pgdatakit_demo_\w+)/).map { String($0.1) })
-        let admin = try Connection(server)
-        defer { admin.close() }
-        let left = try admin.query("SELECT count(*) FROM pg_database WHERE datname = $1", [name])[0].decode(Int.self, at: 0)
-        #expect(left == 0)
+        // The server's count, once every session of the demo is gone (a session reports
+        // its counts when it ends).
+        let deadline = ContinuousClock.now + .seconds(15)
+        while ContinuousClock.now < deadline,
+            try admin.query("SELECT count(*) FROM pg_stat_activity WHERE datname = $1", [name])[0].decode(Int.self, at: 0) > 0
+        {
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        let deadlocks = try admin.query("SELECT deadlocks FROM pg_stat_database WHERE datname = $1", [name])[0]
+            .decode(Int.self, at: 0)
+        #expect(deadlocks == 0, "the server counted \(deadlocks) deadlocks")
     }
 
     @Test func badOptionsAreRefusedBeforeAnythingStarts() throws {
