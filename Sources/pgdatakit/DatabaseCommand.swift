@@ -9,6 +9,7 @@ struct DatabaseCommand: ParsableCommand {
         discussion: """
             `pgdatakit db start` starts a server that keeps running after the command exits
             and prints `export DATABASE_URL=…`; `eval "$(pgdatakit db start)"` sets it.
+            It syncs to disk (fsync on), since it outlives the command.
             `pgdatakit db stop` stops it and removes its files. One such server per user.
             `db start` and `db url` check that the recorded server still answers; if it
             died (killed, crashed), they remove its files and start a new one (its data is
@@ -64,10 +65,11 @@ struct DatabaseCommand: ParsableCommand {
         let server: EmbeddedPostgres
         do {
             server = try EmbeddedPostgres.start(
-                EmbeddedPostgres.Options(port: preferredPort, keepsRunningAfterExit: true))
+                EmbeddedPostgres.Options(port: preferredPort, keepsRunningAfterExit: true, syncsToDisk: true))
         } catch where port == nil && preferredPort != nil {
             // The dead server's port was taken meanwhile: any free one will do.
-            server = try EmbeddedPostgres.start(EmbeddedPostgres.Options(keepsRunningAfterExit: true))
+            server = try EmbeddedPostgres.start(
+                EmbeddedPostgres.Options(keepsRunningAfterExit: true, syncsToDisk: true))
         }
         do {
             try server.directory.path.write(to: stateFile, atomically: true, encoding: .utf8)

@@ -11,9 +11,11 @@ import Synchronization
 ///
 /// The tests and the `pgdatakit` CLI use one whenever `DATABASE_URL` is not set. The
 /// server listens on 127.0.0.1 on a free port with `trust` authentication for the
-/// `postgres` superuser, and favours speed over durability (`fsync = off`): it is for
-/// tests and trials, never for data you want to keep. When the process runs as root,
-/// the server runs as the unprivileged `postgres` account (PostgreSQL refuses root).
+/// `postgres` superuser, and by default favours speed over durability (`fsync = off`):
+/// it is for tests and trials, never for data you want to keep. A server that outlives
+/// its process (`pgdatakit db`) asks for `Options.syncsToDisk`. When the process runs
+/// as root, the server runs as the unprivileged `postgres` account (PostgreSQL refuses
+/// root).
 ///
 /// `stop()` shuts it down and deletes the folder; so does normal process exit, and a
 /// small watchdog does the same if the process dies abruptly.
@@ -36,20 +38,28 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         public var parentDirectory: URL?
         /// Keep the server running after this process exits (for `pgdatakit db start`).
         public var keepsRunningAfterExit: Bool
+        /// Keep PostgreSQL's durable defaults — `fsync`, `synchronous_commit` and
+        /// `full_page_writes` on, and `initdb` syncing its files — so that a committed
+        /// transaction survives a crash of the server or of the machine. Off by default:
+        /// a throwaway server favours speed. `pgdatakit db start` turns it on, since its
+        /// server outlives the command.
+        public var syncsToDisk: Bool
         /// The account that runs the server when this process is root.
         public var unprivilegedUser: String
         /// Extra `postgresql.conf` settings, such as `["max_connections": "300"]`.
         public var settings: [String: String]
 
-        /// The defaults: a free port, the system temporary folder, stopped at exit, run
-        /// as `postgres` when root.
+        /// The defaults: a free port, the system temporary folder, stopped at exit, no
+        /// syncing to disk, run as `postgres` when root.
         public init(
             port: Int? = nil, parentDirectory: URL? = nil, keepsRunningAfterExit: Bool = false,
-            unprivilegedUser: String = "postgres", settings: [String: String] = [:]
+            syncsToDisk: Bool = false, unprivilegedUser: String = "postgres",
+            settings: [String: String] = [:]
         ) {
             self.port = port
             self.parentDirectory = parentDirectory
             self.keepsRunningAfterExit = keepsRunningAfterExit
+            self.syncsToDisk = syncsToDisk
             self.unprivilegedUser = unprivilegedUser
             self.settings = settings
         }
@@ -125,7 +135,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         let data = directory.appendingPathComponent("data")
         try runCommand(
             bin.appendingPathComponent("initdb"),
-            ["-D", data.path, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"],
+            ["-D", data.path, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale"]
+                + (options.syncsToDisk ? [] : ["--no-sync"]),
             as: serverUser, in: directory)
         var lastError: Error?
         for attempt in 0..<5 {
@@ -134,9 +145,9 @@ public final class EmbeddedPostgres: @unchecked Sendable {
                 "listen_addresses": "'127.0.0.1'",
                 "port": String(port),
                 "unix_socket_directories": "'\(directory.path)'",
-                "fsync": "off",
-                "synchronous_commit": "off",
-                "full_page_writes": "off",
+                "fsync": options.syncsToDisk ? "on" : "off",
+                "synchronous_commit": options.syncsToDisk ? "on" : "off",
+                "full_page_writes": options.syncsToDisk ? "on" : "off",
                 "max_connections": "300",
                 "shared_buffers": "64MB",
             ]

@@ -28,6 +28,21 @@ struct DatabaseCommandTests {
         }
     }
 
+    /// The `db` server outlives the command that started it, so it keeps PostgreSQL's
+    /// durable defaults (the per-command throwaway server turns them off for speed).
+    @Test func dbServerSyncsToDisk() throws {
+        try DBState.with { state in
+            let start = try CLI.run(["db", "start"], environment: state.environment)
+            #expect(start.status == 0, "\(start.error)")
+            let connection = try Connection(url: try state.currentURL())
+            defer { connection.close() }
+            for setting in ["fsync", "synchronous_commit", "full_page_writes"] {
+                let value = try connection.query("SHOW \(setting)")[0].decode(String.self, at: 0)
+                #expect(value == "on", "\(setting) = \(value)")
+            }
+        }
+    }
+
     /// A server killed behind the CLI's back (SIGKILL to the postmaster) is noticed:
     /// `db url` and `db start` replace it with a live one instead of printing the dead
     /// one's URL, and `db stop` removes a dead one without failing.
