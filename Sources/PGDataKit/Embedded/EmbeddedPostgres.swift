@@ -13,12 +13,14 @@ import Synchronization
 /// server listens on 127.0.0.1 on a free port with `trust` authentication for the
 /// `postgres` superuser, and by default favours speed over durability (`fsync = off`):
 /// it is for tests and trials, never for data you want to keep. A server that outlives
-/// its process (`pgdatakit db`) asks for `Options.syncsToDisk`. When the process runs
+/// its process (`pgdatakit db`) asks for `Options.syncsToDisk` and, if its postmaster
+/// dies, is started again on its own data with `restart(port:)`. When the process runs
 /// as root, the server runs as the unprivileged `postgres` account (PostgreSQL refuses
 /// root).
 ///
 /// `stop()` shuts it down and deletes the folder; so does normal process exit, and a
-/// small watchdog does the same if the process dies abruptly.
+/// small watchdog does the same if the process dies abruptly (unless
+/// `Options.keepsRunningAfterExit`).
 ///
 /// For example:
 ///
@@ -28,8 +30,8 @@ import Synchronization
 /// let connection = try Connection(url: server.url)
 /// ```
 public final class EmbeddedPostgres: @unchecked Sendable {
-    // Safe to share: the only mutable state, `stopped`, sits in a Mutex; the rest is
-    // immutable after start.
+    // Safe to share: the only mutable state, `stopped` and `address`, sits in Mutexes;
+    // the rest is immutable after start.
     /// Settings for a new server.
     public struct Options: Sendable {
         /// The TCP port; `nil` picks a free one.
@@ -65,21 +67,40 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         }
     }
 
+    /// Where the server listens; changes only when `restart(port:)` has to move it to
+    /// another port.
+    struct Address: Sendable {
+        var url: String
+        var port: Int
+
+        init(url: String, port: Int) {
+            self.url = url
+            self.port = port
+        }
+
+        init(port: Int) {
+            self.init(url: "postgresql://postgres@127.0.0.1:\(port)/postgres", port: port)
+        }
+    }
+
     /// The URL of the server's `postgres` database as the `postgres` superuser.
-    public let url: String
-    /// The TCP port on 127.0.0.1.
-    public let port: Int
+    ///
+    /// It stays the same for the life of the server, except when `restart(port:)` finds
+    /// the old port taken and starts the server on another one.
+    public var url: String { address.withLock { $0.url } }
+    /// The TCP port on 127.0.0.1 (see `url` for when it changes).
+    public var port: Int { address.withLock { $0.port } }
     /// The temporary folder holding the data directory, socket and log.
     public let directory: URL
     /// The folder of the server binaries used.
     public let binDirectory: URL
-    private let serverUser: String?
+    let serverUser: String?
+    let address: Mutex<Address>
     private let stopped = Mutex(false)
-    private static let logger = Logger(label: "pgdatakit.embedded")
+    static let logger = Logger(label: "pgdatakit.embedded")
 
-    private init(url: String, port: Int, directory: URL, binDirectory: URL, serverUser: String?) {
-        self.url = url
-        self.port = port
+    private init(address: Address, directory: URL, binDirectory: URL, serverUser: String?) {
+        self.address = Mutex(address)
         self.directory = directory
         self.binDirectory = binDirectory
         self.serverUser = serverUser
@@ -161,8 +182,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
                 throw EmbeddedPostgresError(reason: .fileSystem("writing \(autoConf.path): \(error)"))
             }
             let server = EmbeddedPostgres(
-                url: "postgresql://postgres@127.0.0.1:\(port)/postgres", port: port,
-                directory: directory, binDirectory: bin, serverUser: serverUser)
+                address: Address(port: port), directory: directory, binDirectory: bin,
+                serverUser: serverUser)
             do {
                 try runCommand(
                     bin.appendingPathComponent("pg_ctl"),
@@ -182,19 +203,15 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         throw lastError ?? EmbeddedPostgresError(reason: .fileSystem("server did not start"))
     }
 
-    /// Stops the server and deletes its folder. Stopping twice is harmless, and so is
-    /// stopping a server whose process already died (killed, crashed): then only the
-    /// folder is removed.
+    /// Stops the server and deletes its folder, data included. Stopping twice is
+    /// harmless, and so is stopping a server whose process already died (killed,
+    /// crashed): then only the folder is removed. To keep the data of a server that died,
+    /// `restart(port:)` it instead, or `moveAside()` its folder.
     ///
     /// - Throws: `EmbeddedPostgresError` when `pg_ctl stop` fails (the folder is kept so
     ///   the log can be read).
     public func stop() throws {
-        let alreadyStopped = stopped.withLock { stopped in
-            defer { stopped = true }
-            return stopped
-        }
-        guard !alreadyStopped else { return }
-        Registry.remove(self)
+        guard markStopped() else { return }
         // A dead postmaster leaves its postmaster.pid behind; `pg_ctl stop` would wait
         // for a zombie (or signal whoever reused the pid), so it is only asked to stop a
         // live one.
@@ -208,8 +225,19 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         EmbeddedPostgres.logger.debug("stopped", metadata: ["directory": "\(directory.path)"])
     }
 
-    /// Whether `stop()` has been called.
+    /// Whether `stop()` (or `moveAside()`) has been called.
     public var isStopped: Bool { stopped.withLock { $0 } }
+
+    /// Marks the handle stopped without touching the folder (it was moved aside); `false`
+    /// when it already was.
+    func markStopped() -> Bool {
+        let alreadyStopped = stopped.withLock { stopped in
+            defer { stopped = true }
+            return stopped
+        }
+        if !alreadyStopped { Registry.remove(self) }
+        return !alreadyStopped
+    }
 
     /// Finds the server binaries: `PGDATAKIT_POSTGRES_BIN`, then the newest
     /// `<systemDirectory>/*/bin` (Debian's layout), then `PATH`.
@@ -277,7 +305,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         var serverUser: String?
     }
 
-    private func writeDescription() throws {
+    func writeDescription() throws {
         let description = Description(
             url: url, port: port, binDirectory: binDirectory.path, serverUser: serverUser)
         do {
@@ -288,7 +316,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     }
 
     /// Re-opens the handle of a server started earlier (by another process) in
-    /// `directory`, to read its URL, check that it still runs (`liveness()`) or stop it.
+    /// `directory`, to read its URL, check that it still runs (`liveness()`), restart it
+    /// after a crash (`restart(port:)`) or stop it.
     ///
     /// - Throws: `EmbeddedPostgresError.Reason.notAServerDirectory` when the folder does
     ///   not hold such a server.
@@ -297,7 +326,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
             let description = try? JSONDecoder().decode(Description.self, from: data)
         else { throw EmbeddedPostgresError(reason: .notAServerDirectory(directory.path)) }
         return EmbeddedPostgres(
-            url: description.url, port: description.port, directory: directory,
+            address: Address(url: description.url, port: description.port), directory: directory,
             binDirectory: URL(fileURLWithPath: description.binDirectory),
             serverUser: description.serverUser)
     }

@@ -158,6 +158,13 @@ struct DBState {
         }
     }
 
+    /// The rows of the `kept` table at `url`.
+    static func notes(at url: String) throws -> [String] {
+        let connection = try Connection(url: url)
+        defer { connection.close() }
+        return try connection.query("SELECT note FROM kept ORDER BY note").map { try $0.decode(String.self, at: 0) }
+    }
+
     /// Whether a server answers `SELECT 1` at `url`.
     static func answers(_ url: String) throws -> Bool {
         let connection: Connection
