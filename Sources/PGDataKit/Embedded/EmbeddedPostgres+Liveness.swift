@@ -64,15 +64,48 @@ extension EmbeddedPostgres {
         guard kill(pid, 0) == 0 || errno == EPERM else { return false }
         let proc = "/proc/\(pid)"
         guard FileManager.default.fileExists(atPath: proc) else { return true }  // no /proc here
-        guard let stat = Self.readProcFile(proc + "/stat") else { return false }
-        // `pid (command) state …`: the state follows the last parenthesis.
-        if let closing = stat.lastIndex(of: UInt8(ascii: ")")) {
-            let state = stat[stat.index(after: closing)...].first { $0 != UInt8(ascii: " ") }
-            if state == UInt8(ascii: "Z") || state == UInt8(ascii: "X") { return false }
-        }
+        guard !Self.isZombie(proc) else { return false }
         guard let commandLine = Self.readProcFile(proc + "/cmdline") else { return false }
         let arguments = commandLine.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
         return arguments.contains { Self.samePath($0, dataDirectory.path) }
+    }
+
+    /// The processes that still work in this server's data directory although its
+    /// postmaster is gone: the postmaster's children (backends, checkpointer, …) after a
+    /// `kill -9`, which keep its shared memory, and so keep PostgreSQL from starting
+    /// again, until they exit. A busy backend notices its postmaster's death only when it
+    /// next waits, which can be long.
+    ///
+    /// PostgreSQL's processes run with the data directory as working directory; a
+    /// process counts when that is its working directory and its program is `postgres`
+    /// (a shell that `cd`ed there does not). Zombies (exited, not reaped) do not count.
+    /// Empty without `/proc`: PostgreSQL's own start-up check then decides.
+    func remainingServerProcesses() -> [pid_t] {
+        guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
+        var found: [pid_t] = []
+        for entry in entries {
+            guard let pid = pid_t(entry), pid > 0, pid != getpid() else { continue }
+            let proc = "/proc/\(entry)"
+            guard let workingDirectory = try? FileManager.default.destinationOfSymbolicLink(atPath: proc + "/cwd"),
+                Self.samePath(workingDirectory, dataDirectory.path),
+                let program = try? FileManager.default.destinationOfSymbolicLink(atPath: proc + "/exe"),
+                // A binary replaced by a package upgrade reads "…/postgres (deleted)".
+                URL(fileURLWithPath: program).lastPathComponent.hasPrefix("postgres"),
+                !Self.isZombie(proc)
+            else { continue }
+            found.append(pid)
+        }
+        return found.sorted()
+    }
+
+    /// Whether `/proc/<pid>/stat` shows an exited process (zombie or dead); `true` when
+    /// it cannot be read (the process is gone).
+    private static func isZombie(_ proc: String) -> Bool {
+        guard let stat = readProcFile(proc + "/stat") else { return true }
+        // `pid (command) state …`: the state follows the last parenthesis.
+        guard let closing = stat.lastIndex(of: UInt8(ascii: ")")) else { return false }
+        let state = stat[stat.index(after: closing)...].first { $0 != UInt8(ascii: " ") }
+        return state == UInt8(ascii: "Z") || state == UInt8(ascii: "X")
     }
 
     /// Reads a `/proc` file (their reported size is 0, so read to the end).
@@ -82,7 +115,7 @@ extension EmbeddedPostgres {
         return (try? handle.readToEnd()).map { Array($0) }
     }
 
-    private static func samePath(_ first: String, _ second: String) -> Bool {
+    static func samePath(_ first: String, _ second: String) -> Bool {
         func normalised(_ path: String) -> String {
             URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
         }

@@ -11,12 +11,16 @@ import Synchronization
 ///
 /// The tests and the `pgdatakit` CLI use one whenever `DATABASE_URL` is not set. The
 /// server listens on 127.0.0.1 on a free port with `trust` authentication for the
-/// `postgres` superuser, and favours speed over durability (`fsync = off`): it is for
-/// tests and trials, never for data you want to keep. When the process runs as root,
-/// the server runs as the unprivileged `postgres` account (PostgreSQL refuses root).
+/// `postgres` superuser, and by default favours speed over durability (`fsync = off`):
+/// it is for tests and trials, never for data you want to keep. A server that outlives
+/// its process (`pgdatakit db`) asks for `Options.syncsToDisk` and, if its postmaster
+/// dies, is started again on its own data with `restart(port:)`. When the process runs
+/// as root, the server runs as the unprivileged `postgres` account (PostgreSQL refuses
+/// root).
 ///
 /// `stop()` shuts it down and deletes the folder; so does normal process exit, and a
-/// small watchdog does the same if the process dies abruptly.
+/// small watchdog does the same if the process dies abruptly (unless
+/// `Options.keepsRunningAfterExit`).
 ///
 /// For example:
 ///
@@ -26,8 +30,8 @@ import Synchronization
 /// let connection = try Connection(url: server.url)
 /// ```
 public final class EmbeddedPostgres: @unchecked Sendable {
-    // Safe to share: the only mutable state, `stopped`, sits in a Mutex; the rest is
-    // immutable after start.
+    // Safe to share: the only mutable state, `stopped` and `address`, sits in Mutexes;
+    // the rest is immutable after start.
     /// Settings for a new server.
     public struct Options: Sendable {
         /// The TCP port; `nil` picks a free one.
@@ -36,40 +40,67 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         public var parentDirectory: URL?
         /// Keep the server running after this process exits (for `pgdatakit db start`).
         public var keepsRunningAfterExit: Bool
+        /// Keep PostgreSQL's durable defaults — `fsync`, `synchronous_commit` and
+        /// `full_page_writes` on, and `initdb` syncing its files — so that a committed
+        /// transaction survives a crash of the server or of the machine. Off by default:
+        /// a throwaway server favours speed. `pgdatakit db start` turns it on, since its
+        /// server outlives the command.
+        public var syncsToDisk: Bool
         /// The account that runs the server when this process is root.
         public var unprivilegedUser: String
         /// Extra `postgresql.conf` settings, such as `["max_connections": "300"]`.
         public var settings: [String: String]
 
-        /// The defaults: a free port, the system temporary folder, stopped at exit, run
-        /// as `postgres` when root.
+        /// The defaults: a free port, the system temporary folder, stopped at exit, no
+        /// syncing to disk, run as `postgres` when root.
         public init(
             port: Int? = nil, parentDirectory: URL? = nil, keepsRunningAfterExit: Bool = false,
-            unprivilegedUser: String = "postgres", settings: [String: String] = [:]
+            syncsToDisk: Bool = false, unprivilegedUser: String = "postgres",
+            settings: [String: String] = [:]
         ) {
             self.port = port
             self.parentDirectory = parentDirectory
             self.keepsRunningAfterExit = keepsRunningAfterExit
+            self.syncsToDisk = syncsToDisk
             self.unprivilegedUser = unprivilegedUser
             self.settings = settings
         }
     }
 
+    /// Where the server listens; changes only when `restart(port:)` has to move it to
+    /// another port.
+    struct Address: Sendable {
+        var url: String
+        var port: Int
+
+        init(url: String, port: Int) {
+            self.url = url
+            self.port = port
+        }
+
+        init(port: Int) {
+            self.init(url: "postgresql://postgres@127.0.0.1:\(port)/postgres", port: port)
+        }
+    }
+
     /// The URL of the server's `postgres` database as the `postgres` superuser.
-    public let url: String
-    /// The TCP port on 127.0.0.1.
-    public let port: Int
+    ///
+    /// It stays the same for the life of the server, except when `restart(port:)` finds
+    /// the old port taken and starts the server on another one.
+    public var url: String { address.withLock { $0.url } }
+    /// The TCP port on 127.0.0.1 (see `url` for when it changes).
+    public var port: Int { address.withLock { $0.port } }
     /// The temporary folder holding the data directory, socket and log.
     public let directory: URL
     /// The folder of the server binaries used.
     public let binDirectory: URL
-    private let serverUser: String?
+    let serverUser: String?
+    let address: Mutex<Address>
     private let stopped = Mutex(false)
-    private static let logger = Logger(label: "pgdatakit.embedded")
+    static let logger = Logger(label: "pgdatakit.embedded")
 
-    private init(url: String, port: Int, directory: URL, binDirectory: URL, serverUser: String?) {
-        self.url = url
-        self.port = port
+    private init(address: Address, directory: URL, binDirectory: URL, serverUser: String?) {
+        self.address = Mutex(address)
         self.directory = directory
         self.binDirectory = binDirectory
         self.serverUser = serverUser
@@ -125,7 +156,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         let data = directory.appendingPathComponent("data")
         try runCommand(
             bin.appendingPathComponent("initdb"),
-            ["-D", data.path, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync"],
+            ["-D", data.path, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale"]
+                + (options.syncsToDisk ? [] : ["--no-sync"]),
             as: serverUser, in: directory)
         var lastError: Error?
         for attempt in 0..<5 {
@@ -134,9 +166,9 @@ public final class EmbeddedPostgres: @unchecked Sendable {
                 "listen_addresses": "'127.0.0.1'",
                 "port": String(port),
                 "unix_socket_directories": "'\(directory.path)'",
-                "fsync": "off",
-                "synchronous_commit": "off",
-                "full_page_writes": "off",
+                "fsync": options.syncsToDisk ? "on" : "off",
+                "synchronous_commit": options.syncsToDisk ? "on" : "off",
+                "full_page_writes": options.syncsToDisk ? "on" : "off",
                 "max_connections": "300",
                 "shared_buffers": "64MB",
             ]
@@ -150,8 +182,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
                 throw EmbeddedPostgresError(reason: .fileSystem("writing \(autoConf.path): \(error)"))
             }
             let server = EmbeddedPostgres(
-                url: "postgresql://postgres@127.0.0.1:\(port)/postgres", port: port,
-                directory: directory, binDirectory: bin, serverUser: serverUser)
+                address: Address(port: port), directory: directory, binDirectory: bin,
+                serverUser: serverUser)
             do {
                 try runCommand(
                     bin.appendingPathComponent("pg_ctl"),
@@ -171,19 +203,15 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         throw lastError ?? EmbeddedPostgresError(reason: .fileSystem("server did not start"))
     }
 
-    /// Stops the server and deletes its folder. Stopping twice is harmless, and so is
-    /// stopping a server whose process already died (killed, crashed): then only the
-    /// folder is removed.
+    /// Stops the server and deletes its folder, data included. Stopping twice is
+    /// harmless, and so is stopping a server whose process already died (killed,
+    /// crashed): then only the folder is removed. To keep the data of a server that died,
+    /// `restart(port:)` it instead, or `moveAside()` its folder.
     ///
     /// - Throws: `EmbeddedPostgresError` when `pg_ctl stop` fails (the folder is kept so
     ///   the log can be read).
     public func stop() throws {
-        let alreadyStopped = stopped.withLock { stopped in
-            defer { stopped = true }
-            return stopped
-        }
-        guard !alreadyStopped else { return }
-        Registry.remove(self)
+        guard markStopped() else { return }
         // A dead postmaster leaves its postmaster.pid behind; `pg_ctl stop` would wait
         // for a zombie (or signal whoever reused the pid), so it is only asked to stop a
         // live one.
@@ -197,8 +225,19 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         EmbeddedPostgres.logger.debug("stopped", metadata: ["directory": "\(directory.path)"])
     }
 
-    /// Whether `stop()` has been called.
+    /// Whether `stop()` (or `moveAside()`) has been called.
     public var isStopped: Bool { stopped.withLock { $0 } }
+
+    /// Marks the handle stopped without touching the folder (it was moved aside); `false`
+    /// when it already was.
+    func markStopped() -> Bool {
+        let alreadyStopped = stopped.withLock { stopped in
+            defer { stopped = true }
+            return stopped
+        }
+        if !alreadyStopped { Registry.remove(self) }
+        return !alreadyStopped
+    }
 
     /// Finds the server binaries: `PGDATAKIT_POSTGRES_BIN`, then the newest
     /// `<systemDirectory>/*/bin` (Debian's layout), then `PATH`.
@@ -266,7 +305,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         var serverUser: String?
     }
 
-    private func writeDescription() throws {
+    func writeDescription() throws {
         let description = Description(
             url: url, port: port, binDirectory: binDirectory.path, serverUser: serverUser)
         do {
@@ -277,7 +316,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     }
 
     /// Re-opens the handle of a server started earlier (by another process) in
-    /// `directory`, to read its URL, check that it still runs (`liveness()`) or stop it.
+    /// `directory`, to read its URL, check that it still runs (`liveness()`), restart it
+    /// after a crash (`restart(port:)`) or stop it.
     ///
     /// - Throws: `EmbeddedPostgresError.Reason.notAServerDirectory` when the folder does
     ///   not hold such a server.
@@ -286,7 +326,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
             let description = try? JSONDecoder().decode(Description.self, from: data)
         else { throw EmbeddedPostgresError(reason: .notAServerDirectory(directory.path)) }
         return EmbeddedPostgres(
-            url: description.url, port: description.port, directory: directory,
+            address: Address(url: description.url, port: description.port), directory: directory,
             binDirectory: URL(fileURLWithPath: description.binDirectory),
             serverUser: description.serverUser)
     }

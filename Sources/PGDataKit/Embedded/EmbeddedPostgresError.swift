@@ -14,6 +14,18 @@ public struct EmbeddedPostgresError: Error, Sendable, CustomStringConvertible {
         case fileSystem(String)
         /// The folder holds no server started by `EmbeddedPostgres`.
         case notAServerDirectory(String)
+        /// `restart(port:)` or `moveAside()` found the server's postmaster running (it may
+        /// still be starting up or recovering); `directory` is the server's folder.
+        case alreadyRunning(directory: String)
+        /// Processes of a dead server (`pids`) still use its data directory and did not
+        /// exit when asked, so PostgreSQL cannot start on it yet.
+        case oldProcessesRemain(directory: String, pids: [Int32])
+        /// The port asked for is taken by another program.
+        case portInUse(Int)
+        /// PostgreSQL could not start on the data directory of a server that died (a
+        /// damaged folder, a full disk, …); `log` holds what the server logged. The folder
+        /// is left as it was.
+        case cannotRestart(directory: String, log: String)
     }
 
     /// What failed.
@@ -36,6 +48,19 @@ public struct EmbeddedPostgresError: Error, Sendable, CustomStringConvertible {
             return "could not prepare the server folder: \(message)"
         case .notAServerDirectory(let path):
             return "\(path) holds no server started by pgdatakit"
+        case .alreadyRunning(let directory):
+            return "the server in \(directory) is running (it may still be starting up or recovering); "
+                + "try again in a moment"
+        case .oldProcessesRemain(let directory, let pids):
+            return "processes of the stopped server in \(directory) still run ("
+                + pids.map(String.init).joined(separator: ", ")
+                + ") and did not exit when asked; stop them, then try again"
+        case .portInUse(let port):
+            return "port \(port) is taken by another program"
+        case .cannotRestart(let directory, let log):
+            let trimmed = log.trimmingCharacters(in: .whitespacesAndNewlines)
+            return "PostgreSQL could not start on the data directory in \(directory)"
+                + (trimmed.isEmpty ? "" : "; it logged:\n\(trimmed)")
         }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
-import PGDataKit
 import Testing
+
+@testable import PGDataKit
 
 @Suite("EmbeddedPostgres")
 struct EmbeddedPostgresTests {
@@ -28,6 +29,54 @@ struct EmbeddedPostgresTests {
         #expect(server.liveness() == .dead)
         try server.stop()
         #expect(!FileManager.default.fileExists(atPath: server.directory.path))
+    }
+
+    /// A restart after `kill -9` of the postmaster waits out (and then `SIGQUIT`s) a
+    /// backend still busy with a query, which holds the old shared memory, and brings the
+    /// committed rows back on the same URL. (Without `syncsToDisk`, `synchronous_commit =
+    /// off` lets a kill lose the last commits, still in the dead server's WAL buffers.)
+    @Test func restartAfterAKillWaitsForABusyBackendAndKeepsTheData() throws {
+        let server = try EmbeddedPostgres.start(EmbeddedPostgres.Options(syncsToDisk: true))
+        defer { try? server.stop() }
+        let connection = try Connection(url: server.url)
+        try connection.execute("CREATE TABLE kept (note text)")
+        try connection.execute("INSERT INTO kept VALUES ('still here')")
+        // A backend that computes without waiting notices its postmaster's death late.
+        let url = server.url
+        Thread.detachNewThread {
+            guard let busy = try? Connection(url: url) else { return }
+            _ = try? busy.query("SELECT count(*) FROM generate_series(1, 10000000000)")
+            busy.close()
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while try connection.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%generate_series(1, 10000000000)%' "
+                + "AND state = 'active' AND pid <> pg_backend_pid()")[0].decode(Int.self, at: 0) == 0
+        {
+            guard ContinuousClock.now < deadline else { throw TestFailure("the busy query did not start") }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        connection.close()
+        try DBState.kill(serverIn: server.directory, url: server.url)
+        #expect(server.liveness() == .dead)
+        #expect(!server.remainingServerProcesses().isEmpty, "the busy backend should outlive its postmaster")
+
+        try server.restart()
+        #expect(server.url == url)
+        #expect(server.liveness() == .running)
+        #expect(server.remainingServerProcesses().count > 1, "the new server's own processes")
+        #expect(try DBState.notes(at: server.url) == ["still here"])
+        // A running server is neither restarted nor moved.
+        let running = EmbeddedPostgresError.Reason.alreadyRunning(directory: server.directory.path)
+        for attempt in [{ try server.restart() }, { _ = try server.moveAside() }] {
+            do {
+                try attempt()
+                Issue.record("expected \(running)")
+            } catch let error as EmbeddedPostgresError {
+                #expect(error.reason == running)
+            }
+        }
+        #expect(FileManager.default.fileExists(atPath: server.dataDirectory.path))
     }
 
     @Test func livenessOfAStoppedServerIsDead() throws {
