@@ -10,8 +10,20 @@ extension ManagedObjectContext {
     ///   attribute) the rows that keyed inserts will meet, and lock them `FOR NO KEY
     ///   UPDATE`: in a read-committed redo, where rows committed since the import looked
     ///   are visible and the upsert would otherwise lock them out of order.
-    func lockRowsInOrder(on connection: Connection, keyedRows: Bool) throws {
+    ///
+    /// - Parameter beforeReading: the rows are read next and must stay as read (conflict
+    ///   resolution). Otherwise a save that updates one row and does nothing else that
+    ///   locks (no inserts, deletes, join rows or references) sends no lock statement:
+    ///   holding no other lock while it waits for that row, it cannot be part of a cycle,
+    ///   and its `UPDATE` locks the row.
+    func lockRowsInOrder(on connection: Connection, keyedRows: Bool, beforeReading: Bool = false) throws {
         var locks = rowLocks()
+        if !beforeReading, insertedSet.isEmpty, deletedSet.isEmpty, locks.count == 1, let only = locks.first?.value,
+            only.count == 1, only.modes.first?.value != .keyShare,
+            !changedSet.contains(where: \.hasJoinChanges)
+        {
+            return
+        }
         if keyedRows { try addKeyedInsertRows(to: &locks, on: connection) }
         for entity in coordinator.model.insertOrder {
             guard let set = locks[entity.name], !set.isEmpty else { continue }

@@ -414,7 +414,7 @@ extension ManagedObjectContext {
     /// entity, after the locks: what they read stays so until the commit), and returns
     /// those whose version moved or whose row is gone.
     private func lockAndFindConflicts(on connection: Connection) throws -> [Conflict] {
-        try lockRowsInOrder(on: connection, keyedRows: true)
+        try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true)
         let candidates = changedSet.filter { !insertedSet.contains($0) && $0.objectID.primaryKey != nil }
             .union(deletedSet)
         var conflicts: [Conflict] = []

@@ -27,6 +27,9 @@ struct RowLockSet {
 
     var isEmpty: Bool { modes.isEmpty }
 
+    /// How many rows.
+    var count: Int { modes.count }
+
     /// Adds a row, keeping the stronger mode when it is there already.
     mutating func add(_ key: Int64, _ mode: RowLockMode) {
         if let held = modes[key], held >= mode { return }
@@ -57,7 +60,9 @@ struct RowLockSet {
 ///    concurrent insert of the same key). When an entity's keyed inserts need more than
 ///    one statement, a first statement claims all their keys in that order.
 /// 3. Then the writes themselves (inserts, updates, deletes, join rows), which find
-///    every row they lock already locked by the save.
+///    every row they lock already locked by the save. (A save that only updates one row
+///    sends no lock statement: waiting for that row while holding nothing else, it
+///    cannot close a cycle.)
 ///
 /// A wait that remains (another program's locks, a row inserted by a transaction that
 /// committed between the save's lock statement and its upsert) is bounded by
