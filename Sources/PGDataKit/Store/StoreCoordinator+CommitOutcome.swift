@@ -66,6 +66,9 @@ extension StoreCoordinator {
         let backendPID = connection.backendPID
         let results: [QueryResult]
         do {
+            // With a result handler the pipeline asks for each answer as soon as it is
+            // ready (a flush request after the statement), so the server sends the
+            // statement's answer before it reads the COMMIT: `settle` relies on that.
             results = try connection.executePipeline([statement, (sql: "COMMIT", parameters: [])]) { index, result in
                 if index == 0 {
                     answer = TransactionIDAnswer(result, column: transactionIDColumn)
