@@ -5,35 +5,31 @@ extension ManagedObjectContext {
     /// did-save observers (the context manager among them) are told.
     ///
     /// - Returns: the IDs of the deleted rows.
-    /// - Throws: `PostgresError`; the database is then untouched.
+    /// - Throws: `PostgresError`; the database is then untouched (a lost connection is
+    ///   marked `transactionDidNotCommit`, and transient). `SaveOutcomeUnknownError` when
+    ///   the connection broke at the `COMMIT` and whether it committed could not be
+    ///   found out.
     func batchDelete(of entity: EntityDescription, _ query: StoreQuery) throws -> Set<ObjectID> {
-        let changes = try writeAndCommit { connection in
-            var changes = ContextChanges()
-            changes.deleted = Set(
-                try coordinator.deleteRows(of: entity, matching: query, on: connection).map {
-                    ObjectID(entityName: entity.name, primaryKey: $0)
-                })
-            try coordinator.recordChanges(changes, on: connection)
-            return changes
+        let changes = try settlingLostConnections {
+            let connection = try beginWriteTransaction()
+            do {
+                var changes = ContextChanges()
+                changes.deleted = Set(
+                    try coordinator.deleteRows(of: entity, matching: query, on: connection).map {
+                        ObjectID(entityName: entity.name, primaryKey: $0)
+                    })
+                try coordinator.recordChangesAndCommit(changes, on: connection)
+                if connection === transaction { transaction = nil }
+                return changes
+            } catch {
+                abortWriteTransaction(connection)
+                throw error
+            }
         }
         for id in changes.deleted {
             if let object = registered[id] { forgetDeletedObject(object) }
         }
         observers.postDidSave(changes)
         return changes.deleted
-    }
-
-    /// Runs `body` in the context's write transaction and commits; a private context's
-    /// transaction ends.
-    private func writeAndCommit<T>(_ body: (Connection) throws -> T) throws -> T {
-        let connection = try beginWriteTransaction()
-        do {
-            let value = try body(connection)
-            try commitWriteTransaction(connection)
-            return value
-        } catch {
-            abortWriteTransaction(connection)
-            throw error
-        }
     }
 }

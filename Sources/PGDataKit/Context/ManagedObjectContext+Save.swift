@@ -19,14 +19,44 @@ extension ManagedObjectContext {
     /// refuses to), the save is rolled back and redone in a fresh read-committed
     /// transaction that locks the rows, resolves the conflicts and commits.
     ///
-    /// On any failure the database is untouched and the context keeps its changes for a
-    /// retry or `rollback()`. After a save a private context's transaction is over: its
-    /// next read sees a new snapshot.
+    /// On any failure (but `SaveOutcomeUnknownError`) the database is untouched and the
+    /// context keeps its changes for a retry or `rollback()`. After a save a private
+    /// context's transaction is over: its next read sees a new snapshot.
     ///
-    /// - Throws: `MergeConflictError`, `ManagedObjectError.deleteDenied`, or
-    ///   `PostgresError` (for example `.uniqueViolation`, or `.connectionLost`).
+    /// The outcome reported is never wrong, also when the connection breaks at the
+    /// `COMMIT`. If the `COMMIT`'s answer arrived, the save succeeded, whatever happens
+    /// to the connection afterwards. If the connection broke before it, the save looks
+    /// its transaction up on a new connection (by the transaction id the statement sent
+    /// just before the `COMMIT`, the change record, returned) before reporting:
+    /// committed, and it returns as any successful save does; not committed, and it
+    /// throws a lost connection that says so. Only when that cannot be found out within
+    /// `StoreCoordinator.commitOutcomeTimeout` does it throw `SaveOutcomeUnknownError`,
+    /// leaving the context's changes in place.
+    ///
+    /// - Throws: `MergeConflictError`, `ManagedObjectError.deleteDenied`,
+    ///   `PostgresError` (for example `.uniqueViolation`; a lost connection only when
+    ///   nothing was committed: `transactionDidNotCommit` is set and `isTransient` is
+    ///   true, so the save may simply be redone), or `SaveOutcomeUnknownError` (not
+    ///   transient: the save may have committed; its `transactionID` tells).
     public func save() throws {
         assertOnQueue()
+        try settlingLostConnections { try saveChanges() }
+    }
+
+    /// Runs a write that ends in a commit. A lost connection it throws comes from
+    /// before the `COMMIT` was sent (one that breaks at the `COMMIT` is settled by the
+    /// Store: a success, a lost connection marked not committed, or
+    /// `SaveOutcomeUnknownError`), so nothing committed: it is marked so, and transient.
+    func settlingLostConnections<T>(_ write: () throws -> T) throws -> T {
+        do {
+            return try write()
+        } catch let error as PostgresError where error.isConnectionError && !error.transactionDidNotCommit {
+            throw error.notCommitted()
+        }
+    }
+
+    /// `save()`'s work.
+    private func saveChanges() throws {
         guard hasUnsavedChanges else {
             endTransaction()
             resolvedConflicts = []
@@ -86,15 +116,10 @@ extension ManagedObjectContext {
         coordinator.rollbackAndRelease(connection)
     }
 
-    /// Commits a write transaction and gives its connection back (a private context's
-    /// transaction ends). On failure the caller aborts it.
-    func commitWriteTransaction(_ connection: Connection) throws {
-        try coordinator.commitAndRelease(connection)
-        if connection === transaction { transaction = nil }
-    }
-
     /// Writes the change record (which queues the notification) and commits in one round
-    /// trip, then updates the objects and tells observers.
+    /// trip, then updates the objects and tells observers. When the connection breaks at
+    /// the `COMMIT`, the Store finds out whether it committed: if it did, this returns
+    /// and the save finishes as any other.
     private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
         let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
         try coordinator.recordChangesAndCommit(changes, on: connection)

@@ -81,6 +81,14 @@ extension Connection {
         try execute("ROLLBACK")
     }
 
+    /// Whether the transaction's `BEGIN` still waits for its first statement: the server
+    /// has not started it, so it has nothing to commit.
+    var beginIsPending: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return pendingBegin != nil
+    }
+
     /// Drops a `BEGIN` kept for the next statement; whether there was one.
     private func takePendingBegin() -> Bool {
         lock.lock()

@@ -101,6 +101,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public internal(set) var endpoint: Endpoint?
     /// Why a connection could not be opened (for `.connectionFailed`).
     public internal(set) var connectionFailureReason: ConnectionFailureReason?
+    /// Whether the transaction this error interrupted is known not to have committed.
+    ///
+    /// PGDataKit sets it on a lost connection of a save that it made sure of: the
+    /// connection broke before the `COMMIT` was sent, or after, and a new connection
+    /// found the transaction rolled back. Such an error is transient (`isTransient`):
+    /// redoing the work cannot apply it twice. A lost connection whose `COMMIT` may have
+    /// run is never reported this way (see `SaveOutcomeUnknownError`).
+    public internal(set) var transactionDidNotCommit = false
     /// A redacted rendering of the bound parameters, shown only by `debugDescription`.
     var parameterDescriptions: [String]?
 
@@ -124,9 +132,19 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         return sqlState?.errorClass == "08" || sqlState == .adminShutdown
     }
 
-    /// Whether retrying the whole transaction may succeed (serialisation failure or
-    /// deadlock).
-    public var isTransient: Bool { sqlState?.isTransient ?? false }
+    /// Whether retrying the whole transaction may succeed and cannot apply it twice: a
+    /// serialisation failure, a deadlock (see `SQLState.isTransient`), or a lost
+    /// connection whose transaction is known not to have committed
+    /// (`transactionDidNotCommit`).
+    public var isTransient: Bool { (sqlState?.isTransient ?? false) || transactionDidNotCommit }
+
+    /// This error as a lost connection whose transaction is known not to have committed.
+    func notCommitted() -> PostgresError {
+        var error = self
+        if !error.isConnectionError { error.kind = .connectionLost }
+        error.transactionDidNotCommit = true
+        return error
+    }
 
     /// One line for logs: kind, SQLSTATE, message, detail, hint and the statement —
     /// without data: the detail of integrity violations (class 23, which quotes keys and
@@ -153,6 +171,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         }
         if let hint, !hint.isEmpty { text += " — hint: \(hint)" }
         if let statement { text += " — in: \(statement)" }
+        if transactionDidNotCommit { text += " — the transaction did not commit" }
         return text
     }
 

@@ -51,6 +51,9 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let numericValueOutOfRange = SQLState(rawValue: "22003")
     /// `25P02`: a statement was sent inside a transaction that has failed already.
     public static let inFailedTransaction = SQLState(rawValue: "25P02")
+    /// `22023`: a function argument is not acceptable (among others, a transaction id
+    /// "in the future" given to `pg_xact_status`).
+    public static let invalidParameterValue = SQLState(rawValue: "22023")
     /// `57P01`: the server process was terminated by an administrator
     /// (`pg_terminate_backend`).
     public static let adminShutdown = SQLState(rawValue: "57P01")

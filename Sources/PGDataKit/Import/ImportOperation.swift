@@ -8,8 +8,9 @@ import Synchronization
 /// applied, one save (one transaction: upserts, updates, the change record) and a context
 /// reset, so memory stays flat however long the record sequence is; read the records
 /// lazily (a generator, a file read line by line) to keep it so. A batch that hits a
-/// serialization failure, deadlock or merge conflict is rolled back and redone
-/// (`maximumAttempts`). Cancelling stops between batches; a batch in progress is rolled
+/// serialization failure, deadlock, merge conflict or lost connection that did not
+/// commit is rolled back and redone (`maximumAttempts`); one whose outcome is unknown
+/// (`SaveOutcomeUnknownError`) stops the import. Cancelling stops between batches; a batch in progress is rolled
 /// back, the saved ones stay. `progress` counts the records saved.
 ///
 /// For example:

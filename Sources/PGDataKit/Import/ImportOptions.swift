@@ -22,8 +22,10 @@ public struct ImportOptions: Sendable {
     /// Limits pruning to the rows matching this predicate.
     public var prunePredicate: FetchPredicate?
     /// How often a batch is tried when it fails with a serialization failure, a
-    /// deadlock or a merge conflict (it is rolled back and redone: fetched, applied and
-    /// saved again).
+    /// deadlock, a merge conflict or a lost connection that did not commit
+    /// (`PostgresError.isTransient`): it is rolled back and redone (fetched, applied and
+    /// saved again). A batch whose outcome is unknown (`SaveOutcomeUnknownError`) is not
+    /// redone: the import stops with that error.
     public var maximumAttempts: Int
     /// How the import's saves treat rows changed elsewhere since they were read. By
     /// default the import's values win for the properties it sets and the other
@@ -64,7 +66,8 @@ public struct ImportSummary: Sendable, Equatable, CustomStringConvertible {
     public var deleted = 0
     /// Batches saved.
     public var batches = 0
-    /// Batches redone after a serialization failure, deadlock or merge conflict.
+    /// Batches redone after a serialization failure, deadlock, merge conflict or lost
+    /// connection that did not commit.
     public var retries = 0
 
     /// An empty summary.

@@ -49,8 +49,9 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
 
     deinit { token?.cancel() }
 
-    /// Imports and saves one batch; on a serialization failure, deadlock or merge
-    /// conflict it rolls back and redoes the batch, up to `maximumAttempts` times.
+    /// Imports and saves one batch; on a serialization failure, deadlock, merge conflict
+    /// or lost connection that did not commit (never on an unknown outcome) it rolls
+    /// back and redoes the batch, up to `maximumAttempts` times.
     ///
     /// - Returns: `false` when `isCancelled` said so before the save (the batch is rolled
     ///   back).
@@ -135,7 +136,8 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
         summary.unchanged += Swift.max(0, objects.count - inserted - updated)
     }
 
-    /// Failures a redo of the batch can overcome.
+    /// Failures a redo of the batch can overcome, and that left nothing committed
+    /// (`SaveOutcomeUnknownError` is not one of them).
     static func isTransient(_ error: any Error) -> Bool {
         switch error {
         case let error as PostgresError: return error.isTransient

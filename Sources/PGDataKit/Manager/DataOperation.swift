@@ -69,6 +69,11 @@ open class DataOperation: Operation, @unchecked Sendable {
 
     /// Saves the private context and completes the operation; a failed save is collected
     /// in `errors` (the context's changes are then rolled back). Call it from the work.
+    ///
+    /// A save whose connection broke at the `COMMIT` counts as saved when it committed
+    /// (see `ManagedObjectContext.save()`); a transient error in `errors` means nothing
+    /// was committed, so the operation may be run again; a `SaveOutcomeUnknownError`
+    /// means it may have been.
     public func completeAndSave() {
         guard let context = state.withLock({ $0.completed ? nil : $0.context }) else { return }
         do {

@@ -92,6 +92,9 @@ enum ChangeLog {
         return try row.decode(Bool.self, at: 2)
     }
 
+    /// The column of `writeStatement(_:origin:)`'s row that holds the transaction's id.
+    static let transactionIDColumn = 2
+
     /// Writes the record of a save inside its transaction and queues the notification
     /// (delivered when the transaction commits). One statement.
     ///
@@ -103,8 +106,10 @@ enum ChangeLog {
         return try result[0].decode(Int64.self, at: 0)
     }
 
-    /// The statement `write(_:origin:on:)` runs (its one row: the record's id), for
-    /// sending it together with the `COMMIT`.
+    /// The statement `write(_:origin:on:)` runs, for sending it together with the
+    /// `COMMIT`. Its one row: the record's id, the notification (void), and the
+    /// transaction's id (`xid8` as text, column `transactionIDColumn`), by which a save
+    /// whose `COMMIT` went unanswered looks up whether it committed.
     ///
     /// - Throws: `PostgresValueError` when the record cannot be encoded.
     static func writeStatement(_ changes: ContextChanges, origin: UUID) throws
@@ -115,7 +120,7 @@ enum ChangeLog {
             WITH record AS (
                 INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::jsonb) RETURNING id
             )
-            SELECT id, pg_notify('\(channel)', id::text) FROM record
+            SELECT id, pg_notify('\(channel)', id::text), pg_current_xact_id()::text FROM record
             """,
             [origin, Int32(getpid()), try encode(changes)]
         )

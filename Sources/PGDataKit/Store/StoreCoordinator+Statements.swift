@@ -260,39 +260,30 @@ extension StoreCoordinator {
 
     /// Writes the change record of a write transaction and commits it, in one round trip
     /// (the record queues the notification; other processes' listeners read it after the
-    /// commit), then returns the connection to the pool. Empty changes write no record.
-    /// On failure the connection stays with the caller, who rolls back with
-    /// `rollbackAndRelease(_:)`.
+    /// commit), then returns the connection to the pool. Empty changes write no record
+    /// (`commitWriteAndRelease(_:)`). When the connection breaks before the `COMMIT`'s
+    /// answer, the outcome is looked up by the transaction id the record returned (see
+    /// `commit(_:after:transactionIDColumn:onAnswer:)`): a transaction that committed
+    /// returns normally. On failure the connection stays with the caller, who rolls back
+    /// with `rollbackAndRelease(_:)`.
     ///
     /// - Throws: `PostgresError` (the record's, or the commit's: also when the
-    ///   transaction had failed and PostgreSQL rolled it back instead),
+    ///   transaction had failed and PostgreSQL rolled it back instead; a lost connection
+    ///   only when the transaction did not commit, marked `transactionDidNotCommit`),
+    ///   `SaveOutcomeUnknownError` when that could not be found out,
     ///   `PostgresValueError`.
     func recordChangesAndCommit(_ changes: ContextChanges, on connection: Connection) throws {
         guard !changes.isEmpty else {
-            try commitAndRelease(connection)
+            try commitWriteAndRelease(connection)
             return
         }
         let record = try ChangeLog.writeStatement(changes, origin: origin)
         statementCounter.add(2, ordering: .relaxed)
         // The record's id is noted as soon as it is read, before the COMMIT's result (its
         // notification goes out with the commit): this process's listener need not read.
-        let results = try connection.executePipeline([record, (sql: "COMMIT", parameters: [])]) { index, result in
-            if index == 0, let id = try? result.first?.int64(at: 0) { self.listener.noteOwnRecord(id) }
+        try commit(connection, after: record, transactionIDColumn: ChangeLog.transactionIDColumn) { result in
+            if let id = try? result.first?.int64(at: 0) { self.listener.noteOwnRecord(id) }
         }
-        if results.last?.commandTag == "ROLLBACK" {
-            throw PostgresError(
-                kind: .server, sqlState: .inFailedTransaction,
-                message: "the transaction had failed and was rolled back instead of committed", statement: "COMMIT")
-        }
-        pool.release(connection)
-    }
-
-    /// Writes the change record of a write transaction (which queues its notification):
-    /// other processes' listeners read it after the commit. Nothing for empty changes.
-    func recordChanges(_ changes: ContextChanges, on connection: Connection) throws {
-        guard !changes.isEmpty else { return }
-        statementCounter.add(1, ordering: .relaxed)
-        listener.noteOwnRecord(try ChangeLog.write(changes, origin: origin, on: connection))
     }
 
     // MARK: - Binding

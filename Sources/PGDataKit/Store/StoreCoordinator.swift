@@ -33,6 +33,23 @@ public final class StoreCoordinator: Sendable {
     let remoteStreams = Mutex<[AsyncStream<ChangeRecord>.Continuation]>([])
     /// Told when the coordinator is closed (object controllers stop then).
     let closeObservers = CloseObservers()
+    private let commitOutcomeTimeoutStorage = Mutex<Duration>(.seconds(10))
+
+    /// How long a save whose `COMMIT` went unanswered (the connection broke) keeps
+    /// trying to find out on a new connection whether it committed, before it gives up
+    /// with `SaveOutcomeUnknownError`: 10 seconds by default. It covers reconnecting
+    /// while the server restarts or fails over, and waiting for a transaction still in
+    /// progress.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// manager.coordinator.commitOutcomeTimeout = .seconds(30)  // ride out a failover
+    /// ```
+    public var commitOutcomeTimeout: Duration {
+        get { commitOutcomeTimeoutStorage.withLock { $0 } }
+        set { commitOutcomeTimeoutStorage.withLock { $0 = newValue } }
+    }
 
     /// Opens a pool to the database and, unless told not to, checks the schema.
     ///

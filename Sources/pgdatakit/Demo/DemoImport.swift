@@ -6,7 +6,9 @@ import PGDataKit
 /// workers importing the same keys at once end with one row per key).
 enum DemoImport {
     /// Imports `users` (id, name) and `posts` (id, user id, title) in one save; returns
-    /// the number of records. Deadlocks and serialization failures are retried.
+    /// the number of records. Deadlocks, serialization failures and lost connections
+    /// that did not commit are retried (`isTransient`); an unknown outcome
+    /// (`SaveOutcomeUnknownError`) is not: a retry could apply the save twice.
     static func importBatch(
         users: [(String, String)], posts: [(String, String, String)], in context: ManagedObjectContext
     ) throws -> Int {

@@ -83,7 +83,9 @@ struct DemoWorker: ParsableCommand {
                 try perform(step: step, in: context, policy: policy, counters: counters, state: &state, using: &generator)
             } catch let error as PostgresError where error.isTransient {
                 // Overlapping keys written in different orders can deadlock: PostgreSQL
-                // cancels one transaction, and the step is simply done again later.
+                // cancels one transaction, and the step is simply done again later (as
+                // after a lost connection that did not commit; an unknown outcome,
+                // SaveOutcomeUnknownError, is not transient and stops the worker).
                 context.performAndWait { context.reset() }
                 counters.withLock { $0.conflictsRetried += 1 }
             }

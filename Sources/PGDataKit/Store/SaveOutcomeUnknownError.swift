@@ -1,0 +1,83 @@
+/// A save sent its `COMMIT`, the connection broke before the answer came, and PGDataKit
+/// could not find out afterwards whether the transaction committed.
+///
+/// A save whose `COMMIT` goes unanswered looks its transaction up on a new connection
+/// (`pg_xact_status`) before it reports anything: it succeeds when the transaction
+/// committed and fails with a transient `PostgresError` when it did not. This error is
+/// what is left when the lookup cannot say — the server stayed unreachable for
+/// `StoreCoordinator.commitOutcomeTimeout`, the transaction stayed in progress, or the
+/// server no longer knows it. The save may or may not have been applied, so the error
+/// is not transient: retrying it blindly could apply it twice. The context keeps its
+/// changes; find out with `transactionID` once the server answers, then either roll
+/// the context back (it committed) or save again (it did not).
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     try context.save()
+/// } catch let error as SaveOutcomeUnknownError {
+///     // Later, once the server answers again:
+///     let status = try connection.query(
+///         "SELECT pg_xact_status($1::xid8)", [String(error.transactionID)]
+///     )[0].decode(String?.self, at: 0)
+///     switch status {
+///     case "committed": context.rollback()  // it is stored: fetch it again
+///     case "aborted": try context.save()
+///     default: break  // still in progress, or unknown: ask again later
+///     }
+/// }
+/// ```
+public struct SaveOutcomeUnknownError: Error, Sendable, CustomStringConvertible {
+    /// Why the lookup could not tell.
+    public enum Reason: Sendable, Equatable, CustomStringConvertible {
+        /// No new connection could be opened before the timeout.
+        case serverUnreachable
+        /// The transaction was still in progress at the timeout (its server process
+        /// lives on, and could not be ended).
+        case stillInProgress
+        /// The server does not know the transaction's status: it is too old (the
+        /// status is kept for a limited number of transactions), or the server is a
+        /// standby that has not caught up with it.
+        case statusUnavailable
+
+        /// The reason in words.
+        public var description: String {
+            switch self {
+            case .serverUnreachable: return "the server could not be reached to look it up"
+            case .stillInProgress: return "the transaction was still in progress"
+            case .statusUnavailable: return "the server does not know the transaction's status"
+            }
+        }
+    }
+
+    /// The save's transaction id (PostgreSQL's `xid8`, as `pg_current_xact_id()` gives
+    /// it): ask `SELECT pg_xact_status($1::xid8)` whether it committed. (0 only when
+    /// the id never arrived: the client itself failed before reading it, which does not
+    /// happen in practice.)
+    public let transactionID: UInt64
+    /// Why its outcome is unknown.
+    public let reason: Reason
+    /// The error that broke the connection at the `COMMIT`.
+    public let commitError: PostgresError
+    /// The last error met while looking the transaction up, if any (such as why no
+    /// connection could be opened).
+    public let lookupError: (any Error)?
+
+    /// Creates an error; the library makes these, tests and wrappers may too.
+    public init(transactionID: UInt64, reason: Reason, commitError: PostgresError, lookupError: (any Error)? = nil) {
+        self.transactionID = transactionID
+        self.reason = reason
+        self.commitError = commitError
+        self.lookupError = lookupError
+    }
+
+    /// What happened and what to do, without data.
+    public var description: String {
+        var text = "the outcome of a save is unknown: the connection broke at its COMMIT (\(commitError)) and \(reason)"
+        if let lookupError { text += " (\(lookupError))" }
+        return text
+            + "; transaction \(transactionID) may have committed: check SELECT pg_xact_status('\(transactionID)'::xid8) "
+            + "before saving again"
+    }
+}

@@ -1,0 +1,240 @@
+import Foundation
+
+/// Commits of write transactions whose outcome is never reported wrong.
+///
+/// A write transaction ends with one round trip: a statement that returns the
+/// transaction's id (the change record's, or `pg_current_xact_id_if_assigned()` when
+/// there is no record), then `COMMIT`. When the connection breaks in it:
+///
+/// - the `COMMIT`'s answer arrived: the transaction committed, whatever broke after it;
+/// - the server answered a statement with an error and the session lives on: it ended
+///   the transaction without committing;
+/// - the statement before the `COMMIT` was not answered because the session ended (or
+///   the server refused it): the `COMMIT` never ran — the server answers that
+///   statement, and flushes the answer, before it reads the `COMMIT`, and the session
+///   delivers bytes in order;
+/// - otherwise the transaction id is known, and a new connection asks
+///   `pg_xact_status`: committed (the commit succeeded), aborted (a transient
+///   `PostgresError` saying it did not commit), in progress (the old server process is
+///   still at it: asked again, and after a moment ended with `pg_terminate_backend` when
+///   it is still that transaction's), or unknown (`SaveOutcomeUnknownError`, not
+///   transient).
+///
+/// After a failover the new primary may report the id as "in the future": it never saw
+/// the transaction (asynchronous replication lost it), so it did not commit there and
+/// never will; that counts as not committed. A standby (in recovery) saying so, or
+/// saying "aborted", is not trusted: it may not have caught up.
+extension StoreCoordinator {
+    /// What a lookup found out about a transaction.
+    enum CommitResolution: Sendable {
+        case committed
+        case notCommitted
+        case unknown(SaveOutcomeUnknownError.Reason, lookupError: (any Error)?)
+    }
+
+    /// Commits a write transaction and returns its connection to the pool; a `BEGIN`
+    /// still waiting for its first statement is dropped instead (nothing ran). On failure
+    /// the connection stays with the caller, who rolls back with `rollbackAndRelease(_:)`.
+    ///
+    /// - Throws: `PostgresError` when the transaction did not commit (a lost connection
+    ///   is then marked `transactionDidNotCommit`), `SaveOutcomeUnknownError` when that
+    ///   could not be found out.
+    func commitWriteAndRelease(_ connection: Connection) throws {
+        guard !connection.beginIsPending else {
+            try commitAndRelease(connection)
+            return
+        }
+        statementCounter.add(2, ordering: .relaxed)
+        try commit(connection, after: (sql: "SELECT pg_current_xact_id_if_assigned()::text", parameters: []), transactionIDColumn: 0)
+    }
+
+    /// Sends `statement` and `COMMIT` in one round trip, makes sure of the outcome when
+    /// the connection breaks, and returns the connection to the pool when the
+    /// transaction committed. `statement` returns one row whose `transactionIDColumn` is
+    /// the transaction's id (`xid8` as text), `NULL` when it has none (it wrote nothing);
+    /// `onAnswer` gets its result as soon as it is read, before the `COMMIT`'s.
+    ///
+    /// - Throws: as `commitWriteAndRelease(_:)`, or `PostgresValueError` (then nothing
+    ///   was sent).
+    func commit(
+        _ connection: Connection, after statement: (sql: String, parameters: [(any PostgresEncodable)?]),
+        transactionIDColumn: Int, onAnswer: @escaping (QueryResult) -> Void = { _ in }
+    ) throws {
+        var answer: TransactionIDAnswer?
+        var commitTag: String?
+        // (libpq forgets the server process's id once the connection breaks.)
+        let backendPID = connection.backendPID
+        let results: [QueryResult]
+        do {
+            // With a result handler the pipeline asks for each answer as soon as it is
+            // ready (a flush request after the statement), so the server sends the
+            // statement's answer before it reads the COMMIT: `settle` relies on that.
+            results = try connection.executePipeline([statement, (sql: "COMMIT", parameters: [])]) { index, result in
+                if index == 0 {
+                    answer = TransactionIDAnswer(result, column: transactionIDColumn)
+                    onAnswer(result)
+                } else if index == 1 {
+                    commitTag = result.commandTag
+                }
+            }
+        } catch {
+            try settle(connection, after: error, answer: answer, commitTag: commitTag, backendPID: backendPID)
+            return
+        }
+        if results.last?.commandTag == "ROLLBACK" {
+            throw PostgresError(
+                kind: .server, sqlState: .inFailedTransaction,
+                message: "the transaction had failed and was rolled back instead of committed", statement: "COMMIT")
+        }
+        pool.release(connection)
+    }
+
+    /// The statement before the `COMMIT` said: the transaction's id, none (it wrote
+    /// nothing), or something unreadable.
+    private enum TransactionIDAnswer {
+        case id(UInt64)
+        case none
+        case unreadable
+
+        init(_ result: QueryResult, column: Int) {
+            guard let row = result.first, column < result.columns.count else {
+                self = .unreadable
+                return
+            }
+            if row.isNull(at: column) {
+                self = .none
+            } else if let text = try? row.decode(String.self, at: column), let id = UInt64(text) {
+                self = .id(id)
+            } else {
+                self = .unreadable
+            }
+        }
+    }
+
+    /// Decides, after the commit's round trip failed with `error`, whether the
+    /// transaction committed: returns (releasing the connection) when it did, throws
+    /// when it did not or when that cannot be found out.
+    private func settle(
+        _ connection: Connection, after error: any Error, answer: TransactionIDAnswer?, commitTag: String?,
+        backendPID: Int32
+    ) throws {
+        if commitTag == "COMMIT" {
+            logger.debug("the connection broke after the COMMIT's answer; the transaction committed: \(error)")
+            connection.close()
+            pool.release(connection)
+            return
+        }
+        // A parameter that could not be encoded: nothing was sent.
+        guard let failure = error as? PostgresError else { throw error }
+        let sessionEnded =
+            failure.kind != .server || failure.isConnectionError || failure.sqlState?.rawValue.hasPrefix("57P") == true
+        if !sessionEnded && connection.isUsable {
+            // The server refused a statement and the session goes on: it ended the
+            // transaction without committing. (The connection is the caller's to roll back.)
+            throw failure
+        }
+        connection.close()
+        let transactionID: UInt64
+        switch answer {
+        case nil where failure.isConnectionError || failure.kind == .server:
+            // The statement before the COMMIT went unanswered (the session ended, or the
+            // server refused it): the COMMIT never ran.
+            throw failure.notCommitted()
+        case nil:
+            // A failure of the client's own before the answer was read (not a lost
+            // session): the server may have gone on to the COMMIT.
+            throw SaveOutcomeUnknownError(transactionID: 0, reason: .statusUnavailable, commitError: failure)
+        case .none?:
+            // The transaction wrote nothing: committed or not, the database is the same.
+            logger.debug("the connection broke at a COMMIT of a transaction that wrote nothing: \(failure)")
+            pool.release(connection)
+            return
+        case .unreadable?:
+            throw SaveOutcomeUnknownError(transactionID: 0, reason: .statusUnavailable, commitError: failure)
+        case .id(let id)?:
+            transactionID = id
+        }
+        logger.debug("the connection broke at COMMIT: looking up transaction \(transactionID)", metadata: ["error": "\(failure)"])
+        switch resolveCommit(of: transactionID, backendPID: backendPID) {
+        case .committed:
+            logger.debug("transaction \(transactionID) committed")
+            pool.release(connection)
+        case .notCommitted:
+            logger.debug("transaction \(transactionID) did not commit")
+            throw failure.notCommitted()
+        case .unknown(let reason, let lookupError):
+            logger.warning("the outcome of transaction \(transactionID) is unknown: \(reason)")
+            throw SaveOutcomeUnknownError(
+                transactionID: transactionID, reason: reason, commitError: failure, lookupError: lookupError)
+        }
+    }
+
+    /// Asks on a new connection (the pool's configuration) whether a transaction
+    /// committed, until `commitOutcomeTimeout` runs out: reconnecting while the server
+    /// cannot be reached, asking again while the transaction is in progress, and ending
+    /// its server process (`backendPID`, if it still runs that transaction) once it has
+    /// been in progress for a moment.
+    func resolveCommit(of transactionID: UInt64, backendPID: Int32) -> CommitResolution {
+        let timeout = commitOutcomeTimeout
+        let clock = ContinuousClock()
+        let start = clock.now
+        let deadline = start + timeout
+        let patience = Swift.min(Duration.seconds(1), timeout / 4)
+        let id = String(transactionID)
+        var lookup: Connection?
+        defer { lookup?.close() }
+        var lookupError: (any Error)?
+        var lastStatus: String??  // nil: the server never answered
+        var endedBackend = false
+        var pause = Duration.milliseconds(5)
+        while true {
+            do {
+                let connection = try lookup ?? Connection(pool.configuration, logger: logger)
+                lookup = connection
+                do {
+                    let row = try connection.query("SELECT pg_xact_status($1::xid8), pg_is_in_recovery()", [id])[0]
+                    let status = try row.decode(String?.self, at: 0)
+                    let inRecovery = try row.decode(Bool.self, at: 1)
+                    lastStatus = .some(status)
+                    switch status {
+                    case "committed"?:
+                        return .committed
+                    case "aborted"? where !inRecovery:
+                        return .notCommitted
+                    case nil where !inRecovery:
+                        // Too old for the server to know.
+                        return .unknown(.statusUnavailable, lookupError: nil)
+                    case "in progress"? where !inRecovery && !endedBackend && clock.now - start >= patience:
+                        endedBackend = true
+                        try connection.execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_xid = xid($2::xid8)",
+                            [backendPID, id])
+                    default:
+                        break  // in progress, or a standby's word: ask again
+                    }
+                } catch let error as PostgresError where error.sqlState == .invalidParameterValue {
+                    // "transaction ID … is in the future": this server never saw it.
+                    lastStatus = .some(nil)
+                    lookupError = error
+                    let inRecovery = try connection.query("SELECT pg_is_in_recovery()")[0].decode(Bool.self, at: 0)
+                    if !inRecovery { return .notCommitted }
+                }
+            } catch {
+                lookupError = error
+                if let error = error as? PostgresError, error.isConnectionError {
+                    lookup?.close()
+                    lookup = nil
+                }
+            }
+            if clock.now + pause > deadline {
+                switch lastStatus {
+                case nil: return .unknown(.serverUnreachable, lookupError: lookupError)
+                case .some(.some("in progress")): return .unknown(.stillInProgress, lookupError: lookupError)
+                default: return .unknown(.statusUnavailable, lookupError: lookupError)
+                }
+            }
+            Thread.sleep(forTimeInterval: Double(pause.components.attoseconds) / 1e18 + Double(pause.components.seconds))
+            pause = Swift.min(pause * 2, .milliseconds(100))
+        }
+    }
+}
