@@ -30,7 +30,8 @@ public enum PGDataKitMetrics {
     /// overcome, whether the library redid the work or threw. Dimension `cause`:
     /// `conflict` (a row changed since it was read), `serialization` (`40001`),
     /// `deadlock` (`40P01`), `lock_timeout` (`55P03`, see
-    /// `ConnectionConfiguration.lockTimeout`), `statement_lost` (`26000`).
+    /// `ConnectionConfiguration.lockTimeout`), `statement_lost` (`26000`),
+    /// `connection_lost` (the connection broke before the commit: nothing was written).
     public static let transientFailures = "pgdatakit_transient_failures_total"
     /// Counter: units of work the library redid. Dimensions `cause` (as for
     /// `transientFailures`) and `unit`: `save` (a save redone in a read-committed
@@ -58,6 +59,8 @@ enum TransientCause: String, Sendable {
     case deadlock
     case lockTimeout = "lock_timeout"
     case statementLost = "statement_lost"
+    /// The connection broke before the transaction committed (`PostgresError.transactionDidNotCommit`).
+    case connectionLost = "connection_lost"
     case other
 
     /// The cause of a database error, `nil` when a retry cannot help (callers above the
@@ -70,7 +73,9 @@ enum TransientCause: String, Sendable {
             case .deadlockDetected?: self = .deadlock
             case .lockNotAvailable?: self = .lockTimeout
             case .invalidSQLStatementName?: self = .statementLost
-            default: return nil
+            default:
+                guard error.transactionDidNotCommit else { return nil }
+                self = .connectionLost
             }
         case is UpsertVanishedRowError: self = .conflict
         default: return nil
