@@ -178,46 +178,78 @@ final class ChangeListener: Sendable {
 
     private func run(_ initial: Connection?, position initialPosition: String?) {
         var connection = initial
-        var position = initialPosition
+        var feed = initialPosition.map(ChangeFeedPosition.init(snapshot:))
         var delay = options.reconnectDelay
         var lastPrune = ContinuousClock.now - options.pruneInterval
-        var ownSince: ContinuousClock.Instant?  // (own records announced and not read yet)
+        // When notifications came that no read of the log has covered since (payloads
+        // delivered, this process's own records): the log is read once they have been
+        // quiet for `quietReadDelay`, which moves the position on and empties the
+        // delivered set (or at once when that set grows large).
+        var unreadSince: ContinuousClock.Instant?
+        var lastNotification = ContinuousClock.now
         defer { connection?.close() }
         while !isStopping {
             do {
                 if connection == nil {
                     let opened = try connect()
                     connection = opened
-                    if position == nil {
-                        position = try ChangeLog.currentPosition(on: opened)
-                    } else {
+                    if let last = feed {
                         state.withLock { $0.reconnects += 1 }
                         logger.debug("change listener reconnected; catching up")
-                        position = try catchUp(on: opened, from: position ?? "")
+                        feed = try catchUp(on: opened, from: last)
+                    } else {
+                        feed = ChangeFeedPosition(snapshot: try ChangeLog.currentPosition(on: opened))
                     }
+                    unreadSince = nil
                     delay = options.reconnectDelay
                 }
-                guard let current = connection, let from = position else { continue }
+                guard let current = connection, var position = feed else { continue }
                 let untilPrune = prunes.withLock { $0 } ? options.pruneInterval - lastPrune.duration(to: .now) : .seconds(60)
-                // Reads put off for this process's own records are done within a second.
-                let untilOwnRead = ownSince.map { Self.ownReadDelay - $0.duration(to: .now) } ?? .seconds(60)
+                let untilQuietRead =
+                    unreadSince == nil ? .seconds(60) : Self.quietReadDelay - lastNotification.duration(to: .now)
                 let notification = try current.waitForNotification(
-                    timeout: max(.milliseconds(1), min(untilPrune, untilOwnRead, .seconds(60))), wakeDescriptor: wakeRead)
+                    timeout: max(.milliseconds(1), min(untilPrune, untilQuietRead, .seconds(60))), wakeDescriptor: wakeRead)
                 if isStopping { break }
                 if let notification {
-                    let more = try current.drainNotifications()
-                    // Notifications of records this process wrote announce nothing to read
-                    // (the read skips them): the read waits for another process's record,
-                    // or a second, whichever comes first.
-                    if isOwn(notification) && more.allSatisfy(isOwn) {
-                        if ownSince == nil { ownSince = .now }
-                        continue
+                    lastNotification = .now
+                    let notifications = [notification] + (try current.drainNotifications())
+                    var records: [ChangeRecord] = []
+                    var readLast = false
+                    for note in notifications {
+                        switch ChangeLog.payload(of: note.payload) {
+                        case .record(let record, let transaction):
+                            readLast = false
+                            guard record.origin != origin, !position.covers(transaction) else { continue }
+                            position.noteDelivered(transaction)
+                            records.append(record)
+                        case .reference(let id):
+                            // A record too large for its notification (or an older writer's):
+                            // read the log, after handing on what came before, in order.
+                            if isOwnRecord(id) {
+                                readLast = false
+                                continue
+                            }
+                            deliver(records)
+                            records = []
+                            position = try catchUp(on: current, from: position)
+                            readLast = true
+                        case .unreadable:
+                            deliver(records)
+                            records = []
+                            position = try catchUp(on: current, from: position)
+                            readLast = true
+                        }
                     }
-                    position = try catchUp(on: current, from: from)
-                    ownSince = nil
-                } else if let since = ownSince, since.duration(to: .now) >= Self.ownReadDelay {
-                    position = try catchUp(on: current, from: from)
-                    ownSince = nil
+                    deliver(records)
+                    if position.delivered.count >= Self.maximumDelivered {
+                        position = try catchUp(on: current, from: position)
+                        readLast = true
+                    }
+                    feed = position
+                    unreadSince = readLast ? nil : (unreadSince ?? .now)
+                } else if unreadSince != nil, lastNotification.duration(to: .now) >= Self.quietReadDelay {
+                    feed = try catchUp(on: current, from: position)
+                    unreadSince = nil
                 } else if lastPrune.duration(to: .now) >= options.pruneInterval, prunes.withLock({ $0 }) {
                     lastPrune = .now
                     try prune(on: current)
@@ -249,12 +281,16 @@ final class ChangeListener: Sendable {
         }
     }
 
-    /// How long the read of this process's own announced records may wait for another
-    /// process's (it moves the position on; their records are skipped anyway).
-    static let ownReadDelay: Duration = .seconds(1)
+    /// How long notifications must be quiet before the log is read to move the position
+    /// on (their records were handed on already; the read only confirms it).
+    static let quietReadDelay: Duration = .seconds(1)
+    /// How many transactions delivered from payloads make the listener read the log at
+    /// once (its position then covers them, and the set empties).
+    static let maximumDelivered = 8_192
 
-    /// Notes a change record this process wrote: its notification needs no read. Recent
-    /// ids only (a notification that arrives before its id is noted is read as usual).
+    /// Notes a change record this process wrote: a notification that carries only its
+    /// id needs no read. Recent ids only (a notification that arrives before its id is
+    /// noted is read as usual).
     func noteOwnRecord(_ id: Int64) {
         ownRecords.withLock { ids in
             if ids.count >= 4_096 { ids.removeAll(keepingCapacity: true) }
@@ -262,22 +298,26 @@ final class ChangeListener: Sendable {
         }
     }
 
-    /// Whether a notification announces a record this process wrote (forgetting the id).
-    func isOwn(_ notification: PostgresNotification) -> Bool {
-        guard let id = Int64(notification.payload) else { return false }
-        return ownRecords.withLock { $0.remove(id) != nil }
+    /// Whether a record id is one this process wrote (forgetting it).
+    func isOwnRecord(_ id: Int64) -> Bool {
+        ownRecords.withLock { $0.remove(id) != nil }
     }
 
-    /// Reads what committed since `position`, hands it to the observers, returns the new
-    /// position.
-    private func catchUp(on connection: Connection, from position: String) throws -> String {
-        let (records, next) = try ChangeLog.read(after: position, skippingOrigin: origin, on: connection)
-        if !records.isEmpty {
-            metrics.received(records, label: PGDataKitMetrics.remoteChanges, latency: PGDataKitMetrics.listenerLag)
-            let observers = state.withLock { Array($0.observers.sorted { $0.key < $1.key }.map(\.value)) }
-            for observer in observers { observer(records) }
-        }
-        return next
+    /// Hands records to the observers (nothing for none).
+    private func deliver(_ records: [ChangeRecord]) {
+        guard !records.isEmpty else { return }
+        metrics.received(records, label: PGDataKitMetrics.remoteChanges, latency: PGDataKitMetrics.listenerLag)
+        let observers = state.withLock { Array($0.observers.sorted { $0.key < $1.key }.map(\.value)) }
+        for observer in observers { observer(records) }
+    }
+
+    /// Reads what committed since `position` and was not delivered yet, hands it to the
+    /// observers, returns the new position.
+    private func catchUp(on connection: Connection, from position: ChangeFeedPosition) throws -> ChangeFeedPosition {
+        let (records, next) = try ChangeLog.read(
+            after: position.snapshot, skippingOrigin: origin, delivered: position.deliveredLiteral, on: connection)
+        deliver(records)
+        return ChangeFeedPosition(snapshot: next)
     }
 
     private func sleepUnlessWoken(_ duration: Duration) {

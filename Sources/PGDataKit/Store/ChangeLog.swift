@@ -111,6 +111,9 @@ enum ChangeLog {
     /// transaction's id (`xid8` as text, column `transactionIDColumn`), by which a save
     /// whose `COMMIT` went unanswered looks up whether it committed.
     ///
+    /// The notification carries the whole record when it fits (`payload(of:)`), so that
+    /// listeners need not read the log; a larger record's notification carries its id.
+    ///
     /// - Throws: `PostgresValueError` when the record cannot be encoded.
     static func writeStatement(_ changes: ContextChanges, origin: UUID) throws
         -> (sql: String, parameters: [(any PostgresEncodable)?])
@@ -118,12 +121,52 @@ enum ChangeLog {
         (
             """
             WITH record AS (
-                INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::jsonb) RETURNING id
+                INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::text::jsonb)
+                RETURNING id, transaction_id, backend_pid, created_at
             )
-            SELECT id, pg_notify('\(channel)', id::text), pg_current_xact_id()::text FROM record
+            SELECT id, pg_notify('\(channel)', CASE WHEN octet_length($3::text) <= \(payloadChangesLimit)
+                THEN concat_ws(' ', '\(payloadVersion)', id, transaction_id, $1::uuid, $2::integer, backend_pid,
+                               (extract(epoch FROM created_at) * 1000000)::bigint, $3::text)
+                ELSE id::text END), pg_current_xact_id()::text
+            FROM record
             """,
             [origin, Int32(getpid()), try encode(changes)]
         )
+    }
+
+    // MARK: - Notification payloads
+
+    /// The first word of a payload that carries a whole record.
+    static let payloadVersion = "r1"
+    /// The longest record text a payload carries (PostgreSQL allows 8,000 bytes in all;
+    /// the rest of the payload takes at most about 120).
+    static let payloadChangesLimit = 7_800
+
+    /// What a notification on the channel says.
+    enum Payload {
+        /// The whole record, with its transaction's id.
+        case record(ChangeRecord, transaction: UInt64)
+        /// Only the record's id (a record too large for a payload, or a writer of an
+        /// earlier version): the log must be read.
+        case reference(Int64)
+        /// Something else: the log must be read.
+        case unreadable
+    }
+
+    /// Reads a payload: `r1 <id> <xid8> <origin> <pid> <backend pid> <µs since 1970>
+    /// <changes>` or a bare id.
+    static func payload(of text: String) -> Payload {
+        if let id = Int64(text) { return .reference(id) }
+        let parts = text.split(separator: " ", maxSplits: 7, omittingEmptySubsequences: false)
+        guard parts.count == 8, parts[0] == payloadVersion, let id = Int64(parts[1]),
+            let transaction = UInt64(parts[2]), let origin = UUID(uuidString: String(parts[3])),
+            let processID = Int32(parts[4]), let backendPID = Int32(parts[5]), let micros = Int64(parts[6]),
+            let changes = try? decode(String(parts[7]))
+        else { return .unreadable }
+        let record = ChangeRecord(
+            id: id, origin: origin, originProcessID: processID, originBackendPID: backendPID,
+            time: Date(timeIntervalSince1970: Double(micros) / 1_000_000), changes: changes)
+        return .record(record, transaction: transaction)
     }
 
     /// The position to read from: the current snapshot, as text.
@@ -133,8 +176,11 @@ enum ChangeLog {
 
     /// The records committed after `position` (oldest id first) and the new position, in
     /// one statement (one snapshot). Records written by `skippingOrigin` are passed over.
+    ///
+    /// - Parameter delivered: transactions whose records were delivered already (from
+    ///   notification payloads), left out, as an `xid8[]` literal.
     static func read(
-        after position: String, skippingOrigin: UUID, on connection: Connection
+        after position: String, skippingOrigin: UUID, delivered: String = "{}", on connection: Connection
     ) throws -> (records: [ChangeRecord], position: String) {
         let result = try connection.query(
             """
@@ -145,9 +191,10 @@ enum ChangeLog {
               ON c.transaction_id >= pg_snapshot_xmin(p.last)
              AND NOT pg_visible_in_snapshot(c.transaction_id, p.last)
              AND c.origin <> $2
+             AND c.transaction_id <> ALL($3::text::xid8[])
             ORDER BY c.id
             """,
-            [position, skippingOrigin])
+            [position, skippingOrigin, delivered])
         var newPosition = position
         var records: [ChangeRecord] = []
         for row in result {

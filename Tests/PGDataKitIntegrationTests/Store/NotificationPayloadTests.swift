@@ -1,0 +1,110 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import PGDataKit
+
+/// Notifications carry the change record itself when it fits, so a process that holds
+/// none of the changed objects does no work for another process's save.
+@Suite("Change records in notification payloads")
+struct NotificationPayloadTests {
+    /// Two managers on one fresh database: a writer and an observer whose main context
+    /// holds nothing.
+    private func withWriterAndObserver(_ body: (ContextManager, ContextManager, ConnectionConfiguration) throws -> Void) throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let writer = try ExampleSchema.makeManager(configuration)
+            defer { writer.close() }
+            let observer = try ContextManager(configuration: configuration, entities: ExampleSchema.entities)
+            defer { observer.close() }
+            try body(writer, observer, configuration)
+        }
+    }
+
+    private func wait(_ what: String, _ condition: () throws -> Bool) throws {
+        let deadline = ContinuousClock.now + .seconds(15)
+        while try !condition() {
+            if ContinuousClock.now > deadline { throw TestFailure("timed out waiting until \(what)") }
+            usleep(2_000)
+        }
+    }
+
+    /// The observer's listener session sends nothing while other processes' saves arrive
+    /// (the server's view of that session: its last statement and when its state last
+    /// changed), and every record arrives once.
+    @Test func anIdleObserverSendsNoQueryPerRemoteSave() throws {
+        try withWriterAndObserver { writer, observer, configuration in
+            let records = RecordCollector()
+            let token = observer.coordinator.observeRemoteChanges { records.append($0) }
+            defer { token.cancel() }
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            try wait("the listener runs") { observer.coordinator.listener.backendPID != nil }
+            let pid = try #require(observer.coordinator.listener.backendPID)
+            // Quiet first: any read after the listener started is done.
+            Thread.sleep(forTimeInterval: ChangeListener.quietReadDelay.seconds + 0.3)
+            func session() throws -> String {
+                try admin.query(
+                    "SELECT query || ' @ ' || state_change::text FROM pg_stat_activity WHERE pid = $1", [pid]
+                )[0].decode(String.self, at: 0)
+            }
+            let before = try session()
+            let context = writer.newPrivateContext()
+            try context.performAndWait {
+                for index in 0..<30 {
+                    User(context: context).userID = "u\(index)"
+                    try context.save()
+                }
+            }
+            try wait("30 records arrived") { records.all.count >= 30 }
+            #expect(try session() == before, "the listener sent a statement")
+            #expect(records.all.count == 30)
+            #expect(Set(records.all.map(\.id)).count == 30)
+            // Once quiet, one read moves its position on.
+            try wait("the quiet read") { try session() != before }
+        }
+    }
+
+    /// A record too large for its notification (its id only) among small ones: every
+    /// record is handed on exactly once, in the order of the saves, and the observer's
+    /// main context ends equal to the table.
+    @Test func largeAndSmallRecordsInterleavedArriveOnceInOrder() throws {
+        try withWriterAndObserver { writer, observer, _ in
+            let records = RecordCollector()
+            let token = observer.coordinator.observeRemoteChanges { records.append($0) }
+            defer { token.cancel() }
+            try wait("the listener runs") { observer.coordinator.listener.backendPID != nil }
+            let context = writer.newPrivateContext()
+            var sizes: [Int] = []
+            try context.performAndWait {
+                for (round, size) in [1, 2_000, 1, 1, 3_000, 1].enumerated() {
+                    for index in 0..<size { User(context: context).userID = "r\(round)-\(index)" }
+                    try context.save()
+                    sizes.append(size)
+                }
+            }
+            try wait("6 records arrived") { records.all.count >= 6 }
+            Thread.sleep(forTimeInterval: ChangeListener.quietReadDelay.seconds + 0.5)  // a quiet read adds nothing
+            let all = records.all
+            #expect(all.count == 6)
+            #expect(all.map(\.changes.inserted.count) == sizes)
+            #expect(all.map(\.id) == all.map(\.id).sorted())
+            let total = try ExampleSchema.count("SELECT count(*) FROM users", in: writer)
+            let merged = observer.mainContext.performAndWait { observer.mainContext.registeredObjects.count }
+            #expect(total == sizes.reduce(0, +))
+            #expect(merged == 0)  // it held nothing, so it loaded nothing
+        }
+    }
+}
+
+/// Records handed to an observer, in order.
+final class RecordCollector: Sendable {
+    private let records = Mutex<[ChangeRecord]>([])
+
+    func append(_ record: ChangeRecord) { records.withLock { $0.append(record) } }
+    var all: [ChangeRecord] { records.withLock { $0 } }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

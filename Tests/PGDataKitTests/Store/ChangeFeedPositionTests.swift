@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+@Suite("Notification payloads and the listener's position, without a server")
+struct ChangeFeedPositionTests {
+    @Test func aSnapshotCoversWhatCommittedBeforeItAndWhatWasDelivered() {
+        var position = ChangeFeedPosition(snapshot: "100:110:102,105")
+        #expect(position.covers(99))
+        #expect(position.covers(101))
+        #expect(!position.covers(102))  // in progress when the snapshot was taken
+        #expect(position.covers(104))
+        #expect(!position.covers(105))
+        #expect(!position.covers(110))  // not yet started then
+        #expect(!position.covers(500))
+        position.noteDelivered(105)
+        position.noteDelivered(500)
+        #expect(position.covers(105) && position.covers(500))
+        #expect(position.deliveredLiteral == "{105,500}" || position.deliveredLiteral == "{500,105}")
+        #expect(ChangeFeedPosition(snapshot: "7:7:").covers(6))
+        #expect(!ChangeFeedPosition(snapshot: "7:7:").covers(7))
+    }
+
+    @Test func textThatIsNoSnapshotCoversOnlyWhatWasDelivered() {
+        for text in ["", "x", "1:2", "5:3:", "1:9:a", "1:9:2,,3x"] {
+            var position = ChangeFeedPosition(snapshot: text)
+            #expect(!position.covers(0) && !position.covers(1) && !position.covers(UInt64.max), "\(text)")
+            position.noteDelivered(42)
+            #expect(position.covers(42))
+            #expect(position.snapshot == text)
+        }
+    }
+
+    @Test func aPayloadCarriesTheRecordOrItsID() throws {
+        var changes = ContextChanges()
+        let renamed = ObjectID(entityName: "User", primaryKey: 7)
+        changes.updated = [renamed]
+        changes.changedKeys = [renamed: ["name"]]
+        changes.inserted = [ObjectID(entityName: "Post", primaryKey: 3)]
+        let origin = UUID()
+        let text = "r1 42 987654 \(origin.uuidString.lowercased()) 1234 5678 1700000000123456 " + (try ChangeLog.encode(changes))
+        guard case .record(let record, let transaction) = ChangeLog.payload(of: text) else {
+            Issue.record("not read as a record: \(text)")
+            return
+        }
+        #expect(transaction == 987_654)
+        #expect(record.id == 42 && record.origin == origin && record.originProcessID == 1234 && record.originBackendPID == 5678)
+        #expect(abs(record.time.timeIntervalSince1970 - 1_700_000_000.123456) < 1e-6)
+        #expect(record.changes == changes)
+        guard case .reference(let id) = ChangeLog.payload(of: "42") else {
+            Issue.record("an id is a reference")
+            return
+        }
+        #expect(id == 42)
+        for bad in ["", "r1", "r2 1 2 \(origin) 1 2 3 []", "r1 1 2 not-a-uuid 1 2 3 []", "r1 1 2 \(origin) 1 2 3 {", "r1 x 2 \(origin) 1 2 3 []"] {
+            guard case .unreadable = ChangeLog.payload(of: bad) else {
+                Issue.record("read: \(bad)")
+                continue
+            }
+        }
+    }
+}
