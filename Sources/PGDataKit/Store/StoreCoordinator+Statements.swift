@@ -16,6 +16,14 @@ struct RowBatch {
     var foreignKeys: [(column: String, keys: [Int64?])] = []
 }
 
+/// Identifies the SQL text of a batch update: the entity, the columns it writes (their
+/// types follow from the entity) and whether it checks versions.
+struct UpdateStatementKey: Hashable, Sendable {
+    let entity: ObjectIdentifier
+    let columns: [String]
+    let checksVersion: Bool
+}
+
 /// Every statement the contexts send is built here, from an entity description plus a
 /// `StoreQuery` or a `RowBatch`; identifiers are quoted, values are bound parameters.
 /// Each runs on the connection given (a context's transaction or a borrowed one) and is
@@ -150,17 +158,31 @@ extension StoreCoordinator {
         let assigned = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
-        var assignments = assigned.enumerated().map { "\(Connection.quoteIdentifier($0.element)) = v.c\($0.offset + 2)" }
-        assignments.append("\(version) = t.\(version) + 1")
-        let update = "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
+        func updateClause() -> String {
+            var assignments = assigned.enumerated().map { "\(Connection.quoteIdentifier($0.element)) = v.c\($0.offset + 2)" }
+            assignments.append("\(version) = t.\(version) + 1")
+            return "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
+        }
         let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)"
         var written: [Int64: Int64] = [:]
         written.reserveCapacity(rows.keys.count)
         let (arrays, types) = try bind(rows)
-        for row in try execute(update + Self.rowsByKey(entity, types) + tail, arrays, on: connection) {
+        let key = UpdateStatementKey(entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion)
+        let sql: String
+        if let cached = updateStatements.withLock({ $0[key] }) {
+            sql = cached
+        } else {
+            sql = updateClause() + Self.rowsByKey(entity, types) + tail
+            updateStatements.withLock { statements in
+                if statements.count >= 1_024 { statements.removeAll() }
+                statements[key] = sql
+            }
+        }
+        for row in try execute(sql, arrays, on: connection) {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
         }
         guard !checksVersion, written.count < rows.keys.count else { return written }
+        let update = updateClause()
         let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
         let (again, _) = try bind(rows, order: missing)
         let byKey = "FROM unnest(\(Self.unnestList(types))) AS v(\(Self.aliases(types.count))) WHERE t.\(primaryKey) = v.c0"
