@@ -16,7 +16,7 @@ struct BenchCommand: ParsableCommand {
         subcommands: [
             FetchBenchmark.self, LatencyBenchmark.self, LatencyListener.self, ThroughputBenchmark.self,
             ThroughputWriter.self, ControllerBenchmark.self, ControllerWriter.self, UpsertBenchmark.self,
-            ImportMemoryBenchmark.self, ContentionBenchmark.self,
+            ImportMemoryBenchmark.self, ContentionBenchmark.self, FanoutBenchmark.self, FanoutWorker.self,
         ]
     )
 }
