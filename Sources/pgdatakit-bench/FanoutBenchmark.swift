@@ -28,24 +28,29 @@ struct FanoutBenchmark: ParsableCommand {
 
             After --warmup seconds of writing, --seconds are measured: saves/s (writers'
             saves that began in the window); merge p50/p99 over all holders (from the start
-            of the saving transaction, `ChangeRecord.time` on the server's clock, to the
-            end of the merge into the holder's main context — the server must be on this
-            machine, or its clock in step with it); and the statements the observers send
-            per remote save, counted by the server: holders and idle observers log in as
-            roles of their own (made for the run, dropped after), and `pg_stat_statements`
-            counts the calls of each role in the benchmark's database between the start of
-            the window and the moment the counts settle after it. Per remote save per
-            observer = calls / (saves in the window × observers). The idle observers send
-            nothing on purpose during the window, so every call counted is the library's.
-            Every process must get each other process's save exactly once: the counts of
-            delivered records are checked (exit status 2 when they are off; the figures are
-            printed all the same).
+            of a save — the writer writes it into the name — to the end of the merge that
+            shows the new name in the holder's main context, its objects-did-change, on the
+            system-wide monotonic clock); and the statements the observers send per remote
+            save, counted by the server: holders and idle observers log in as roles of their
+            own (made for the run, dropped after), and `pg_stat_statements` counts the calls
+            of each role in the benchmark's database between the start of the window and the
+            moment the counts settle after it. Per remote save per observer = calls / (saves
+            in the window × observers). The observers send nothing on purpose and add no
+            observer of the change log of their own (which might make the library read
+            it), so every call counted is the library's.
+
+            Then the checks (exit status 2 when one fails; the figures are printed all the
+            same): every holder's main context must end with the database's names, and one
+            more save — renaming a row each idle observer holds — must reach every idle
+            observer's main context, so that an observer cannot look cheap by not
+            listening.
 
             Needs `pg_stat_statements` in shared_preload_libraries (scripts/bench-server
             sets it; a throwaway server started here is asked to load it) and a superuser
             URL to make the roles; without them the statement figures are `nan`. Each
-            process holds up to three connections (listener, main context, a writer's
-            transaction): PROCESSES must fit the server's max_connections.
+            process opens its listener's connection and a pool of at most two (the main
+            context, a writer's transaction): PROCESSES must fit the server's
+            max_connections; the peak is printed.
             Last line: `RESULT fanout processes=… writers=… saves_per_s=… merge_p50_ms=…
             merge_p99_ms=… idle_observer_queries_per_save=… holder_queries_per_save=…`.
             """)
@@ -129,22 +134,25 @@ struct FanoutBenchmark: ParsableCommand {
                     + "with many processes, check the server's max_connections")
         }
 
-        let warm = Date().addingTimeInterval(0.5)
-        let from = warm.addingTimeInterval(warmup)
-        let end = from.addingTimeInterval(seconds)
-        for child in children {
-            child.process.send(
-                "start \(warm.timeIntervalSince1970) \(from.timeIntervalSince1970) \(end.timeIntervalSince1970)")
-        }
+        // Monotonic nanoseconds: the system-wide clock every process here reads alike.
+        let warm = monotonicNanoseconds() + 500_000_000
+        let from = warm + Int64(warmup * 1e9)
+        let end = from + Int64(seconds * 1e9)
+        for child in children { child.process.send("start \(warm) \(from) \(end)") }
         Self.sleep(until: from)
         let before = try roles.snapshot(on: admin)
         var connections = try Self.connections(admin)
-        Self.sleep(until: from.addingTimeInterval(seconds / 2))
+        Self.sleep(until: from + (end - from) / 2)
         connections = max(connections, try Self.connections(admin))
         Self.sleep(until: end)
         let after = try roles.settledSnapshot(on: admin)
 
-        for child in children { child.process.send("finish") }
+        // Counting is over. The probe: one save renaming the first row each idle observer
+        // holds, which each must merge (it proves they were listening all along).
+        let probeBegan = try Self.probe(
+            rows: (0..<processes).filter { layout.kind(of: $0) == .idle }.map { layout.heldFrom(process: $0) },
+            database.configuration)
+        for child in children { child.process.send("finish \(probeBegan)") }
         var reports: [FanoutReport] = []
         for (number, child) in children.enumerated() {
             guard let report = FanoutReport(child.process, kind: child.kind) else {
@@ -157,8 +165,8 @@ struct FanoutBenchmark: ParsableCommand {
                       connections: (connections, maximum))
     }
 
-    /// Prints the table and the RESULT line; exits with 2 when a process did not get
-    /// every other process's save exactly once.
+    /// Prints the table and the RESULT line; exits with 2 when a holder ended out of step
+    /// with the database or an idle observer did not merge the probe.
     func summarise(
         _ reports: [FanoutReport], layout: FanoutLayout, roles: StatementCountingRoles,
         before: StatementCountingRoles.Snapshot, after: StatementCountingRoles.Snapshot,
@@ -169,8 +177,10 @@ struct FanoutBenchmark: ParsableCommand {
         let savesPerSecond = Double(saves) / seconds
         let merges = Percentiles(reports.flatMap(\.merges).map { Double($0) / 1000 })
         let timed = reports.reduce(0) { $0 + $1.merges.count }
-        // Every process gets every save but its own, exactly once.
-        let offCount = reports.filter { $0.records != allSaves - $0.allSaves }.count
+        let holderReports = reports.filter { $0.kind == .holder }
+        let inStep = holderReports.filter { $0.staleRows == 0 }.count
+        let idleReports = reports.filter { $0.kind == .idle }
+        let probes = idleReports.compactMap(\.probeMilliseconds).filter { $0 >= 0 }
 
         func statements(_ kind: FanoutKind, _ count: Int) -> (perSave: Double, kinds: [(calls: Int, query: String)]) {
             guard let calls = roles.calls(of: kind.rawValue, from: before, to: after), saves > 0, count > 0 else {
@@ -180,24 +190,21 @@ struct FanoutBenchmark: ParsableCommand {
         }
         let holders = statements(.holder, layout.holders)
         let idle = statements(.idle, layout.idle)
-        func delivered(_ kind: FanoutKind) -> String {
-            let group = reports.filter { $0.kind == kind }
-            let expected = group.reduce(0) { $0 + allSaves - $1.allSaves }
-            return "\(group.reduce(0) { $0 + $1.records }) of \(expected)"
-        }
 
         print(
             "connections to the database at the peak: \(connections.peak) (max_connections \(connections.maximum))")
-        let widths = [7, 10, 8, 9, 20, 14, 14, 24]
-        print(Self.row(["kind", "processes", "saves", "saves/s", "records delivered", "merge p50 ms", "merge p99 ms",
-                        "statements/remote save"], widths))
-        print(Self.row(["writers", "\(writers)", "\(saves)", format(savesPerSecond, 1), delivered(.writer)], widths))
-        print(Self.row(["holders", "\(layout.holders)", "", "", delivered(.holder), format(merges.p50, 3),
-                        format(merges.p99, 3), format(holders.perSave, 3)], widths))
-        print(Self.row(["idle", "\(layout.idle)", "", "", delivered(.idle), "", "", format(idle.perSave, 3)], widths))
+        let widths = [7, 10, 8, 9, 14, 14, 24]
+        print(Self.row(["kind", "processes", "saves", "saves/s", "merge p50 ms", "merge p99 ms",
+                        "statements/remote save", "check"], widths))
+        print(Self.row(["writers", "\(writers)", "\(saves)", format(savesPerSecond, 1)], widths))
+        print(Self.row(["holders", "\(layout.holders)", "", "", format(merges.p50, 3), format(merges.p99, 3),
+                        format(holders.perSave, 3), "\(inStep) of \(layout.holders) in step with the database"], widths))
+        print(Self.row(["idle", "\(layout.idle)", "", "", "", "", format(idle.perSave, 3),
+                        "\(probes.count) of \(layout.idle) merged the probe (slowest "
+                            + "\(format(probes.max() ?? .nan, 1)) ms)"], widths))
         print(
-            "(saves that began in the \(format(seconds, 1)) s window, \(allSaves) in all; merges timed: \(timed) "
-                + "(holder × save in the window); records: every save delivered to each other process, whole run)")
+            "(saves that began in the \(format(seconds, 1)) s window, \(allSaves) in all; merges timed in the holders: "
+                + "\(timed) of \(saves * layout.holders) — a merge showing several saves of one row times the last)")
         for (kind, figures) in [("holders", holders), ("idle", idle)] where !figures.kinds.isEmpty {
             print("statements of the \(kind) per remote save, per observer:")
             let count = kind == "idle" ? layout.idle : layout.holders
@@ -213,8 +220,10 @@ struct FanoutBenchmark: ParsableCommand {
                 + "merge_p50_ms=\(format(merges.p50, 3)) merge_p99_ms=\(format(merges.p99, 3)) "
                 + "idle_observer_queries_per_save=\(format(idle.perSave, 3)) "
                 + "holder_queries_per_save=\(format(holders.perSave, 3))")
-        if offCount > 0 {
-            printError("fanout: \(offCount) process(es) did not get every other process's save exactly once")
+        if inStep < layout.holders || probes.count < layout.idle {
+            printError(
+                "fanout: \(layout.holders - inStep) holder(s) ended out of step with the database, "
+                    + "\(layout.idle - probes.count) idle observer(s) did not merge the probe save")
             throw ExitCode(2)
         }
     }
@@ -243,10 +252,27 @@ struct FanoutBenchmark: ParsableCommand {
         }.joined()
     }
 
-    /// Sleeps until `date` (returns at once when it has passed).
-    static func sleep(until date: Date) {
-        let wait = date.timeIntervalSinceNow
-        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+    /// Sleeps until `nanoseconds` on the monotonic clock (returns at once when past).
+    static func sleep(until nanoseconds: Int64) {
+        let wait = nanoseconds - monotonicNanoseconds()
+        if wait > 0 { Thread.sleep(forTimeInterval: Double(wait) / 1e9) }
+    }
+
+    /// Saves, through the library, one rename of each of `rows` (by age) to the probe name;
+    /// returns when the save began (monotonic nanoseconds).
+    static func probe(rows: [Int], _ configuration: ConnectionConfiguration) throws -> Int64 {
+        let manager = try ContextManager(
+            configuration: configuration, entities: [BenchUser.self], maximumConnections: 1,
+            automaticallyMergesRemoteChanges: false)
+        defer { manager.close() }
+        let context = manager.newPrivateContext(name: "probe")
+        return try context.performAndWait {
+            let users = try BenchUser.fetch(in: context, where: "age IN %@", rows)
+            let began = monotonicNanoseconds()
+            for user in users { user.name = FanoutWorker.probeName }
+            try context.save()
+            return began
+        }
     }
 
     func format(_ value: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", value) }
@@ -260,10 +286,12 @@ struct FanoutReport {
     var saves = 0
     /// All its saves (writers).
     var allSaves = 0
-    /// Records of other processes' saves its listener delivered, whole run.
-    var records = 0
+    /// Held rows whose names differed from the database's at the end (holders).
+    var staleRows: Int?
     /// Its merge times in microseconds (holders).
     var merges: [Int] = []
+    /// From the start of the probe save to its merge here; -1 when it never came (idle).
+    var probeMilliseconds: Double?
 
     /// Reads the report lines up to `done`; nil when the process ended first.
     init?(_ process: BenchProcess, kind: FanoutKind) {
@@ -276,10 +304,12 @@ struct FanoutReport {
             case "saves" where parts.count == 3:
                 saves = Int(parts[1]) ?? 0
                 allSaves = Int(parts[2]) ?? 0
-            case "records" where parts.count == 2:
-                records = Int(parts[1]) ?? 0
+            case "stale" where parts.count == 2:
+                staleRows = Int(parts[1])
             case "merges":
                 merges = parts.count > 1 ? parts[1].split(separator: ",").compactMap { Int($0) } : []
+            case "probe" where parts.count == 2:
+                probeMilliseconds = Double(parts[1])
             default:
                 continue
             }

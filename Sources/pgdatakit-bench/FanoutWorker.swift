@@ -53,14 +53,19 @@ struct FanoutLayout {
 }
 
 /// One process of the fanout benchmark (`pgdatakit-bench fanout-worker`), talking to the
-/// parent line by line: it prints `ready` once its main context holds its rows and its
-/// controller has fetched; then reads `start <warm> <from> <end>` (seconds since 1970);
-/// a writer saves from `warm` to `end`; every process counts the records of other
-/// processes' saves its listener delivers; a holder times, for each record of a save that
-/// began in [`from`, `end`) and changed objects it holds, the span from the start of the
-/// saving transaction (`ChangeRecord.time`, the server's clock) to the end of the merge
-/// into its main context. On `finish` it prints `saves <in window> <all>`, `records
-/// <all>`, `merges <µs,…>` (holders) and `done`.
+/// parent line by line on the system-wide monotonic clock (`monotonicNanoseconds()`).
+///
+/// It prints `ready` once its main context holds its rows and its controller has fetched,
+/// then reads `start <warm> <from> <end>`. A writer saves from `warm` to `end`, writing
+/// into each name when its save began. A holder notes, when a merge into its main
+/// context shows a held row with a new name whose save began in [`from`, `end`), the time
+/// from that save's start to the end of the merge. An idle observer does nothing at all:
+/// no observer of the change log of its own, which could make the library read it.
+/// On `finish`, after the parent's last measurement: a writer prints `saves <in window>
+/// <all>`; a holder checks its held rows against the database (`stale <rows that differ>`)
+/// and prints `merges <µs,…>`; an idle observer waits for the parent's probe save (which
+/// renames its first held row to `probe`; `finish <when the probe save began>`) to reach
+/// its main context and prints `probe <ms>` (-1 when it did not within 10 s). Then `done`.
 struct FanoutWorker: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanout-worker", abstract: "A process of `fanout` (not run by hand).", shouldDisplay: false)
@@ -72,10 +77,14 @@ struct FanoutWorker: ParsableCommand {
     @Option(help: "Rows in the table.") var rows: Int
     @Option(help: "The first row (by age) of those the main context holds.") var heldFrom: Int
 
+    /// The name a probe save gives the first row an idle observer holds.
+    static let probeName = "probe"
+
     func run() throws {
-        // A listener, the main context's connection, and a writer's transaction.
-        let manager = try ContextManager(
-            configuration: ConnectionConfiguration(databaseURL), entities: [BenchUser.self], maximumConnections: 2)
+        // The listener has a connection of its own; the pool serves the main context and a
+        // writer's transaction (one connection most of the time, two at most).
+        let configuration = ConnectionConfiguration(databaseURL)
+        let manager = try ContextManager(configuration: configuration, entities: [BenchUser.self], maximumConnections: 2)
         defer { manager.close() }
         let main = manager.mainContext
         let held = try main.performAndWait {
@@ -93,60 +102,68 @@ struct FanoutWorker: ParsableCommand {
             context: main)
         try main.performAndWait { try controller.performFetch() }
 
+        // The merges a holder or idle observer sees, from its main context's
+        // objects-did-change (posted when a merge is done), as any application would.
         let tally = FanoutTally()
-        let measuresMerges = kind == .holder
-        // Registered after the manager's own observer, which queues the merge on the main
-        // context: this block is queued behind it, so it runs when that merge is done.
-        let token = manager.coordinator.observeRemoteChanges { record in
-            guard tally.received(record), measuresMerges, !heldIDs.isDisjoint(with: record.changes.updated) else {
-                return
+        let token = main.observeObjectsDidChange { changes in
+            let now = monotonicNanoseconds()
+            for id in changes.updated where heldIDs.contains(id) {
+                guard let name = (try? main.existingObject(with: id) as? BenchUser)?.name else { continue }
+                tally.merged(id, name: name, at: now)
             }
-            let began = record.time
-            main.perform { tally.merged(after: Date().timeIntervalSince(began)) }
         }
         defer { token.cancel() }
         emitLine("ready")
 
         guard let start = readLine()?.split(separator: " "), start.count == 4, start[0] == "start",
-            let warm = Double(start[1]), let from = Double(start[2]), let end = Double(start[3])
+            let warm = Int64(start[1]), let from = Int64(start[2]), let end = Int64(start[3])
         else { throw ValidationError("expected `start <warm> <from> <end>` from the parent") }
-        tally.open(from: Date(timeIntervalSince1970: from), end: Date(timeIntervalSince1970: end))
-        let saves =
-            kind == .writer
-            ? try write(
-                manager, warm: Date(timeIntervalSince1970: warm), from: Date(timeIntervalSince1970: from),
-                end: Date(timeIntervalSince1970: end))
-            : (measured: 0, all: 0)
+        tally.open(from: from, end: end)
+        let saves = kind == .writer ? try write(manager, warm: warm, from: from, end: end) : (measured: 0, all: 0)
 
-        while let line = readLine(), line != "finish" {}
+        var probeBegan = Int64.max
+        while let line = readLine() {
+            let parts = line.split(separator: " ")
+            guard parts.first == "finish" else { continue }
+            probeBegan = parts.count > 1 ? Int64(parts[1]) ?? .max : .max
+            break
+        }
         main.performAndWait {}  // the merges queued so far are done
-        var text = "saves \(saves.measured) \(saves.all)\nrecords \(tally.records)\n"
-        if measuresMerges {
+        var text: String
+        switch kind {
+        case .writer:
+            text = "saves \(saves.measured) \(saves.all)\n"
+        case .holder:
+            text = "stale \(try staleRows(held: heldIDs, main: main, configuration: configuration))\n"
             text += "merges " + tally.merges.map(String.init).joined(separator: ",") + "\n"
+        case .idle:
+            let merged = tally.waitForProbe(timeout: .seconds(10))
+            text = "probe \(merged.map { String(format: "%.3f", Double(max(0, $0 - probeBegan)) / 1e6) } ?? "-1")\n"
         }
         text += "done\n"
         FileHandle.standardOutput.write(Data(text.utf8))
         withExtendedLifetime((held, controller)) {}
     }
 
-    /// Renames this writer's share of the hot rows, one per save, from `warm` until
-    /// `end`; returns the saves that began in [`from`, `end`) and all of them.
-    func write(_ manager: ContextManager, warm: Date, from: Date, end: Date) throws -> (measured: Int, all: Int) {
+    /// Renames this writer's share of the hot rows, one per save, from `warm` until `end`
+    /// (monotonic nanoseconds), writing each save's start into the name; returns the saves
+    /// that began in [`from`, `end`) and all of them.
+    func write(_ manager: ContextManager, warm: Int64, from: Int64, end: Int64) throws -> (measured: Int, all: Int) {
         let context = manager.newPrivateContext(name: "writer \(index)")
         let mine = try context.performAndWait {
             try BenchUser.fetch(in: context, where: "age >= 0 AND age < %d", FanoutLayout.heldObjects)
                 .filter { ($0.age ?? -1) % writers == index }
         }
         guard !mine.isEmpty else { throw ValidationError("writer \(index) has no rows to write") }
-        let wait = warm.timeIntervalSinceNow
-        if wait > 0 { Thread.sleep(forTimeInterval: wait) }
+        let wait = warm - monotonicNanoseconds()
+        if wait > 0 { Thread.sleep(forTimeInterval: Double(wait) / 1e9) }
         var measured = 0
         var all = 0
         while true {
-            let began = Date()
+            let began = monotonicNanoseconds()
             guard began < end else { break }
             let user = mine[all % mine.count]
-            let name = "writer \(index) save \(all)"
+            let name = FanoutTally.name(writer: index, save: all, began: began)
             try context.performAndWait {
                 user.name = name
                 try context.save()
@@ -156,43 +173,89 @@ struct FanoutWorker: ParsableCommand {
         }
         return (measured, all)
     }
+
+    /// How many held rows' names differ from the database's once the merges have had up
+    /// to 10 s to arrive (the writers have stopped: the database's names are final). Read
+    /// on a plain connection, after the parent's last count of statements.
+    func staleRows(held: Set<ObjectID>, main: ManagedObjectContext, configuration: ConnectionConfiguration) throws -> Int {
+        let connection = try Connection(configuration)
+        defer { connection.close() }
+        var names: [Int64: String?] = [:]
+        for row in try connection.query("SELECT id, name FROM users WHERE id = ANY($1)", [held.compactMap(\.primaryKey)]) {
+            names[try row.decode(Int64.self, at: 0)] = try row.decode(String?.self, at: 1)
+        }
+        let deadline = ContinuousClock.now + .seconds(10)
+        while true {
+            let stale = main.performAndWait {
+                held.filter { id in
+                    guard let key = id.primaryKey, let user = try? main.existingObject(with: id) as? BenchUser else {
+                        return true
+                    }
+                    return names[key] != .some(user.name)
+                }.count
+            }
+            if stale == 0 || ContinuousClock.now >= deadline { return stale }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
+    }
 }
 
-/// What one fanout process counts: the records its listener delivered, and a holder's
-/// merge times.
+/// What one fanout process sees of the merges into its main context: a holder's merge
+/// times, an idle observer's probe.
 final class FanoutTally: Sendable {
     private struct State {
-        var from = Date.distantFuture
-        var end = Date.distantFuture
-        var records = 0
+        var from = Int64.max
+        var end = Int64.max
         var merges: [Int] = []
+        var lastNames: [ObjectID: String] = [:]
+        var probe: Int64?
     }
 
     private let state = Mutex(State())
+    private let probeMerged = DispatchSemaphore(value: 0)
 
-    /// Sets the measured window.
-    func open(from: Date, end: Date) {
+    /// The name a writer gives a row: who saved it, and when the save began.
+    static func name(writer: Int, save: Int, began: Int64) -> String {
+        "writer \(writer) save \(save) began \(began)"
+    }
+
+    /// Sets the measured window (monotonic nanoseconds).
+    func open(from: Int64, end: Int64) {
         state.withLock {
             $0.from = from
             $0.end = end
         }
     }
 
-    /// Counts a record; whether its saving transaction began in the measured window.
-    func received(_ record: ChangeRecord) -> Bool {
-        state.withLock {
-            $0.records += 1
-            return record.time >= $0.from && record.time < $0.end
+    /// Notes a merge that showed a held row named `name` at `now`: a merge time when the
+    /// name is new and its save began in the window (a merge showing several saves of one
+    /// row times the last), the probe's arrival when it is the probe.
+    func merged(_ id: ObjectID, name: String, at now: Int64) {
+        let probe = state.withLock { state -> Bool in
+            guard state.lastNames[id] != name else { return false }
+            state.lastNames[id] = name
+            if name == FanoutWorker.probeName {
+                if state.probe == nil { state.probe = now }
+                return true
+            }
+            guard let began = name.split(separator: " ").last.flatMap({ Int64($0) }),
+                began >= state.from, began < state.end
+            else { return false }
+            state.merges.append(Int((now - began) / 1000))
+            return false
         }
+        if probe { probeMerged.signal() }
     }
 
-    /// Notes a merge that ended `seconds` after its save began.
-    func merged(after seconds: TimeInterval) {
-        state.withLock { $0.merges.append(Int((seconds * 1e6).rounded())) }
-    }
-
-    /// Records delivered so far.
-    var records: Int { state.withLock { $0.records } }
     /// Merge times so far, in microseconds.
     var merges: [Int] { state.withLock { $0.merges } }
+
+    /// When the probe's merge into the main context was done (monotonic nanoseconds), or
+    /// nil when it was not within `timeout`.
+    func waitForProbe(timeout: Duration) -> Int64? {
+        if state.withLock({ $0.probe }) == nil {
+            _ = probeMerged.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000)))
+        }
+        return state.withLock { $0.probe }
+    }
 }
