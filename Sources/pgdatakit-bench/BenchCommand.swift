@@ -16,7 +16,7 @@ struct BenchCommand: ParsableCommand {
         subcommands: [
             FetchBenchmark.self, LatencyBenchmark.self, LatencyListener.self, ThroughputBenchmark.self,
             ThroughputWriter.self, ControllerBenchmark.self, ControllerWriter.self, UpsertBenchmark.self,
-            ImportMemoryBenchmark.self, ContentionBenchmark.self,
+            ImportMemoryBenchmark.self, ContentionBenchmark.self, FanoutBenchmark.self, FanoutWorker.self,
         ]
     )
 }
@@ -29,10 +29,21 @@ struct BenchServer {
     private let embedded: EmbeddedPostgres?
 
     /// Uses `DATABASE_URL` when set, else starts a throwaway server.
-    init() throws {
+    ///
+    /// - Parameter libraries: server libraries a throwaway server should preload
+    ///   (`shared_preload_libraries`, such as `pg_stat_statements`); when it cannot start
+    ///   with them (not installed), it starts without. `DATABASE_URL`'s server is taken as
+    ///   it is.
+    init(preloading libraries: [String] = []) throws {
         if let environment = ProcessInfo.processInfo.environment["DATABASE_URL"], !environment.isEmpty {
             url = environment
             embedded = nil
+        } else if !libraries.isEmpty,
+            let started = try? EmbeddedPostgres.start(
+                EmbeddedPostgres.Options(settings: ["shared_preload_libraries": "'\(libraries.joined(separator: ","))'"]))
+        {
+            url = started.url
+            embedded = started
         } else {
             let started = try EmbeddedPostgres.start()
             url = started.url
@@ -56,8 +67,11 @@ struct BenchDatabase {
     private let name: String
     private let server: BenchServer
 
-    init() throws {
-        server = try BenchServer()
+    /// Creates the database on `DATABASE_URL`'s server or a throwaway one.
+    ///
+    /// - Parameter libraries: what a throwaway server preloads (see `BenchServer`).
+    init(preloading libraries: [String] = []) throws {
+        server = try BenchServer(preloading: libraries)
         let base = ConnectionConfiguration(server.url)
         admin = try Connection(base)
         name = "pgdatakit_bench_\(UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12))"
@@ -76,6 +90,10 @@ struct BenchDatabase {
             .deletingLastPathComponent().appendingPathComponent("migrations")
     }
 
+    /// Whether the database is on a throwaway server (fsync off: fast, not durable).
+    var isThrowaway: Bool { server.isThrowaway }
+
+    /// Drops the database and stops a throwaway server.
     func drop() {
         _ = try? admin.execute("DROP DATABASE IF EXISTS \(Connection.quoteIdentifier(name)) WITH (FORCE)")
         admin.close()

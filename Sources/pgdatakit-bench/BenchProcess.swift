@@ -49,8 +49,11 @@ final class BenchProcess {
         self.output = FileHandle(fileDescriptor: fromChild[0], closeOnDealloc: true)
     }
 
+    /// Writes a line to the process's standard input. A process that has ended is not an
+    /// error here (with SIGPIPE ignored, the write fails quietly): the caller finds out
+    /// when it reads what the process should have answered.
     func send(_ line: String) {
-        input.write(Data((line + "\n").utf8))
+        try? input.write(contentsOf: Data((line + "\n").utf8))
     }
 
     /// The next line, or nil when the process ended or printed nothing for 30 seconds.

@@ -85,4 +85,30 @@ struct BenchmarkProgramTests {
         #expect(outcome.output.split(separator: "\n").contains { $0.hasPrefix("      2  ") })
         #expect(outcome.output.contains("[demo 2] Demo database: pgdatakit_demo_"), "the demo's messages are passed on")
     }
+
+    @Test func fanoutScenarioCountsTheObserversStatementsOnTheServer() throws {
+        let outcome = try run(["fanout", "--processes", "4", "--writers", "1", "--seconds", "3", "--rows", "2000"])
+        let fields = try result(outcome, "fanout")
+        // A value that is not a number is left out of `fields`; `nan` reads as a number.
+        #expect(Set(fields.keys) == [
+            "processes", "writers", "saves_per_s", "merge_p50_ms", "merge_p99_ms", "idle_observer_queries_per_save",
+            "holder_queries_per_save",
+        ], "\(outcome.output)")
+        #expect(fields["processes"] == 4 && fields["writers"] == 1)
+        #expect((fields["saves_per_s"] ?? 0) > 0)
+        #expect((fields["merge_p50_ms"] ?? 0) > 0, "the holder merged the writer's saves")
+        #expect((fields["merge_p99_ms"] ?? -1) >= (fields["merge_p50_ms"] ?? 0))
+        // The server counts the observers' statements when it loads pg_stat_statements
+        // (the bench server does; the throwaway test server does not, and says so).
+        let counted = !outcome.output.contains("statements per remote save: not counted")
+        for key in ["idle_observer_queries_per_save", "holder_queries_per_save"] {
+            let value = try #require(fields[key])
+            #expect(counted ? value.isFinite && value >= 0 : value.isNaN, "\(key) = \(value)")
+        }
+        if counted {
+            // Today an idle observer reads the change log once per notification or burst.
+            #expect((fields["idle_observer_queries_per_save"] ?? .infinity) <= 2)
+        }
+        #expect(outcome.output.contains("connections to the database at the peak: "))
+    }
 }
