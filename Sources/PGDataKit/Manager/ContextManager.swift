@@ -94,13 +94,29 @@ public final class ContextManager: Sendable {
             let previous = remoteObservation.withLock { token -> ObserverToken? in
                 guard newValue != (token != nil) else { return nil }
                 let previous = token
+                // Records that arrive while a merge is waiting for the main context's queue
+                // join it: a burst of saves is one merge (one refresh per entity), however
+                // many notifications it came in.
+                let pending = Mutex<[ChangeRecord]?>(nil)
                 token = newValue
                     ? coordinator.observeRemoteChangeBatches { records in
-                        var union = ContextChanges()
-                        for record in records { union.formUnion(record.changes) }
-                        let changes = union
+                        let schedule = pending.withLock { waiting -> Bool in
+                            if waiting != nil {
+                                waiting?.append(contentsOf: records)
+                                return false
+                            }
+                            waiting = records
+                            return true
+                        }
+                        guard schedule else { return }
                         let metrics = main.coordinator.metrics
                         main.perform {
+                            let records = pending.withLock { waiting -> [ChangeRecord] in
+                                defer { waiting = nil }
+                                return waiting ?? []
+                            }
+                            var changes = ContextChanges()
+                            for record in records { changes.formUnion(record.changes) }
                             do {
                                 try main.mergeChanges(changes)
                                 metrics.received(records, label: PGDataKitMetrics.merges, latency: PGDataKitMetrics.mergeLatency)
