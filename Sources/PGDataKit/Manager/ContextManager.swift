@@ -1,4 +1,3 @@
-import Foundation
 import Logging
 import Synchronization
 
@@ -147,30 +146,18 @@ public final class ContextManager: Sendable {
     }
 
     /// Merges `changes` into `main` (called on its queue) and says whether that worked.
-    ///
-    /// A merge that fails on a lost or refused connection — a terminated backend, a
-    /// server restarting — is tried again after a pause (50 ms, doubling to 1 s) for up
-    /// to 30 seconds, on the main context's queue: the merges behind it wait, so they
-    /// still apply in order, and the change is not dropped for a moment without the
-    /// server (the main context would otherwise differ from the database until those
-    /// objects change again). Other errors are logged and the merge is given up.
+    /// A merge that fails on a lost or refused connection (a server restarting) is tried
+    /// again for up to 30 s (`retryingLostConnections`) rather than dropped: the main
+    /// context would otherwise differ from the database until those objects change again.
     private static func merge(
         _ changes: ContextChanges, into main: ManagedObjectContext, logger: Logger, what: String
     ) -> Bool {
-        let deadline = ContinuousClock.now + .seconds(30)
-        var pause = 0.05
-        while true {
-            do {
-                try main.mergeChanges(changes)
-                return true
-            } catch let error as PostgresError where error.isConnectionError && ContinuousClock.now < deadline {
-                logger.warning("\(what) into the main context failed, trying again in \(pause) s: \(error)")
-                Thread.sleep(forTimeInterval: pause)
-                pause = min(pause * 2, 1)
-            } catch {
-                logger.error("\(what) into the main context failed: \(error)")
-                return false
-            }
+        do {
+            try main.retryingLostConnections("\(what) into the main context") { try main.mergeChanges(changes) }
+            return true
+        } catch {
+            logger.error("\(what) into the main context failed: \(error)")
+            return false
         }
     }
 }
