@@ -138,8 +138,10 @@ final class DemoProcesses: Sendable {
             Thread.sleep(forTimeInterval: 0.01)
         }
         let last = board.withLock { board -> WorkerReport? in
+            // One killed before its first report had saved nothing.
             let last = board.latest[index]
-            if let last { board.killed.append(last) }
+                ?? WorkerReport(kind: .status, worker: index, pid: old.process.processIdentifier, state: "starting")
+            board.killed.append(last)
             board.latest[index] = nil
             return last
         }

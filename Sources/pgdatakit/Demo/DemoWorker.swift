@@ -103,6 +103,12 @@ struct DemoWorker: ParsableCommand {
                 // SaveOutcomeUnknownError, is not transient and stops the worker).
                 context.performAndWait { context.reset() }
                 counters.withLock { $0.conflictsRetried += 1 }
+            } catch is SaveOutcomeUnknownError where chaos {
+                // An import, rename or delete that may or may not have committed: the
+                // checksums cover whatever the database holds, so it is counted and
+                // left (an increment's is counted as unknown by `increment`).
+                context.performAndWait { context.reset() }
+                counters.withLock { $0.savesUnknown += 1 }
             } catch let error where chaos && !(error is SaveOutcomeUnknownError) {
                 // Chaos: the server restarts or the backend was terminated outside a
                 // commit. Nothing was committed by this step; do another one shortly.
