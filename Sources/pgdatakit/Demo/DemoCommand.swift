@@ -226,6 +226,7 @@ final class DemoFeed: Sendable {
         var delays: [Double] = []
         var recent: [(pid: Int32, line: String)] = []
         var byProcess: [Int32: Int] = [:]
+        var lastSave: [Int32: Date] = [:]
     }
 
     private let contents = Mutex(Contents())
@@ -238,6 +239,8 @@ final class DemoFeed: Sendable {
             contents.recent.append((record.originProcessID, line))
             if contents.recent.count > 8 { contents.recent.removeFirst() }
             contents.byProcess[record.originProcessID, default: 0] += 1
+            contents.lastSave[record.originProcessID] = max(
+                contents.lastSave[record.originProcessID] ?? .distantPast, record.time)
         }
     }
 
@@ -252,6 +255,8 @@ final class DemoFeed: Sendable {
 
     var recent: [(pid: Int32, line: String)] { contents.withLock { $0.recent } }
     var byProcess: [Int32: Int] { contents.withLock { $0.byProcess } }
+    /// When the last save of each process (by pid) began, as its change record says.
+    var lastSave: [Int32: Date] { contents.withLock { $0.lastSave } }
 }
 
 /// The server's count of deadlocks in the demo's database (`pg_stat_database`), from

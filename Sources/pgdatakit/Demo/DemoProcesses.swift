@@ -15,9 +15,10 @@ final class DemoProcesses: Sendable {
         var exited: Set<Int> = []
         /// The last report of each worker killed under `--chaos`, in kill order.
         var killed: [WorkerReport] = []
-        /// For each process (by pid), the saves every other process had reported when it
-        /// became ready: a process must merge the saves another reported after that.
-        var savesWhenReady: [Int32: [Int32: Int]] = [:]
+        /// When each process (by pid) became ready, by this process's clock (its report
+        /// read here, so a little after it listened): it must merge every save that began
+        /// after that.
+        var readyAt: [Int32: Date] = [:]
         /// The serial number of the process that holds each index now: reports and the
         /// end of output of an older (killed) process of that index change nothing.
         fileprivate var serials: [Int: Int] = [:]
@@ -98,11 +99,7 @@ final class DemoProcesses: Sendable {
                     guard board.serials[worker] == serial else { return }
                     if report.kind != .failed { board.latest[worker] = report }
                     switch report.kind {
-                    case .ready:
-                        board.savesWhenReady[report.pid] = Dictionary(
-                            (board.latest.values.filter { $0.pid != report.pid } + board.killed)
-                                .map { ($0.pid, $0.counters.saves) },
-                            uniquingKeysWith: max)
+                    case .ready: board.readyAt[report.pid] = Date()
                     case .stopped: board.stopped.insert(worker)
                     case .final: board.finals[worker] = report
                     case .failed: board.failures[worker] = report.message ?? "failed"

@@ -162,15 +162,16 @@ struct DemoSummary: Codable {
                 index: report.worker, pid: report.pid, counters: report.counters,
                 killedSavingIncrement: report.state == "saving increment")
         }
+        let lastSaves = feed.lastSave
         var workers: [Worker] = []
         for index in 0..<count {
             let report = board.finals[index] ?? board.latest[index]
             let pid = report?.pid ?? 0
-            // Every other worker alive at the end, and every killed one that reported a
-            // save after this one became ready (those are in the change log too).
-            let seen = board.savesWhenReady[pid] ?? [:]
+            // Every other worker alive at the end, and every killed one whose last save
+            // (by the change log the parent merged) began after this one was listening.
+            let readyAt = board.readyAt[pid] ?? .distantFuture
             let others = pids.subtracting([pid]).union(
-                killed.filter { $0.counters.saves > seen[$0.pid, default: 0] }.map(\.pid))
+                killed.filter { (lastSaves[$0.pid] ?? .distantPast) > readyAt }.map(\.pid))
             workers.append(Worker(
                 index: index, pid: pid, policy: DemoWorker.policies[index % DemoWorker.policies.count].1,
                 counters: report?.counters ?? WorkerCounters(),
