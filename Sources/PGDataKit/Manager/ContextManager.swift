@@ -117,11 +117,8 @@ public final class ContextManager: Sendable {
                             }
                             var changes = ContextChanges()
                             for record in records { changes.formUnion(record.changes) }
-                            do {
-                                try main.mergeChanges(changes)
+                            if Self.merge(changes, into: main, logger: logger, what: "merging other processes' saves") {
                                 metrics.received(records, label: PGDataKitMetrics.merges, latency: PGDataKitMetrics.mergeLatency)
-                            } catch {
-                                logger.error("merging other processes' saves into the main context failed: \(error)")
                             }
                         }
                     } : nil
@@ -158,13 +155,25 @@ public final class ContextManager: Sendable {
         context.observers.addForLifetime { [weak context] changes in
             guard context?.shouldMergeOnSave ?? false else { return }
             main.perform {
-                do {
-                    try main.mergeChanges(changes)
-                } catch {
-                    logger.error("merging a save into the main context failed: \(error)")
-                }
+                _ = Self.merge(changes, into: main, logger: logger, what: "merging a save")
             }
         }
         return context
+    }
+
+    /// Merges `changes` into `main` (called on its queue) and says whether that worked.
+    /// A merge that fails on a lost or refused connection (a server restarting) is tried
+    /// again for up to 30 s (`retryingLostConnections`) rather than dropped: the main
+    /// context would otherwise differ from the database until those objects change again.
+    private static func merge(
+        _ changes: ContextChanges, into main: ManagedObjectContext, logger: Logger, what: String
+    ) -> Bool {
+        do {
+            try main.retryingLostConnections("\(what) into the main context") { try main.mergeChanges(changes) }
+            return true
+        } catch {
+            logger.error("\(what) into the main context failed: \(error)")
+            return false
+        }
     }
 }

@@ -237,8 +237,12 @@ final class ControllerHub: @unchecked Sendable {
             guard !askers.isEmpty else { continue }
             query.parameters = Array(compiler.parameters.dropFirst())
             do {
-                let answer = try context.withDatabase {
-                    try context.coordinator.selectMembership(of: batch.entity, query, on: $0)
+                // Retried on a lost connection: a controller that missed this answer
+                // would differ from the database until those objects change again.
+                let answer = try context.retryingLostConnections("asking which changed \(name) objects match") {
+                    try context.withDatabase {
+                        try context.coordinator.selectMembership(of: batch.entity, query, on: $0)
+                    }
                 }
                 record(answer, of: batch, for: askers, into: &answers)
             } catch {

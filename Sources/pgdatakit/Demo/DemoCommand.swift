@@ -27,6 +27,12 @@ struct DemoCommand: ParsableCommand {
             one, it creates a database of its own there (pgdatakit_demo_…) and drops it at
             the end unless --keep-database.
 
+            With --chaos it also kills a worker with SIGKILL in the middle of a save (twice,
+            each time starting a replacement), terminates random backends of the workers,
+            and on the throwaway server restarts PostgreSQL once; the workers redo what did
+            not commit, and the summary accounts for the killed workers' saves (an
+            increment whose commit was never reported is "unknown", not lost).
+
             Exit status: 0 when every proof holds, 1 otherwise or on an error.
             """)
 
@@ -50,6 +56,11 @@ struct DemoCommand: ParsableCommand {
 
     @Option(help: "Posts in the key space the workers share.")
     var posts = 2000
+
+    /// Kills and replaces workers mid-save, terminates their backends and restarts the
+    /// throwaway server while they write (see `DemoChaos`).
+    @Flag(help: "Kill workers mid-save, terminate backends, restart the throwaway server once.")
+    var chaos = false
 
     @Flag(help: "Keep the demo database on a DATABASE_URL server.")
     var keepDatabase = false
@@ -80,7 +91,8 @@ struct DemoCommand: ParsableCommand {
 
         // A worker that ended must not take this process down when it is sent a command.
         signal(SIGPIPE, SIG_IGN)
-        let processes = try DemoProcesses(count: workers, url: url, seed: seed, users: users, posts: posts)
+        let processes = try DemoProcesses(
+            count: workers, url: url, seed: seed, users: users, posts: posts, chaos: chaos)
         defer { processes.finish() }
         let stop = StopSignal()
         let interrupt = stop.onInterrupt()
@@ -94,9 +106,11 @@ struct DemoCommand: ParsableCommand {
             workers: workers, duration: duration, live: !json && !plain && isatty(STDOUT_FILENO) == 1,
             quiet: json)
         let deadlocks = try ServerDeadlocks(manager: manager)
+        let chaos = chaos ? DemoChaos(processes: processes, url: url, server: place.server, duration: duration) : nil
         let started = Date()
         view.begin()
         while !stop.isFired, Date().timeIntervalSince(started) < duration {
+            try chaos?.act(elapsed: Date().timeIntervalSince(started)) { view.note($0) }
             let board = processes.board.withLock { $0 }
             if !board.failures.isEmpty || !board.exited.isEmpty { break }
             view.show(
@@ -124,9 +138,13 @@ struct DemoCommand: ParsableCommand {
         // The workers' sessions end with their processes, and report their counts then.
         processes.finish()
 
-        let summary = try DemoSummary.make(
-            workers: workers, seconds: writing, board: board, feed: feed, manager: manager,
-            parentListing: try dataset.listing(), deadlocks: try deadlocks.settled())
+        let parentListing = try dataset.listing()
+        let settledDeadlocks = try patiently { try deadlocks.settled() }
+        let summary = try patiently {
+            try DemoSummary.make(
+                workers: workers, seconds: writing, board: board, feed: feed, manager: manager,
+                parentListing: parentListing, deadlocks: settledDeadlocks, chaos: chaos?.counts)
+        }
         view.finish(summary)
         if json {
             printLine(summary.json())
@@ -135,13 +153,29 @@ struct DemoCommand: ParsableCommand {
         }
         guard summary.proven else { throw ExitCode(1) }
     }
+
+    /// Runs `body`; under `--chaos`, again (up to ten times, a moment apart) when it
+    /// fails on a lost connection: the pool may still hold connections that the server
+    /// restart broke, and each failed use drops one.
+    private func patiently<T>(_ body: () throws -> T) throws -> T {
+        var attempts = 0
+        while true {
+            do {
+                return try body()
+            } catch let error as PostgresError where chaos && error.isConnectionError && attempts < 10 {
+                attempts += 1
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+        }
+    }
 }
 
 /// Where the demo runs: a throwaway server, or a database of its own on the given one.
 final class DemoDatabase {
     private let options: DatabaseOptions
     private let keep: Bool
-    private var server: EmbeddedPostgres?
+    /// The throwaway server, when the demo runs on one.
+    private(set) var server: EmbeddedPostgres?
     private var admin: Connection?
     private var created: String?
 
@@ -192,6 +226,7 @@ final class DemoFeed: Sendable {
         var delays: [Double] = []
         var recent: [(pid: Int32, line: String)] = []
         var byProcess: [Int32: Int] = [:]
+        var lastSave: [Int32: Date] = [:]
     }
 
     private let contents = Mutex(Contents())
@@ -204,6 +239,8 @@ final class DemoFeed: Sendable {
             contents.recent.append((record.originProcessID, line))
             if contents.recent.count > 8 { contents.recent.removeFirst() }
             contents.byProcess[record.originProcessID, default: 0] += 1
+            contents.lastSave[record.originProcessID] = max(
+                contents.lastSave[record.originProcessID] ?? .distantPast, record.time)
         }
     }
 
@@ -218,6 +255,8 @@ final class DemoFeed: Sendable {
 
     var recent: [(pid: Int32, line: String)] { contents.withLock { $0.recent } }
     var byProcess: [Int32: Int] { contents.withLock { $0.byProcess } }
+    /// When the last save of each process (by pid) began, as its change record says.
+    var lastSave: [Int32: Date] { contents.withLock { $0.lastSave } }
 }
 
 /// The server's count of deadlocks in the demo's database (`pg_stat_database`), from

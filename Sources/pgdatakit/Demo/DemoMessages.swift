@@ -36,6 +36,15 @@ struct WorkerCounters: Codable, Sendable, Equatable {
     var edits = 0
     /// Ages incremented by one (under `.error`, retried on conflict): the lost-update proof.
     var increments = 0
+    /// Increments whose save ended with `SaveOutcomeUnknownError`: each may or may not
+    /// be stored (counted, never redone).
+    var incrementsUnknown = 0
+    /// Saves other than increments whose outcome was unknown (`SaveOutcomeUnknownError`)
+    /// under `demo --chaos`: counted and not redone.
+    var savesUnknown = 0
+    /// Steps done again under `demo --chaos` after failing outside a commit (a
+    /// terminated backend, a restarting server refusing connections).
+    var chaosRetries = 0
     /// Posts deleted.
     var deletes = 0
     /// Conflicts settled by the worker's merge policy (`resolvedConflicts`).

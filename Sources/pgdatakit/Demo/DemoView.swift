@@ -108,7 +108,20 @@ struct DemoSummary: Codable {
         var error: String?
     }
 
+    /// A worker killed under `--chaos`: its last report, and whether it was then in an
+    /// increment's save (that increment is unknown: it may or may not be stored).
+    struct KilledWorker: Codable {
+        var index: Int
+        var pid: Int32
+        var counters: WorkerCounters
+        var killedSavingIncrement: Bool
+    }
+
     var workers: [Worker]
+    /// Workers killed under `--chaos` (their replacements are in `workers`).
+    var killedWorkers: [KilledWorker]
+    /// What `--chaos` did; nil without it.
+    var chaos: DemoChaos.Counts?
     var seconds: Double
     var users: Int
     var posts: Int
@@ -116,6 +129,12 @@ struct DemoSummary: Codable {
     var duplicateKeys: Int
     var incrementsReported: Int
     var incrementsStored: Int
+    /// Increments that may or may not be stored: the in-flight one of each worker killed
+    /// in an increment's save, and saves that ended with `SaveOutcomeUnknownError`.
+    var incrementsUnknown: Int
+    /// Stored minus reported: increments that committed but whose commit no report
+    /// acknowledged (at most `incrementsUnknown`).
+    var incrementsCommittedUnreported: Int
     var lostUpdates: Int
     var conflictsSettled: Int
     var conflictsRetried: Int
@@ -135,14 +154,24 @@ struct DemoSummary: Codable {
 
     static func make(
         workers count: Int, seconds: Double, board: DemoProcesses.Board, feed: DemoFeed, manager: ContextManager,
-        parentListing: String, deadlocks: Int
+        parentListing: String, deadlocks: Int, chaos: DemoChaos.Counts? = nil
     ) throws -> DemoSummary {
         let pids = Set((0..<count).compactMap { board.latest[$0]?.pid })
+        let killed = board.killed.map { report in
+            KilledWorker(
+                index: report.worker, pid: report.pid, counters: report.counters,
+                killedSavingIncrement: report.state == "saving increment")
+        }
+        let lastSaves = feed.lastSave
         var workers: [Worker] = []
         for index in 0..<count {
             let report = board.finals[index] ?? board.latest[index]
             let pid = report?.pid ?? 0
-            let others = pids.subtracting([pid])
+            // Every other worker alive at the end, and every killed one whose last save
+            // (by the change log the parent merged) began after this one was listening.
+            let readyAt = board.readyAt[pid] ?? .distantFuture
+            let others = pids.subtracting([pid]).union(
+                killed.filter { (lastSaves[$0.pid] ?? .distantPast) > readyAt }.map(\.pid))
             workers.append(Worker(
                 index: index, pid: pid, policy: DemoWorker.policies[index % DemoWorker.policies.count].1,
                 counters: report?.counters ?? WorkerCounters(),
@@ -168,16 +197,21 @@ struct DemoSummary: Codable {
             let ages = try connection.query("SELECT coalesce(sum(age), 0)::bigint FROM users")[0].decode(Int.self, at: 0)
             return (duplicates, ages)
         }
-        let increments = workers.reduce(0) { $0 + $1.counters.increments }
+        let increments = (workers.map(\.counters) + killed.map(\.counters)).reduce(0) { $0 + $1.increments }
+        let unknown = (workers.map(\.counters) + killed.map(\.counters)).reduce(0) { $0 + $1.incrementsUnknown }
+            + killed.filter(\.killedSavingIncrement).count
+        let savers = pids.union(killed.filter { $0.counters.saves > 0 }.map(\.pid))
         let latency = feed.percentiles
         let checksums = Set(workers.compactMap(\.mainChecksum) + [parentChecksum, freshChecksum])
         let everyWorkerEqual = workers.allSatisfy { $0.mainEqualsFresh && $0.error == nil }
         let mergedEverywhere = workers.allSatisfy(\.mergedFromEveryOtherWorker)
-            && pids.isSubset(of: Set(feed.byProcess.keys))
+            && savers.isSubset(of: Set(feed.byProcess.keys))
         return DemoSummary(
-            workers: workers, seconds: seconds, users: users, posts: posts,
-            saves: workers.reduce(0) { $0 + $1.counters.saves }, duplicateKeys: duplicates,
-            incrementsReported: increments, incrementsStored: ages, lostUpdates: max(0, increments - ages),
+            workers: workers, killedWorkers: killed, chaos: chaos, seconds: seconds, users: users, posts: posts,
+            saves: (workers.map(\.counters) + killed.map(\.counters)).reduce(0) { $0 + $1.saves },
+            duplicateKeys: duplicates, incrementsReported: increments, incrementsStored: ages,
+            incrementsUnknown: unknown, incrementsCommittedUnreported: ages - increments,
+            lostUpdates: max(0, increments - ages),
             conflictsSettled: workers.reduce(0) { $0 + $1.counters.conflictsSettled },
             conflictsRetried: workers.reduce(0) { $0 + $1.counters.conflictsRetried },
             mergeP50Milliseconds: latency.p50, mergeP99Milliseconds: latency.p99, deadlocks: deadlocks,
@@ -186,7 +220,7 @@ struct DemoSummary: Codable {
             parentChecksum: parentChecksum, parentEqualsFresh: parentChecksum == freshChecksum,
             allChecksumsEqual: checksums.count == 1 && workers.allSatisfy { $0.mainChecksum != nil },
             proven: everyWorkerEqual && mergedEverywhere && checksums.count == 1 && duplicates == 0
-                && increments == ages && deadlocks == 0)
+                && increments <= ages && ages <= increments + unknown && deadlocks == 0)
     }
 
     func json() -> String {
@@ -213,13 +247,30 @@ struct DemoSummary: Codable {
                  "\(mark(worker.mainEqualsFresh)) \(worker.mainChecksum.map { String($0.prefix(12)) } ?? worker.error ?? "-")"],
                 widths: [7, 15, 7, 8, 8, 8, 14]))
         }
+        for worker in killedWorkers {
+            lines.append(Terminal.row(
+                ["\(worker.index)†", "killed", "\(worker.counters.saves)",
+                 "\(worker.counters.conflictsSettled)", "\(worker.counters.conflictsRetried)",
+                 "\(worker.counters.merged)", worker.killedSavingIncrement ? "in a save" : "between saves"],
+                widths: [7, 15, 7, 8, 8, 8, 14]))
+        }
+        if let chaos {
+            lines += [
+                "",
+                "chaos: \(chaos.workersKilled) workers killed with SIGKILL (\(chaos.workersReplaced) replaced), "
+                    + "\(chaos.backendsTerminated) backends terminated, \(chaos.serverRestarts) server restart(s), "
+                    + "\(incrementsUnknown) increment(s) unknown",
+            ]
+        }
         lines += [
             "",
             "\(mark(allChecksumsEqual)) every process's main context, kept current only by merges, equals a fresh fetch"
                 + " (checksum \(parentChecksum.prefix(12)) in all \(workers.count + 1) processes)",
             "\(mark(duplicateKeys == 0)) no key stored twice (\(duplicateKeys) duplicates; overlapping imports)",
-            "\(mark(lostUpdates == 0 && incrementsReported == incrementsStored)) no lost update: "
-                + "\(incrementsReported) increments reported, \(incrementsStored) stored "
+            "\(mark(lostUpdates == 0 && incrementsCommittedUnreported <= incrementsUnknown)) no lost update: "
+                + "\(incrementsReported) increments reported, \(incrementsStored) stored"
+                + (chaos == nil && incrementsUnknown == 0 ? " " : ", \(incrementsUnknown) unknown, "
+                    + "\(incrementsCommittedUnreported) committed but unreported ")
                 + "(\(conflictsRetried) conflicts retried under .error, \(conflictsSettled) settled by policy)",
             "\(mark(workers.allSatisfy(\.mergedFromEveryOtherWorker))) every worker merged the saves of every other",
             "\(mark(deadlocks == 0)) no deadlock (server's count: \(deadlocks); \(lockTimeouts) lock timeouts, "

@@ -18,6 +18,10 @@ struct DemoWorker: ParsableCommand {
     @Option(help: "Seed of the generated data.") var seed: UInt64
     @Option(help: "Users in the shared key space.") var users: Int
     @Option(help: "Posts in the shared key space.") var posts: Int
+    /// Under `demo --chaos`: a step that fails for any reason but an unknown save outcome
+    /// (a terminated backend, a server that restarts and refuses connections meanwhile)
+    /// is done again after a short pause instead of failing the worker.
+    @Flag(help: "Survive terminated backends and server restarts.") var chaos = false
 
     /// The merge policies the workers take in turn, with the name the view shows.
     static let policies: [(MergePolicy, String)] = [
@@ -44,8 +48,10 @@ struct DemoWorker: ParsableCommand {
         }
         // The library's counters (retries, lock timeouts, deadlocks) through swift-metrics.
         let metrics = DemoMetrics.bootstrap()
-        let manager = try ContextManager(
-            configuration: ConnectionConfiguration(url), entities: ExampleSchema.entities, maximumConnections: 3)
+        let manager = try patiently {
+            try ContextManager(
+                configuration: ConnectionConfiguration(url), entities: ExampleSchema.entities, maximumConnections: 3)
+        }
         defer { manager.close() }
         let counters = Mutex(WorkerCounters())
         let remote = manager.coordinator.observeRemoteChanges { record in
@@ -56,7 +62,7 @@ struct DemoWorker: ParsableCommand {
         }
         defer { remote.cancel() }
         // The main context follows every process's saves through these controllers.
-        let dataset = try DatasetControllers(context: manager.mainContext)
+        let dataset = try patiently { try DatasetControllers(context: manager.mainContext) }
         defer { dataset.stop() }
 
         let commands = CommandReader()
@@ -74,13 +80,22 @@ struct DemoWorker: ParsableCommand {
         func status() -> WorkerReport {
             WorkerReport(kind: .status, worker: index, pid: getpid(), state: state, counters: current())
         }
+        /// Tells the parent the state at once (with the counters): "saving increment"
+        /// just before an increment's save, and the new count just after it, so that a
+        /// worker killed in between leaves that increment "unknown" in its last report.
+        func setState(_ now: String, tell: Bool) {
+            state = now
+            if tell { report.send(status()) }
+        }
         report.send(WorkerReport(kind: .ready, worker: index, pid: getpid(), state: "ready"))
         var lastStatus = ContinuousClock.now
         while !commands.has(WorkerCommand.stop) {
             let step = Int.random(in: 0..<10, using: &generator)
             let context = manager.newPrivateContext(name: "worker \(index)")
             do {
-                try perform(step: step, in: context, policy: policy, counters: counters, state: &state, using: &generator)
+                try perform(
+                    step: step, in: context, policy: policy, counters: counters, state: setState,
+                    using: &generator)
             } catch let error as PostgresError where error.isTransient {
                 // Overlapping keys written in different orders can deadlock: PostgreSQL
                 // cancels one transaction, and the step is simply done again later (as
@@ -88,6 +103,18 @@ struct DemoWorker: ParsableCommand {
                 // SaveOutcomeUnknownError, is not transient and stops the worker).
                 context.performAndWait { context.reset() }
                 counters.withLock { $0.conflictsRetried += 1 }
+            } catch is SaveOutcomeUnknownError where chaos {
+                // An import, rename or delete that may or may not have committed: the
+                // checksums cover whatever the database holds, so it is counted and
+                // left (an increment's is counted as unknown by `increment`).
+                context.performAndWait { context.reset() }
+                counters.withLock { $0.savesUnknown += 1 }
+            } catch let error where chaos && !(error is SaveOutcomeUnknownError) {
+                // Chaos: the server restarts or the backend was terminated outside a
+                // commit. Nothing was committed by this step; do another one shortly.
+                context.performAndWait { context.reset() }
+                counters.withLock { $0.chaosRetries += 1 }
+                Thread.sleep(forTimeInterval: 0.1)
             }
             if lastStatus.duration(to: .now) > .milliseconds(200) {
                 report.send(status())
@@ -102,17 +129,17 @@ struct DemoWorker: ParsableCommand {
     /// One step of the work: import (40%), rename (30%), increment (20%), delete (10%).
     private func perform(
         step: Int, in context: ManagedObjectContext, policy: MergePolicy, counters: borrowing Mutex<WorkerCounters>,
-        state: inout String, using generator: inout SeededGenerator
+        state: (_ now: String, _ tell: Bool) -> Void, using generator: inout SeededGenerator
     ) throws {
         if step < 4 {
-            state = "importing"
+            state("importing", false)
             let count = try importBatch(in: context, using: &generator)
             counters.withLock {
                 $0.imported += count
                 $0.saves += 1
             }
         } else if step < 7 {
-            state = "renaming"
+            state("renaming", false)
             let (renamed, settled, retried) = try rename(in: context, policy: policy, using: &generator)
             counters.withLock {
                 $0.edits += renamed
@@ -121,15 +148,17 @@ struct DemoWorker: ParsableCommand {
                 $0.saves += renamed > 0 ? 1 : 0
             }
         } else if step < 9 {
-            state = "incrementing"
-            let (done, retried) = try increment(in: context, using: &generator)
+            state("incrementing", false)
+            let (done, retried, unknown) = try increment(in: context, announce: { state($0, true) }, using: &generator)
             counters.withLock {
                 $0.increments += done
+                $0.incrementsUnknown += unknown
                 $0.conflictsRetried += retried
                 $0.saves += done
             }
+            state("incremented", true)
         } else {
-            state = "deleting"
+            state("deleting", false)
             let deleted = try deletePosts(in: context, using: &generator)
             counters.withLock {
                 $0.deletes += deleted
@@ -147,10 +176,23 @@ struct DemoWorker: ParsableCommand {
     ) throws {
         let marker = try commands.wait(for: WorkerCommand.verify)
         if let mark = commands.argument(of: WorkerCommand.mark) {
-            let context = manager.newPrivateContext()
-            try context.performAndWait {
-                User(context: context).userID = mark
-                try context.save()
+            // Under chaos a first attempt may meet a pooled connection the restart broke;
+            // a retry after an unknown outcome may find the marker there already (a
+            // unique violation), which is as good: the wait below decides.
+            var attempts = 0
+            while true {
+                let context = manager.newPrivateContext()
+                do {
+                    try context.performAndWait {
+                        User(context: context).userID = mark
+                        try context.save()
+                    }
+                    break
+                } catch {
+                    attempts += 1
+                    guard chaos, attempts < 20 else { throw error }
+                    Thread.sleep(forTimeInterval: 0.2)
+                }
             }
         }
         guard dataset.waitForUser(marker, seconds: 60) else {
@@ -159,15 +201,17 @@ struct DemoWorker: ParsableCommand {
         let mainListing = try dataset.listing()
         let counts = dataset.counts
         let mainCount = counts.users + counts.posts
-        let fresh = manager.newPrivateContext()
-        let freshListing = try fresh.performAndWait {
-            try Self.listing(
-                users: fresh.fetch(FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")])),
-                posts: fresh.fetch(FetchRequest<Post>(sortDescriptors: [FetchSortDescriptor("postID")])))
+        let freshListing = try patiently {
+            let fresh = manager.newPrivateContext()
+            return try fresh.performAndWait {
+                try Self.listing(
+                    users: fresh.fetch(FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")])),
+                    posts: fresh.fetch(FetchRequest<Post>(sortDescriptors: [FetchSortDescriptor("postID")])))
+            }
         }
         var final = WorkerReport(kind: .final, worker: index, pid: getpid(), state: "verified", counters: counters())
-        final.mainChecksum = try Self.checksum(mainListing, manager: manager)
-        final.freshChecksum = try Self.checksum(freshListing, manager: manager)
+        final.mainChecksum = try patiently { try Self.checksum(mainListing, manager: manager) }
+        final.freshChecksum = try patiently { try Self.checksum(freshListing, manager: manager) }
         final.mainCount = mainCount
         report.send(final)
     }
@@ -211,8 +255,13 @@ struct DemoWorker: ParsableCommand {
     }
 
     /// Adds one to a user's age under `.error`, retrying on conflicts: every increment
-    /// counted here must be in the database at the end (no lost update).
-    private func increment(in context: ManagedObjectContext, using generator: inout SeededGenerator) throws -> (Int, Int) {
+    /// counted here must be in the database at the end (no lost update). Returns done,
+    /// retried and unknown: a save whose outcome could not be found out
+    /// (`SaveOutcomeUnknownError`) is one increment that may or may not be stored, and is
+    /// not done again (that could apply it twice).
+    private func increment(
+        in context: ManagedObjectContext, announce: (String) -> Void, using generator: inout SeededGenerator
+    ) throws -> (Int, Int, Int) {
         let key = Self.userKey(Int.random(in: 0..<users, using: &generator))
         var retried = 0
         for _ in 0..<20 {
@@ -221,16 +270,20 @@ struct DemoWorker: ParsableCommand {
                     context.mergePolicy = .error
                     guard let user = try User.first(in: context, where: "userID == %@", key) else { return 0 }
                     user.age = (user.age ?? 0) + 1
+                    announce("saving increment")
                     try context.save()
                     return 1
                 }
-                return (done, retried)
+                return (done, retried, 0)
             } catch is MergeConflictError {
                 retried += 1
                 context.performAndWait { context.reset() }
+            } catch is SaveOutcomeUnknownError {
+                context.performAndWait { context.reset() }
+                return (0, retried, 1)
             }
         }
-        return (0, retried)
+        return (0, retried, 0)
     }
 
     /// Deletes up to two posts.
@@ -250,6 +303,20 @@ struct DemoWorker: ParsableCommand {
             }
         }
         return 0
+    }
+
+    /// Runs `body`; under `--chaos`, runs it again after a short pause when it fails
+    /// (for up to a minute: a server restart refuses connections for a while), except on
+    /// an unknown save outcome, which must not be redone blindly.
+    private func patiently<T>(_ body: () throws -> T) throws -> T {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            do {
+                return try body()
+            } catch let error where chaos && !(error is SaveOutcomeUnknownError) && ContinuousClock.now < deadline {
+                Thread.sleep(forTimeInterval: 0.2)
+            }
+        }
     }
 
     static func userKey(_ number: Int) -> String { String(format: "u%04d", number) }

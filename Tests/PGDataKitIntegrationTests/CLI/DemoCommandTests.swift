@@ -54,6 +54,39 @@ struct DemoCommandTests {
         #expect(deadlocks == 0, "the server counted \(deadlocks) deadlocks")
     }
 
+    /// `--chaos` on a throwaway server (no DATABASE_URL, so the server restart happens
+    /// too): workers killed mid-save and replaced, backends terminated, PostgreSQL
+    /// restarted — and the JSON summary still proves every check, with a killed worker's
+    /// in-flight increment counted as unknown: reported ≤ stored ≤ reported + unknown.
+    @Test func chaosStillProvesEveryCheck() throws {
+        let outcome = try CLI.run(["demo", "--chaos", "--workers", "3", "--duration", "8", "--json"])
+        #expect(outcome.status == 0, "\(outcome.output)\n\(outcome.error)")
+        let json = try #require(outcome.output.firstIndex(of: "{").map { String(outcome.output[$0...]) })
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(summary["proven"] as? Bool == true)
+        #expect(summary["allChecksumsEqual"] as? Bool == true)
+        #expect(summary["duplicateKeys"] as? Int == 0)
+        #expect(summary["deadlocks"] as? Int == 0)
+        let chaos = try #require(summary["chaos"] as? [String: Any])
+        for count in ["workersKilled", "workersReplaced", "backendsTerminated", "serverRestarts"] {
+            #expect((chaos[count] as? Int ?? 0) > 0, "\(count): \(chaos)")
+        }
+        #expect(chaos["serverRestarts"] as? Int == 1)
+        let reported = try #require(summary["incrementsReported"] as? Int)
+        let stored = try #require(summary["incrementsStored"] as? Int)
+        let unknown = try #require(summary["incrementsUnknown"] as? Int)
+        #expect(reported <= stored && stored <= reported + unknown)
+        #expect(summary["incrementsCommittedUnreported"] as? Int == stored - reported)
+        let killed = try #require(summary["killedWorkers"] as? [[String: Any]])
+        #expect(killed.count == chaos["workersKilled"] as? Int)
+        let workers = try #require(summary["workers"] as? [[String: Any]])
+        #expect(workers.count == 3)
+        for worker in workers {
+            #expect(worker["mainEqualsFresh"] as? Bool == true)
+            #expect(worker["mergedFromEveryOtherWorker"] as? Bool == true)
+        }
+    }
+
     @Test func badOptionsAreRefusedBeforeAnythingStarts() throws {
         let outcome = try CLI.run(["demo", "--workers", "0"])
         #expect(outcome.status != 0)
