@@ -85,6 +85,11 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
         /// (it then only reads `pgdatakit_migrations`, which needs `SELECT` on it); a
         /// pending migration needs the schema owner's role.
         case missingPrivilege(role: String, privileges: [String], neededFor: String, underlying: PostgresError?)
+        /// The connection (to `endpoint`, `user@host:port/database`) goes through a
+        /// pooler in transaction mode (`Connection.pooling`): the migrator's advisory
+        /// lock belongs to a session, and would be taken in one server process and
+        /// released in another. Migrate on a direct connection; nothing was done.
+        case transactionPooledConnection(endpoint: String)
     }
 
     /// A place in a migration file.
@@ -149,6 +154,10 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
             return "migration \(version) (\(name)) runs \(command) itself, but each migration runs in "
                 + "the migrator's transaction (SAVEPOINT and RELEASE are fine); remove it. "
                 + "Every pending file is checked before any runs: nothing was applied"
+        case .transactionPooledConnection(let endpoint):
+            return "the connection to \(endpoint) goes through a connection pooler in transaction mode, where "
+                + "the migration lock (a session's advisory lock) cannot be held: run the migrator on a direct "
+                + "connection to the server; nothing was done"
         case .missingPrivilege(let role, let privileges, let neededFor, let underlying):
             var text = "role \(role) may not \(neededFor): "
             if !privileges.isEmpty {

@@ -184,7 +184,9 @@ public struct Migrator: Sendable {
     ///
     /// - Returns: the migrations this call applied (empty when another process had
     ///   applied them already).
-    /// - Throws: `MigrationError.Reason.missingPrivilege` when the role lacks a right a
+    /// - Throws: `MigrationError.Reason.transactionPooledConnection` when the connection
+    ///   goes through a pooler in transaction mode (the lock needs a session of its own);
+    ///   `MigrationError.Reason.missingPrivilege` when the role lacks a right a
     ///   step needs (creating the bookkeeping table or the library's schema, reading the
     ///   bookkeeping table, or a pending migration's SQL refused with SQLSTATE `42501`),
     ///   naming the rights and the object;
@@ -195,6 +197,9 @@ public struct Migrator: Sendable {
     ///   `location` says where, when PostgreSQL said), or `PostgresError`.
     @discardableResult
     public func migrate(on connection: Connection, upTo version: Int? = nil) throws -> [Migration] {
+        guard connection.pooling != .transaction else {
+            throw MigrationError(reason: .transactionPooledConnection(endpoint: connection.configuration.description))
+        }
         try connection.execute("SELECT pg_advisory_lock($1)", [Migrator.advisoryLockKey])
         defer {
             do {
