@@ -77,17 +77,22 @@ extension Connection {
     /// `lock`.
     private func checkServerDefaults() throws {
         let handle = try requireHandle()
-        let sql = "SELECT name, reset_val FROM pg_settings WHERE name IN ('bytea_output', 'extra_float_digits')"
+        let sql = "SELECT name, reset_val FROM pg_settings WHERE name IN ('bytea_output', 'extra_float_digits', 'DateStyle')"
         let rows = try check(PQexec(handle, sql), handle: handle, sql: sql, parameters: [])
         for row in rows {
             let name = try row.decode(String.self, at: 0)
             let value = try row.decode(String.self, at: 1)
-            let wrong = name == "bytea_output" ? value != "hex" : (Int(value) ?? 1) < 1
+            let (wrong, wanted): (Bool, String)
+            switch name {
+            case "bytea_output": (wrong, wanted) = (value != "hex", "hex")
+            case "DateStyle": (wrong, wanted) = (!value.hasPrefix("ISO"), "ISO")
+            default: (wrong, wanted) = ((Int(value) ?? 1) < 1, "3")
+            }
             if wrong {
                 tellOnce(
                     "\(name) is '\(value)' by default on \(configuration), and through a transaction pooler "
                         + "statements outside a transaction run with the default: set it for the role "
-                        + "(ALTER ROLE … SET \(name) = '\(name == "bytea_output" ? "hex" : "3")')",
+                        + "(ALTER ROLE … SET \(name) = '\(wanted)')",
                     warning: true)
             }
         }

@@ -20,7 +20,10 @@ import Logging
 /// ```
 ///
 /// Every new session is set to `DateStyle = ISO`, `bytea_output = hex`,
-/// `extra_float_digits = 3` and UTF-8, which the value decoders rely on.
+/// `extra_float_digits = 3` and UTF-8, which the value decoders rely on. Through a
+/// connection pooler in transaction mode (`pooling`, detected at connect) these and
+/// `lock_timeout` are set in every transaction the library begins, and no statement is
+/// prepared by name.
 public final class Connection: @unchecked Sendable {
     // Safe to share between threads: every access to `handle` and the counters happens
     // under `lock`, and libpq allows a PGconn to move between threads as long as one
