@@ -71,7 +71,8 @@ final class ListenerSessionCheck: Sendable {
     /// other channels that arrive meanwhile are dropped: the listener reads the change
     /// log from its position after connecting, whatever was announced.
     ///
-    /// - Throws: `PostgresError` when the session broke.
+    /// - Throws: `PostgresError` when the listener's session broke (a failure to send the
+    ///   test notification is logged, not thrown).
     func verify(_ connection: Connection) throws {
         guard connection.isBehindPooler else { return }
         let payload = UUID().uuidString
@@ -83,7 +84,14 @@ final class ListenerSessionCheck: Sendable {
                 logger.debug("could not stop listening on the probe channel: \(error)")
             }
         }
-        try send(channel, payload)
+        do {
+            try send(channel, payload)
+        } catch {
+            // (The pool is busy or unreachable: no verdict, and no reason to drop the
+            // listener's own session.)
+            logger.warning("could not check that the change listener receives notifications: \(error)")
+            return
+        }
         let start = ContinuousClock.now
         while start.duration(to: .now) < timeout {
             let remaining = max(.milliseconds(1), timeout - start.duration(to: .now))
