@@ -33,6 +33,7 @@ let usage = """
       import-race DATABASE_URL WORKER BARRIER_FILE
       import-memory DATABASE_URL COUNT BATCH
       metrics DATABASE_URL
+      bouncer-worker POOLED_URL LISTEN_URL WORKER WORKERS ROUNDS SHARED BARRIER_FILE
     """
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail(usage) }
@@ -41,6 +42,11 @@ if arguments[1] == "metrics" {
     let metrics = TestMetrics()
     MetricsSystem.bootstrap(metrics)
     do { try metricsRun(metrics, url: arguments[2]) } catch { fail("\(error)") }
+    exit(0)
+}
+if arguments[1] == "bouncer-worker" {
+    // Pool and listener go to different places: its own manager.
+    do { try bouncerWorker(arguments) } catch { fail("\(error)") }
     exit(0)
 }
 let manager = try ContextManager(configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self])

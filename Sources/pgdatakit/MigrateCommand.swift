@@ -14,6 +14,11 @@ struct MigrateCommand: ParsableCommand {
             failing file is rolled back and the error names file:line:column. Then prints
             the status of every migration.
 
+            DDL runs only for what is missing (the catalog is read first), so the
+            application role (DML rights plus SELECT on pgdatakit_migrations) may run it at
+            start-up once everything is applied; a pending migration is then an error
+            naming the right the role lacks.
+
             Exits with status 1 when a migration fails or is refused, when an applied file
             was changed (CHANGED), or when a migration recorded as applied has no file any
             more (MISSING), also with --status. Pending files alone are not an error.

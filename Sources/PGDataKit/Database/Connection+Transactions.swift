@@ -47,7 +47,10 @@ extension Connection {
     ///   - readOnly: whether the transaction may only read.
     /// - Throws: `PostgresError`.
     public func begin(isolation: IsolationLevel? = nil, readOnly: Bool = false) throws {
+        lock.lock()
+        defer { lock.unlock() }
         try execute(Connection.beginSQL(isolation: isolation, readOnly: readOnly))
+        if let settings = transactionSettings { try execute(settings) }
     }
 
     /// `BEGIN ISOLATION LEVEL … READ ONLY`.

@@ -20,7 +20,10 @@ import Logging
 /// ```
 ///
 /// Every new session is set to `DateStyle = ISO`, `bytea_output = hex`,
-/// `extra_float_digits = 3` and UTF-8, which the value decoders rely on.
+/// `extra_float_digits = 3` and UTF-8, which the value decoders rely on. Through a
+/// connection pooler in transaction mode (`pooling`, detected at connect) these and
+/// `lock_timeout` are set in every transaction the library begins, and no statement is
+/// prepared by name.
 public final class Connection: @unchecked Sendable {
     // Safe to share between threads: every access to `handle` and the counters happens
     // under `lock`, and libpq allows a PGconn to move between threads as long as one
@@ -39,6 +42,16 @@ public final class Connection: @unchecked Sendable {
     private var workWhileWaiting: (() -> Void)?
     /// This session's named prepared statements. Under `lock`.
     var preparedStatements: PreparedStatementCache
+    /// Whether a pooler sits between this session and the server (seen at connect).
+    /// Under `lock`.
+    var detectedPooler = false
+    /// The pooling mode in effect (`configuration.pooling`, or what was detected).
+    /// Under `lock`.
+    var effectivePooling = ConnectionPooling.session
+    /// A statement that sets, for the current transaction only, what the library relies
+    /// on; sent after every `BEGIN` when each transaction may run in another server
+    /// process. Under `lock`.
+    var transactionSettings: String?
 
     /// Opens a connection from a `postgres://` URL or a libpq `key=value` string.
     ///
@@ -180,7 +193,15 @@ public final class Connection: @unchecked Sendable {
         }
         var settings = "SET DateStyle TO ISO; SET bytea_output TO hex; SET extra_float_digits TO 3"
         if let milliseconds = configuration.lockTimeoutMilliseconds { settings += "; SET lock_timeout TO \(milliseconds)" }
-        try executeScript(settings)
+        // In the same round trip, the server process's id as the server sees it: a pooler
+        // gives its clients an id of its own (see `ConnectionPooling.automatic`).
+        lock.lock()
+        defer { lock.unlock() }
+        let handle = try requireHandle()
+        executedStatements += 1
+        let result = try check(
+            PQexec(handle, settings + "; SELECT pg_backend_pid()"), handle: handle, sql: settings, parameters: [])
+        try configurePooling(behindPooler: try result[0].decode(Int32.self, at: 0) != PQbackendPID(handle))
     }
 
     /// Closes the session. Later calls throw `PostgresError` with kind
@@ -283,8 +304,7 @@ public final class Connection: @unchecked Sendable {
         let handle = try requireHandle()
         if let begin = pendingBegin {
             pendingBegin = nil
-            let results = try runPipeline(
-                handle, [(begin, [], [], []), (sql, texts, types, parameters)])
+            let results = try runPipeline(handle, beginStatements(begin) + [(sql, texts, types, parameters)])
             guard let result = results.last else { throw PostgresError(kind: .client, message: "no result", statement: sql) }
             return result
         }
@@ -406,7 +426,9 @@ public final class Connection: @unchecked Sendable {
         let handle = try requireHandle()
         if let begin = pendingBegin {
             pendingBegin = nil
-            return Array(try runPipeline(handle, [(begin, [], [], [])] + encoded) { onResult?($0 - 1, $1) }.dropFirst())
+            let opening = beginStatements(begin)
+            return Array(
+                try runPipeline(handle, opening + encoded) { onResult?($0 - opening.count, $1) }.dropFirst(opening.count))
         }
         return try runPipeline(handle, encoded) { onResult?($0, $1) }
     }
@@ -563,7 +585,8 @@ public final class Connection: @unchecked Sendable {
         pendingBegin = nil
         let handle = try requireHandle()
         executedStatements += 1
-        _ = try check(PQexec(handle, begin), handle: handle, sql: begin, parameters: [])
+        let sql = transactionSettings.map { "\(begin); \($0)" } ?? begin
+        _ = try check(PQexec(handle, sql), handle: handle, sql: sql, parameters: [])
     }
 
     /// Runs one statement with bound parameters and returns its rows; the same as

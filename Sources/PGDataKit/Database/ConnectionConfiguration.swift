@@ -34,9 +34,9 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// (after `DISCARD ALL`) or whose result columns changed (after an `ALTER TABLE`
     /// under a `SELECT *`) is prepared again; outside a transaction the call is retried
     /// at once, inside one the transaction fails with that error and the retry is the
-    /// caller's. Set 0 behind a connection pooler in transaction mode that does not
-    /// track prepared statements (PgBouncer before 1.21, or without
-    /// `max_prepared_statements`).
+    /// caller's. Behind a connection pooler in transaction mode no statement is prepared
+    /// by name, whatever this says (see `pooling`: detected at connect, or set); set 0
+    /// yourself to turn preparing off anywhere.
     ///
     /// After five executions PostgreSQL may switch a prepared statement to a generic plan
     /// (see `plan_cache_mode`), as it does for any client that prepares statements.
@@ -44,7 +44,7 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// For example:
     ///
     /// ```swift
-    /// var configuration = ConnectionConfiguration("postgres://app@pgbouncer:6432/app")
+    /// var configuration = ConnectionConfiguration("postgres://app@db:5432/app")
     /// configuration.preparedStatementCacheSize = 0
     /// ```
     public var preparedStatementCacheSize = 256
@@ -60,7 +60,9 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// retry it a bounded number of times with a jittered pause; a `save()` of your own
     /// throws it as a `PostgresError` whose `isTransient` is true. It is set once per
     /// session (`SET lock_timeout`), so it applies to every statement of connections
-    /// made with this configuration, migrations included.
+    /// made with this configuration, migrations included; through a pooler in
+    /// transaction mode (see `pooling`) it is set in every transaction the library
+    /// begins instead.
     ///
     /// For example:
     ///
@@ -69,6 +71,26 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
     /// configuration.lockTimeout = .milliseconds(500)
     /// ```
     public var lockTimeout: Duration? = .seconds(5)
+
+    /// Whether session state lasts between transactions: `.automatic` (the default)
+    /// detects a connection pooler at connect, `.session` and `.transaction` say so.
+    ///
+    /// Through a pooler in transaction mode (PgBouncer's `pool_mode = transaction`)
+    /// named prepared statements are off whatever `preparedStatementCacheSize` says (a
+    /// named statement would be prepared in one server process and looked for in
+    /// another: PgBouncer 1.18 has no protocol-level prepared statements), and the
+    /// settings the library relies on (`lockTimeout`, `bytea_output`,
+    /// `extra_float_digits`) are set in each transaction it begins. `LISTEN` cannot work
+    /// there at all: give the change listener a direct connection
+    /// (`StoreCoordinator`'s `listenerConfiguration`).
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// var pooled = ConnectionConfiguration("postgres://app@pgbouncer:6432/app")
+    /// pooled.pooling = .transaction   // say so rather than detect it
+    /// ```
+    public var pooling: ConnectionPooling = .automatic
 
     /// The `lock_timeout` setting in whole milliseconds (at least 1; `nil` when unset).
     var lockTimeoutMilliseconds: Int64? {

@@ -7,7 +7,7 @@
 /// statement whose parameters are thousand-element arrays. The cache is bounded: when it is
 /// full, adding a statement evicts the least recently used one, whose name waits in
 /// `evicted` until the connection sends its `DEALLOCATE`. Names are never reused within a
-/// session, so a statement whose `DEALLOCATE` has not reached the server yet cannot be
+/// session (nor shared between sessions: each has a random prefix), so a statement whose `DEALLOCATE` has not reached the server yet cannot be
 /// confused with a newer one.
 ///
 /// Not thread-safe: `Connection` keeps it under its lock.
@@ -28,9 +28,16 @@ struct PreparedStatementCache {
     /// Names evicted from the cache whose `DEALLOCATE` has not been confirmed yet.
     private(set) var evicted: [String] = []
 
+    /// What this cache's statement names start with, after `pgdatakit_`: random per
+    /// cache (per session), so that a pooler which hands this session's statements to
+    /// another client's server process makes them fail as unknown (`26000`) instead of
+    /// running that client's statement of the same name.
+    let namePrefix: String
+
     /// An empty cache for up to `capacity` statements (negative counts as 0).
     init(capacity: Int) {
         self.capacity = max(0, capacity)
+        self.namePrefix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
     }
 
     /// How many statements are prepared (or being prepared).
@@ -55,7 +62,7 @@ struct PreparedStatementCache {
         }
         nextNumber += 1
         clock &+= 1
-        let name = "pgdatakit_\(nextNumber)"
+        let name = "pgdatakit_\(namePrefix)_\(nextNumber)"
         entries[key] = (name, clock)
         return name
     }

@@ -23,6 +23,16 @@ import Synchronization
 /// }
 /// ```
 ///
+/// Behind PgBouncer in transaction mode, the pool goes through PgBouncer and the
+/// listener keeps a direct session:
+///
+/// ```swift
+/// let manager = try ContextManager(
+///     configuration: ConnectionConfiguration("postgres://app@pgbouncer:6432/app"),
+///     listenerConfiguration: ConnectionConfiguration("postgres://app@db:5432/app"),
+///     entities: [User.self, Post.self])
+/// ```
+///
 /// From async code use `try await context.perform { … }`; from plain threads use
 /// `performAndWait`. The main context has a serial queue of its own (a server has no UI
 /// thread): every use of it goes through these two.
@@ -60,7 +70,11 @@ public final class ContextManager: Sendable {
     /// processes' saves.
     ///
     /// - Parameters:
-    ///   - configuration: where the database is (URL or libpq `key=value` string).
+    ///   - configuration: where the database is (URL or libpq `key=value` string): the
+    ///     pool's connections, which may go through PgBouncer in transaction mode.
+    ///   - listenerConfiguration: where the change listener's own session goes (`nil`:
+    ///     `configuration`); a direct connection when the pool goes through a transaction
+    ///     pooler (see `StoreCoordinator/listenerError`).
     ///   - entities: the `ManagedObject` subclasses of the model.
     ///   - maximumConnections: the pool size; each private context with an open
     ///     transaction holds one connection.
@@ -71,14 +85,16 @@ public final class ContextManager: Sendable {
     ///     (label `pgdatakit` by default).
     /// - Throws: `ModelError`, `SchemaMismatchError` or `PostgresError`.
     public convenience init(
-        configuration: ConnectionConfiguration, entities: [ManagedObject.Type], maximumConnections: Int = 10,
+        configuration: ConnectionConfiguration, listenerConfiguration: ConnectionConfiguration? = nil,
+        entities: [ManagedObject.Type], maximumConnections: Int = 10,
         automaticallyMergesRemoteChanges: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions(),
         logger: Logger = Logger(label: "pgdatakit")
     ) throws {
         let model = try Model(entities: entities)
         self.init(
             coordinator: try StoreCoordinator(
-                model: model, configuration: configuration, maximumConnections: maximumConnections,
+                model: model, configuration: configuration, listenerConfiguration: listenerConfiguration,
+                maximumConnections: maximumConnections,
                 changeLog: changeLog, logger: logger),
             automaticallyMergesRemoteChanges: automaticallyMergesRemoteChanges, logger: logger)
     }

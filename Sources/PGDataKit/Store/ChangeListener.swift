@@ -69,11 +69,15 @@ final class ChangeListener: Sendable {
     private let ownRecords = Mutex<Set<Int64>>([])
     /// Where records read are counted.
     private let metrics: StoreMetrics
+    /// Checks that each new session receives notifications (not through a transaction
+    /// pooler).
+    let sessionCheck: ListenerSessionCheck?
 
     init(
         configuration: ConnectionConfiguration, origin: UUID, options: ChangeLogOptions, prunes: Bool,
-        metrics: StoreMetrics, logger: Logger
+        metrics: StoreMetrics, logger: Logger, sessionCheck: ListenerSessionCheck? = nil
     ) {
+        self.sessionCheck = sessionCheck
         self.metrics = metrics
         self.prunes = Mutex(prunes)
         self.configuration = configuration
@@ -167,6 +171,7 @@ final class ChangeListener: Sendable {
         do {
             try connection.execute("SET application_name = '\(Self.applicationName)'")
             try connection.listen(ChangeLog.channel)
+            try sessionCheck?.verify(connection)
         } catch {
             connection.close()
             throw error

@@ -73,6 +73,23 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
         /// A pending migration begins, commits or rolls back a transaction itself
         /// (`command`, such as `COMMIT`); nothing was applied.
         case transactionControl(version: Int, name: String, command: String)
+        /// The connection's role lacks rights that migrating needs — `privileges`, each
+        /// as `PRIVILEGE on object`, such as `CREATE on schema public` — to do
+        /// `neededFor` (such as `apply migration 2 (add_tags)`); nothing of that step was
+        /// done. `underlying` is PostgreSQL's error when a migration's own SQL was
+        /// refused (it names the object, as in `must be owner of table users`);
+        /// `privileges` may then be empty, when the rights the migrator can look up are
+        /// all there.
+        ///
+        /// A role with DML rights only may run the migrator when everything is applied
+        /// (it then only reads `pgdatakit_migrations`, which needs `SELECT` on it); a
+        /// pending migration needs the schema owner's role.
+        case missingPrivilege(role: String, privileges: [String], neededFor: String, underlying: PostgresError?)
+        /// The connection (to `endpoint`, `user@host:port/database`) goes through a
+        /// pooler in transaction mode (`Connection.pooling`): the migrator's advisory
+        /// lock belongs to a session, and would be taken in one server process and
+        /// released in another. Migrate on a direct connection; nothing was done.
+        case transactionPooledConnection(endpoint: String)
     }
 
     /// A place in a migration file.
@@ -137,6 +154,21 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
             return "migration \(version) (\(name)) runs \(command) itself, but each migration runs in "
                 + "the migrator's transaction (SAVEPOINT and RELEASE are fine); remove it. "
                 + "Every pending file is checked before any runs: nothing was applied"
+        case .transactionPooledConnection(let endpoint):
+            return "the connection to \(endpoint) goes through a connection pooler in transaction mode, where "
+                + "the migration lock (a session's advisory lock) cannot be held: run the migrator on a direct "
+                + "connection to the server; nothing was done"
+        case .missingPrivilege(let role, let privileges, let neededFor, let underlying):
+            var text = "role \(role) may not \(neededFor): "
+            if !privileges.isEmpty {
+                text += "it lacks " + privileges.joined(separator: ", ")
+                if let underlying { text += " (server: \(underlying.message))" }
+            } else {
+                text += underlying?.message ?? "permission denied"
+            }
+            return text + "; nothing of it was done. Run `pgdatakit migrate` (or Migrator.migrate(on:)) with "
+                + "the role that owns the schema; once every migration is applied, the application role "
+                + "may run it too and finds nothing to do (it needs SELECT on \(Migrator.tableName))"
         }
     }
 }

@@ -12,6 +12,11 @@ import Logging
 /// starting up): the migrator holds a PostgreSQL advisory lock while it works, so each
 /// migration is applied exactly once and the others find nothing left to do.
 ///
+/// They may do so as the application role with DML rights only: the migrator reads the
+/// catalog before it runs any DDL, so with everything applied the run only reads
+/// (`SELECT` on `pgdatakit_migrations`), and what is missing is a `MigrationError` with
+/// reason `.missingPrivilege` naming the right the role lacks and the object.
+///
 /// An applied file whose content has changed is an error, not a silent re-run. Files
 /// must not begin, commit or roll back transactions themselves (`BEGIN`, `COMMIT`,
 /// `START TRANSACTION`, `END`, `ROLLBACK`, `ABORT`, `PREPARE TRANSACTION` as a
@@ -112,7 +117,8 @@ public struct Migrator: Sendable {
 
     /// The state of every migration, plus applied versions whose file is gone.
     ///
-    /// - Throws: `PostgresError`.
+    /// - Throws: `MigrationError` (`.missingPrivilege`) when the role may not read
+    ///   `pgdatakit_migrations`, or `PostgresError`.
     public func status(on connection: Connection) throws -> [MigrationStatus] {
         let applied = try appliedMigrations(on: connection)
         var statuses: [MigrationStatus] = migrations.map { migration in
@@ -136,7 +142,8 @@ public struct Migrator: Sendable {
 
     /// The migrations not applied yet (RHManagedObject's "does require migration").
     ///
-    /// - Throws: `PostgresError`.
+    /// - Throws: `MigrationError` (`.missingPrivilege`) when the role may not read
+    ///   `pgdatakit_migrations`, or `PostgresError`.
     public func pending(on connection: Connection) throws -> [Migration] {
         let applied = try appliedMigrations(on: connection)
         return migrations.filter { applied[$0.version] == nil }
@@ -147,27 +154,52 @@ public struct Migrator: Sendable {
     /// DBA who applies schema changes by hand; it is idempotent.
     public static var librarySchemaSQL: String { ChangeLog.schemaSQL }
 
-    /// Installs the library's own schema (`librarySchemaSQL`) when missing, one process at
-    /// a time. Needs a role that may create tables; applications running with DML rights
-    /// only never call it (their coordinator only checks the change log exists).
+    /// Installs the library's own schema (`librarySchemaSQL`) when something of it is
+    /// missing, one process at a time. It first looks in the catalog (the table, its
+    /// indexes, the record column's storage) and runs no DDL when everything is there, so
+    /// a role with DML rights only may call it once an owner has installed the schema;
+    /// what is missing needs a role that may create tables. (Coordinators never call it:
+    /// they only check that the change log exists and is usable.)
     ///
-    /// - Throws: `PostgresError`.
+    /// For example, at start-up of a worker that runs as the application role:
+    ///
+    /// ```swift
+    /// try Migrator.installLibrarySchema(on: connection)   // no-op once installed
+    /// ```
+    ///
+    /// - Throws: `MigrationError` with reason `.missingPrivilege` when something is
+    ///   missing and the role may not create it (naming the right, such as
+    ///   `CREATE on schema public`), or `PostgresError`.
     public static func installLibrarySchema(on connection: Connection) throws {
-        try ChangeLog.install(on: connection)
+        try ChangeLog.installIfMissing(on: connection)
     }
 
     /// Applies every pending migration up to `version` (all if `nil`), in order, each in
     /// its own transaction, while holding the migration advisory lock.
     ///
+    /// The bookkeeping table and the library's schema are created only when missing (the
+    /// catalog is read first): when everything is installed and applied, the call only
+    /// reads, so workers running as a role with DML rights only (plus `SELECT` on
+    /// `pgdatakit_migrations`) may call it at start-up and find nothing to do.
+    ///
     /// - Returns: the migrations this call applied (empty when another process had
     ///   applied them already).
-    /// - Throws: `MigrationError.Reason.checksumMismatch` when an applied file changed,
+    /// - Throws: `MigrationError.Reason.transactionPooledConnection` when the connection
+    ///   goes through a pooler in transaction mode (the lock needs a session of its own);
+    ///   `MigrationError.Reason.missingPrivilege` when the role lacks a right a
+    ///   step needs (creating the bookkeeping table or the library's schema, reading the
+    ///   bookkeeping table, or a pending migration's SQL refused with SQLSTATE `42501`),
+    ///   naming the rights and the object;
+    ///   `MigrationError.Reason.checksumMismatch` when an applied file changed,
     ///   `.transactionControl` when a pending file begins, commits or rolls back a
     ///   transaction itself (nothing is applied in either case), `.migrationFailed` when
     ///   a migration's SQL fails (earlier migrations of the run stay applied; the error's
     ///   `location` says where, when PostgreSQL said), or `PostgresError`.
     @discardableResult
     public func migrate(on connection: Connection, upTo version: Int? = nil) throws -> [Migration] {
+        guard connection.pooling != .transaction else {
+            throw MigrationError(reason: .transactionPooledConnection(endpoint: connection.configuration.description))
+        }
         try connection.execute("SELECT pg_advisory_lock($1)", [Migrator.advisoryLockKey])
         defer {
             do {
@@ -176,16 +208,7 @@ public struct Migrator: Sendable {
                 logger.warning("could not release the migration lock: \(error)")
             }
         }
-        try connection.execute(
-            """
-            CREATE TABLE IF NOT EXISTS \(Connection.quoteIdentifier(Migrator.tableName)) (
-                version bigint PRIMARY KEY,
-                name text NOT NULL,
-                checksum text NOT NULL,
-                applied_at timestamptz NOT NULL DEFAULT now(),
-                execution_ms double precision NOT NULL DEFAULT 0
-            )
-            """)
+        try createLedgerIfMissing(on: connection)
         try Migrator.installLibrarySchema(on: connection)
         let applied = try appliedMigrations(on: connection)
         for migration in migrations {
@@ -225,6 +248,13 @@ public struct Migrator: Sendable {
                                 + Double(elapsed.components.attoseconds) / 1e15,
                         ])
                 }
+            } catch let error as PostgresError where error.sqlState == .insufficientPrivilege {
+                throw MigrationError(
+                    reason: .missingPrivilege(
+                        role: try Migrator.currentRole(on: connection),
+                        privileges: try lackingMigrationRights(on: connection),
+                        neededFor: "apply migration \(migration.version) (\(migration.name))", underlying: error),
+                    location: MigrationError.Location(file: migration.path ?? migration.fileName))
             } catch let error as PostgresError {
                 throw MigrationError(
                     reason: .migrationFailed(version: migration.version, name: migration.name, underlying: error),
@@ -246,9 +276,16 @@ public struct Migrator: Sendable {
     }
 
     private func appliedMigrations(on connection: Connection) throws -> [Int: AppliedRecord] {
-        let exists = try connection.query(
-            "SELECT to_regclass($1) IS NOT NULL", [Connection.quoteIdentifier(Migrator.tableName)])
-        guard try exists[0].decode(Bool.self, at: 0) else { return [:] }
+        let ledger = try connection.query(
+            "SELECT to_regclass($1) IS NOT NULL, has_table_privilege(to_regclass($1), 'SELECT')",
+            [Connection.quoteIdentifier(Migrator.tableName)])[0]
+        guard try ledger.decode(Bool.self, at: 0) else { return [:] }
+        guard try ledger.decode(Bool?.self, at: 1) == true else {
+            throw MigrationError(
+                reason: .missingPrivilege(
+                    role: try Migrator.currentRole(on: connection), privileges: ["SELECT on \(Migrator.tableName)"],
+                    neededFor: "read which migrations are applied", underlying: nil))
+        }
         let rows = try connection.query(
             "SELECT version, name, checksum, applied_at FROM "
                 + Connection.quoteIdentifier(Migrator.tableName))

@@ -62,6 +62,19 @@ extension StoreCoordinator {
     /// How many times the listener reconnected after losing its session.
     public var listenerReconnectCount: Int { listener.reconnects }
 
+    /// What is wrong with the change listener's session, if anything: `nil` while it
+    /// receives notifications (or has not connected yet). Checked each time the listener
+    /// connects; the first problem found is also logged once, at error level.
+    ///
+    /// For example, when the listener was given PgBouncer's address in transaction mode:
+    ///
+    /// ```swift
+    /// if case .notificationsNotDelivered? = coordinator.listenerError {
+    ///     // point listenerConfiguration at the server itself
+    /// }
+    /// ```
+    public var listenerError: ChangeListenerError? { listener.sessionCheck?.problem }
+
     /// Stops the listener, ends the `remoteChanges()` streams, closes the pool and stops
     /// the object controllers of its contexts. Contexts holding a connection keep it
     /// until they finish; nothing new can be borrowed afterwards.

@@ -13,6 +13,15 @@ import Synchronization
 ///     model: model, configuration: ConnectionConfiguration(databaseURL))
 /// let manager = ContextManager(coordinator: coordinator)
 /// ```
+///
+/// Behind PgBouncer in transaction mode, the pool goes through PgBouncer and the change
+/// listener keeps one direct session:
+///
+/// ```swift
+/// let coordinator = try StoreCoordinator(
+///     model: model, configuration: ConnectionConfiguration("postgres://app@pgbouncer:6432/app"),
+///     listenerConfiguration: ConnectionConfiguration("postgres://app@db:5432/app"))
+/// ```
 public final class StoreCoordinator: Sendable {
     /// The entities.
     public let model: Model
@@ -58,7 +67,14 @@ public final class StoreCoordinator: Sendable {
     ///
     /// - Parameters:
     ///   - model: the entities.
-    ///   - configuration: where the database is.
+    ///   - configuration: where the database is: the pool's connections. Through
+    ///     PgBouncer in transaction mode, give the listener a direct connection with
+    ///     `listenerConfiguration`.
+    ///   - listenerConfiguration: where the change listener's own session goes (`nil`:
+    ///     `configuration`). It keeps a `LISTEN` for as long as it runs, so it must be a
+    ///     session of its own — a direct connection, or one through a session-mode
+    ///     pooler — not one through a transaction pooler; when it is, the listener says
+    ///     so once (`listenerError`).
     ///   - maximumConnections: the pool size; each private context with an open
     ///     transaction holds one connection.
     ///   - validatesSchema: compare the model with the live schema now.
@@ -72,7 +88,8 @@ public final class StoreCoordinator: Sendable {
     ///   `SchemaMismatchError` listing every mismatch (missing grants included), or
     ///   `PostgresError`.
     public init(
-        model: Model, configuration: ConnectionConfiguration, maximumConnections: Int = 10,
+        model: Model, configuration: ConnectionConfiguration, listenerConfiguration: ConnectionConfiguration? = nil,
+        maximumConnections: Int = 10,
         validatesSchema: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions(),
         logger: Logger = Logger(label: "pgdatakit")
     ) throws {
@@ -88,9 +105,13 @@ public final class StoreCoordinator: Sendable {
             logger.notice(
                 "no DELETE privilege on \(ChangeLog.table): this process does not prune old change records; grant DELETE to one process's role or prune from a job")
         }
+        let pool = self.pool
         self.listener = ChangeListener(
-            configuration: configuration, origin: origin, options: changeLog, prunes: mayPrune, metrics: metrics,
-            logger: logger)
+            configuration: listenerConfiguration ?? configuration, origin: origin, options: changeLog, prunes: mayPrune,
+            metrics: metrics, logger: logger,
+            sessionCheck: ListenerSessionCheck(origin: origin, logger: logger) { channel, payload in
+                try pool.withConnection { try $0.notify(channel, payload: payload) }
+            })
         if validatesSchema { try validateSchema() }
     }
 

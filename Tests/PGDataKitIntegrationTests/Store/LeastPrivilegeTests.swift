@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import PGDataKit
+@testable import PGDataKit
 import Synchronization
 import Testing
 
@@ -38,7 +38,36 @@ struct LeastPrivilegeTests {
             GRANT SELECT, INSERT, UPDATE, DELETE ON users, posts TO \(role);
             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO \(role);
             GRANT SELECT, INSERT ON pgdatakit_changes TO \(role);
+            GRANT SELECT ON pgdatakit_migrations TO \(role);
             """)
+    }
+
+    /// The repository's migrations folder (what `withApplicationRole` applied as owner).
+    var migrationsFolder: URL { TestDatabase.repositoryRoot.appendingPathComponent("migrations") }
+
+    /// Workers that migrate at start-up run as the application role: with every
+    /// migration and the library's schema installed by the owner, migrating is a no-op
+    /// that succeeds (it used to fail with 42501: `CREATE TABLE IF NOT EXISTS` needs the
+    /// `CREATE` right even when the table exists).
+    @Test func migratingAsTheApplicationRoleWhenEverythingIsInstalledIsANoOp() throws {
+        try withApplicationRole { owner, role, configuration in
+            try grantDocumentedPrivileges(to: role, on: owner)
+            let application = try Connection(configuration)
+            defer { application.close() }
+            let migrator = try Migrator(directory: migrationsFolder)
+            #expect(try migrator.migrate(on: application).isEmpty)
+            try Migrator.installLibrarySchema(on: application)
+            #expect(try migrator.pending(on: application).isEmpty)
+            // The CLI, as the same role.
+            let url = try #require(configuration.renderedConnectionString())
+            let outcome = try CLI.run(["migrate", "--dir", migrationsFolder.path, "--database-url", url])
+            #expect(outcome.status == 0, "\(outcome.error)")
+            #expect(outcome.output.contains("Nothing to apply"), "\(outcome.output)")
+            // Nothing was created or locked for good by the role.
+            let owned = try owner.query(
+                "SELECT count(*) FROM pg_class WHERE pg_get_userbyid(relowner) = $1", [role])[0]
+            #expect(try owned.decode(Int.self, at: 0) == 0)
+        }
     }
 
     @Test func aRoleWithTheDocumentedGrantsSavesAndSeesOtherProcessesSaves() throws {
@@ -88,6 +117,145 @@ struct LeastPrivilegeTests {
             // No DDL ran as the role: it cannot create anything in the schema.
             #expect(throws: PostgresError.self) {
                 try Connection(configuration).execute("CREATE TABLE nope (id int)")
+            }
+        }
+    }
+
+    /// A migration the owner has not applied yet, met by a worker migrating as the
+    /// application role: a clear error naming the rights the role lacks and the object,
+    /// and nothing applied.
+    @Test func aPendingMigrationUnderTheApplicationRoleNamesTheRightsItLacks() throws {
+        try withApplicationRole { owner, role, configuration in
+            try grantDocumentedPrivileges(to: role, on: owner)
+            let application = try Connection(configuration)
+            defer { application.close() }
+            let migrator = try Migrator(
+                migrations: try Migrator(directory: migrationsFolder).migrations + [
+                    Migration(version: 2, name: "add_tags", sql: "CREATE TABLE tags (id int PRIMARY KEY);")
+                ])
+            do {
+                try migrator.migrate(on: application)
+                Issue.record("expected a missing privilege")
+            } catch let error as MigrationError {
+                guard case .missingPrivilege(let reportedRole, let privileges, let neededFor, let underlying) = error.reason
+                else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(reportedRole == role)
+                #expect(privileges == ["CREATE on schema public", "INSERT on pgdatakit_migrations"])
+                #expect(neededFor == "apply migration 2 (add_tags)")
+                #expect(underlying?.sqlState == .insufficientPrivilege)
+                #expect(
+                    error.description.hasPrefix(
+                        "0002_add_tags.sql: role \(role) may not apply migration 2 (add_tags): it lacks "
+                            + "CREATE on schema public, INSERT on pgdatakit_migrations"), "\(error)")
+            }
+            #expect(try owner.query("SELECT to_regclass('tags') IS NULL")[0].decode(Bool.self, at: 0))
+            #expect(try migrator.pending(on: owner).map(\.version) == [2])
+
+            // The CLI says the same and exits with status 1.
+            try TestDatabase.withTemporaryDirectory { folder in
+                for migration in migrator.migrations {
+                    try migration.sql.write(
+                        to: folder.appendingPathComponent(migration.fileName), atomically: true, encoding: .utf8)
+                }
+                let url = try #require(configuration.renderedConnectionString())
+                let outcome = try CLI.run(["migrate", "--dir", folder.path, "--database-url", url])
+                #expect(outcome.status == 1)
+                #expect(outcome.error.contains("may not apply migration 2 (add_tags): it lacks CREATE on schema public"),
+                        "\(outcome.error)")
+                #expect(outcome.output.contains("1 applied, 1 pending"), "\(outcome.output)")
+            }
+            // Applied by the owner, it is a no-op for the role again.
+            #expect(try migrator.migrate(on: owner).map(\.version) == [2])
+            #expect(try migrator.migrate(on: application).isEmpty)
+        }
+    }
+
+    /// Without `SELECT` on the bookkeeping table the role cannot tell what is applied:
+    /// the error names that grant.
+    @Test func anUnreadableLedgerNamesTheGrant() throws {
+        try withApplicationRole { owner, role, configuration in
+            try grantDocumentedPrivileges(to: role, on: owner)
+            try owner.execute("REVOKE SELECT ON pgdatakit_migrations FROM \(role)")
+            let application = try Connection(configuration)
+            defer { application.close() }
+            let migrator = try Migrator(directory: migrationsFolder)
+            for attempt in [{ _ = try migrator.migrate(on: application) }, { _ = try migrator.pending(on: application) }] {
+                do {
+                    try attempt()
+                    Issue.record("expected a missing privilege")
+                } catch let error as MigrationError {
+                    guard case .missingPrivilege(_, let privileges, _, _) = error.reason else {
+                        Issue.record("unexpected \(error)")
+                        continue
+                    }
+                    #expect(privileges == ["SELECT on pgdatakit_migrations"])
+                    #expect(error.description.contains("may not read which migrations are applied"), "\(error)")
+                }
+            }
+        }
+    }
+
+    /// The library's schema is looked up in the catalog, part by part: what is missing is
+    /// named with the right it needs (the table: `CREATE` on the schema; an index:
+    /// ownership of the table); the owner's run puts it back.
+    @Test func anIncompleteLibrarySchemaNamesWhatIsMissingAndTheRightItNeeds() throws {
+        try withApplicationRole { owner, role, configuration in
+            try grantDocumentedPrivileges(to: role, on: owner)
+            let application = try Connection(configuration)
+            defer { application.close() }
+            let migrator = try Migrator(directory: migrationsFolder)
+            try owner.execute("DROP INDEX pgdatakit_changes_created_at")
+            do {
+                try migrator.migrate(on: application)
+                Issue.record("expected a missing privilege")
+            } catch let error as MigrationError {
+                guard case .missingPrivilege(_, let privileges, let neededFor, _) = error.reason else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(privileges == ["ownership of table pgdatakit_changes"])
+                #expect(neededFor == "install the library's schema (missing: index pgdatakit_changes_created_at)")
+            }
+            #expect(try migrator.migrate(on: owner).isEmpty)
+            #expect(try owner.query("SELECT to_regclass('pgdatakit_changes_created_at') IS NOT NULL")[0].decode(Bool.self, at: 0))
+            #expect(try migrator.migrate(on: application).isEmpty)
+
+            try owner.execute("DROP TABLE pgdatakit_changes")
+            #expect(throws: MigrationError.self) { try Migrator.installLibrarySchema(on: application) }
+            do {
+                try Migrator.installLibrarySchema(on: application)
+            } catch let error as MigrationError {
+                guard case .missingPrivilege(_, let privileges, let neededFor, _) = error.reason else {
+                    Issue.record("unexpected \(error)")
+                    return
+                }
+                #expect(privileges == ["CREATE on schema public"])
+                #expect(neededFor == "install the library's schema (missing: table pgdatakit_changes)")
+            }
+        }
+    }
+
+    /// The catalog lookup knows every part the schema SQL creates: its indexes are read
+    /// from the SQL (an index added there is looked for), and no other kind of DDL is in
+    /// it that the lookup would not see.
+    @Test func theInstalledCheckCoversEverythingTheSchemaCreates() throws {
+        try TestDatabase.withConnection { connection in
+            let indexes = try connection.query(
+                """
+                SELECT i.relname::text FROM pg_index AS x JOIN pg_class AS i ON i.oid = x.indexrelid
+                WHERE x.indrelid = 'pgdatakit_changes'::regclass AND NOT x.indisprimary ORDER BY 1
+                """).map { try $0.decode(String.self, at: 0) }
+            #expect(indexes == ChangeLog.schemaIndexNames)
+            #expect(!indexes.isEmpty)
+            #expect(try ChangeLog.missingParts(on: connection).parts.isEmpty)
+            let sql = ChangeLog.schemaSQL.uppercased()
+            #expect(sql.components(separatedBy: "CREATE TABLE").count == 2)
+            for unknown in ["ADD COLUMN", "CREATE SEQUENCE", "CREATE FUNCTION", "CREATE TRIGGER", "CREATE TYPE",
+                            "CREATE VIEW", "GRANT ", "COMMENT ON", "ADD CONSTRAINT"] {
+                #expect(!sql.contains(unknown), "teach ChangeLog.missingParts(on:) about \(unknown)")
             }
         }
     }
