@@ -29,7 +29,8 @@ extension EmbeddedPostgres {
     /// if server.liveness() == .dead { try server.restart() }
     /// ```
     ///
-    /// - Parameter port: the port to listen on; `nil` for the old one when it is free.
+    /// - Parameter requestedPort: the port to listen on; `nil` for the old one when it is
+    ///   free.
     /// - Throws: `EmbeddedPostgresError` with reason `.alreadyRunning` when the postmaster
     ///   runs (or still recovers after two minutes), `.oldProcessesRemain` when the dead
     ///   one's children do not exit, `.portInUse` when `port` is taken, `.cannotRestart`
