@@ -33,6 +33,7 @@ let usage = """
       import-race DATABASE_URL WORKER BARRIER_FILE
       import-memory DATABASE_URL COUNT BATCH
       metrics DATABASE_URL
+      failover-worker DATABASE_URL WORKER COUNTERS PHASE_DIRECTORY POST_FAILOVER_SAVES
     """
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail(usage) }
@@ -91,6 +92,8 @@ case "import-race":
     importRace(manager, arguments)
 case "import-memory":
     importMemory(manager, arguments)
+case "failover-worker":
+    failoverWorker(manager, arguments)
 default:
     fail("unknown command \(arguments[1])")
 }
