@@ -94,6 +94,8 @@ enum ChangeLog {
 
     /// The column of `writeStatement(_:origin:)`'s row that holds the transaction's id.
     static let transactionIDColumn = 2
+    /// The column of `writeStatement(_:origin:)`'s row that holds the record's id.
+    static let recordIDColumn = 0
 
     /// Writes the record of a save inside its transaction and queues the notification
     /// (delivered when the transaction commits). One statement.

@@ -201,6 +201,21 @@ final class ReplicatedPostgres {
             as: serverUser, in: primary.directory)
     }
 
+    /// Stops the primary as `stopPrimaryImmediately` does while its WAL sender is paused
+    /// (`SIGSTOP`): whatever the primary wrote since the pause never reaches the standby,
+    /// as when a network drops the last packets. The paused sender cannot act on the
+    /// shutdown, so it is killed once the postmaster has begun it.
+    func stopPrimary(withPausedWALSender walSender: pid_t) throws {
+        try stopPrimaryImmediately(wait: false)
+        usleep(200_000)
+        kill(walSender, SIGKILL)
+        let start = ContinuousClock.now
+        while primary.postmasterIsAlive() {
+            if start.duration(to: .now) > .seconds(30) { throw TestFailure("the primary did not stop") }
+            usleep(10_000)
+        }
+    }
+
     /// Promotes the standby and waits until it accepts writes.
     func promoteStandby() throws {
         try EmbeddedPostgres.runCommand(
