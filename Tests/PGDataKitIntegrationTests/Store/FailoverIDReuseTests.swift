@@ -110,6 +110,55 @@ struct FailoverIDReuseTests {
             #expect(failure.isTransient)
         }
     }
+
+    @Test func aListenerCatchesUpWithARecordWhoseIDTheOldPrimaryHadGivenOut() throws {
+        try withFailoverRig { topology, proxy, configuration in
+            let observer = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+            defer { observer.close() }
+            let received = RecordIDs()
+            let token = observer.coordinator.observeRemoteChanges { received.append($0.id) }
+            defer { token.cancel() }
+            let oldWriter = try ContextManager(
+                configuration: topology.primaryConfiguration("reuse"), entities: [User.self, Post.self],
+                automaticallyMergesRemoteChanges: false)
+            defer { oldWriter.close() }
+            try saveUser("before", oldWriter)
+            try eventually("the first record reaches the observer") { received.ids.count == 1 }
+
+            // Transactions that roll back do not wait for the standby: their ids are spent
+            // on the primary only. A second later, with notifications quiet, the observer's
+            // listener reads the log to move its position on, past those ids.
+            let primary = try Connection(topology.primaryConfiguration("reuse"))
+            defer { primary.close() }
+            let walSender = try topology.walSenderPID()
+            kill(walSender, SIGSTOP)
+            for _ in 0..<3 {
+                try primary.executeScript("BEGIN; INSERT INTO users (user_id) VALUES ('rolled back'); ROLLBACK")
+            }
+            let spent = try UInt64(
+                primary.query("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")[0].decode(String.self, at: 0)) ?? 0
+            usleep(1_500_000)
+
+            try topology.stopPrimary(withPausedWALSender: walSender)
+            try topology.promoteStandby()
+            let newWriter = try ContextManager(
+                configuration: topology.standbyConfiguration("reuse"), entities: [User.self, Post.self],
+                automaticallyMergesRemoteChanges: false)
+            defer { newWriter.close() }
+            try saveUser("after the failover", newWriter)
+            let promoted = try Connection(topology.standbyConfiguration("reuse"))
+            defer { promoted.close() }
+            let row = try promoted.query("SELECT id, transaction_id::text FROM pgdatakit_changes ORDER BY id DESC LIMIT 1")[0]
+            let recordID = try row.decode(Int64.self, at: 0)
+            let transactionID = UInt64(try row.decode(String.self, at: 1)) ?? .max
+            try #require(transactionID < spent, "the new primary did not give out a spent id again: \(transactionID)")
+
+            proxy.refuseConnections(false)
+            try eventually("the observer's listener reconnects") { observer.coordinator.listenerReconnectCount >= 1 }
+            try eventually("the record reaches the observer", timeout: .seconds(5)) { received.ids.contains(recordID) }
+            #expect(received.ids.count == 2)
+        }
+    }
 }
 
 /// What a save on another thread ended with.
@@ -128,4 +177,14 @@ final class OutcomeBox: @unchecked Sendable {
 
     var isSet: Bool { lock.withLock { done } }
     var error: (any Error)? { lock.withLock { failure } }
+}
+
+/// Record ids an observer received.
+final class RecordIDs: @unchecked Sendable {
+    // Safe: every access holds `lock`.
+    private let lock = NSLock()
+    private var received: [Int64] = []
+
+    func append(_ id: Int64) { lock.withLock { received.append(id) } }
+    var ids: [Int64] { lock.withLock { received } }
 }
