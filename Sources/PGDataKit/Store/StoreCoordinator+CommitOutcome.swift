@@ -187,7 +187,8 @@ extension StoreCoordinator {
         case .unknown(let reason, let lookupError):
             logger.warning("the outcome of transaction \(transactionID) is unknown: \(reason)")
             throw SaveOutcomeUnknownError(
-                transactionID: transactionID, reason: reason, commitError: failure, lookupError: lookupError)
+                transactionID: transactionID, reason: reason, commitError: failure, lookupError: lookupError,
+                changeRecordID: recordID)
         }
     }
 
