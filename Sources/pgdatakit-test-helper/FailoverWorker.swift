@@ -17,7 +17,9 @@ import PGDataKit
 /// Prints, one line each:
 /// - `ready pid=PID`: listening; waiting for the start file;
 /// - `ack KEY counter-I t=MS`: a save that returned (acknowledged);
-/// - `retry KEY t=MS ERROR` / `conflict KEY`: a save that failed and is redone;
+/// - `retry KEY t=MS kind=transient|connection|other ERROR` / `conflict KEY`: a unit of
+///   work that failed and is redone (`transient`: a save that did not commit;
+///   `connection`: a fetch without a connection);
 /// - `unknown KEY xid=ID t=MS`: a save whose outcome could not be found out (then moves on);
 /// - `merged ID`: a change record the listener handed on (another worker's save);
 /// - `duplicate ID`: one handed on a second time;
@@ -92,11 +94,19 @@ func failoverWorker(_ manager: ContextManager, _ arguments: [String]) -> Never {
                 emit("unknown \(key) xid=\(error.transactionID) t=\(now())")
                 break
             } catch {
-                // A lost connection (before or at a COMMIT that did not commit), a server not
-                // reachable yet, a pool timeout: nothing was written, redo it.
+                // A save that did not commit (transient: a lost connection before or at its
+                // COMMIT), a fetch whose connection broke or that found no server accepting
+                // writes yet: nothing was written, redo it. Anything else is reported as
+                // `other` (and redone all the same, so that the test sees the rest).
                 context.performAndWait { context.rollback() }
-                let line = "\(error)".replacingOccurrences(of: "\n", with: " ")
-                emit("retry \(key) t=\(now()) \(line.prefix(300))")
+                let kind: String
+                switch error {
+                case let error as PostgresError where error.isTransient: kind = "transient"
+                case let error as PostgresError where error.isConnectionError: kind = "connection"
+                default: kind = "other"
+                }
+                let line = "\(error)".replacingOccurrences(of: "\n", with: " ").replacingOccurrences(of: "\t", with: " ")
+                emit("retry \(key) t=\(now()) kind=\(kind) \(line.prefix(300))")
                 usleep(20_000)
             }
         }

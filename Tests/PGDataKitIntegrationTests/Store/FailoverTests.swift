@@ -142,6 +142,10 @@ struct FailoverTests {
                     #expect(final[counter] == acks.filter { $0.counter == counter }.count, "\(counter) vs its acknowledged increments")
                 }
                 #expect(reports.flatMap(\.unknown) == [])
+                // Every failure was typed as one to redo: a save that did not commit
+                // (transient) or a fetch without a connection.
+                let retries = reports.flatMap(\.retries)
+                #expect(retries.filter { $0.contains(" kind=other ") } == [])
 
                 // Every process merged every other process's record exactly once.
                 for (index, report) in reports.enumerated() {
@@ -164,7 +168,9 @@ struct FailoverTests {
                     the kill; first acknowledged save \(firstSave - killed) ms after the kill \
                     (\(firstSave - promoted) ms after the promotion); every process converged \(converged - killed) ms \
                     after the kill; \(acks.count) saves acknowledged (\(acks.filter { $0.time >= killed }.count) after \
-                    the kill), retries after the kill per worker \(retried), conflicts \(reports.map(\.conflicts)), \
+                    the kill), retries after the kill per worker \(retried) (saves that did not commit: \
+                    \(retries.filter { $0.contains(" kind=transient ") }.count), fetches without a connection: \
+                    \(retries.filter { $0.contains(" kind=connection ") }.count)), conflicts \(reports.map(\.conflicts)), \
                     records merged per worker \(reports.map(\.merged.count))
                     """
                 print(summary)
