@@ -34,6 +34,7 @@ let usage = """
       import-memory DATABASE_URL COUNT BATCH
       metrics DATABASE_URL
       bouncer-worker POOLED_URL LISTEN_URL WORKER WORKERS ROUNDS SHARED BARRIER_FILE
+      failover-worker DATABASE_URL WORKER COUNTERS PHASE_DIRECTORY POST_FAILOVER_SAVES
     """
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail(usage) }
@@ -97,6 +98,8 @@ case "import-race":
     importRace(manager, arguments)
 case "import-memory":
     importMemory(manager, arguments)
+case "failover-worker":
+    failoverWorker(manager, arguments)
 default:
     fail("unknown command \(arguments[1])")
 }

@@ -152,13 +152,27 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
         }.joined(separator: " ")
     }
 
-    /// `user@host:port/database` without the password.
+    /// `user@host:port/database` without the password; with several hosts (a multi-host
+    /// URL such as `postgresql://app@db1:5432,db2:5432/shop`), each with its port:
+    /// `app@db1:5432,db2:5432/shop`.
     public var description: String {
         guard let parameters = parameters() else { return "<unparseable connection string>" }
-        let host = parameters["host"] ?? parameters["hostaddr"] ?? "localhost"
-        let port = parameters["port"] ?? "5432"
         let user = parameters["user"] ?? "<default user>"
         let database = parameters["dbname"] ?? user
-        return "\(user)@\(host):\(port)/\(database)"
+        return "\(user)@\(Self.endpoints(parameters))/\(database)"
+    }
+
+    /// `host:port` for each host libpq will try, comma-separated. libpq takes a list of
+    /// hosts (`host` or `hostaddr`) and either one port for all or one per host; an empty
+    /// entry means the default.
+    static func endpoints(_ parameters: [String: String]) -> String {
+        let hostList = parameters["host"] ?? parameters["hostaddr"] ?? ""
+        let hosts = hostList.split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        let ports = (parameters["port"] ?? "").split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        return hosts.indices.map { index in
+            let host = hosts[index].isEmpty ? "localhost" : hosts[index]
+            let port = ports.count == hosts.count ? ports[index] : ports.first ?? ""
+            return "\(host):\(port.isEmpty ? "5432" : port)"
+        }.joined(separator: ",")
     }
 }

@@ -94,6 +94,8 @@ enum ChangeLog {
 
     /// The column of `writeStatement(_:origin:)`'s row that holds the transaction's id.
     static let transactionIDColumn = 2
+    /// The column of `writeStatement(_:origin:)`'s row that holds the record's id.
+    static let recordIDColumn = 0
 
     /// Writes the record of a save inside its transaction and queues the notification
     /// (delivered when the transaction commits). One statement.
@@ -169,13 +171,59 @@ enum ChangeLog {
         return .record(record, transaction: transaction)
     }
 
-    /// The position to read from: the current snapshot, as text.
+    /// The position to read from: the current snapshot, as text (sealed: see
+    /// `sealedRead(_:on:)`).
     static func currentPosition(on connection: Connection) throws -> String {
-        try connection.query("SELECT pg_current_snapshot()::text")[0].decode(String.self, at: 0)
+        try sealedRead(("SELECT pg_current_snapshot()::text", []), on: connection)[0].decode(String.self, at: 0)
     }
 
+    /// Runs a statement that takes a snapshot for a listener's position so that the
+    /// position stays right on a standby promoted after it, and returns its result.
+    ///
+    /// A snapshot counts every transaction that ended before it as seen. A promoted
+    /// standby knows only the transactions it received, and gives the ids of those it
+    /// never received to new transactions (its next id is one past the last it
+    /// replayed). A committed transaction is always received first under synchronous
+    /// replication (it becomes visible only once the standby has its commit), but one
+    /// that rolled back is not waited for: if the snapshot was taken after such a
+    /// rollback and the primary then died before the standby received it, a new
+    /// transaction on the promoted standby with the same id would count as seen, and its
+    /// change record would be skipped for good.
+    ///
+    /// So under synchronous replication (`synchronous_standby_names` set) the statement
+    /// runs in a transaction that also writes (an insert into the change log, undone by a
+    /// savepoint: WAL, but no row and no notification), and its result is used only once
+    /// that transaction has committed: PostgreSQL waits for the standby to have the
+    /// commit, and so everything written before the snapshot, rollbacks included. On a
+    /// server without synchronous standbys the insert inserts nothing and the commit
+    /// writes nothing. All in one round trip.
+    ///
+    /// - Throws: `PostgresError`; the open transaction is then failed (the listener
+    ///   drops the connection).
+    static func sealedRead(
+        _ statement: (sql: String, parameters: [(any PostgresEncodable)?]), on connection: Connection
+    ) throws -> QueryResult {
+        let results = try connection.executePipeline([
+            (sql: "BEGIN", parameters: []),
+            (sql: "SAVEPOINT pgdatakit_seal", parameters: []),
+            (sql: sealSQL, parameters: []),
+            (sql: "ROLLBACK TO SAVEPOINT pgdatakit_seal", parameters: []),
+            statement,
+            (sql: "COMMIT", parameters: []),
+        ])
+        return results[4]
+    }
+
+    /// The write that makes a read's commit wait for the synchronous standby.
+    static let sealSQL = """
+        INSERT INTO \(table) (origin, origin_pid, changes)
+        SELECT '00000000-0000-0000-0000-000000000000'::uuid, 0, '{}'::jsonb
+        WHERE current_setting('synchronous_standby_names') <> ''
+        """
+
     /// The records committed after `position` (oldest id first) and the new position, in
-    /// one statement (one snapshot). Records written by `skippingOrigin` are passed over.
+    /// one statement (one snapshot), sealed (`sealedRead(_:on:)`). Records written by
+    /// `skippingOrigin` are passed over.
     ///
     /// - Parameter delivered: transactions whose records were delivered already (from
     ///   notification payloads), left out, as an `xid8[]` literal (an anti-join on a
@@ -183,7 +231,7 @@ enum ChangeLog {
     static func read(
         after position: String, skippingOrigin: UUID, delivered: String = "{}", on connection: Connection
     ) throws -> (records: [ChangeRecord], position: String) {
-        let result = try connection.query(
+        let result = try sealedRead((
             """
             SELECT pg_current_snapshot()::text, c.id, c.origin, c.origin_pid, c.backend_pid, c.created_at,
                    c.changes::text
@@ -197,7 +245,7 @@ enum ChangeLog {
             ) AS c ON true
             ORDER BY c.id
             """,
-            [position, skippingOrigin, delivered])
+            [position, skippingOrigin, delivered]), on: connection)
         var newPosition = position
         var records: [ChangeRecord] = []
         for row in result {

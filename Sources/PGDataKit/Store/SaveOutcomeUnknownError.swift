@@ -9,7 +9,10 @@
 /// server no longer knows it. The save may or may not have been applied, so the error
 /// is not transient: retrying it blindly could apply it twice. The context keeps its
 /// changes; find out with `transactionID` once the server answers, then either roll
-/// the context back (it committed) or save again (it did not).
+/// the context back (it committed) or save again (it did not). After a failover, look
+/// for the save's change record instead (`changeRecordID`): a promoted standby gives the
+/// ids of transactions it never received to new ones, whose status `pg_xact_status`
+/// then reports.
 ///
 /// For example:
 ///
@@ -63,19 +66,39 @@ public struct SaveOutcomeUnknownError: Error, Sendable, CustomStringConvertible 
     /// The last error met while looking the transaction up, if any (such as why no
     /// connection could be opened).
     public let lookupError: (any Error)?
+    /// The id of the change record the save wrote (`nil` for a save that changed no
+    /// rows). The save committed exactly when `pgdatakit_changes` holds this record
+    /// with `transactionID`, also after a failover, when the id may have gone to another
+    /// transaction:
+    ///
+    /// ```swift
+    /// let committed = try connection.query(
+    ///     "SELECT EXISTS (SELECT FROM pgdatakit_changes WHERE id = $1 AND transaction_id = $2::xid8)",
+    ///     [recordID, String(error.transactionID)])[0].decode(Bool.self, at: 0)
+    /// ```
+    public let changeRecordID: Int64?
 
     /// Creates an error; the library makes these, tests and wrappers may too.
-    public init(transactionID: UInt64, reason: Reason, commitError: PostgresError, lookupError: (any Error)? = nil) {
+    public init(
+        transactionID: UInt64, reason: Reason, commitError: PostgresError, lookupError: (any Error)? = nil,
+        changeRecordID: Int64? = nil
+    ) {
         self.transactionID = transactionID
         self.reason = reason
         self.commitError = commitError
         self.lookupError = lookupError
+        self.changeRecordID = changeRecordID
     }
 
     /// What happened and what to do, without data.
     public var description: String {
         var text = "the outcome of a save is unknown: the connection broke at its COMMIT (\(commitError)) and \(reason)"
         if let lookupError { text += " (\(lookupError))" }
+        if let changeRecordID {
+            return text
+                + "; transaction \(transactionID) may have committed: check that pgdatakit_changes holds record "
+                + "\(changeRecordID) with transaction_id \(transactionID) before saving again"
+        }
         return text
             + "; transaction \(transactionID) may have committed: check SELECT pg_xact_status('\(transactionID)'::xid8) "
             + "before saving again"

@@ -24,6 +24,15 @@ import Foundation
 /// the transaction (asynchronous replication lost it), so it did not commit there and
 /// never will; that counts as not committed. A standby (in recovery) saying so, or
 /// saying "aborted", is not trusted: it may not have caught up.
+///
+/// A promoted standby also hands out again the ids the old primary had given to
+/// transactions it never received: its next id is one past the last it replayed. Once
+/// another session's transaction has taken the lost one's id, `pg_xact_status` answers
+/// for that transaction. So when the transaction wrote a change record (every save that
+/// changed rows), "committed" counts only if the record is there with this transaction
+/// id: the record commits with the transaction, so it is missing exactly when another
+/// transaction holds the id. A transaction with no record changed no rows: whatever is
+/// reported for it, the database is the same.
 extension StoreCoordinator {
     /// What a lookup found out about a transaction.
     enum CommitResolution: Sendable {
@@ -45,20 +54,23 @@ extension StoreCoordinator {
             return
         }
         statementCounter.add(2, ordering: .relaxed)
-        try commit(connection, after: (sql: "SELECT pg_current_xact_id_if_assigned()::text", parameters: []), transactionIDColumn: 0)
+        try commit(
+            connection, after: (sql: "SELECT pg_current_xact_id_if_assigned()::text", parameters: []),
+            transactionIDColumn: 0, recordIDColumn: nil)
     }
 
     /// Sends `statement` and `COMMIT` in one round trip, makes sure of the outcome when
     /// the connection breaks, and returns the connection to the pool when the
     /// transaction committed. `statement` returns one row whose `transactionIDColumn` is
-    /// the transaction's id (`xid8` as text), `NULL` when it has none (it wrote nothing);
-    /// `onAnswer` gets its result as soon as it is read, before the `COMMIT`'s.
+    /// the transaction's id (`xid8` as text), `NULL` when it has none (it wrote nothing),
+    /// and `recordIDColumn` the id of the change record it wrote, if any; `onAnswer` gets
+    /// its result as soon as it is read, before the `COMMIT`'s.
     ///
     /// - Throws: as `commitWriteAndRelease(_:)`, or `PostgresValueError` (then nothing
     ///   was sent).
     func commit(
         _ connection: Connection, after statement: (sql: String, parameters: [(any PostgresEncodable)?]),
-        transactionIDColumn: Int, onAnswer: @escaping (QueryResult) -> Void = { _ in }
+        transactionIDColumn: Int, recordIDColumn: Int?, onAnswer: @escaping (QueryResult) -> Void = { _ in }
     ) throws {
         var answer: TransactionIDAnswer?
         var commitTag: String?
@@ -71,7 +83,7 @@ extension StoreCoordinator {
             // statement's answer before it reads the COMMIT: `settle` relies on that.
             results = try connection.executePipeline([statement, (sql: "COMMIT", parameters: [])]) { index, result in
                 if index == 0 {
-                    answer = TransactionIDAnswer(result, column: transactionIDColumn)
+                    answer = TransactionIDAnswer(result, column: transactionIDColumn, recordColumn: recordIDColumn)
                     onAnswer(result)
                 } else if index == 1 {
                     commitTag = result.commandTag
@@ -89,14 +101,14 @@ extension StoreCoordinator {
         pool.release(connection)
     }
 
-    /// The statement before the `COMMIT` said: the transaction's id, none (it wrote
-    /// nothing), or something unreadable.
+    /// The statement before the `COMMIT` said: the transaction's id (with the id of the
+    /// change record it wrote, if any), none (it wrote nothing), or something unreadable.
     private enum TransactionIDAnswer {
-        case id(UInt64)
+        case id(UInt64, record: Int64?)
         case none
         case unreadable
 
-        init(_ result: QueryResult, column: Int) {
+        init(_ result: QueryResult, column: Int, recordColumn: Int?) {
             guard let row = result.first, column < result.columns.count else {
                 self = .unreadable
                 return
@@ -104,7 +116,15 @@ extension StoreCoordinator {
             if row.isNull(at: column) {
                 self = .none
             } else if let text = try? row.decode(String.self, at: column), let id = UInt64(text) {
-                self = .id(id)
+                if let recordColumn {
+                    guard recordColumn < result.columns.count, let record = try? row.decode(Int64.self, at: recordColumn) else {
+                        self = .unreadable
+                        return
+                    }
+                    self = .id(id, record: record)
+                } else {
+                    self = .id(id, record: nil)
+                }
             } else {
                 self = .unreadable
             }
@@ -135,6 +155,7 @@ extension StoreCoordinator {
         }
         connection.close()
         let transactionID: UInt64
+        let recordID: Int64?
         switch answer {
         case nil where failure.isConnectionError || failure.kind == .server:
             // The statement before the COMMIT went unanswered (the session ended, or the
@@ -151,11 +172,12 @@ extension StoreCoordinator {
             return
         case .unreadable?:
             throw SaveOutcomeUnknownError(transactionID: 0, reason: .statusUnavailable, commitError: failure)
-        case .id(let id)?:
+        case .id(let id, let record)?:
             transactionID = id
+            recordID = record
         }
         logger.debug("the connection broke at COMMIT: looking up transaction \(transactionID)", metadata: ["error": "\(failure)"])
-        switch resolveCommit(of: transactionID, backendPID: backendPID) {
+        switch resolveCommit(of: transactionID, record: recordID, backendPID: backendPID) {
         case .committed:
             logger.debug("transaction \(transactionID) committed")
             pool.release(connection)
@@ -165,7 +187,8 @@ extension StoreCoordinator {
         case .unknown(let reason, let lookupError):
             logger.warning("the outcome of transaction \(transactionID) is unknown: \(reason)")
             throw SaveOutcomeUnknownError(
-                transactionID: transactionID, reason: reason, commitError: failure, lookupError: lookupError)
+                transactionID: transactionID, reason: reason, commitError: failure, lookupError: lookupError,
+                changeRecordID: recordID)
         }
     }
 
@@ -173,8 +196,10 @@ extension StoreCoordinator {
     /// committed, until `commitOutcomeTimeout` runs out: reconnecting while the server
     /// cannot be reached, asking again while the transaction is in progress, and ending
     /// its server process (`backendPID`, if it still runs that transaction) once it has
-    /// been in progress for a moment.
-    func resolveCommit(of transactionID: UInt64, backendPID: Int32) -> CommitResolution {
+    /// been in progress for a moment. With the id of the change record the transaction
+    /// wrote (`record`), it committed only if that record is stored with its transaction
+    /// id (after a failover, another transaction may have the id; see above).
+    func resolveCommit(of transactionID: UInt64, record: Int64?, backendPID: Int32) -> CommitResolution {
         let timeout = commitOutcomeTimeout
         let clock = ContinuousClock()
         let start = clock.now
@@ -192,13 +217,22 @@ extension StoreCoordinator {
                 let connection = try lookup ?? Connection(pool.configuration, logger: logger)
                 lookup = connection
                 do {
-                    let row = try connection.query("SELECT pg_xact_status($1::xid8), pg_is_in_recovery()", [id])[0]
+                    let row = try connection.query(
+                        """
+                        SELECT pg_xact_status($1::xid8), pg_is_in_recovery(),
+                               EXISTS (SELECT FROM \(ChangeLog.table) WHERE id = $2 AND transaction_id = $1::xid8)
+                        """, [id, record ?? 0])[0]
                     let status = try row.decode(String?.self, at: 0)
                     let inRecovery = try row.decode(Bool.self, at: 1)
+                    let recordStored = try row.decode(Bool.self, at: 2)
                     lastStatus = .some(status)
                     switch status {
-                    case "committed"?:
+                    case "committed"? where record == nil || recordStored:
                         return .committed
+                    case "committed"? where !inRecovery:
+                        // Another transaction with the same id, on a promoted standby that
+                        // never received this one: it did not commit here, and never will.
+                        return .notCommitted
                     case "aborted"? where !inRecovery:
                         return .notCommitted
                     case nil where !inRecovery:

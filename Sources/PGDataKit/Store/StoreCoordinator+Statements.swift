@@ -303,7 +303,10 @@ extension StoreCoordinator {
         statementCounter.add(2, ordering: .relaxed)
         // The record's id is noted as soon as it is read, before the COMMIT's result (its
         // notification goes out with the commit): this process's listener need not read.
-        try commit(connection, after: record, transactionIDColumn: ChangeLog.transactionIDColumn) { result in
+        try commit(
+            connection, after: record, transactionIDColumn: ChangeLog.transactionIDColumn,
+            recordIDColumn: ChangeLog.recordIDColumn
+        ) { result in
             if let id = try? result.first?.int64(at: 0) { self.listener.noteOwnRecord(id) }
         }
     }

@@ -34,5 +34,12 @@ struct CommitOutcomeErrorTests {
         #expect(text.contains("could not be reached") && text.contains("connection refused"))
         #expect(!text.contains("secret"))
         #expect((error as any Error as? PostgresError) == nil)  // units of work never see it as transient
+        #expect(error.changeRecordID == nil)
+        // A save that wrote a change record: the record is what tells, also after a
+        // failover (when the transaction id may belong to another transaction).
+        let recorded = SaveOutcomeUnknownError(
+            transactionID: 4_242, reason: .serverUnreachable, commitError: commitError, changeRecordID: 77)
+        #expect("\(recorded)".contains("record 77 with transaction_id 4242"))
+        #expect(!"\(recorded)".contains("secret"))
     }
 }
