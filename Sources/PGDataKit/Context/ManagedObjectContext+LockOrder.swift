@@ -90,17 +90,3 @@ extension ManagedObjectContext {
         }
     }
 }
-
-extension EntityDescription {
-    /// The attributes whose columns are in a unique index (alone or with others): a
-    /// change of one is a change of a key, which PostgreSQL locks `FOR UPDATE`.
-    var keyAttributeIndexes: Set<Int> {
-        var indexes = Set(attributes.filter(\.isUnique).map(\.index))
-        for key in uniqueKeys {
-            for name in key {
-                if let attribute = attributes.first(where: { $0.name == name }) { indexes.insert(attribute.index) }
-            }
-        }
-        return indexes
-    }
-}

@@ -75,6 +75,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.relationshipsByName = Dictionary(
             relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.uniqueKeys = attributes.filter(\.isUnique).map { [$0.name] } + objectClass.uniqueKeys
+        let keyNames = Set(uniqueKeys.joined())
+        self.keyAttributeIndexes = Set(attributes.filter { keyNames.contains($0.name) }.map(\.index))
         self.attributeDecodings = attributes.map(\.decoding)
         self.attributeOptionality = attributes.map(\.isOptional)
         self.defaultValues = attributes.map(\.defaultValue)
@@ -90,6 +92,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             [primaryKeyColumn, versionColumn] + attributes.map(\.columnName) + relationships.compactMap(\.columnName)
     }
 
+    /// The attributes whose columns are in a unique index (alone or with others): a
+    /// change of one is a change of a key, which PostgreSQL locks `FOR UPDATE`.
+    let keyAttributeIndexes: Set<Int>
     /// Each attribute's fetch fast path and optionality, in attribute order (plain
     /// arrays, so the decoding loop touches no attribute objects).
     let attributeDecodings: [AttributeDecoding]
