@@ -359,6 +359,17 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     /// Starts a detached shell that stops the server and removes the folder once this
     /// process is gone, even if it was killed.
     private func startWatchdog() {
+        do {
+            try Self.launchCleanupWatchdog(named: "pgdatakit-watchdog", folder: directory, dataDirectory: dataDirectory)
+        } catch {
+            EmbeddedPostgres.logger.warning("could not start the cleanup watchdog: \(error)")
+        }
+    }
+
+    /// Starts a detached shell (shown as `name`) that, once this process is gone — even
+    /// killed —, stops the server running on `dataDirectory` (`SIGQUIT` to the pid in its
+    /// `postmaster.pid`) and removes `folder`.
+    static func launchCleanupWatchdog(named name: String, folder: URL, dataDirectory: URL) throws {
         let script = """
             trap '' INT TERM HUP
             while kill -0 "$1" 2>/dev/null; do sleep 1; done
@@ -368,14 +379,9 @@ public final class EmbeddedPostgres: @unchecked Sendable {
             fi
             rm -rf "$2"
             """
-        do {
-            try ChildProcess.launchDetached(
-                "/bin/sh",
-                ["-c", script, "pgdatakit-watchdog", String(getpid()), directory.path, dataDirectory.path],
-                in: URL(fileURLWithPath: "/"))
-        } catch {
-            EmbeddedPostgres.logger.warning("could not start the cleanup watchdog: \(error)")
-        }
+        try ChildProcess.launchDetached(
+            "/bin/sh", ["-c", script, name, String(getpid()), folder.path, dataDirectory.path],
+            in: URL(fileURLWithPath: "/"))
     }
 
     /// Asks the kernel for a free TCP port on 127.0.0.1.

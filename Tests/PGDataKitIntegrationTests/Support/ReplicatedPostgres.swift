@@ -276,19 +276,9 @@ final class ReplicatedPostgres {
     /// A detached shell that stops the standby and removes the folder once this process
     /// is gone, even if it was killed (the primary has its own watchdog).
     private func startWatchdog() {
-        let script = """
-            trap '' INT TERM HUP
-            while kill -0 "$1" 2>/dev/null; do sleep 1; done
-            if [ -f "$3/postmaster.pid" ]; then
-              kill -QUIT "$(head -n 1 "$3/postmaster.pid")" 2>/dev/null
-              sleep 1
-            fi
-            rm -rf "$2"
-            """
         do {
-            try ChildProcess.launchDetached(
-                "/bin/sh", ["-c", script, "pgdatakit-failover-watchdog", String(getpid()), parent.path, standbyData.path],
-                in: URL(fileURLWithPath: "/"))
+            try EmbeddedPostgres.launchCleanupWatchdog(
+                named: "pgdatakit-failover-watchdog", folder: parent, dataDirectory: standbyData)
         } catch {
             Issue.record("could not start the standby's cleanup watchdog: \(error)")
         }
