@@ -155,22 +155,6 @@ enum ChangeLog {
         case unreadable
     }
 
-    /// Reads a payload: `r1 <id> <xid8> <origin> <pid> <backend pid> <µs since 1970>
-    /// <changes>` or a bare id.
-    static func payload(of text: String) -> Payload {
-        if let id = Int64(text) { return .reference(id) }
-        let parts = text.split(separator: " ", maxSplits: 7, omittingEmptySubsequences: false)
-        guard parts.count == 8, parts[0] == payloadVersion, let id = Int64(parts[1]),
-            let transaction = UInt64(parts[2]), let origin = UUID(uuidString: String(parts[3])),
-            let processID = Int32(parts[4]), let backendPID = Int32(parts[5]), let micros = Int64(parts[6]),
-            let changes = try? decode(String(parts[7]))
-        else { return .unreadable }
-        let record = ChangeRecord(
-            id: id, origin: origin, originProcessID: processID, originBackendPID: backendPID,
-            time: Date(timeIntervalSince1970: Double(micros) / 1_000_000), changes: changes)
-        return .record(record, transaction: transaction)
-    }
-
     /// The position to read from: the current snapshot, as text (sealed: see
     /// `sealedRead(_:on:)`).
     static func currentPosition(on connection: Connection) throws -> String {
@@ -286,8 +270,8 @@ enum ChangeLog {
     // MARK: - The record's JSON
 
     /// One entity's part of a record; updates grouped by their set of changed keys.
-    struct EntityChanges: Codable {
-        struct Update: Codable {
+    struct EntityChanges {
+        struct Update {
             var keys: [String]
             var ids: [Int64]
         }
@@ -425,24 +409,6 @@ enum ChangeLog {
         }
         bytes.append(UInt8(ascii: "]"))
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    static func decode(_ text: String) throws -> ContextChanges {
-        let entities = try JSONDecoder().decode([EntityChanges].self, from: Data(text.utf8))
-        var changes = ContextChanges()
-        for entry in entities {
-            for key in entry.inserted { changes.inserted.insert(ObjectID(entityName: entry.entity, primaryKey: key)) }
-            for key in entry.deleted { changes.deleted.insert(ObjectID(entityName: entry.entity, primaryKey: key)) }
-            for group in entry.updated {
-                let keys = Set(group.keys)
-                for key in group.ids {
-                    let id = ObjectID(entityName: entry.entity, primaryKey: key)
-                    changes.updated.insert(id)
-                    changes.changedKeys[id] = keys
-                }
-            }
-        }
-        return changes
     }
 }
 

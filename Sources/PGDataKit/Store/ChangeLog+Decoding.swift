@@ -1,0 +1,397 @@
+import Foundation
+
+/// Reading a record's JSON and a notification's payload without `JSONDecoder`.
+///
+/// Every process reads every other process's save (from its notification's payload, or
+/// from the log), so this runs N − 1 times per save across N processes: `JSONDecoder`
+/// (generic containers, metadata lookups, a tree before the values) and
+/// `UUID(uuidString:)` (`sscanf`) were most of a listener's CPU. The record has one fixed
+/// shape, so it is scanned byte by byte in one pass: any whitespace and key order (the
+/// log returns `jsonb`'s normalised text, a payload the text the saver wrote), unknown
+/// keys skipped, anything else a typed error. The shape has a fixed depth; an unknown
+/// key's value is skipped with a bounded counter, never by recursion.
+extension ChangeLog {
+    /// Why a record's text could not be read.
+    struct RecordSyntaxError: Error, CustomStringConvertible {
+        let offset: Int
+        let expected: String
+        var description: String { "malformed change record at byte \(offset): expected \(expected)" }
+    }
+
+    /// The changes of a record's JSON text (`encode(_:)`'s, or the same as `jsonb`
+    /// prints it).
+    ///
+    /// - Throws: `RecordSyntaxError`.
+    static func decode(_ text: String) throws -> ContextChanges {
+        var text = text
+        return try text.withUTF8 { bytes in
+            var scanner = RecordScanner(bytes: bytes)
+            let changes = try scanner.record()
+            scanner.skipSpace()
+            guard scanner.position == bytes.count else { throw scanner.error("the end of the record") }
+            return changes
+        }
+    }
+
+    /// Reads a payload: `r1 <id> <xid8> <origin> <pid> <backend pid> <µs since 1970>
+    /// <changes>` or a bare id.
+    static func payload(of text: String) -> Payload {
+        if let id = Int64(text) { return .reference(id) }
+        var text = text
+        return text.withUTF8 { bytes -> Payload in
+            var fields = PayloadFields(bytes: bytes)
+            guard let version = fields.word(), version.elementsEqual(payloadVersion.utf8), let id = fields.integer(Int64.self),
+                let transaction = fields.integer(UInt64.self), let origin = fields.uuid(),
+                let processID = fields.integer(Int32.self), let backendPID = fields.integer(Int32.self),
+                let micros = fields.integer(Int64.self)
+            else { return .unreadable }
+            var scanner = RecordScanner(bytes: bytes, position: fields.position)
+            guard let changes = try? scanner.record() else { return .unreadable }
+            scanner.skipSpace()
+            guard scanner.position == bytes.count else { return .unreadable }
+            let record = ChangeRecord(
+                id: id, origin: origin, originProcessID: processID, originBackendPID: backendPID,
+                time: Date(timeIntervalSince1970: Double(micros) / 1_000_000), changes: changes)
+            return .record(record, transaction: transaction)
+        }
+    }
+}
+
+/// The space-separated header fields of a payload, read in order.
+private struct PayloadFields {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var position = 0
+
+    /// The next word (up to a space or the end), consuming the space after it.
+    mutating func word() -> Slice<UnsafeBufferPointer<UInt8>>? {
+        let start = position
+        while position < bytes.count, bytes[position] != UInt8(ascii: " ") { position += 1 }
+        guard position > start, position < bytes.count else { return nil }
+        defer { position += 1 }
+        return bytes[start..<position]
+    }
+
+    /// The next word as a decimal integer of type `T` (overflow is `nil`).
+    mutating func integer<T: FixedWidthInteger>(_: T.Type) -> T? {
+        guard let word = word() else { return nil }
+        var digits = word[...]
+        let negative = digits.first == UInt8(ascii: "-")
+        if negative {
+            guard T.isSigned else { return nil }
+            digits = digits.dropFirst()
+        }
+        guard !digits.isEmpty, digits.count <= 20 else { return nil }
+        var value: T = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            let digit = T(byte - UInt8(ascii: "0"))
+            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+            guard !overflow1, !overflow2 else { return nil }
+            value = sum
+        }
+        return value
+    }
+
+    /// The next word as a UUID in its 36-character form (`8-4-4-4-12` hex digits).
+    mutating func uuid() -> UUID? {
+        guard let word = word(), word.count == 36 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        var nibble = 0
+        for (offset, byte) in word.enumerated() {
+            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
+                guard byte == UInt8(ascii: "-") else { return nil }
+                continue
+            }
+            let value: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+            bytes[nibble / 2] |= nibble % 2 == 0 ? value << 4 : value
+            nibble += 1
+        }
+        return UUID(uuid: (
+            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+    }
+}
+
+/// Scans a record: `[{"entity": "User", "inserted": [1], "updated": [{"keys": ["age"],
+/// "ids": [2]}], "deleted": []}, …]`.
+struct RecordScanner {
+    let bytes: UnsafeBufferPointer<UInt8>
+    var position = 0
+
+    /// The deepest an unknown key's value may nest before the record is refused.
+    static let maximumSkippedDepth = 64
+
+    init(bytes: UnsafeBufferPointer<UInt8>, position: Int = 0) {
+        self.bytes = bytes
+        self.position = position
+    }
+
+    func error(_ expected: String) -> ChangeLog.RecordSyntaxError {
+        ChangeLog.RecordSyntaxError(offset: position, expected: expected)
+    }
+
+    mutating func skipSpace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case UInt8(ascii: " "), UInt8(ascii: "\n"), UInt8(ascii: "\t"), UInt8(ascii: "\r"): position += 1
+            default: return
+            }
+        }
+    }
+
+    /// Consumes `byte` (after any whitespace), or throws.
+    mutating func expect(_ byte: UInt8) throws {
+        skipSpace()
+        guard position < bytes.count, bytes[position] == byte else {
+            throw error("'\(Character(Unicode.Scalar(byte)))'")
+        }
+        position += 1
+    }
+
+    /// Consumes `byte` when it comes next (after any whitespace).
+    mutating func consume(_ byte: UInt8) -> Bool {
+        skipSpace()
+        guard position < bytes.count, bytes[position] == byte else { return false }
+        position += 1
+        return true
+    }
+
+    /// Reads the elements of an array (after its `[`) up to its `]`.
+    mutating func elements(_ element: (inout RecordScanner) throws -> Void) throws {
+        if consume(UInt8(ascii: "]")) { return }
+        repeat {
+            try element(&self)
+        } while consume(UInt8(ascii: ","))
+        try expect(UInt8(ascii: "]"))
+    }
+
+    /// Reads the members of an object (after its `{`) up to its `}`.
+    mutating func members(_ member: (inout RecordScanner, _ key: String) throws -> Void) throws {
+        if consume(UInt8(ascii: "}")) { return }
+        repeat {
+            let key = try string()
+            try expect(UInt8(ascii: ":"))
+            try member(&self, key)
+        } while consume(UInt8(ascii: ","))
+        try expect(UInt8(ascii: "}"))
+    }
+
+    mutating func record() throws -> ContextChanges {
+        var changes = ContextChanges()
+        try expect(UInt8(ascii: "["))
+        try elements { scanner in try scanner.entity(into: &changes) }
+        return changes
+    }
+
+    /// One entity's part; its ids are added to `changes` once its name is known.
+    mutating func entity(into changes: inout ContextChanges) throws {
+        var name: String?
+        var inserted: [Int64] = []
+        var deleted: [Int64] = []
+        var updated: [(keys: Set<String>, ids: [Int64])] = []
+        try expect(UInt8(ascii: "{"))
+        try members { scanner, key in
+            switch key {
+            case "entity": name = try scanner.string()
+            case "inserted": inserted = try scanner.integers()
+            case "deleted": deleted = try scanner.integers()
+            case "updated":
+                try scanner.expect(UInt8(ascii: "["))
+                try scanner.elements { scanner in updated.append(try scanner.update()) }
+            default: try scanner.skipValue()
+            }
+        }
+        guard let name else { throw error("an \"entity\" name in every entry") }
+        for key in inserted { changes.inserted.insert(ObjectID(entityName: name, primaryKey: key)) }
+        for key in deleted { changes.deleted.insert(ObjectID(entityName: name, primaryKey: key)) }
+        for group in updated {
+            for key in group.ids {
+                let id = ObjectID(entityName: name, primaryKey: key)
+                changes.updated.insert(id)
+                changes.changedKeys[id] = group.keys
+            }
+        }
+    }
+
+    /// One group of updates: `{"keys": [...], "ids": [...]}`.
+    mutating func update() throws -> (keys: Set<String>, ids: [Int64]) {
+        var keys: Set<String> = []
+        var ids: [Int64] = []
+        try expect(UInt8(ascii: "{"))
+        try members { scanner, key in
+            switch key {
+            case "keys":
+                try scanner.expect(UInt8(ascii: "["))
+                try scanner.elements { scanner in keys.insert(try scanner.string()) }
+            case "ids": ids = try scanner.integers()
+            default: try scanner.skipValue()
+            }
+        }
+        return (keys, ids)
+    }
+
+    /// An array of integers that fit in `Int64`.
+    mutating func integers() throws -> [Int64] {
+        var values: [Int64] = []
+        try expect(UInt8(ascii: "["))
+        try elements { scanner in values.append(try scanner.integer()) }
+        return values
+    }
+
+    mutating func integer() throws -> Int64 {
+        skipSpace()
+        let negative = position < bytes.count && bytes[position] == UInt8(ascii: "-")
+        if negative { position += 1 }
+        let start = position
+        var value: Int64 = 0
+        while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") {
+            let digit = Int64(bytes[position] - UInt8(ascii: "0"))
+            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+            guard !overflow1, !overflow2 else { throw error("a key within the range of a 64-bit integer") }
+            value = sum
+            position += 1
+        }
+        guard position > start else { throw error("an integer key") }
+        return value
+    }
+
+    /// A JSON string, escapes decoded.
+    mutating func string() throws -> String {
+        try expect(UInt8(ascii: "\""))
+        let start = position
+        while position < bytes.count {
+            switch bytes[position] {
+            case UInt8(ascii: "\""):
+                defer { position += 1 }
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+            case UInt8(ascii: "\\"):
+                position = start
+                return try escapedString()
+            case 0..<0x20:
+                throw error("no control character inside a string")
+            default:
+                position += 1
+            }
+        }
+        throw error("the end of a string")
+    }
+
+    /// The rest of a string that holds escapes, from its first character.
+    private mutating func escapedString() throws -> String {
+        var scalars = String.UnicodeScalarView()
+        var run = position
+        func flush(upTo end: Int) {
+            scalars.append(contentsOf: String(decoding: UnsafeBufferPointer(rebasing: bytes[run..<end]), as: UTF8.self).unicodeScalars)
+        }
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                flush(upTo: position)
+                position += 1
+                return String(scalars)
+            }
+            guard byte >= 0x20 else { throw error("no control character inside a string") }
+            guard byte == UInt8(ascii: "\\") else {
+                position += 1
+                continue
+            }
+            flush(upTo: position)
+            position += 1
+            guard position < bytes.count else { break }
+            let escape = bytes[position]
+            position += 1
+            switch escape {
+            case UInt8(ascii: "\""): scalars.append("\"")
+            case UInt8(ascii: "\\"): scalars.append("\\")
+            case UInt8(ascii: "/"): scalars.append("/")
+            case UInt8(ascii: "b"): scalars.append("\u{08}")
+            case UInt8(ascii: "f"): scalars.append("\u{0C}")
+            case UInt8(ascii: "n"): scalars.append("\n")
+            case UInt8(ascii: "r"): scalars.append("\r")
+            case UInt8(ascii: "t"): scalars.append("\t")
+            case UInt8(ascii: "u"):
+                var unit = try hexUnit()
+                if (0xD800..<0xDC00).contains(unit) {
+                    // A high surrogate must be followed by an escaped low one.
+                    guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
+                        bytes[position + 1] == UInt8(ascii: "u")
+                    else { throw error("a low surrogate after a high one") }
+                    position += 2
+                    let low = try hexUnit()
+                    guard (0xDC00..<0xE000).contains(low) else { throw error("a low surrogate after a high one") }
+                    unit = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                }
+                guard let scalar = Unicode.Scalar(unit) else { throw error("a valid Unicode escape") }
+                scalars.append(scalar)
+            default:
+                throw error("a valid escape")
+            }
+            run = position
+        }
+        throw error("the end of a string")
+    }
+
+    /// Four hex digits of a `\u` escape.
+    private mutating func hexUnit() throws -> UInt32 {
+        guard position + 4 <= bytes.count else { throw error("four hex digits") }
+        var unit: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[position]
+            let value: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte - UInt8(ascii: "A") + 10
+            default: throw error("four hex digits")
+            }
+            unit = unit << 4 | UInt32(value)
+            position += 1
+        }
+        return unit
+    }
+
+    /// Skips any JSON value (an unknown key's), nesting at most `maximumSkippedDepth`.
+    mutating func skipValue() throws {
+        skipSpace()
+        var depth = 0
+        repeat {
+            guard position < bytes.count else { throw error("a value") }
+            switch bytes[position] {
+            case UInt8(ascii: "\""):
+                _ = try string()
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                guard depth <= Self.maximumSkippedDepth else { throw error("a value nested less deeply") }
+                position += 1
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                guard depth > 0 else { throw error("a value") }
+                depth -= 1
+                position += 1
+            case UInt8(ascii: ","), UInt8(ascii: ":"):
+                guard depth > 0 else { throw error("a value") }
+                position += 1
+            default:
+                // A number or a literal: up to the next delimiter.
+                let start = position
+                while position < bytes.count {
+                    let byte = bytes[position]
+                    if byte == UInt8(ascii: ",") || byte == UInt8(ascii: "]") || byte == UInt8(ascii: "}")
+                        || byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\n") || byte == UInt8(ascii: "\t")
+                        || byte == UInt8(ascii: "\r") || byte == UInt8(ascii: ":")
+                    { break }
+                    position += 1
+                }
+                guard position > start else { throw error("a value") }
+            }
+            skipSpace()
+        } while depth > 0
+    }
+}
