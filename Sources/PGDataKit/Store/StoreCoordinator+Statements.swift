@@ -22,6 +22,8 @@ struct UpdateStatementKey: Hashable, Sendable {
     let entity: ObjectIdentifier
     let columns: [String]
     let checksVersion: Bool
+    /// One row: the statement reads each array's only element (see `updateRows`).
+    let single: Bool
 }
 
 /// Every statement the contexts send is built here, from an entity description plus a
@@ -167,10 +169,29 @@ extension StoreCoordinator {
         var written: [Int64: Int64] = [:]
         written.reserveCapacity(rows.keys.count)
         let (arrays, types) = try bind(rows)
-        let key = UpdateStatementKey(entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion)
+        let single = rows.keys.count == 1
+        let key = UpdateStatementKey(
+            entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion, single: single)
         let sql: String
         if let cached = updateStatements.withLock({ $0[key] }) {
             sql = cached
+        } else if single {
+            // One row (the common save): each array's only element, by the primary-key
+            // index. PostgreSQL plans the batch form afresh at every execution (its
+            // generic plan cannot know the arrays' lengths, so it never wins over a
+            // custom one); this form gets a generic plan after five executions.
+            var assignments = assigned.enumerated().map {
+                "\(Connection.quoteIdentifier($0.element)) = ($\($0.offset + 3)::\(types[$0.offset + 2])[])[1]"
+            }
+            assignments.append("\(version) = t.\(version) + 1")
+            sql = "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
+                + "WHERE t.\(primaryKey) = ($1::bigint[])[1]"
+                + (checksVersion ? " AND t.\(version) = ($2::bigint[])[1]" : "")
+                + " RETURNING t.\(primaryKey), t.\(version)"
+            updateStatements.withLock { statements in
+                if statements.count >= 1_024 { statements.removeAll() }
+                statements[key] = sql
+            }
         } else {
             sql = updateClause() + Self.rowsByKey(entity, types) + tail
             updateStatements.withLock { statements in
