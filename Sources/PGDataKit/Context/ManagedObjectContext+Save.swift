@@ -65,6 +65,11 @@ extension ManagedObjectContext {
         try validateDeleteRules()
         var reservedKeys: [ObjectIdentifier: Int64] = [:]
         var overwrite: Set<ObjectIdentifier> = []
+        if let only = oneRowUpdate() {
+            guard try !saveOneRowUpdate(only) else { return }
+            try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
+            return
+        }
 
         // First attempt: in the context's own transaction.
         let first = try beginWriteTransaction()
@@ -126,6 +131,66 @@ extension ManagedObjectContext {
         if connection === transaction { transaction = nil }
         coordinator.metrics.saved(changes, context: concurrencyType == .main ? "main" : "private")
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
+    }
+
+    /// The one object a save updates, when that is all it does: one changed object with
+    /// a permanent ID, attribute changes only (no relationship or join-row changes, no
+    /// inserts or deletes). Such a save needs no lock statement (see `lockRowsInOrder`)
+    /// and is written with `saveOneRowUpdate`.
+    private func oneRowUpdate() -> (object: ManagedObject, attributes: [Int])? {
+        guard insertedSet.isEmpty, deletedSet.isEmpty, changedSet.count == 1, let object = changedSet.first,
+            object.objectID.primaryKey != nil, object.changedToOneIndexes.isEmpty, !object.hasJoinChanges
+        else { return nil }
+        let attributes = object.changedAttributeIndexes
+        return attributes.isEmpty ? nil : (object, attributes)
+    }
+
+    /// Saves a one-row update in one round trip (`StoreCoordinator.updateOneRowAndCommit`).
+    ///
+    /// - Returns: `true` when saved; `false` when the row was not at the version read
+    ///   (or a transient failure such as a serialization failure ended the
+    ///   transaction): the caller redoes the save resolving conflicts.
+    private func saveOneRowUpdate(_ only: (object: ManagedObject, attributes: [Int])) throws -> Bool {
+        let object = only.object
+        let entity = object.entity
+        let keys = Set(only.attributes.map { entity.attributes[$0].name })
+        var outcome = WriteOutcome()
+        outcome.updated = [(object, keys, object.version)]
+        let changes = savedChanges(outcome: outcome, reservedKeys: [:])
+        let rows = RowBatch(
+            keys: [object.objectID.primaryKey ?? 0], versions: [object.version],
+            attributes: only.attributes.map { entity.attributes[$0] }, values: [object.values])
+        let connection = try beginWriteTransaction()
+        let result: StoreCoordinator.OneRowSaveResult
+        do {
+            result = try coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
+        } catch let error as PostgresError
+            where error.isTransient && !error.isConnectionError && error.sqlState != .lockNotAvailable
+        {
+            // (A lost connection is thrown, as from any commit: see `save()`.)
+            logger.debug("save hit \(error.sqlState?.rawValue ?? "?"); resolving conflicts in a new transaction")
+            abortWriteTransaction(connection)
+            coordinator.metrics.transientFailure(TransientCause(error))
+            coordinator.metrics.retry(TransientCause(error), unit: "save")
+            return false
+        } catch {
+            abortWriteTransaction(connection)
+            coordinator.metrics.transientFailure(TransientCause(error))
+            throw error
+        }
+        if connection === transaction { transaction = nil }
+        switch result {
+        case .conflict:
+            coordinator.metrics.transientFailure(.conflict)
+            coordinator.metrics.retry(.conflict, unit: "save")
+            return false
+        case .committed(let version):
+            outcome.updated[0].version = version
+            coordinator.metrics.saved(changes, context: concurrencyType == .main ? "main" : "private")
+            finishSave(outcome: outcome, reservedKeys: [:], changes: changes)
+            resolvedConflicts = []
+            return true
+        }
     }
 
     /// What a save changes, with the permanent IDs its inserted objects will have.

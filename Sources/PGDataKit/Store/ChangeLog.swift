@@ -126,14 +126,26 @@ enum ChangeLog {
                 INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::text::jsonb)
                 RETURNING id, transaction_id, backend_pid, created_at
             )
-            SELECT id, pg_notify('\(channel)', CASE WHEN octet_length($3::text) <= \(payloadChangesLimit)
-                THEN concat_ws(' ', '\(payloadVersion)', id, transaction_id, $1::uuid, $2::integer, backend_pid,
-                               (extract(epoch FROM created_at) * 1000000)::bigint, $3::text)
-                ELSE id::text END), pg_current_xact_id()::text
+            SELECT id, \(notifyCall(record: "record", origin: "$1", processID: "$2", changes: "$3")),
+                   pg_current_xact_id()::text
             FROM record
             """,
             [origin, Int32(getpid()), try encode(changes)]
         )
+    }
+
+    /// The `pg_notify` call that announces a record: `record` names the inserted row
+    /// (its `id`, `transaction_id`, `backend_pid`, `created_at`), the others the
+    /// parameters holding the origin (`uuid`), the process id (`integer`) and the
+    /// record's text.
+    static func notifyCall(record: String, origin: String, processID: String, changes: String) -> String {
+        """
+        pg_notify('\(channel)', CASE WHEN octet_length(\(changes)::text) <= \(payloadChangesLimit)
+            THEN concat_ws(' ', '\(payloadVersion)', \(record).id, \(record).transaction_id, \(origin)::uuid,
+                           \(processID)::integer, \(record).backend_pid,
+                           (extract(epoch FROM \(record).created_at) * 1000000)::bigint, \(changes)::text)
+            ELSE \(record).id::text END)
+        """
     }
 
     // MARK: - Notification payloads

@@ -24,6 +24,8 @@ struct UpdateStatementKey: Hashable, Sendable {
     let checksVersion: Bool
     /// One row: the statement reads each array's only element (see `updateRows`).
     let single: Bool
+    /// The statement also writes the change record (see `updateOneRowAndCommit`).
+    var recordsChanges = false
 }
 
 /// Every statement the contexts send is built here, from an entity description plus a
@@ -176,18 +178,7 @@ extension StoreCoordinator {
         if let cached = updateStatements.withLock({ $0[key] }) {
             sql = cached
         } else if single {
-            // One row (the common save): each array's only element, by the primary-key
-            // index. PostgreSQL plans the batch form afresh at every execution (its
-            // generic plan cannot know the arrays' lengths, so it never wins over a
-            // custom one); this form gets a generic plan after five executions.
-            var assignments = assigned.enumerated().map {
-                "\(Connection.quoteIdentifier($0.element)) = ($\($0.offset + 3)::\(types[$0.offset + 2])[])[1]"
-            }
-            assignments.append("\(version) = t.\(version) + 1")
-            sql = "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
-                + "WHERE t.\(primaryKey) = ($1::bigint[])[1]"
-                + (checksVersion ? " AND t.\(version) = ($2::bigint[])[1]" : "")
-                + " RETURNING t.\(primaryKey), t.\(version)"
+            sql = Self.oneRowUpdate(of: entity, columns: assigned, types: types, checksVersion: checksVersion)
             updateStatements.withLock { statements in
                 if statements.count >= 1_024 { statements.removeAll() }
                 statements[key] = sql
@@ -211,6 +202,25 @@ extension StoreCoordinator {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
         }
         return written
+    }
+
+    /// The `UPDATE` of one row by primary key (the common save), from the same array
+    /// parameters as the batch form (`$1` keys, `$2` versions, then `columns`): each
+    /// array's only element, found by the primary-key index. PostgreSQL plans the batch
+    /// form afresh at every execution (its generic plan cannot know the arrays' lengths,
+    /// so it never wins over a custom one); this form gets a generic plan after five
+    /// executions. Returns the row's key and new version.
+    static func oneRowUpdate(of entity: EntityDescription, columns: [String], types: [String], checksVersion: Bool) -> String {
+        let version = Connection.quoteIdentifier(entity.versionColumn)
+        let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        var assignments = columns.enumerated().map {
+            "\(Connection.quoteIdentifier($0.element)) = ($\($0.offset + 3)::\(types[$0.offset + 2])[])[1]"
+        }
+        assignments.append("\(version) = t.\(version) + 1")
+        return "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
+            + "WHERE t.\(primaryKey) = ($1::bigint[])[1]"
+            + (checksVersion ? " AND t.\(version) = ($2::bigint[])[1]" : "")
+            + " RETURNING t.\(primaryKey), t.\(version)"
     }
 
     /// Deletes rows by primary key with one `DELETE … USING unnest(…)`, each row found by

@@ -1,0 +1,72 @@
+import Foundation
+
+/// The save that updates one row and nothing else, in one round trip.
+extension StoreCoordinator {
+    /// What `updateOneRowAndCommit` found.
+    enum OneRowSaveResult {
+        /// The row was written and the transaction committed: the row's new version.
+        case committed(version: Int64)
+        /// The row is gone or no longer at the version read: nothing was written (the
+        /// empty transaction committed).
+        case conflict
+    }
+
+    /// Updates one row (with a version check), writes the change record and commits, in
+    /// one statement and one round trip (with the `BEGIN`, when the transaction is still
+    /// to begin): `BEGIN`, `UPDATE`, record, `NOTIFY`, `COMMIT` — the floor a save can
+    /// reach. The record is inserted from the `UPDATE`'s returned row, so a version miss
+    /// writes nothing at all; the statement returns one row whatever happened, with the
+    /// transaction's id only when it wrote, so that a connection lost at the `COMMIT`
+    /// is settled as for any save (`commit(_:after:…)`).
+    ///
+    /// - Parameters:
+    ///   - rows: one row's key, version and values.
+    ///   - changes: the save's change record (this one update).
+    /// - Throws: as `commit(_:after:…)`; the connection is then the caller's to roll
+    ///   back. On success or conflict it is back in the pool.
+    func updateOneRowAndCommit(
+        of entity: EntityDescription, _ rows: RowBatch, changes: ContextChanges, on connection: Connection
+    ) throws -> OneRowSaveResult {
+        let columns = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
+        let (arrays, types) = try bind(rows)
+        let origin = arrays.count + 1
+        let key = UpdateStatementKey(
+            entity: ObjectIdentifier(entity), columns: columns, checksVersion: true, single: true, recordsChanges: true)
+        let sql: String
+        if let cached = updateStatements.withLock({ $0[key] }) {
+            sql = cached
+        } else {
+            let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+            let version = Connection.quoteIdentifier(entity.versionColumn)
+            let notify = ChangeLog.notifyCall(
+                record: "r", origin: "$\(origin)", processID: "$\(origin + 1)", changes: "$\(origin + 2)")
+            sql = """
+                WITH u AS (\(Self.oneRowUpdate(of: entity, columns: columns, types: types, checksVersion: true))),
+                record AS (
+                    INSERT INTO \(ChangeLog.table) (origin, origin_pid, changes)
+                    SELECT $\(origin), $\(origin + 1), $\(origin + 2)::text::jsonb FROM u
+                    RETURNING id, transaction_id, backend_pid, created_at
+                )
+                SELECT r.id, CASE WHEN r.id IS NOT NULL THEN \(notify) END,
+                       pg_current_xact_id_if_assigned()::text, u.\(primaryKey), u.\(version)
+                FROM (SELECT 1) AS one LEFT JOIN u ON true LEFT JOIN record AS r ON true
+                """
+            updateStatements.withLock { statements in
+                if statements.count >= 1_024 { statements.removeAll() }
+                statements[key] = sql
+            }
+        }
+        let parameters = arrays + [self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
+        statementCounter.add(2, ordering: .relaxed)
+        var written: Int64?
+        try commit(
+            connection, after: (sql: sql, parameters: parameters), transactionIDColumn: ChangeLog.transactionIDColumn,
+            recordIDColumn: ChangeLog.recordIDColumn
+        ) { result in
+            guard let row = result.first, !row.isNull(at: 0) else { return }
+            if let id = try? row.int64(at: 0) { self.listener.noteOwnRecord(id) }
+            written = try? row.int64(at: 4)
+        }
+        return written.map { .committed(version: $0) } ?? .conflict
+    }
+}
