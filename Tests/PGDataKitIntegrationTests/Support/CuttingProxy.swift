@@ -60,6 +60,7 @@ final class CuttingProxy: @unchecked Sendable {
         /// The cuts to make, at the next COMMITs in order.
         var armed: [Cut] = []
         var cuts = 0
+        var roundTrips = 0
         var refusesConnections = false
         var sessions: [Session] = []
         var isClosed = false
@@ -133,6 +134,12 @@ final class CuttingProxy: @unchecked Sendable {
 
     /// How many cuts fired.
     var cuts: Int { lock.withLock { state.cuts } }
+
+    /// How many round trips the clients began, listener sessions aside: the `Sync`
+    /// messages (each ends a pipeline, or one statement of the extended protocol, and
+    /// the client then waits for the server's `ReadyForQuery`) and simple `Query`
+    /// messages the proxy forwarded.
+    var roundTrips: Int { lock.withLock { state.roundTrips } }
 
     /// New sessions are closed at once (the server looks unreachable) while set.
     func refuseConnections(_ refuse: Bool) {
@@ -272,6 +279,9 @@ final class CuttingProxy: @unchecked Sendable {
                         dropFrom = forwardable
                         break
                     }
+                }
+                if startupDone, buffer[forwardable] == UInt8(ascii: "S") || buffer[forwardable] == UInt8(ascii: "Q") {
+                    lock.withLock { if !session.isListener { state.roundTrips += 1 } }
                 }
                 startupDone = true
                 forwardable = end

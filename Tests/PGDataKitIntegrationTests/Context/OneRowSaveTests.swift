@@ -1,0 +1,101 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+/// Saves that update one row: one statement with the change record, one round trip.
+@Suite("One-row saves: one round trip, nothing written on a version miss")
+struct OneRowSaveTests {
+    /// Through a proxy that counts the client's round trips (its `Sync` and `Query`
+    /// messages), a private and a main context each save one changed object in one
+    /// round trip: `BEGIN`, the statement (update, change record, notification) and
+    /// `COMMIT` together. The server shows the row written once and one change record.
+    @Test func aOneRowUpdateIsOneRoundTrip() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            let proxy = try CuttingProxy(inFrontOf: configuration) { _ in }
+            defer { proxy.close() }
+            let manager = try ExampleSchema.makeManager(proxy.configuration)
+            defer { manager.close() }
+            func stored() throws -> (version: Int64, age: Int, records: Int) {
+                let row = try admin.query(
+                    "SELECT version, age, (SELECT count(*) FROM pgdatakit_changes) FROM users WHERE user_id = 'one'")[0]
+                return (try row.decode(Int64.self, at: 0), try row.decode(Int.self, at: 1), try row.decode(Int.self, at: 2))
+            }
+            let context = manager.newPrivateContext()
+            let user = try context.performAndWait { () throws -> User in
+                let user = User(context: context)
+                user.userID = "one"
+                user.age = 0
+                try context.save()
+                return user
+            }
+            for age in 1...3 {
+                let before = try stored()
+                let trips = proxy.roundTrips
+                try context.performAndWait {
+                    user.age = age
+                    try context.save()
+                }
+                #expect(proxy.roundTrips - trips == 1, "a private context's one-row save")
+                let after = try stored()
+                #expect(after.version == before.version + 1 && after.age == age && after.records == before.records + 1)
+                #expect(context.performAndWait { user.version } == after.version)
+            }
+
+            let main = manager.mainContext
+            let held = try main.performAndWait { try #require(try User.first(in: main, where: "userID == 'one'")) }
+            let before = try stored()
+            let trips = proxy.roundTrips
+            try main.performAndWait {
+                held.name = "main"
+                try main.save()
+            }
+            #expect(proxy.roundTrips - trips == 1, "the main context's one-row save")
+            let after = try stored()
+            #expect(after.version == before.version + 1 && after.records == before.records + 1)
+        }
+    }
+
+    /// A row changed behind the context's back (its version moved on): the one-row save
+    /// writes nothing — no row, no change record, no notification — and then resolves
+    /// as any save does: `.error` throws a merge conflict, an object-trump policy writes
+    /// again on top of the stored row.
+    @Test func aVersionMissWritesNothingAndIsResolvedByThePolicy() throws {
+        try ExampleSchema.withManager { manager in
+            let admin = try Connection(manager.coordinator.pool.configuration)
+            defer { admin.close() }
+            let main = manager.mainContext
+            let user = try main.performAndWait { () throws -> User in
+                let user = User(context: main)
+                user.userID = "missed"
+                user.age = 1
+                try main.save()
+                return user
+            }
+            func records() throws -> Int { try admin.query("SELECT count(*) FROM pgdatakit_changes")[0].decode(Int.self, at: 0) }
+            // Another program (not this library: no change record) moves the row on.
+            try admin.execute("UPDATE users SET age = 50, version = version + 1 WHERE user_id = 'missed'")
+            let before = try records()
+            main.performAndWait {
+                main.mergePolicy = .error
+                user.name = "mine"
+                #expect(throws: MergeConflictError.self) { try main.save() }
+            }
+            #expect(try records() == before)
+            #expect(try admin.query("SELECT name IS NULL FROM users WHERE user_id = 'missed'")[0].decode(Bool.self, at: 0))
+
+            try main.performAndWait {
+                main.mergePolicy = .mergeByPropertyObjectTrump
+                try main.save()
+            }
+            #expect(try records() == before + 1)
+            let row = try admin.query("SELECT name, age, version FROM users WHERE user_id = 'missed'")[0]
+            #expect(try row.decode(String.self, at: 0) == "mine")
+            #expect(try row.decode(Int.self, at: 1) == 50)
+            #expect(try row.decode(Int64.self, at: 2) == 3)
+            #expect(main.performAndWait { user.version } == 3)
+        }
+    }
+}
