@@ -209,6 +209,13 @@ final class ChangeListener: Sendable {
                     delay = options.reconnectDelay
                 }
                 guard let current = connection, var position = feed else { continue }
+                // `position` owns the delivered set while it grows (a copy still held by
+                // `feed` made every insert copy the whole set), and is what the listener
+                // stands at however this iteration ends: a read that fails after payloads
+                // were handed on must not reconnect from before them (they would be
+                // delivered again).
+                feed = nil
+                defer { feed = position }
                 let untilPrune = prunes.withLock { $0 } ? options.pruneInterval - lastPrune.duration(to: .now) : .seconds(60)
                 let untilQuietRead =
                     unreadSince == nil ? .seconds(60) : Self.quietReadDelay - lastNotification.duration(to: .now)
@@ -250,10 +257,9 @@ final class ChangeListener: Sendable {
                         position = try catchUp(on: current, from: position)
                         readLast = true
                     }
-                    feed = position
                     unreadSince = readLast ? nil : (unreadSince ?? .now)
                 } else if unreadSince != nil, lastNotification.duration(to: .now) >= Self.quietReadDelay {
-                    feed = try catchUp(on: current, from: position)
+                    position = try catchUp(on: current, from: position)
                     unreadSince = nil
                 } else if lastPrune.duration(to: .now) >= options.pruneInterval, prunes.withLock({ $0 }) {
                     lastPrune = .now
