@@ -20,8 +20,9 @@ struct ThroughputBenchmark: ParsableCommand {
             `throughput-writer`) that save as fast as they can for --seconds: each save is a
             private context updating the writer's own user (one UPDATE, the change record,
             the NOTIFY, the commit). This process's main context holds every writer's user
-            and merges all saves; merge latency is the time from a writer's commit (its
-            did-save observer) to the end of the merge here that showed that save. In the
+            and merges all saves; merge latency is the time from a writer's sending its save
+            (one round trip: the commit is in it) to the end of the merge here that showed
+            that save. In the
             same run, the floor: N processes committing raw transactions that update one row
             and NOTIFY, as fast as they can. Every process commits with a NOTIFY, so they
             all queue on PostgreSQL's notification commit lock: the table shows where that
@@ -211,9 +212,6 @@ struct ThroughputWriter: ParsableCommand {
                 automaticallyMergesRemoteChanges: mode != "objects-unmerged")
             defer { manager.close() }
             let context = manager.newPrivateContext()
-            let committed = CommitTime()
-            let token = context.observeDidSave { _ in committed.nanoseconds = monotonicNanoseconds() }
-            defer { token.cancel() }
             let user = try context.performAndWait { () throws -> BenchUser in
                 guard let user = try BenchUser.first(in: context, where: "userID == %@", "writer-\(index)") else {
                     throw ValidationError("writer-\(index) is missing")
@@ -223,11 +221,16 @@ struct ThroughputWriter: ParsableCommand {
             waitUntil(start)
             while monotonicNanoseconds() < end {
                 let seq = commits.count
+                // Stamped before the save is sent, not once it returned: another process
+                // may merge the save before this one's thread runs again, and a time
+                // taken then would come after the merge.
+                var sent: Int64 = 0
                 try context.performAndWait {
                     user.age = seq
+                    sent = monotonicNanoseconds()
                     try context.save()
                 }
-                commits.append((seq, committed.nanoseconds))
+                commits.append((seq, sent))
             }
         }
         var text = ""

@@ -42,9 +42,11 @@ extension StoreCoordinator {
     /// (`rowsByUniqueColumn`), each key once.
     func selectObjects(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> QueryResult {
         if let keys = query.primaryKeysOnly(of: entity) {
+            let distinct = Self.distinct(keys)
             return try execute(
-                "SELECT \(entity.selectList(alias: "t")) FROM " + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn),
-                [Self.distinct(keys)], on: connection)
+                "SELECT \(entity.selectList(alias: "t")) FROM "
+                    + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: distinct.count == 1),
+                [distinct], on: connection)
         }
         return try execute(
             "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses,
@@ -281,8 +283,19 @@ extension StoreCoordinator {
     /// table), and for a few percent of its rows when it has; here each value costs one
     /// probe of the column's unique index whatever the statistics. (The `LIMIT` keeps
     /// the planner from flattening the probe into a join.)
-    static func rowsByUniqueColumn(_ entity: EntityDescription, _ column: String, sqlType: String = "bigint") -> String {
-        "unnest($1::\(sqlType)[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
+    ///
+    /// With `single` (the array holds one value: a merge's refresh of one object, the
+    /// common case) the one probe reads the array's only element. PostgreSQL plans the
+    /// lateral form afresh at every execution (its generic plan cannot know the array's
+    /// length); this one gets a generic plan after five executions.
+    static func rowsByUniqueColumn(
+        _ entity: EntityDescription, _ column: String, sqlType: String = "bigint", single: Bool = false
+    ) -> String {
+        if single {
+            return "(SELECT * FROM \(entity.quotedTable) AS u "
+                + "WHERE u.\(Connection.quoteIdentifier(column)) = ($1::\(sqlType)[])[1] LIMIT 1) AS t"
+        }
+        return "unnest($1::\(sqlType)[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
             + "WHERE u.\(Connection.quoteIdentifier(column)) = k.v LIMIT 1) AS t"
     }
 
