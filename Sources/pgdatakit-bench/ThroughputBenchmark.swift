@@ -16,6 +16,10 @@ struct ThroughputBenchmark: ParsableCommand {
         commandName: "throughput",
         abstract: "Saves/s and merge latency as writer processes grow, beside raw NOTIFY commits.",
         discussion: """
+            With --repeats R, each writer count is measured R times (the raw floor, then
+            the saves, in turn) and the medians of the rates are shown (merge latencies
+            over all R runs): the machine's noise moves single runs by a third.
+
             For each writer count N, starts N writer processes (this program's
             `throughput-writer`) that save as fast as they can for --seconds: each save is a
             private context updating the writer's own user (one UPDATE, the change record,
@@ -37,6 +41,9 @@ struct ThroughputBenchmark: ParsableCommand {
     @Option(help: "Seconds each measurement runs.")
     var seconds = 5.0
 
+    @Option(help: "How many times each writer count is measured (raw, then objects, in turn); medians are reported.")
+    var repeats = 1
+
     @Flag(
         inversion: .prefixedNo,
         help: "Whether the writers' own context managers merge each other's saves (as workers that read do).")
@@ -48,6 +55,7 @@ struct ThroughputBenchmark: ParsableCommand {
             throw ValidationError("--writers takes counts from 1 to 64, such as 1,2,4,8")
         }
         guard seconds > 0, seconds <= 600 else { throw ValidationError("--seconds must be in (0, 600]") }
+        guard (1...50).contains(repeats) else { throw ValidationError("--repeats must be from 1 to 50") }
         let database = try BenchDatabase()
         defer { database.drop() }
         guard let url = database.configuration.renderedConnectionString() else {
@@ -74,24 +82,37 @@ struct ThroughputBenchmark: ParsableCommand {
         }
         defer { token.cancel() }
 
-        print("throughput: N writer processes, \(format(seconds, 1)) s each; one save = one transaction")
+        print("throughput: N writer processes, \(format(seconds, 1)) s each, \(repeats) run(s) per count (medians); one save = one transaction")
         print("(UPDATE of one row, change record, NOTIFY, COMMIT); raw = UPDATE + NOTIFY + COMMIT on a plain connection")
         print(writerMerges ? "writers merge each other's saves" : "writers do not merge (automaticallyMergesRemoteChanges = false)")
-        print("writers   raw tx/s    saves/s   saves/raw   merge p50 ms   merge p99 ms   merged")
-        var rows: [(writers: Int, raw: Double, saves: Double, merge: Percentiles)] = []
+        print("writers   raw tx/s    saves/s   saves/raw   merge p50 ms   merge p99 ms   merged          listening tx/s  saves/listening")
+        var rows: [(writers: Int, raw: Double, listening: Double, saves: Double, merge: Percentiles)] = []
         for count in counts {
-            let raw = try measure(url: url, writers: count, mode: "raw").rate
-            merges.reset()
-            let objects = try measure(url: url, writers: count, mode: writerMerges ? "objects" : "objects-unmerged")
-            // Give the last merges a moment to arrive.
-            Thread.sleep(forTimeInterval: 0.5)
-            let latencies = merges.latencies(for: objects.commits)
+            var raws: [Double] = []
+            var listenings: [Double] = []
+            var saves: [Double] = []
+            var latencies: [Double] = []
+            var commits = 0
+            for _ in 0..<repeats {
+                raws.append(try measure(url: url, writers: count, mode: "raw").rate)
+                listenings.append(try measure(url: url, writers: count, mode: "raw-listening").rate)
+                merges.reset()
+                let objects = try measure(url: url, writers: count, mode: writerMerges ? "objects" : "objects-unmerged")
+                // Give the last merges a moment to arrive.
+                Thread.sleep(forTimeInterval: 0.5)
+                saves.append(objects.rate)
+                latencies += merges.latencies(for: objects.commits)
+                commits += objects.commits.count
+            }
+            let raw = median(raws)
+            let listening = median(listenings)
+            let rate = median(saves)
             let merge = Percentiles(latencies)
-            rows.append((count, raw, objects.rate, merge))
+            rows.append((count, raw, listening, rate, merge))
             print(
-                String(format: "%7d  %9.0f  %9.0f  %10.2f  %13.3f  %13.3f   %d/%d",
-                       count, raw, objects.rate, objects.rate / max(raw, 1), merge.p50, merge.p99,
-                       latencies.count, objects.commits.count))
+                String(format: "%7d  %9.0f  %9.0f  %10.2f  %13.3f  %13.3f   %d/%d   %11.0f  %14.2f",
+                       count, raw, rate, rate / max(raw, 1), merge.p50, merge.p99, latencies.count, commits,
+                       listening, rate / max(listening, 1)))
         }
         withExtendedLifetime(held) {}
         let last = rows[rows.count - 1]
@@ -100,7 +121,8 @@ struct ThroughputBenchmark: ParsableCommand {
             "RESULT throughput writers=\(last.writers) saves_per_s=\(format(last.saves, 0)) "
                 + "raw_tx_per_s=\(format(last.raw, 0)) ratio=\(format(last.saves / max(last.raw, 1), 3)) "
                 + "merge_p50_ms=\(format(last.merge.p50, 3)) merge_p99_ms=\(format(last.merge.p99, 3)) "
-                + "peak_saves_per_s=\(format(peak, 0))")
+                + "peak_saves_per_s=\(format(peak, 0)) raw_listening_tx_per_s=\(format(last.listening, 0)) "
+                + "listening_ratio=\(format(last.saves / max(last.listening, 1), 3))")
     }
 
     /// One user per writer, and the raw floor's table with one row per writer.
@@ -124,6 +146,24 @@ struct ThroughputBenchmark: ParsableCommand {
                 "throughput-writer", url, String(index), mode, String(start), String(seconds),
             ])
         }
+        // This process listens too (as its main context does in the objects runs).
+        let listening = mode == "raw-listening" ? try Connection(ConnectionConfiguration(url)) : nil
+        defer { listening?.close() }
+        try listening?.listen(rawThroughputChannel)
+        let stop = Atomic<Bool>(false)
+        let reader = listening.map { listening in
+            Thread {
+                while !stop.load(ordering: .relaxed) {
+                    _ = try? listening.waitForNotification(timeout: .milliseconds(50))
+                    _ = try? listening.pendingNotifications()
+                }
+            }
+        }
+        reader?.start()
+        defer {
+            stop.store(true, ordering: .relaxed)
+            while reader?.isFinished == false { Thread.sleep(forTimeInterval: 0.01) }
+        }
         var total = 0
         var commits: [Commit] = []
         for (index, process) in processes.enumerated() {
@@ -145,6 +185,14 @@ struct ThroughputBenchmark: ParsableCommand {
     }
 
     func format(_ value: Double, _ digits: Int) -> String { String(format: "%.\(digits)f", value) }
+
+    /// The middle value (the mean of the two middle ones for an even count).
+    func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
 }
 
 /// A writer's commit of sequence number `seq`.
@@ -186,7 +234,7 @@ struct ThroughputWriter: ParsableCommand {
 
     @Argument(help: "The database URL.") var databaseURL: String
     @Argument(help: "This writer's number.") var index: Int
-    @Argument(help: "raw, objects or objects-unmerged.") var mode: String
+    @Argument(help: "raw, raw-listening, objects or objects-unmerged.") var mode: String
     @Argument(help: "Monotonic nanoseconds to start at.") var start: Int64
     @Argument(help: "Seconds to run.") var seconds: Double
 
@@ -195,9 +243,26 @@ struct ThroughputWriter: ParsableCommand {
         let end = start + Int64(seconds * 1e9)
         var commits: [(Int, Int64)] = []
         commits.reserveCapacity(100_000)
-        if mode == "raw" {
+        if mode == "raw" || mode == "raw-listening" {
             let connection = try Connection(configuration)
             defer { connection.close() }
+            // As every process listens in the objects runs, each of these processes
+            // listens too, on a second session, and reads every notification: the raw
+            // floor with PostgreSQL's cost of delivering each commit's notification to
+            // every listener, and nothing of the library's.
+            let listening = mode == "raw-listening" ? try Connection(configuration) : nil
+            defer { listening?.close() }
+            try listening?.listen(rawThroughputChannel)
+            let reader = listening.map { listening in
+                Thread {
+                    while monotonicNanoseconds() < end + 300_000_000 {
+                        _ = try? listening.waitForNotification(timeout: .milliseconds(50))
+                        _ = try? listening.pendingNotifications()
+                    }
+                }
+            }
+            reader?.start()
+            defer { while reader?.isFinished == false { Thread.sleep(forTimeInterval: 0.01) } }
             waitUntil(start)
             while monotonicNanoseconds() < end {
                 try connection.transaction { connection in
