@@ -134,7 +134,26 @@ extension UUID: PostgresCodable {
     /// Sent as `uuid`.
     public static var postgresType: PostgresType { .uuid }
     /// The lower-case canonical form.
-    public func postgresText() throws -> String? { uuidString.lowercased() }
+    public func postgresText() throws -> String? {
+        // (Written directly: `uuidString` formats with `snprintf`, then `lowercased()`
+        // copies; every save sends its coordinator's UUID.)
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        return withUnsafeBytes(of: uuid) { bytes in
+            String(unsafeUninitializedCapacity: 36) { text in
+                var position = 0
+                for (index, byte) in bytes.enumerated() {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        text[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    text[position] = digits[Int(byte >> 4)]
+                    text[position + 1] = digits[Int(byte & 0x0F)]
+                    position += 2
+                }
+                return position
+            }
+        }
+    }
 
     /// Reads the canonical form.
     public static func decode(from cell: PostgresCell) throws -> UUID {

@@ -1,4 +1,7 @@
 import CLibPQ
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The rows and command status of one statement.
 ///
@@ -18,26 +21,23 @@ public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
     // Safe to share: libpq's result object is read-only after creation, and its accessors
     // do not touch the connection.
     let handle: OpaquePointer
-    /// The column names, in order.
-    public let columns: [String]
-    private let columnIndexes: [String: Int]
+    /// The number of columns.
+    public let columnCount: Int
     /// The number of rows.
     public let count: Int
 
     init(handle: OpaquePointer) {
+        // (Column names are read from libpq when asked for: a save's results never are,
+        // and building them for every result was a twelfth of a one-row save's client
+        // instructions.)
         self.handle = handle
-        let columnCount = Int(PQnfields(handle))
-        var names: [String] = []
-        names.reserveCapacity(columnCount)
-        var indexes: [String: Int] = [:]
-        for index in 0..<columnCount {
-            let name = PQfname(handle, Int32(index)).map { String(cString: $0) } ?? "?column?"
-            names.append(name)
-            if indexes[name] == nil { indexes[name] = index }
-        }
-        self.columns = names
-        self.columnIndexes = indexes
+        self.columnCount = Int(PQnfields(handle))
         self.count = Int(PQntuples(handle))
+    }
+
+    /// The column names, in order.
+    public var columns: [String] {
+        (0..<columnCount).map { index in PQfname(handle, Int32(index)).map { String(cString: $0) } ?? "?column?" }
     }
 
     deinit { PQclear(handle) }
@@ -56,7 +56,14 @@ public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
     public var affectedRows: Int { Int(String(cString: PQcmdTuples(handle))) ?? 0 }
 
     /// The index of a column by name, or `nil` if the result has no such column.
-    public func columnIndex(named name: String) -> Int? { columnIndexes[name] }
+    public func columnIndex(named name: String) -> Int? {
+        name.withCString { wanted in
+            (0..<columnCount).first { index in
+                guard let found = PQfname(handle, Int32(index)) else { return false }
+                return strcmp(found, wanted) == 0
+            }
+        }
+    }
 
     /// The type OID of a column.
     public func typeOID(ofColumn column: Int) -> UInt32 { PQftype(handle, Int32(column)) }
@@ -102,7 +109,7 @@ public struct Row: Sendable {
     /// - Throws: `PostgresValueError` when the column does not exist, is `NULL` and `T`
     ///   is not optional, or holds text `T` cannot read.
     public func decode<T: PostgresDecodable>(_ type: T.Type = T.self, at column: Int) throws -> T {
-        guard column >= 0, column < result.columns.count else {
+        guard column >= 0, column < result.columnCount else {
             throw PostgresValueError(
                 reason: .noSuchColumn, swiftType: String(describing: T.self),
                 column: "#\(column)", row: index)

@@ -294,6 +294,13 @@ enum ChangeLog {
     }
 
     static func encode(_ changes: ContextChanges) throws -> String {
+        // One updated object and nothing else (the common save): written at once.
+        if changes.inserted.isEmpty, changes.deleted.isEmpty, changes.updated.count == 1,
+            let id = changes.updated.first, let key = id.primaryKey
+        {
+            let keys = (changes.changedKeys[id] ?? []).sorted()
+            return json([EntityChanges(entity: id.entityName, updated: [EntityChanges.Update(keys: keys, ids: [key])])])
+        }
         // Appended in place (a copy per id would make a large save quadratic). A save
         // touches few entities and few sets of changed keys, so they are found by a
         // linear search that starts at the last one used (no hashing per id).

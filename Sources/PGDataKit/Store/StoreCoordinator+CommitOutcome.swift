@@ -109,7 +109,7 @@ extension StoreCoordinator {
         case unreadable
 
         init(_ result: QueryResult, column: Int, recordColumn: Int?) {
-            guard let row = result.first, column < result.columns.count else {
+            guard let row = result.first, column < result.columnCount else {
                 self = .unreadable
                 return
             }
@@ -117,7 +117,7 @@ extension StoreCoordinator {
                 self = .none
             } else if let text = try? row.decode(String.self, at: column), let id = UInt64(text) {
                 if let recordColumn {
-                    guard recordColumn < result.columns.count, let record = try? row.decode(Int64.self, at: recordColumn) else {
+                    guard recordColumn < result.columnCount, let record = try? row.decode(Int64.self, at: recordColumn) else {
                         self = .unreadable
                         return
                     }
