@@ -18,18 +18,20 @@ struct PreparedStatementCache {
         var sql: String
         var types: [UInt32]
 
-        /// Hashes the text's length and at most its first and last 64 bytes, not all of it:
+        /// Hashes the text's length and at most its first and last 48 bytes, not all of it:
         /// a save looks up several statements of hundreds of bytes each, and hashing them
         /// whole was a tenth of a one-row save's client instructions. Texts that share all
         /// of those only share a bucket; equality still compares them whole.
         func hash(into hasher: inout Hasher) {
+            hasher.combine(types)
             let utf8 = sql.utf8
             hasher.combine(utf8.count)
-            hasher.combine(types)
-            for byte in utf8.prefix(64) { hasher.combine(byte) }
-            if utf8.count > 64 {
-                for byte in utf8.suffix(Swift.min(64, utf8.count - 64)) { hasher.combine(byte) }
+            let hashed: Void? = utf8.withContiguousStorageIfAvailable { bytes in
+                let raw = UnsafeRawBufferPointer(bytes)
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: raw.prefix(48)))
+                if raw.count > 48 { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: raw.suffix(Swift.min(48, raw.count - 48)))) }
             }
+            if hashed == nil { hasher.combine(sql) }
         }
     }
 
