@@ -40,10 +40,17 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
+        // The fetch benchmark's second floor: the same rows through libpq from C.
+        .target(
+            name: "CFetchFloor",
+            dependencies: ["CLibPQ"],
+            path: "Sources/CFetchFloor"
+        ),
         .executableTarget(
             name: "pgdatakit-bench",
             dependencies: [
                 "PGDataKit",
+                "CFetchFloor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Sources/pgdatakit-bench"

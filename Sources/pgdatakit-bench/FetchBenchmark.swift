@@ -1,4 +1,5 @@
 import ArgumentParser
+import CFetchFloor
 import Foundation
 import PGDataKit
 
@@ -44,11 +45,23 @@ struct FetchBenchmark: ParsableCommand {
         let manager = try ContextManager(configuration: database.configuration, entities: [BenchUser.self])
         let raw = try Connection(database.configuration)
         defer { raw.close() }
+        guard let conninfo = database.configuration.renderedConnectionString(),
+            let cConnection = pgdatakit_c_floor_open(conninfo)
+        else { throw ValidationError("the C floor could not connect") }
+        defer { pgdatakit_c_floor_close(cConnection) }
 
         var rawTimes: [Double] = []
         var objectTimes: [Double] = []
-        var checksum = (raw: 0, objects: 0)
+        var cTimes: [Double] = []
+        var checksum = (raw: 0, objects: 0, c: Int64(0))
         for _ in 0..<(runs + 1) {  // the first round warms up and is not counted
+            // The C floor: libpq and C structs only (Sources/CFetchFloor).
+            var cRows: Int64 = 0
+            let cTime = measure {
+                cRows = pgdatakit_c_floor_scan(cConnection, "SELECT id, version, user_id, name, age FROM users ORDER BY id", &checksum.c)
+            }
+            guard cRows == rows else { throw ValidationError("the C floor read \(cRows) rows of \(rows)") }
+            cTimes.append(cTime)
             let rawTime = try measure {
                 let result = try raw.query("SELECT id, version, user_id, name, age FROM users ORDER BY id")
                 var users: [RawUser] = []
@@ -73,9 +86,11 @@ struct FetchBenchmark: ParsableCommand {
             rawTimes.append(rawTime)
             objectTimes.append(objectTime)
         }
-        guard checksum.raw == checksum.objects else {
-            throw ValidationError("checksums differ: raw \(checksum.raw), objects \(checksum.objects)")
+        guard checksum.raw == checksum.objects, Int64(checksum.raw) == checksum.c else {
+            throw ValidationError("checksums differ: raw \(checksum.raw), objects \(checksum.objects), C \(checksum.c)")
         }
+        let cRate = Double(rows) / median(Array(cTimes.dropFirst()))
+        let cRatio = median(zip(cTimes, objectTimes).dropFirst().map { c, objects in c / objects })
         let rawRate = Double(rows) / median(Array(rawTimes.dropFirst()))
         let objectRate = Double(rows) / median(Array(objectTimes.dropFirst()))
         // Each run fetches raw rows, then objects, back to back: the ratio is the median of
@@ -86,7 +101,11 @@ struct FetchBenchmark: ParsableCommand {
         print("  raw connection rows:  \(String(format: "%10.0f", rawRate)) rows/s  (\(String(format: "%.1f", 1000 * Double(rows) / rawRate)) ms)")
         print("  managed objects:      \(String(format: "%10.0f", objectRate)) rows/s  (\(String(format: "%.1f", 1000 * Double(rows) / objectRate)) ms)")
         print("  ratio objects/raw:    \(String(format: "%.2f", ratio))  (median of the runs' ratios; of the medians: \(String(format: "%.2f", objectRate / rawRate)))")
-        print("RESULT fetch object_rows_per_s=\(Int(objectRate)) raw_rows_per_s=\(Int(rawRate)) ratio=\(String(format: "%.2f", ratio))")
+        print("  C libpq loop rows:    \(String(format: "%10.0f", cRate)) rows/s  (\(String(format: "%.1f", 1000 * Double(rows) / cRate)) ms)")
+        print("  ratio objects/C:      \(String(format: "%.2f", cRatio))  (median of the runs' ratios)")
+        print(
+            "RESULT fetch object_rows_per_s=\(Int(objectRate)) raw_rows_per_s=\(Int(rawRate)) ratio=\(String(format: "%.2f", ratio)) "
+                + "c_rows_per_s=\(Int(cRate)) c_ratio=\(String(format: "%.2f", cRatio))")
         manager.close()
     }
 }

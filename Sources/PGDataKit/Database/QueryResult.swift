@@ -1,7 +1,4 @@
 import CLibPQ
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// The rows and command status of one statement.
 ///
@@ -21,23 +18,24 @@ public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
     // Safe to share: libpq's result object is read-only after creation, and its accessors
     // do not touch the connection.
     let handle: OpaquePointer
+    /// The column names, in order.
+    public let columns: [String]
     /// The number of columns.
     public let columnCount: Int
     /// The number of rows.
     public let count: Int
 
     init(handle: OpaquePointer) {
-        // (Column names are read from libpq when asked for: a save's results never are,
-        // and building them for every result was a twelfth of a one-row save's client
-        // instructions.)
+        // (No index of the names by name: a save's results are never asked by name, and
+        // building one for every result was a twelfth of a one-row save's client
+        // instructions. `columnIndex(named:)` looks through the few names instead.)
         self.handle = handle
-        self.columnCount = Int(PQnfields(handle))
+        let columnCount = Int(PQnfields(handle))
+        self.columnCount = columnCount
+        self.columns = (0..<columnCount).map { index in
+            PQfname(handle, Int32(index)).map { String(cString: $0) } ?? "?column?"
+        }
         self.count = Int(PQntuples(handle))
-    }
-
-    /// The column names, in order.
-    public var columns: [String] {
-        (0..<columnCount).map { index in PQfname(handle, Int32(index)).map { String(cString: $0) } ?? "?column?" }
     }
 
     deinit { PQclear(handle) }
@@ -56,14 +54,7 @@ public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
     public var affectedRows: Int { Int(String(cString: PQcmdTuples(handle))) ?? 0 }
 
     /// The index of a column by name, or `nil` if the result has no such column.
-    public func columnIndex(named name: String) -> Int? {
-        name.withCString { wanted in
-            (0..<columnCount).first { index in
-                guard let found = PQfname(handle, Int32(index)) else { return false }
-                return strcmp(found, wanted) == 0
-            }
-        }
-    }
+    public func columnIndex(named name: String) -> Int? { columns.firstIndex(of: name) }
 
     /// The type OID of a column.
     public func typeOID(ofColumn column: Int) -> UInt32 { PQftype(handle, Int32(column)) }
