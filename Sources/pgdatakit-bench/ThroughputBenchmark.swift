@@ -147,23 +147,8 @@ struct ThroughputBenchmark: ParsableCommand {
             ])
         }
         // This process listens too (as its main context does in the objects runs).
-        let listening = mode == "raw-listening" ? try Connection(ConnectionConfiguration(url)) : nil
-        defer { listening?.close() }
-        try listening?.listen(rawThroughputChannel)
-        let stop = Atomic<Bool>(false)
-        let reader = listening.map { listening in
-            Thread {
-                while !stop.load(ordering: .relaxed) {
-                    _ = try? listening.waitForNotification(timeout: .milliseconds(50))
-                    _ = try? listening.pendingNotifications()
-                }
-            }
-        }
-        reader?.start()
-        defer {
-            stop.store(true, ordering: .relaxed)
-            while reader?.isFinished == false { Thread.sleep(forTimeInterval: 0.01) }
-        }
+        let listener = mode == "raw-listening" ? try RawListener(ConnectionConfiguration(url)) : nil
+        defer { listener?.stop() }
         var total = 0
         var commits: [Commit] = []
         for (index, process) in processes.enumerated() {
@@ -192,6 +177,38 @@ struct ThroughputBenchmark: ParsableCommand {
         guard !sorted.isEmpty else { return 0 }
         let middle = sorted.count / 2
         return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+}
+
+/// A session that listens on the raw floor's channel and reads every notification on a
+/// thread of its own until stopped, as a process's change listener would.
+final class RawListener: Sendable {
+    private let connection: Connection
+    private let stopping = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(_ configuration: ConnectionConfiguration) throws {
+        connection = try Connection(configuration)
+        do {
+            try connection.listen(rawThroughputChannel)
+        } catch {
+            connection.close()
+            throw error
+        }
+        Thread { [self] in
+            while !stopping.load(ordering: .relaxed) {
+                _ = try? connection.waitForNotification(timeout: .milliseconds(50))
+                _ = try? connection.pendingNotifications()
+            }
+            finished.signal()
+        }.start()
+    }
+
+    /// Stops reading and closes the session.
+    func stop() {
+        stopping.store(true, ordering: .relaxed)
+        finished.wait()
+        connection.close()
     }
 }
 
@@ -250,19 +267,8 @@ struct ThroughputWriter: ParsableCommand {
             // listens too, on a second session, and reads every notification: the raw
             // floor with PostgreSQL's cost of delivering each commit's notification to
             // every listener, and nothing of the library's.
-            let listening = mode == "raw-listening" ? try Connection(configuration) : nil
-            defer { listening?.close() }
-            try listening?.listen(rawThroughputChannel)
-            let reader = listening.map { listening in
-                Thread {
-                    while monotonicNanoseconds() < end + 300_000_000 {
-                        _ = try? listening.waitForNotification(timeout: .milliseconds(50))
-                        _ = try? listening.pendingNotifications()
-                    }
-                }
-            }
-            reader?.start()
-            defer { while reader?.isFinished == false { Thread.sleep(forTimeInterval: 0.01) } }
+            let listener = mode == "raw-listening" ? try RawListener(configuration) : nil
+            defer { listener?.stop() }
             waitUntil(start)
             while monotonicNanoseconds() < end {
                 try connection.transaction { connection in

@@ -76,17 +76,10 @@ extension ManagedObjectContext {
         let outcome: WriteOutcome
         do {
             outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite, locksTaken: false)
-        } catch let error as PostgresError where error.isTransient && error.sqlState != .lockNotAvailable {
-            logger.debug("save hit \(error.sqlState?.rawValue ?? "?"); resolving conflicts in a new transaction")
-            abortWriteTransaction(first)
-            coordinator.metrics.transientFailure(TransientCause(error))
-            coordinator.metrics.retry(TransientCause(error), unit: "save")
+        } catch {
+            try abandonFirstAttempt(first, after: error, committing: false)
             try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
             return
-        } catch {
-            abortWriteTransaction(first)
-            coordinator.metrics.transientFailure(TransientCause(error))
-            throw error
         }
         if !outcome.conflicts.isEmpty {
             abortWriteTransaction(first)
@@ -164,19 +157,9 @@ extension ManagedObjectContext {
         let result: StoreCoordinator.OneRowSaveResult
         do {
             result = try coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
-        } catch let error as PostgresError
-            where error.isTransient && !error.isConnectionError && error.sqlState != .lockNotAvailable
-        {
-            // (A lost connection is thrown, as from any commit: see `save()`.)
-            logger.debug("save hit \(error.sqlState?.rawValue ?? "?"); resolving conflicts in a new transaction")
-            abortWriteTransaction(connection)
-            coordinator.metrics.transientFailure(TransientCause(error))
-            coordinator.metrics.retry(TransientCause(error), unit: "save")
-            return false
         } catch {
-            abortWriteTransaction(connection)
-            coordinator.metrics.transientFailure(TransientCause(error))
-            throw error
+            try abandonFirstAttempt(connection, after: error, committing: true)
+            return false
         }
         if connection === transaction { transaction = nil }
         switch result {
@@ -191,6 +174,20 @@ extension ManagedObjectContext {
             resolvedConflicts = []
             return true
         }
+    }
+
+    /// Ends a save's first transaction after `error`. Returns when the save is to be
+    /// redone resolving conflicts (a transient failure other than a lock timeout); throws
+    /// `error` otherwise — also a lost connection when the attempt included the `COMMIT`
+    /// (`committing`), which is thrown as from any commit (see `save()`).
+    private func abandonFirstAttempt(_ connection: Connection, after error: any Error, committing: Bool) throws {
+        abortWriteTransaction(connection)
+        coordinator.metrics.transientFailure(TransientCause(error))
+        guard let failure = error as? PostgresError, failure.isTransient, failure.sqlState != .lockNotAvailable,
+            !(committing && failure.isConnectionError)
+        else { throw error }
+        logger.debug("save hit \(failure.sqlState?.rawValue ?? "?"); resolving conflicts in a new transaction")
+        coordinator.metrics.retry(TransientCause(error), unit: "save")
     }
 
     /// What a save changes, with the permanent IDs its inserted objects will have.

@@ -57,6 +57,32 @@ extension ChangeLog {
     }
 }
 
+/// The value of decimal digits (the sign already read) as `T`; `nil` for anything that
+/// is not a digit, no digits, or a value `T` cannot hold.
+private func decimal<T: FixedWidthInteger>(_ digits: some Collection<UInt8>, negative: Bool) -> T? {
+    guard !digits.isEmpty, digits.count <= 20, !negative || T.isSigned else { return nil }
+    var value: T = 0
+    for byte in digits {
+        guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+        let digit = T(byte - UInt8(ascii: "0"))
+        let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+        let (sum, overflow2) = negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
+        guard !overflow1, !overflow2 else { return nil }
+        value = sum
+    }
+    return value
+}
+
+/// The value of a hex digit, either case.
+private func hexDigit(_ byte: UInt8) -> UInt8? {
+    switch byte {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+    default: return nil
+    }
+}
+
 /// The space-separated header fields of a payload, read in order.
 private struct PayloadFields {
     let bytes: UnsafeBufferPointer<UInt8>
@@ -74,23 +100,8 @@ private struct PayloadFields {
     /// The next word as a decimal integer of type `T` (overflow is `nil`).
     mutating func integer<T: FixedWidthInteger>(_: T.Type) -> T? {
         guard let word = word() else { return nil }
-        var digits = word[...]
-        let negative = digits.first == UInt8(ascii: "-")
-        if negative {
-            guard T.isSigned else { return nil }
-            digits = digits.dropFirst()
-        }
-        guard !digits.isEmpty, digits.count <= 20 else { return nil }
-        var value: T = 0
-        for byte in digits {
-            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
-            let digit = T(byte - UInt8(ascii: "0"))
-            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflow2) = negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
-            guard !overflow1, !overflow2 else { return nil }
-            value = sum
-        }
-        return value
+        let negative = word.first == UInt8(ascii: "-")
+        return decimal(negative ? word.dropFirst() : word[...], negative: negative)
     }
 
     /// The next word as a UUID in its 36-character form (`8-4-4-4-12` hex digits).
@@ -103,13 +114,7 @@ private struct PayloadFields {
                 guard byte == UInt8(ascii: "-") else { return nil }
                 continue
             }
-            let value: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte - UInt8(ascii: "A") + 10
-            default: return nil
-            }
+            guard let value = hexDigit(byte) else { return nil }
             bytes[nibble / 2] |= nibble % 2 == 0 ? value << 4 : value
             nibble += 1
         }
@@ -250,16 +255,13 @@ struct RecordScanner {
         let negative = position < bytes.count && bytes[position] == UInt8(ascii: "-")
         if negative { position += 1 }
         let start = position
-        var value: Int64 = 0
         while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") {
-            let digit = Int64(bytes[position] - UInt8(ascii: "0"))
-            let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
-            let (sum, overflow2) = negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
-            guard !overflow1, !overflow2 else { throw error("a key within the range of a 64-bit integer") }
-            value = sum
             position += 1
         }
         guard position > start else { throw error("an integer key") }
+        guard let value: Int64 = decimal(bytes[start..<position], negative: negative) else {
+            throw error("a key within the range of a 64-bit integer")
+        }
         return value
     }
 
@@ -344,14 +346,7 @@ struct RecordScanner {
         guard position + 4 <= bytes.count else { throw error("four hex digits") }
         var unit: UInt32 = 0
         for _ in 0..<4 {
-            let byte = bytes[position]
-            let value: UInt8
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): value = byte - UInt8(ascii: "A") + 10
-            default: throw error("four hex digits")
-            }
+            guard let value = hexDigit(bytes[position]) else { throw error("four hex digits") }
             unit = unit << 4 | UInt32(value)
             position += 1
         }

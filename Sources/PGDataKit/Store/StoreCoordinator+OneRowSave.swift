@@ -32,15 +32,12 @@ extension StoreCoordinator {
         let origin = arrays.count + 1
         let key = UpdateStatementKey(
             entity: ObjectIdentifier(entity), columns: columns, checksVersion: true, single: true, recordsChanges: true)
-        let sql: String
-        if let cached = updateStatements.withLock({ $0[key] }) {
-            sql = cached
-        } else {
+        let sql = updateStatement(key) {
             let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
             let version = Connection.quoteIdentifier(entity.versionColumn)
             let notify = ChangeLog.notifyCall(
                 record: "r", origin: "$\(origin)", processID: "$\(origin + 1)", changes: "$\(origin + 2)")
-            sql = """
+            return """
                 WITH u AS (\(Self.oneRowUpdate(of: entity, columns: columns, types: types, checksVersion: true))),
                 record AS (
                     INSERT INTO \(ChangeLog.table) (origin, origin_pid, changes)
@@ -51,10 +48,6 @@ extension StoreCoordinator {
                        pg_current_xact_id_if_assigned()::text, u.\(primaryKey), u.\(version)
                 FROM (SELECT 1) AS one LEFT JOIN u ON true LEFT JOIN record AS r ON true
                 """
-            updateStatements.withLock { statements in
-                if statements.count >= 1_024 { statements.removeAll() }
-                statements[key] = sql
-            }
         }
         let parameters = arrays + [self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
         statementCounter.add(2, ordering: .relaxed)

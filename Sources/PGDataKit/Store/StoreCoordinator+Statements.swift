@@ -176,21 +176,10 @@ extension StoreCoordinator {
         let single = rows.keys.count == 1
         let key = UpdateStatementKey(
             entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion, single: single)
-        let sql: String
-        if let cached = updateStatements.withLock({ $0[key] }) {
-            sql = cached
-        } else if single {
-            sql = Self.oneRowUpdate(of: entity, columns: assigned, types: types, checksVersion: checksVersion)
-            updateStatements.withLock { statements in
-                if statements.count >= 1_024 { statements.removeAll() }
-                statements[key] = sql
-            }
-        } else {
-            sql = updateClause() + Self.rowsByKey(entity, types) + tail
-            updateStatements.withLock { statements in
-                if statements.count >= 1_024 { statements.removeAll() }
-                statements[key] = sql
-            }
+        let sql = updateStatement(key) {
+            single
+                ? Self.oneRowUpdate(of: entity, columns: assigned, types: types, checksVersion: checksVersion)
+                : updateClause() + Self.rowsByKey(entity, types) + tail
         }
         for row in try execute(sql, arrays, on: connection) {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
@@ -204,6 +193,17 @@ extension StoreCoordinator {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
         }
         return written
+    }
+
+    /// The SQL text of an update statement, built once per key (at most 1,024 kept).
+    func updateStatement(_ key: UpdateStatementKey, _ make: () -> String) -> String {
+        if let cached = updateStatements.withLock({ $0[key] }) { return cached }
+        let sql = make()
+        updateStatements.withLock { statements in
+            if statements.count >= 1_024 { statements.removeAll() }
+            statements[key] = sql
+        }
+        return sql
     }
 
     /// The `UPDATE` of one row by primary key (the common save), from the same array

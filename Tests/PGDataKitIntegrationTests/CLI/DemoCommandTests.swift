@@ -5,6 +5,17 @@ import Testing
 
 @Suite("pgdatakit demo (the built binary)")
 struct DemoCommandTests {
+    /// The demo's `--json` summary, after checking what every run must prove: all checks,
+    /// equal checksums, no duplicate keys.
+    func provenSummary(_ outcome: CLI.Outcome) throws -> [String: Any] {
+        let json = try #require(outcome.output.firstIndex(of: "{").map { String(outcome.output[$0...]) })
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(summary["proven"] as? Bool == true)
+        #expect(summary["allChecksumsEqual"] as? Bool == true)
+        #expect(summary["duplicateKeys"] as? Int == 0)
+        return summary
+    }
+
     /// Four worker processes for ten seconds: the JSON summary proves every main context
     /// equals a fresh fetch, no duplicate keys, no lost increment, merges from every
     /// worker, and no deadlock — which the test also reads from the server's own count
@@ -22,11 +33,7 @@ struct DemoCommandTests {
             admin.close()
         }
         #expect(outcome.status == 0, "\(outcome.output)\n\(outcome.error)")
-        let json = try #require(outcome.output.firstIndex(of: "{").map { String(outcome.output[$0...]) })
-        let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        #expect(summary["proven"] as? Bool == true)
-        #expect(summary["allChecksumsEqual"] as? Bool == true)
-        #expect(summary["duplicateKeys"] as? Int == 0)
+        let summary = try provenSummary(outcome)
         #expect(summary["lostUpdates"] as? Int == 0)
         #expect(summary["incrementsReported"] as? Int == summary["incrementsStored"] as? Int)
         #expect(summary["deadlocks"] as? Int == 0)
@@ -61,11 +68,7 @@ struct DemoCommandTests {
     @Test func chaosStillProvesEveryCheck() throws {
         let outcome = try CLI.run(["demo", "--chaos", "--workers", "3", "--duration", "8", "--json"])
         #expect(outcome.status == 0, "\(outcome.output)\n\(outcome.error)")
-        let json = try #require(outcome.output.firstIndex(of: "{").map { String(outcome.output[$0...]) })
-        let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        #expect(summary["proven"] as? Bool == true)
-        #expect(summary["allChecksumsEqual"] as? Bool == true)
-        #expect(summary["duplicateKeys"] as? Int == 0)
+        let summary = try provenSummary(outcome)
         #expect(summary["deadlocks"] as? Int == 0)
         let chaos = try #require(summary["chaos"] as? [String: Any])
         for count in ["workersKilled", "workersReplaced", "backendsTerminated", "serverRestarts"] {
