@@ -158,6 +158,7 @@ struct RemoteChangeProcessTests {
             try watcher.waitForState("the earlier id is merged too") { _ in
                 watcher.user("r1")?["name"] as? String == "first"
             }
+            try watcher.waitForRecords(2)
             #expect(watcher.records.map(\.id) == [later, earlier])
         }
     }
@@ -203,6 +204,7 @@ struct RemoteChangeProcessTests {
             try watcher.waitForState("50,000 users are merged", timeout: .seconds(60)) { state in
                 state["count"] as? Int == 50_000
             }
+            try watcher.waitForRecords(1)
             #expect(watcher.records.map(\.inserted) == [50_000])
         }
     }
@@ -225,6 +227,7 @@ struct RemoteChangeProcessTests {
                 user.userID = "new"
             }
             try watcher.waitForState("the new user is merged") { state in state["count"] as? Int == 11 }
+            try watcher.waitForRecords(1)
             #expect(watcher.records.map(\.inserted) == [1])
         }
     }

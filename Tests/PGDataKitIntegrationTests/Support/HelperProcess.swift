@@ -83,6 +83,15 @@ final class HelperProcess {
         (lastState?["users"] as? [String: Any])?[userID] as? [String: Any]
     }
 
+    /// Waits until the watcher has printed `count` record lines. Its main context's
+    /// merge and its record observer run on different threads, so a state line may come
+    /// before the record line of the same save.
+    func waitForRecords(_ count: Int, timeout: Duration = .seconds(20)) throws {
+        try waitUntil("\(count) record line(s)", timeout: timeout) { lines in
+            lines.filter { $0.hasPrefix("record ") }.count >= count
+        }
+    }
+
     /// Waits until `condition` holds for the output lines, or fails after `timeout`.
     @discardableResult
     func waitUntil(
