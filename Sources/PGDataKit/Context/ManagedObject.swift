@@ -251,7 +251,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         checkQueue()
         if isMissingFromStore {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
-                "\(objectID).\(entity.attributes[slot].name) set after its row was deleted elsewhere: not saved")
+                "\(objectID).\(entity.attributes[slot].name) set after its row was deleted: not saved")
         }
         if slot >= values.count { prepareStorage() }  // (storage is prepared whole or not at all)
         guard snapshot != nil else {
@@ -393,7 +393,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// as `[ManagedObject]`.
     ///
     /// - Throws: `ManagedObjectError.unknownKey` naming the entity and key, or
-    ///   `.objectDeleted` when the object's row was deleted elsewhere and merged in.
+    ///   `.objectDeleted` when the object's row is deleted (by a save of its own context,
+    ///   or elsewhere and merged in).
     public func value(forKey key: String) throws -> Any? {
         checkQueue()
         if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }
@@ -415,7 +416,8 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     ///   key, expected and actual types (also for `nil` into a non-optional attribute),
     ///   `.wrongContext` naming a related object that belongs to another context (fetch
     ///   it here with `object(with:)`; nothing is changed), or `.objectDeleted` when the
-    ///   object's row was deleted elsewhere and merged in.
+    ///   object's row is deleted (by a save of its own context, or elsewhere and merged
+    ///   in; an object deleted but not saved yet still takes values).
     public func setValue(_ value: Any?, forKey key: String) throws {
         checkQueue()
         if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }

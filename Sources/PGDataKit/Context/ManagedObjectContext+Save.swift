@@ -642,10 +642,9 @@ extension ManagedObjectContext {
             object.version = version
             object.commitSnapshot()
         }
-        for object in outcome.deleted {
-            forgetDeletedObject(object)
-            object.isMissingFromStore = false
-        }
+        // The rows are gone: touching these objects is `objectDeleted`, as for rows
+        // deleted elsewhere.
+        for object in outcome.deleted { forgetDeletedObject(object) }
         commitJoinChanges()
         insertedSet.removeAll()
         deletedSet.removeAll()

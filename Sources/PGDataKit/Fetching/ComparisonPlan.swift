@@ -336,7 +336,8 @@ struct ComparisonPlanner {
             case .constant: break
             case .not(let inner): pending.append(inner)
             case .and(let parts), .or(let parts): pending.append(contentsOf: parts)
-            case .comparison(let comparison): _ = try planner.plan(comparison)
+            case .comparison(let comparison):
+                if try planner.constantResult(comparison) == nil { _ = try planner.plan(comparison) }
             }
         }
     }
@@ -478,7 +479,7 @@ struct ComparisonPlanner {
     /// Strings, NaN and variables that no engine can compare: a string with NUL (which
     /// PostgreSQL text cannot hold) is an error rather than a server error, NaN is an
     /// error rather than PostgreSQL's NaN-is-largest order.
-    private func checkConstants(_ comparison: FetchPredicate.Comparison) throws {
+    func checkConstants(_ comparison: FetchPredicate.Comparison) throws {
         var pending = [comparison.left, comparison.right]
         while let expression = pending.popLast() {
             switch expression {

@@ -15,9 +15,23 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     public var predicate: FetchPredicate?
     /// The order; the primary key breaks ties (and orders when empty).
     public var sortDescriptors: [FetchSortDescriptor]
-    /// At most this many results; `nil` for no limit. A negative limit makes the fetch
-    /// throw `FetchRequestError`.
-    public var fetchLimit: Int?
+    /// At most this many results; `nil` or `0` for no limit. A negative limit makes the
+    /// fetch throw `FetchRequestError`.
+    ///
+    /// As in Core Data (and every helper ported from it), `0` means "no limit", not "no
+    /// rows": setting `0` stores `nil`, so reading it back gives `nil`.
+    ///
+    /// ```swift
+    /// var request = FetchRequest<User>()
+    /// request.fetchLimit = 0          // every user, as NSFetchRequest.fetchLimit = 0
+    /// #expect(request.fetchLimit == nil)
+    /// ```
+    public var fetchLimit: Int? {
+        get { limit }
+        set { limit = newValue == 0 ? nil : newValue }
+    }
+    /// The limit, never 0 (`fetchLimit` turns 0 into `nil`).
+    private var limit: Int?
     /// Skip this many results first. A negative offset makes the fetch throw
     /// `FetchRequestError`.
     public var fetchOffset: Int
@@ -42,7 +56,7 @@ public struct FetchRequest<Result: ManagedObject>: Sendable {
     ) {
         self.predicate = predicate
         self.sortDescriptors = sortDescriptors
-        self.fetchLimit = fetchLimit
+        self.limit = fetchLimit == 0 ? nil : fetchLimit
         self.fetchOffset = fetchOffset
         self.fetchBatchSize = 0
         self.includesPendingChanges = true
@@ -64,7 +78,7 @@ extension FetchRequest {
     /// `fetchOffset` throws, naming the property.
     func validatePaging() throws(FetchRequestError) {
         if let fetchLimit, fetchLimit < 0 {
-            throw FetchRequestError(field: "fetchLimit", message: "is \(fetchLimit); it must be 0 or more, or nil for no limit")
+            throw FetchRequestError(field: "fetchLimit", message: "is \(fetchLimit); it must be 0 or more (0 or nil for no limit)")
         }
         if fetchOffset < 0 {
             throw FetchRequestError(field: "fetchOffset", message: "is \(fetchOffset); it must be 0 or more")

@@ -38,8 +38,10 @@ struct PredicateEvaluator {
             }
             return false
         case .comparison(let comparison):
-            let plan = try plans.plan(for: predicate, comparison, entity: object.entity, model: model)
-            return try evaluate(plan, on: object)
+            switch try plans.plan(for: predicate, comparison, entity: object.entity, model: model) {
+            case .constant(let value): return value
+            case .plan(let plan): return try evaluate(plan, on: object)
+            }
         }
     }
 
@@ -277,17 +279,29 @@ final class PlanCache {
         let entity: String
     }
 
+    /// A comparison's answer for every object (two constants), or its plan.
+    enum Entry {
+        case constant(Bool)
+        case plan(ComparisonPlan)
+    }
+
     // The node is kept so that its identifier cannot be reused while cached.
-    private var plans: [Key: (node: PredicateNode, plan: ComparisonPlan)] = [:]
+    private var plans: [Key: (node: PredicateNode, entry: Entry)] = [:]
 
     /// The plan of `comparison` (held by `predicate`) on `entity`, made on first use.
     func plan(
         for predicate: FetchPredicate, _ comparison: FetchPredicate.Comparison, entity: EntityDescription, model: Model
-    ) throws -> ComparisonPlan {
+    ) throws -> Entry {
         let key = Key(node: ObjectIdentifier(predicate.node), entity: entity.name)
-        if let cached = plans[key] { return cached.plan }
-        let plan = try ComparisonPlanner(model: model, entity: entity, format: nil).plan(comparison)
-        plans[key] = (predicate.node, plan)
-        return plan
+        if let cached = plans[key] { return cached.entry }
+        let planner = ComparisonPlanner(model: model, entity: entity, format: nil)
+        let entry: Entry
+        if let value = try planner.constantResult(comparison) {
+            entry = .constant(value)
+        } else {
+            entry = .plan(try planner.plan(comparison))
+        }
+        plans[key] = (predicate.node, entry)
+        return entry
     }
 }

@@ -1,13 +1,16 @@
 import Foundation
 
 extension PredicateSQLCompiler {
-    /// A comparison as an SQL condition over `alias`: planned (`ComparisonPlanner`), then
+    /// A comparison as an SQL condition over `alias`: `TRUE` or `FALSE` for two constants
+    /// (`ComparisonPlanner.constantResult`), else planned (`ComparisonPlanner`), then
     /// written out; `ANY`/`ALL`/`NONE` become `EXISTS` subqueries correlated on the
     /// inverse foreign key.
     mutating func compile(
         _ comparison: FetchPredicate.Comparison, entity: EntityDescription, alias: String, strict: Bool
     ) throws -> String {
-        let plan = try ComparisonPlanner(model: model, entity: entity, format: format).plan(comparison)
+        let planner = ComparisonPlanner(model: model, entity: entity, format: format)
+        if let value = try planner.constantResult(comparison) { return value ? "TRUE" : "FALSE" }
+        let plan = try planner.plan(comparison)
         guard let quantified = plan.quantified else {
             return try render(plan, alias: alias, memberAlias: alias, strict: strict)
         }

@@ -9,7 +9,9 @@
 /// ```
 public struct ImportOptions: Sendable {
     /// Records per batch. Each batch is one fetch, one save (one transaction) and a
-    /// context reset, so memory stays flat however long the input is.
+    /// context reset, so memory stays flat however long the input is. Any value works:
+    /// `.max` (CRLoom's `NSUIntegerMax`) imports everything in one batch and one save,
+    /// a value below 1 means batches of one.
     public var batchSize: Int
     /// Skip the fetch: the caller knows the records are new. Rows that exist after all
     /// are still updated, not duplicated (the save is an upsert), but the objects of such

@@ -158,10 +158,15 @@ struct RecordBatches<Iterator: IteratorProtocol<JSONValue>> {
         self.size = Swift.max(1, size)
     }
 
+    /// The most records reserved for a batch up front.
+    static var reservedRecords: Int { 4_096 }
+
     /// The next batch and the index of its first record; `nil` at the end.
     mutating func next() -> (records: [JSONValue], firstIndex: Int)? {
         var records: [JSONValue] = []
-        records.reserveCapacity(size)
+        // Not the caller's size: `Int.max` (CRLoom's "one save at the end") would overflow
+        // the allocation; the array grows past this as records come.
+        records.reserveCapacity(Swift.min(size, RecordBatches.reservedRecords))
         while records.count < size, let record = iterator.next() { records.append(record) }
         guard !records.isEmpty else { return nil }
         defer { nextIndex += records.count }

@@ -113,7 +113,7 @@ extension RecordImport {
         do {
             var start = 0
             while start < records.count {
-                let end = Swift.min(records.count, start + size)
+                let end = records.count - start <= size ? records.count : start + size
                 let batch = try importBatch(
                     start == 0 && end == records.count ? records : Array(records[start..<end]), firstIndex: start, in: context,
                     cache: cache, undo: undo, formatters: formatters, stubs: &stubs)

@@ -118,8 +118,10 @@ extension StoreCoordinator {
             "DECLARE \(cursor) NO SCROLL CURSOR FOR SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t"
                 + query.clauses,
             query.parameters, on: connection)
+        // FETCH takes a 32-bit count: a larger page size reads everything at once.
+        let count = Swift.min(Int(Int32.max), Swift.max(1, pageSize))
         while true {
-            let page = try execute("FETCH FORWARD \(Swift.max(1, pageSize)) FROM \(cursor)", on: connection)
+            let page = try execute("FETCH FORWARD \(count) FROM \(cursor)", on: connection)
             if page.isEmpty { break }
             try body(page)
         }

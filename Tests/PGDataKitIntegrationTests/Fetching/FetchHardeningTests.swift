@@ -5,7 +5,7 @@ import Testing
 /// Saves users with these names (userID `s0`, `s1`, …), then inserts unsaved users with
 /// the same names (userID `m0`, `m1`, …) into `context`, so one fetch with pending
 /// changes decides the saved rows in SQL and the unsaved objects in memory.
-private func seedSavedAndUnsaved(_ names: [String], manager: ContextManager, context: ManagedObjectContext) throws {
+func seedSavedAndUnsaved(_ names: [String], manager: ContextManager, context: ManagedObjectContext) throws {
     let writer = manager.newPrivateContext()
     try writer.performAndWait { () throws in
         for (index, name) in names.enumerated() {
@@ -25,7 +25,7 @@ private func seedSavedAndUnsaved(_ names: [String], manager: ContextManager, con
 }
 
 /// The indexes of the saved (`s…`) and unsaved (`m…`) users a predicate selects.
-private func matchingIndexes(
+func matchingIndexes(
     _ predicate: FetchPredicate, in context: ManagedObjectContext
 ) throws -> (saved: [Int], unsaved: [Int]) {
     let ids = try context.fetch(FetchRequest<User>(predicate: predicate)).map(\.userID)
@@ -108,10 +108,32 @@ struct FetchHardeningTests {
                     request.fetchOffset = Int.max
                     #expect(try context.fetch(request).isEmpty)
                     #expect(try context.count(for: request) == 0)
-                    request.fetchLimit = 0
                     request.fetchOffset = 0
-                    #expect(try context.fetch(request).isEmpty)
                 }
+            }
+        }
+    }
+
+    /// `fetchLimit = 0` means "no limit", as `NSFetchRequest.fetchLimit = 0` does and as
+    /// code ported from the Core Data helpers expects (it used to return no rows).
+    @Test func zeroLimitMeansNoLimit() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try seedSavedAndUnsaved(["Ada", "bob"], manager: manager, context: context)
+            try context.performAndWait { () throws in
+                for pending in [true, false] {
+                    var request = FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")], fetchLimit: 0)
+                    request.includesPendingChanges = pending
+                    #expect(request.fetchLimit == nil)
+                    #expect(try context.fetch(request).count == (pending ? 4 : 2))
+                    #expect(try context.count(for: request) == (pending ? 4 : 2))
+                    #expect(try context.fetchObjectIDs(request).count == (pending ? 4 : 2))
+                    request.fetchLimit = 1
+                    request.fetchLimit = 0
+                    request.fetchOffset = 1
+                    #expect(try context.fetch(request).count == (pending ? 3 : 1))
+                }
+                #expect(try User.fetch(in: context, where: "userID != nil", limit: 0).count == 4)
             }
         }
     }

@@ -26,6 +26,37 @@ struct ObservedRecords: Sequence, Sendable {
 
 @Suite("Import operations: batches, skip unchanged, prune, cancellation, links, retries")
 struct ImportOperationTests {
+    /// Any batch size a caller can pass works: `Int.max` is CRLoom's documented "one
+    /// save at the end" (`NSUIntegerMax`) and used to overflow the batch's reserved
+    /// allocation (2^40 asked for terabytes); 0 and negative sizes mean batches of one.
+    @Test(arguments: [Int.max, Int.max - 1, 1 << 40, Int(Int32.max) + 1, 7, 1, 0, -1, Int.min])
+    func everyBatchSizeWorks(batchSize: Int) async throws {
+        try await ExampleSchemaAsync.withImportManager { manager in
+            let records = ImportSchema.userRecords(0..<20)
+            let summary = try await manager.importRecords(records, mapper: userMapper, options: ImportOptions(batchSize: batchSize))
+            #expect(summary.inserted == 20)
+            #expect(summary.batches == (batchSize >= 20 ? 1 : batchSize == 7 ? 3 : 20))
+            let operation = manager.importOperation(
+                ImportSchema.userRecords(0..<20, name: "Again"), mapper: userMapper, options: ImportOptions(batchSize: batchSize))
+            operation.start()  // runs the whole import on this thread
+            #expect(operation.error == nil)
+            #expect(operation.summary?.updated == 20)
+            let context = manager.newPrivateContext()
+            try context.performAndWait { () throws in
+                let users = try User.insertOrUpdate(
+                    ImportSchema.userRecords(10..<30, name: "Third"), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID",
+                    in: context, batchSize: batchSize) { record, user in ImportSchema.setUser(record, user) }
+                #expect(users.count == 20)
+                try context.save()
+                var request = FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")])
+                request.fetchBatchSize = batchSize
+                var seen = 0
+                try context.fetch(request) { batch in seen += batch.count }
+                #expect(seen == 30)
+            }
+        }
+    }
+
     @Test func anOperationImportsInBatchesAndReportsProgress() throws {
         try ImportSchema.withManager { manager throws in
             let operation = manager.importOperation(
