@@ -9,14 +9,22 @@
 /// the delivered set. A read starts a new snapshot, which covers every transaction
 /// delivered so far (they had committed before their notification was sent), so the set
 /// empties there.
+///
+/// A payload moves the position on too, with no read (`advance(to:)`): it carries a
+/// snapshot its writer took inside its transaction, before the commit. Every transaction
+/// visible in that snapshot had committed before it was taken, so its notification was
+/// queued before this one's (PostgreSQL queues a transaction's notifications before its
+/// commit and hands them to listeners in queue order): the listener has handled it
+/// already. A snapshot is adopted only when it covers everything the position covers,
+/// so nothing handed on comes back in a later read.
 struct ChangeFeedPosition: Sendable, Equatable {
     /// The snapshot of the last read, as text (`xmin:xmax:xip,…`).
     private(set) var snapshot: String
     /// Transactions delivered from payloads since that read.
     private(set) var delivered: Set<UInt64> = []
-    private let xmin: UInt64
-    private let xmax: UInt64
-    private let inProgress: Set<UInt64>
+    private var xmin: UInt64
+    private var xmax: UInt64
+    private var inProgress: Set<UInt64>
 
     /// A position at a snapshot's text. Text that is not a snapshot covers no
     /// transaction (every payload then leads to a read, which the server answers).
@@ -43,6 +51,29 @@ struct ChangeFeedPosition: Sendable, Equatable {
         if transaction < xmin { return true }
         if transaction >= xmax { return false }
         return !inProgress.contains(transaction)
+    }
+
+    /// Moves the position to a snapshot taken inside a transaction whose notification was
+    /// just handled, if it covers everything the position covers (else nothing
+    /// changes); transactions it covers leave the delivered set. Text that is not a
+    /// snapshot changes nothing.
+    ///
+    /// - Returns: whether the position moved.
+    @discardableResult
+    mutating func advance(to text: String) -> Bool {
+        guard text != snapshot else { return false }
+        let next = ChangeFeedPosition(snapshot: text)
+        guard next.xmax > 0, next.xmax >= xmax, next.xmin >= xmin else { return false }
+        // Whatever the new snapshot sees as running must not be covered now.
+        for transaction in next.inProgress where transaction < xmax {
+            guard transaction >= xmin, inProgress.contains(transaction) else { return false }
+        }
+        snapshot = next.snapshot
+        xmin = next.xmin
+        xmax = next.xmax
+        inProgress = next.inProgress
+        delivered = delivered.filter { $0 >= xmax || inProgress.contains($0) }
+        return true
     }
 
     /// Notes a transaction delivered from a payload.

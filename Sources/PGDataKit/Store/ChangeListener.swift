@@ -229,11 +229,15 @@ final class ChangeListener: Sendable {
                     var readLast = false
                     for note in notifications {
                         switch ChangeLog.payload(of: note.payload) {
-                        case .record(let record, let transaction):
+                        case .record(let record, let transaction, let snapshot):
                             readLast = false
-                            guard record.origin != origin, !position.covers(transaction) else { continue }
-                            position.noteDelivered(transaction)
-                            records.append(record)
+                            if record.origin != origin, !position.covers(transaction) {
+                                position.noteDelivered(transaction)
+                                records.append(record)
+                            }
+                            // After the record: the writer's snapshot may see its own
+                            // transaction as committed.
+                            if let snapshot { position.advance(to: snapshot) }
                         case .reference(let id):
                             // A record too large for its notification (or an older writer's):
                             // read the log, after handing on what came before, in order.
@@ -257,7 +261,11 @@ final class ChangeListener: Sendable {
                         position = try catchUp(on: current, from: position)
                         readLast = true
                     }
-                    unreadSince = readLast ? nil : (unreadSince ?? .now)
+                    // Payloads with snapshots keep the position moving and the set
+                    // small: no read is needed once notifications go quiet unless the
+                    // set grew (payloads of earlier writers carry no snapshot).
+                    let compact = readLast || position.delivered.count <= Self.quietReadThreshold
+                    unreadSince = compact ? nil : (unreadSince ?? .now)
                 } else if unreadSince != nil, lastNotification.duration(to: .now) >= Self.quietReadDelay {
                     position = try catchUp(on: current, from: position)
                     unreadSince = nil
@@ -293,8 +301,11 @@ final class ChangeListener: Sendable {
     }
 
     /// How long notifications must be quiet before the log is read to move the position
-    /// on (their records were handed on already; the read only confirms it).
+    /// on (their records were handed on already; the read only confirms it), when more
+    /// than `quietReadThreshold` transactions wait in the delivered set.
     static let quietReadDelay: Duration = .seconds(1)
+    /// How many delivered transactions the position may hold without a quiet read.
+    static let quietReadThreshold = 64
     /// How many transactions delivered from payloads make the listener read the log at
     /// once (its position then covers them, and the set empties).
     static let maximumDelivered = 8_192

@@ -33,15 +33,25 @@ extension ChangeLog {
         }
     }
 
-    /// Reads a payload: `r1 <id> <xid8> <origin> <pid> <backend pid> <µs since 1970>
-    /// <changes>` or a bare id.
+    /// Reads a payload: `r2 <id> <xid8> <snapshot or -> <origin> <pid> <backend pid>
+    /// <µs since 1970> <changes>`, an earlier writer's `r1` (the same without the
+    /// snapshot), or a bare id.
     static func payload(of text: String) -> Payload {
         if let id = Int64(text) { return .reference(id) }
         var text = text
         return text.withUTF8 { bytes -> Payload in
             var fields = PayloadFields(bytes: bytes)
-            guard let version = fields.word(), version.elementsEqual(payloadVersion.utf8), let id = fields.integer(Int64.self),
-                let transaction = fields.integer(UInt64.self), let origin = fields.uuid(),
+            guard let version = fields.word() else { return .unreadable }
+            let carriesSnapshot = version.elementsEqual(payloadVersion.utf8)
+            guard carriesSnapshot || version.elementsEqual(payloadVersionWithoutSnapshot.utf8),
+                let id = fields.integer(Int64.self), let transaction = fields.integer(UInt64.self)
+            else { return .unreadable }
+            var snapshot: String?
+            if carriesSnapshot {
+                guard let word = fields.word() else { return .unreadable }
+                if !word.elementsEqual("-".utf8) { snapshot = String(decoding: word, as: UTF8.self) }
+            }
+            guard let origin = fields.uuid(),
                 let processID = fields.integer(Int32.self), let backendPID = fields.integer(Int32.self),
                 let micros = fields.integer(Int64.self)
             else { return .unreadable }
@@ -52,7 +62,7 @@ extension ChangeLog {
             let record = ChangeRecord(
                 id: id, origin: origin, originProcessID: processID, originBackendPID: backendPID,
                 time: Date(timeIntervalSince1970: Double(micros) / 1_000_000), changes: changes)
-            return .record(record, transaction: transaction)
+            return .record(record, transaction: transaction, snapshot: snapshot)
         }
     }
 }

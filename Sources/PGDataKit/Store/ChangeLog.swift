@@ -137,11 +137,15 @@ enum ChangeLog {
     /// The `pg_notify` call that announces a record: `record` names the inserted row
     /// (its `id`, `transaction_id`, `backend_pid`, `created_at`), the others the
     /// parameters holding the origin (`uuid`), the process id (`integer`) and the
-    /// record's text.
+    /// record's text. The payload carries the statement's snapshot (`-` when longer than
+    /// `payloadSnapshotLimit`), by which listeners move their position on without
+    /// reading the log (`ChangeFeedPosition.advance(to:)`).
     static func notifyCall(record: String, origin: String, processID: String, changes: String) -> String {
         """
         pg_notify('\(channel)', CASE WHEN octet_length(\(changes)::text) <= \(payloadChangesLimit)
-            THEN concat_ws(' ', '\(payloadVersion)', \(record).id, \(record).transaction_id, \(origin)::uuid,
+            THEN concat_ws(' ', '\(payloadVersion)', \(record).id, \(record).transaction_id,
+                           (SELECT CASE WHEN octet_length(s) <= \(payloadSnapshotLimit) THEN s ELSE '-' END
+                            FROM (SELECT pg_current_snapshot()::text AS s) AS snapshot), \(origin)::uuid,
                            \(processID)::integer, \(record).backend_pid,
                            (extract(epoch FROM \(record).created_at) * 1000000)::bigint, \(changes)::text)
             ELSE \(record).id::text END)
@@ -150,16 +154,22 @@ enum ChangeLog {
 
     // MARK: - Notification payloads
 
-    /// The first word of a payload that carries a whole record.
-    static let payloadVersion = "r1"
+    /// The first word of a payload that carries a whole record and a snapshot.
+    static let payloadVersion = "r2"
+    /// The first word of an earlier writer's payload: a whole record, no snapshot.
+    static let payloadVersionWithoutSnapshot = "r1"
+    /// The longest snapshot text a payload carries (a longer one, of a server with
+    /// very many transactions running, is sent as `-`).
+    static let payloadSnapshotLimit = 256
     /// The longest record text a payload carries (PostgreSQL allows 8,000 bytes in all;
-    /// the rest of the payload takes at most about 120).
-    static let payloadChangesLimit = 7_800
+    /// the snapshot takes at most `payloadSnapshotLimit`, the rest at most about 120).
+    static let payloadChangesLimit = 7_600
 
     /// What a notification on the channel says.
     enum Payload {
-        /// The whole record, with its transaction's id.
-        case record(ChangeRecord, transaction: UInt64)
+        /// The whole record, with its transaction's id and a snapshot taken inside that
+        /// transaction (`nil` when the writer sent none).
+        case record(ChangeRecord, transaction: UInt64, snapshot: String?)
         /// Only the record's id (a record too large for a payload, or a writer of an
         /// earlier version): the log must be read.
         case reference(Int64)

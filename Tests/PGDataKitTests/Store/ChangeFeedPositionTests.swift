@@ -40,7 +40,7 @@ struct ChangeFeedPositionTests {
         changes.inserted = [ObjectID(entityName: "Post", primaryKey: 3)]
         let origin = UUID()
         let text = "r1 42 987654 \(origin.uuidString.lowercased()) 1234 5678 1700000000123456 " + (try ChangeLog.encode(changes))
-        guard case .record(let record, let transaction) = ChangeLog.payload(of: text) else {
+        guard case .record(let record, let transaction, _) = ChangeLog.payload(of: text) else {
             Issue.record("not read as a record: \(text)")
             return
         }
@@ -58,6 +58,71 @@ struct ChangeFeedPositionTests {
                 Issue.record("read: \(bad)")
                 continue
             }
+        }
+    }
+
+    /// A payload written by this version carries the writer's snapshot (or `-`); an
+    /// earlier writer's `r1` payload is still read, without one.
+    @Test func aPayloadCarriesItsWritersSnapshot() throws {
+        let origin = UUID().uuidString
+        let record = try ChangeLog.encode(ContextChanges())
+        let cases: [(String, String?)] = [
+            ("r2 1 2 100:110:102,105 \(origin) 3 4 5 " + record, "100:110:102,105"),
+            ("r2 1 2 - \(origin) 3 4 5 " + record, nil),
+            ("r1 1 2 \(origin) 3 4 5 " + record, nil),
+        ]
+        for (text, expected) in cases {
+            guard case .record(_, let transaction, let snapshot) = ChangeLog.payload(of: text) else {
+                Issue.record("not read: \(text)")
+                continue
+            }
+            #expect(transaction == 2)
+            #expect(snapshot == expected, "\(text)")
+        }
+        guard case .unreadable = ChangeLog.payload(of: "r2 1 2 \(origin) 3 4 5 " + record) else {
+            Issue.record("an r2 payload without its snapshot word was read")
+            return
+        }
+    }
+
+    /// A writer's snapshot moves the position on only when it covers everything the
+    /// position covers; what it covers leaves the delivered set.
+    @Test func aSnapshotThatCoversThePositionIsAdopted() {
+        var position = ChangeFeedPosition(snapshot: "100:110:102,105")
+        position.noteDelivered(105)
+        position.noteDelivered(111)
+        position.noteDelivered(120)
+        // Older, or seeing as running what the position covers: refused, nothing changes.
+        for refused in ["90:110:", "100:109:", "100:115:104", "101:115:101,102", "x", "-", "100:110:102,105"] {
+            var copy = position
+            let moved = copy.advance(to: refused)
+            #expect(!moved, "\(refused)")
+            #expect(copy == position, "\(refused)")
+        }
+        // Newer: 102 still running, 105 and 111 committed, 120 not yet visible.
+        let moved = position.advance(to: "102:115:102,112")
+        #expect(moved)
+        #expect(position.snapshot == "102:115:102,112")
+        #expect(position.delivered == [120])
+        #expect(position.covers(105) && position.covers(111) && position.covers(114) && position.covers(120))
+        #expect(!position.covers(102) && !position.covers(112) && !position.covers(115))
+        // Whatever a refused snapshot would have dropped is still covered.
+        let movedBack = position.advance(to: "101:116:101")
+        #expect(!movedBack)
+        #expect(position.covers(111))
+        // A random walk never uncovers a transaction once covered.
+        var random = SystemRandomNumberGenerator()
+        var walk = ChangeFeedPosition(snapshot: "1000:1000:")
+        var covered: Set<UInt64> = []
+        for _ in 0..<2_000 {
+            let xmin = UInt64.random(in: 990...1_060, using: &random)
+            let xmax = xmin + UInt64.random(in: 0...20, using: &random)
+            let running = (xmin..<xmax).filter { $0 == xmin || Bool.random(using: &random) }
+            let text = "\(xmin):\(xmax):" + running.map(String.init).joined(separator: ",")
+            if Bool.random(using: &random) { walk.noteDelivered(UInt64.random(in: 990...1_080, using: &random)) }
+            walk.advance(to: text)
+            for transaction in UInt64(980)...1_090 where walk.covers(transaction) { covered.insert(transaction) }
+            #expect(covered.allSatisfy { walk.covers($0) }, "\(text)")
         }
     }
 }
