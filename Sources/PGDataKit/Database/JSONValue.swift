@@ -112,29 +112,35 @@ extension JSONValue: PostgresCodable {
 
     /// The JSON text.
     ///
-    /// - Throws: `PostgresValueError` when a number is NaN or infinite: JSON has no such
-    ///   numbers, and writing `null` instead would not read back as what was saved.
+    /// - Throws: `PostgresValueError` when a number is NaN or infinite (JSON has no such
+    ///   numbers, and writing `null` instead would not read back as what was saved), or
+    ///   a string or key holds NUL (`.containsNUL`: `jsonb` cannot hold U+0000, and the
+    ///   server would refuse the whole statement).
     public func postgresText() throws -> String? {
-        guard !containsNonFiniteNumber else {
-            throw PostgresValueError(
-                reason: .unencodable("it holds a number that is NaN or infinite, which JSON cannot represent"),
-                swiftType: "JSONValue")
+        if let problem = unencodable {
+            throw PostgresValueError(reason: problem, swiftType: "JSONValue")
         }
         return jsonText
     }
 
-    /// Whether any number inside is NaN or infinite (checked with a worklist).
-    private var containsNonFiniteNumber: Bool {
+    /// Why the value cannot be stored, if it cannot (checked with a worklist).
+    private var unencodable: PostgresValueError.Reason? {
         var pending = [self]
         while let value = pending.popLast() {
             switch value {
-            case .number(let number): if !number.isFinite { return true }
+            case .number(let number):
+                if !number.isFinite {
+                    return .unencodable("it holds a number that is NaN or infinite, which JSON cannot represent")
+                }
+            case .string(let text): if text.utf8.contains(0) { return .containsNUL }
             case .array(let values): pending.append(contentsOf: values)
-            case .object(let members): pending.append(contentsOf: members.values)
-            case .null, .bool, .string: break
+            case .object(let members):
+                if members.keys.contains(where: { $0.utf8.contains(0) }) { return .containsNUL }
+                pending.append(contentsOf: members.values)
+            case .null, .bool: break
             }
         }
-        return false
+        return nil
     }
 
     /// Parses `json` or `jsonb` text.

@@ -90,6 +90,9 @@ struct ComparisonPlan {
     var options: FetchPredicate.StringOptions
     /// The type the comparison's keys read (the left key's, if both sides are keys).
     var type: PlannedType
+    /// The answer for every object (or member), whatever it holds: a string constant
+    /// with NUL, which no stored string holds, matches nothing (`!=` everything).
+    var fixed: Bool? = nil
 }
 
 extension FetchPredicate.Expression {
@@ -379,10 +382,19 @@ struct ComparisonPlanner {
             try checkComparable(leftKey, rightKey, path)
         }
         let plannedLeft = try side(left, type: type, subject: subject, op, path)
-        let plannedRight = try side(right, type: type, subject: subject, op, path)
+        var plannedRight = try side(right, type: type, subject: subject, op, path)
+        var fixed: Bool?
+        switch plannedRight {
+        case .constant(let text as String) where Self.holdsNUL(text):
+            fixed = op == .notEqual
+        case .list(let items) where op == .in:
+            plannedRight = .list(items.filter { item in !((item as? String).map(Self.holdsNUL) ?? false) })
+        default:
+            break
+        }
         return ComparisonPlan(
             quantified: nil, left: plannedLeft, operator: op, right: plannedRight,
-            options: type == .value(.string) ? options : [], type: type)
+            options: type == .value(.string) ? options : [], type: type, fixed: fixed)
     }
 
     private func side(
@@ -480,19 +492,37 @@ struct ComparisonPlanner {
     /// PostgreSQL text cannot hold) is an error rather than a server error, NaN is an
     /// error rather than PostgreSQL's NaN-is-largest order.
     func checkConstants(_ comparison: FetchPredicate.Comparison) throws {
-        var pending = [comparison.left, comparison.right]
-        while let expression = pending.popLast() {
+        // On the right of these a string with NUL simply matches no stored string (as
+        // `NSPredicate` answers); elsewhere (an order, a pattern, a substring of it) it
+        // is an error.
+        let nulMatchesNothing = Self.nulMatchesNothing(comparison)
+        let symmetric = comparison.operator == .equal || comparison.operator == .notEqual
+        var pending = [(comparison.left, symmetric), (comparison.right, nulMatchesNothing)]
+        while let (expression, nulAllowed) = pending.popLast() {
             switch expression {
-            case .list(let items): pending.append(contentsOf: items)
-            case .value(.string(let text)) where text.unicodeScalars.contains("\0"):
-                throw error("a string in a predicate cannot contain NUL (U+0000): PostgreSQL text cannot "
-                            + "hold it, so no stored string could match", Self.keyPath(of: comparison))
+            case .list(let items): pending.append(contentsOf: items.map { ($0, nulAllowed) })
+            case .value(.string(let text)) where !nulAllowed && Self.holdsNUL(text):
+                throw error("a string in a predicate cannot contain NUL (U+0000) here: PostgreSQL text cannot "
+                            + "hold it", Self.keyPath(of: comparison))
             case .value(.double(let number)) where number.isNaN:
                 throw error("NaN cannot be compared", Self.keyPath(of: comparison))
             case .value(.decimal(let number)) where number.isNaN:
                 throw error("NaN cannot be compared", Self.keyPath(of: comparison))
             default: break
             }
+        }
+    }
+
+    /// Whether a string holds NUL (U+0000).
+    static func holdsNUL(_ text: String) -> Bool { text.utf8.contains(0) }
+
+    /// Whether a string constant with NUL on the right of the comparison just matches
+    /// nothing: `==`, `!=`, `CONTAINS`, `BEGINSWITH`, `ENDSWITH`, `LIKE` and `IN` a list.
+    static func nulMatchesNothing(_ comparison: FetchPredicate.Comparison) -> Bool {
+        switch comparison.operator {
+        case .equal, .notEqual, .contains, .beginsWith, .endsWith, .like: return true
+        case .in: if case .list = comparison.right { return true } else { return false }
+        case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual, .between, .matches: return false
         }
     }
 

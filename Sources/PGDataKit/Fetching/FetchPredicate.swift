@@ -194,7 +194,21 @@ public struct FetchPredicate: Sendable, Equatable, CustomStringConvertible {
 
         /// `user.name`; `SELF` for the empty key path (the object itself).
         public var description: String { components.isEmpty ? "SELF" : components.joined(separator: ".") }
+
+        /// The key path a dotted string names (a sort key, an aggregated or fetched
+        /// property, a prefetched relationship): `"user.name"` → `["user", "name"]`.
+        ///
+        /// - Throws: `FetchPredicateError` for an empty string or an empty component
+        ///   (`"age."`, `".age"`, `"a..b"`), which name nothing.
+        static func dotted(_ text: String) throws(FetchPredicateError) -> KeyPath {
+            let components = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            guard components.allSatisfy({ !$0.isEmpty }) else {
+                throw FetchPredicateError(message: "the key path \"\(text)\" has an empty component")
+            }
+            return KeyPath(components)
+        }
     }
+
 
     /// A constant value.
     public enum Value: Sendable, Equatable {

@@ -143,7 +143,7 @@ extension ManagedObjectQueries where Self: ManagedObject {
         context.assertOnQueue()
         let entity = try context.entityDescription(for: self)
         let model = context.coordinator.model
-        let resolved = try model.resolve(FetchPredicate.KeyPath(key.split(separator: ".").map(String.init)), from: entity)
+        let resolved = try model.resolve(FetchPredicate.KeyPath.dotted(key), from: entity)
         guard resolved.toManyIndex == nil, resolved.attribute != nil else {
             throw FetchPredicateError(message: "\(key) is not an attribute of \(entity.name) or its to-one relationships")
         }

@@ -97,7 +97,7 @@ extension ManagedObjectContext {
         var columns: [String] = []
         var decoders: [(PostgresCell) throws -> StoredValue] = []
         for key in keys {
-            let resolved = try coordinator.model.resolve(FetchPredicate.KeyPath(key.split(separator: ".").map(String.init)), from: entity)
+            let resolved = try coordinator.model.resolve(FetchPredicate.KeyPath.dotted(key), from: entity)
             guard resolved.toManyIndex == nil else {
                 throw FetchPredicateError(message: "\(key) crosses a to-many relationship; fetch it from the other entity")
             }
@@ -204,7 +204,7 @@ extension ManagedObjectContext {
     /// scalar, ties by primary key (unsaved objects last, in insertion order).
     func sortInMemory(_ objects: [ManagedObject], by descriptors: [FetchSortDescriptor], entity: EntityDescription) throws -> [ManagedObject] {
         let keys = try descriptors.map { descriptor in
-            (descriptor, try coordinator.model.resolve(FetchPredicate.KeyPath(descriptor.key.split(separator: ".").map(String.init)), from: entity))
+            (descriptor, try coordinator.model.resolve(FetchPredicate.KeyPath.dotted(descriptor.key), from: entity))
         }
         func order(_ a: ManagedObject, _ b: ManagedObject) -> Bool {
             for (descriptor, resolved) in keys {
@@ -236,7 +236,7 @@ extension ManagedObjectContext {
         for keyPath in keyPaths {
             var level = objects
             var current = entity
-            for name in keyPath.split(separator: ".").map(String.init) {
+            for name in try FetchPredicate.KeyPath.dotted(keyPath).components {
                 guard let relationship = current.relationship(named: name),
                     let destination = coordinator.model.entity(named: relationship.destinationEntityName)
                 else {

@@ -178,6 +178,7 @@ struct PredicateEvaluator {
     }
 
     private func compare(_ plan: ComparisonPlan, object: ManagedObject, member: ManagedObject) throws -> Bool {
+        if let fixed = plan.fixed { return fixed }
         let options = plan.options
         let left = try read(plan.left, object: object, member: member)
         switch plan.operator {

@@ -179,6 +179,7 @@ extension PredicateSQLCompiler {
     }
 
     private mutating func render(_ plan: ComparisonPlan, alias: String, memberAlias: String, strict: Bool) throws -> String {
+        if let fixed = plan.fixed { return fixed ? "TRUE" : "FALSE" }
         if let (exists, members, entity, predicate, onMember) = existence(plan) {
             let member = newAlias()
             let from = try membersSQL(members, alias: onMember ? memberAlias : alias, memberAlias: member)

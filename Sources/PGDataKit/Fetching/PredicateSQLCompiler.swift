@@ -76,7 +76,7 @@ struct PredicateSQLCompiler {
     mutating func orderBy(_ descriptors: [FetchSortDescriptor], entity: EntityDescription, alias: String) throws -> String {
         var terms: [String] = []
         for descriptor in descriptors {
-            let resolved = try model.resolve(FetchPredicate.KeyPath(descriptor.key.split(separator: ".").map(String.init)), from: entity)
+            let resolved = try model.resolve(FetchPredicate.KeyPath.dotted(descriptor.key), from: entity)
             guard resolved.toManyIndex == nil else {
                 throw FetchPredicateError(message: "cannot sort by \(descriptor.key): it crosses a to-many relationship")
             }

@@ -31,8 +31,7 @@ struct ControllerSortOrder {
         var terms: [Term] = []
         var paths: [String] = []
         for descriptor in descriptors {
-            let components = descriptor.key.split(separator: ".").map(String.init)
-            let resolved = try model.resolve(FetchPredicate.KeyPath(components), from: entity)
+            let resolved = try model.resolve(FetchPredicate.KeyPath.dotted(descriptor.key), from: entity)
             guard resolved.toManyIndex == nil else {
                 throw FetchPredicateError(message: "cannot sort by \(descriptor.key): it crosses a to-many relationship")
             }

@@ -89,6 +89,17 @@ struct SaveHardeningTests {
             mend: { $0.optionalDecimal = nil })
     }
 
+    /// A NUL inside a JSON string or key used to reach the server (22P05 for the whole
+    /// statement); it is refused in the library like every other NUL, naming the
+    /// attribute.
+    @Test func jsonStringsWithNULAreRefused() throws {
+        try expectRefusedSave(
+            attribute: "json", spoil: { $0.json = ["note": "a\u{0}b"] }, mend: { $0.json = ["note": "ab"] })
+        try expectRefusedSave(
+            attribute: "optionalJSON", spoil: { $0.optionalJSON = [["k\u{0}": 1]] }, mend: { $0.optionalJSON = [["k": 1]] })
+        #expect(throws: PostgresValueError.self) { try JSONValue.string("\u{0}").postgresText() }
+    }
+
     /// `JSONValue.number(.nan)` used to be written as `null`.
     @Test func nonFiniteJSONNumbersAreRefused() throws {
         for number in [Double.nan, .infinity, -.infinity] {

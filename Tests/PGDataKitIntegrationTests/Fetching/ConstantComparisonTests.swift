@@ -72,3 +72,80 @@ struct ConstantComparisonTests {
         }
     }
 }
+
+/// Inputs that mean nothing or cannot be stored: answered as Core Data answers them or
+/// refused with a typed error, never a server error.
+@Suite("Key paths with empty components and strings with NUL in predicates")
+struct PredicateInputTests {
+    /// A string with NUL matches no stored string (PostgreSQL text cannot hold it), as
+    /// `NSPredicate` answers: `CONTAINS`, `==`, `LIKE`… are false, `!=` true, the same in
+    /// SQL and in memory, under `ANY`/`NONE` too; it used to throw.
+    @Test func aStringWithNULMatchesNothing() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try seedSavedAndUnsaved(["Ada", "bob"], manager: manager, context: context)
+            try context.performAndWait { () throws in
+                let nul = "a\u{0}"
+                let cases: [(String, Bool)] = [
+                    ("name CONTAINS %@", false), ("name CONTAINS[cd] %@", false), ("name BEGINSWITH %@", false),
+                    ("name ENDSWITH %@", false), ("name LIKE %@", false), ("name == %@", false), ("name != %@", true),
+                    ("%@ == name", false), ("name IN {%@}", false), ("NOT (name CONTAINS %@)", true),
+                    ("ANY posts.title CONTAINS %@", false), ("NONE posts.title CONTAINS %@", true),
+                ]
+                for (format, matchesAll) in cases {
+                    let found = try matchingIndexes(try FetchPredicate(format: format, nul), in: context)
+                    let expected = matchesAll ? [0, 1] : []
+                    #expect(found.saved == expected, "SQL: \(format)")
+                    #expect(found.unsaved == expected, "memory: \(format)")
+                }
+                for predicate in [
+                    try FetchPredicate(format: "name == $N").substituting(["N": nul]),
+                    try FetchPredicate(format: "SUBQUERY(posts, $p, $p.title == %@).@count > 0", nul),
+                    try FetchPredicate(format: "name == 'a\\0'"),
+                ] {
+                    let found = try matchingIndexes(predicate, in: context)
+                    #expect(found.saved.isEmpty && found.unsaved.isEmpty, "\(predicate)")
+                }
+                let some = try matchingIndexes(try FetchPredicate(format: "name IN %@", [nul, "bob"]), in: context)
+                #expect(some.saved == [1] && some.unsaved == [1])
+                // Where it cannot simply match nothing (an order, a pattern), it stays a
+                // typed error.
+                for format in ["name < %@", "name MATCHES %@"] {
+                    #expect(throws: FetchPredicateError.self, "\(format)") {
+                        try context.fetch(FetchRequest<User>(predicate: try FetchPredicate(format: format, nul)))
+                    }
+                }
+            }
+        }
+    }
+
+    /// `"age."`, `".age"`, `"a..b"` and `""` name nothing: sorting, aggregating, fetching
+    /// dictionaries or prefetching by them is a typed error (they used to be read as
+    /// `age`, or as the object itself).
+    @Test func keyPathsWithEmptyComponentsAreRefused() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try seedSavedAndUnsaved(["Ada"], manager: manager, context: context)
+            try context.performAndWait { () throws in
+                for key in ["age.", ".age", "..age", "user..name", ""] {
+                    for pending in [true, false] {
+                        var request = FetchRequest<User>(sortDescriptors: [FetchSortDescriptor(key)])
+                        request.includesPendingChanges = pending
+                        #expect(throws: FetchPredicateError.self, "sort \(key)") { try context.fetch(request) }
+                    }
+                    #expect(throws: FetchPredicateError.self, "aggregate \(key)") {
+                        try User.aggregate(.max, of: key, as: Int.self, in: context)
+                    }
+                    var dictionaries = FetchRequest<User>()
+                    dictionaries.propertiesToFetch = [key]
+                    #expect(throws: FetchPredicateError.self, "dictionary \(key)") { try context.fetchDictionaries(dictionaries) }
+                    var prefetching = FetchRequest<User>()
+                    prefetching.relationshipKeyPathsForPrefetching = [key.replacingOccurrences(of: "age", with: "posts")]
+                    #expect(throws: FetchPredicateError.self, "prefetch \(key)") { try context.fetch(prefetching) }
+                }
+                // The same keys without the empty parts work.
+                #expect(try User.aggregate(.max, of: "age", as: Int.self, in: context) == nil)
+            }
+        }
+    }
+}

@@ -25,18 +25,19 @@ struct PredicateErrorTests {
         }
     }
 
+    /// Where a string with NUL cannot simply match nothing (an order, a pattern, a
+    /// substring of it), it is a typed error, never a server error; where it can
+    /// (`==`, `CONTAINS`…) it matches nothing (`PredicateInputTests`).
     @Test func stringsWithNULAreTypedErrorsNeverServerErrors() throws {
         try PredicateFixture.with { f in
             for (format, argument) in [
-                ("name == %@", "a\0b"), ("name != %@", "\0"), ("name CONTAINS[cd] %@", "\0"), ("name BEGINSWITH %@", "a\0"),
-                ("name LIKE %@", "*\0*"), ("name MATCHES %@", "a\0?"), ("name IN %@", ["ok", "a\0"]),
-                ("name BETWEEN %@", ["a", "b\0"]), ("%@ IN posts.title", "\0"), ("ANY posts.title ==[c] %@", "x\0"),
-                ("SUBQUERY(posts, $p, $p.title == %@).@count > 0", "\0"),
+                ("name MATCHES %@", "a\0?"), ("name BETWEEN %@", ["a", "b\0"]), ("%@ IN posts.title", "\0"),
+                ("name < %@", "\0"), ("%@ CONTAINS name", "a\0"), ("name IN %@", "a\0b"),
+                ("SUBQUERY(posts, $p, $p.title >= %@).@count > 0", "\0"),
             ] as [(String, Any)] {
                 try f.expectError(User.self, try FetchPredicate(format: format, argument), "NUL")
             }
-            try f.expectError(User.self, try FetchPredicate(format: "name == 'a\\0'"), "NUL")
-            try f.expectError(User.self, try FetchPredicate(format: "name == $N").substituting(["N": "\0"]), "NUL")
+            try f.expectError(User.self, try FetchPredicate(format: "name > $N").substituting(["N": "\0"]), "NUL")
             try f.expectError(Writer.self, try FetchPredicate(format: "rating > %@", Double.nan), "NaN")
         }
     }
