@@ -83,19 +83,28 @@ extension ManagedObjectContext {
         return (plain, keyed, Self.keyedInsertsSendKeys(entity) ? keyed : [])
     }
 
-    /// Refuses a save in which a keyed insert met a row a plain insert of the same save
-    /// wrote: two new objects with one unique value (an imported one and one given its
-    /// key), which would otherwise both stand for one row. Thrown as the unique
-    /// violation the database raises for two plain inserts (the save rolls back; the
-    /// context keeps its changes). The value is not named (bound values stay out of
-    /// errors).
+    /// Refuses a save in which a keyed insert met a row that another object of this
+    /// context stands for: a row a plain insert of the same save wrote (two new objects
+    /// with one unique value, an imported one and one given its key), or a row already
+    /// registered here (an imported object whose key was changed to a saved object's).
+    /// One object per row, as Core Data's uniquing keeps it: otherwise both would stand
+    /// for one row. Thrown as the unique violation the database raises for two plain
+    /// inserts (the save rolls back; the context keeps its changes). The value is not
+    /// named (bound values stay out of errors). A row no object here stands for (another
+    /// process inserted the key since the import looked) is merged, as keyed inserts are
+    /// for.
     ///
     /// - Throws: `PostgresError` with `sqlState` `.uniqueViolation`.
     func refuseKeyedInsertsMeetingPlainOnes(
         _ merged: [MergedInsert], plain: [ManagedObject], of entity: EntityDescription, key: (ManagedObject) -> Int64
     ) throws {
         let written = Set(plain.map(key))
-        guard let clash = merged.first(where: { written.contains($0.primaryKey) }) else { return }
+        let clash = merged.first { merge in
+            if written.contains(merge.primaryKey) { return true }
+            guard let holder = registered[ObjectID(entityName: entity.name, primaryKey: merge.primaryKey)] else { return false }
+            return holder !== merge.object
+        }
+        guard let clash else { return }
         let attribute = clash.object.upsertAttributeIndex.map { entity.attributes[$0] }
         var error = PostgresError(
             kind: .server, sqlState: .uniqueViolation,

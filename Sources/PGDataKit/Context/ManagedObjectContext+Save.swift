@@ -364,7 +364,7 @@ extension ManagedObjectContext {
                 let upserted = try upsertKeyedInserts(keyed, of: entity, on: connection) { objects, attributes, toOne in
                     rows(objects, entity, attributes: attributes, toOne: toOne, withKeys: sendsKeys)
                 }
-                if !plain.isEmpty, !upserted.merged.isEmpty {
+                if !upserted.merged.isEmpty {
                     try refuseKeyedInsertsMeetingPlainOnes(upserted.merged, plain: plain, of: entity, key: key(of:))
                 }
                 if outcome.inserted.isEmpty { outcome.inserted = upserted.inserted } else { outcome.inserted += upserted.inserted }

@@ -17,6 +17,10 @@ public enum ManagedObjectError: Error, Sendable, Equatable, CustomStringConverti
     case deleteDenied(entity: String, relationship: String, objectID: ObjectID, relatedCount: Int)
     /// The object belongs to another context.
     case wrongContext(ObjectID)
+    /// Two rows hold texts in `key` that PostgreSQL keeps apart (different bytes) but
+    /// Swift's `String` holds equal (canonically equivalent), so one `String`-keyed
+    /// result cannot hold both; key it by `ExactText`.
+    case equivalentKeys(entity: String, key: String)
 
     /// Names the entity, key, object and what was expected.
     public var description: String {
@@ -37,6 +41,9 @@ public enum ManagedObjectError: Error, Sendable, Equatable, CustomStringConverti
             return "cannot delete \(id): \(entity).\(relationship) has the deny rule and still holds \(count) object(s)"
         case .wrongContext(let id):
             return "\(id) belongs to another context"
+        case .equivalentKeys(let entity, let key):
+            return "two rows of \(entity) hold \(key) texts that are different keys to PostgreSQL but equal as "
+                + "Swift Strings (canonically equivalent); key the result by ExactText to keep both"
         }
     }
 }

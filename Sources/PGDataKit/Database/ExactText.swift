@@ -5,20 +5,35 @@ import Foundation
 /// `String` equality, which holds canonically equivalent texts equal ("café" with a
 /// precomposed "é" and with "e" plus a combining accent). Where texts stand for rows'
 /// keys, two texts are one key exactly when they are one row's.
-struct ExactText: Hashable, Comparable {
-    let text: String
+///
+/// Use it to key dictionaries by a text attribute:
+///
+/// ```swift
+/// let byID = try User.fetchAsDictionary(keyedBy: "userID", as: ExactText.self, in: context)
+/// let user = byID[ExactText("caf\u{E9}")]   // not the row keyed "cafe\u{301}"
+/// ```
+public struct ExactText: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The text.
+    public let text: String
 
-    init(_ text: String) { self.text = text }
+    /// Wraps a text.
+    public init(_ text: String) { self.text = text }
 
-    static func == (lhs: ExactText, rhs: ExactText) -> Bool {
+    /// The text itself.
+    public var description: String { text }
+
+    /// Whether the two texts have the same UTF-8 bytes.
+    public static func == (lhs: ExactText, rhs: ExactText) -> Bool {
         compare(lhs.text, rhs.text) == 0
     }
 
-    static func < (lhs: ExactText, rhs: ExactText) -> Bool {
+    /// Byte order of the UTF-8 (a prefix first).
+    public static func < (lhs: ExactText, rhs: ExactText) -> Bool {
         compare(lhs.text, rhs.text) < 0
     }
 
-    func hash(into hasher: inout Hasher) {
+    /// Hashes the UTF-8 bytes.
+    public func hash(into hasher: inout Hasher) {
         let hashed: Bool? = text.utf8.withContiguousStorageIfAvailable {
             hasher.combine(bytes: UnsafeRawBufferPointer($0))
             return true

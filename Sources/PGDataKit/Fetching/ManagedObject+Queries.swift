@@ -163,18 +163,37 @@ extension ManagedObjectQueries where Self: ManagedObject {
     /// objects whose value is `nil` are left out.
     ///
     /// For example, `let byID = try User.fetchAsDictionary(keyedBy: "userID", as: String.self, in: context)`
-    /// is a `[String: User]`.
+    /// is a `[String: User]`. Text keys are told apart as PostgreSQL tells them apart, byte
+    /// for byte; Swift's `String` holds canonically equivalent texts ("é" precomposed and
+    /// as "e" plus an accent) equal, so a `String`-keyed dictionary cannot hold two such
+    /// rows: that is an error rather than a lost row. Key by `ExactText` to keep both:
+    /// `fetchAsDictionary(keyedBy: "userID", as: ExactText.self, in: context)`.
     ///
     /// - Throws: `ManagedObjectError.typeMismatch` when the key's values are not `Key`,
-    ///   `ManagedObjectError.unknownKey`, `FetchPredicateError` or `PostgresError`.
+    ///   `.equivalentKeys` when two rows' texts are different keys to PostgreSQL but one
+    ///   `String` key, `ManagedObjectError.unknownKey`, `FetchPredicateError` or
+    ///   `PostgresError`.
     public static func fetchAsDictionary<Key: Hashable & Sendable>(
         keyedBy key: String, as type: Key.Type = Key.self, in context: ManagedObjectContext,
         where predicate: FetchPredicate? = nil
     ) throws -> [Key: Self] {
         var dictionary: [Key: Self] = [:]
+        // The text of each `String` key, to tell a duplicate from a canonical twin.
+        var spellings: [Key: ExactText] = [:]
         for object in try fetch(in: context, where: predicate) {
             guard let value = try object.value(forKey: key) else { continue }
-            dictionary[try cast(value, to: Key.self, key: key, in: context)] = object
+            if Key.self == ExactText.self, let text = value as? String {
+                dictionary[try cast(ExactText(text), to: Key.self, key: key, in: context)] = object
+                continue
+            }
+            let typed = try cast(value, to: Key.self, key: key, in: context)
+            if let text = value as? String {
+                let spelling = ExactText(text)
+                if let previous = spellings.updateValue(spelling, forKey: typed), previous != spelling {
+                    throw ManagedObjectError.equivalentKeys(entity: object.entity.name, key: key)
+                }
+            }
+            dictionary[typed] = object
         }
         return dictionary
     }
