@@ -137,13 +137,13 @@ extension ManagedObjectContext {
                 if let value = AttributeDecoding.integer(bytes) {
                     values.append(value)
                 } else {
-                    values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
+                    values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index], entity: entity, key: key))
                 }
             default:
                 if let value = entity.attributeDecodings[index].decode(bytes) {
                     values.append(value)
                 } else {
-                    values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index]))
+                    values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index], entity: entity, key: key))
                 }
             }
         }
@@ -183,11 +183,22 @@ extension ManagedObjectContext {
 
     /// An attribute's value decoded through its closure; on failure decoded again with the
     /// column's name and type, so the error names them.
-    private func decodeThroughClosure(row: Row, column: Int, _ attribute: AttributeDescription) throws -> StoredValue {
+    ///
+    /// - Throws: `ManagedObjectError.invalidStoredValue` naming the entity, the attribute
+    ///   and the row's primary key when the stored value does not fit the attribute's
+    ///   type (a `numeric` of 50 digits written by another program for a `Decimal`).
+    private func decodeThroughClosure(
+        row: Row, column: Int, _ attribute: AttributeDescription, entity: EntityDescription, key: Int64
+    ) throws -> StoredValue {
         do {
             return try attribute.decode(row.result.bareCell(row: row.index, column: column))
         } catch {
-            return try row.withCell(at: column) { try attribute.decode($0) }
+            do {
+                return try row.withCell(at: column) { try attribute.decode($0) }
+            } catch let error as PostgresValueError {
+                throw ManagedObjectError.invalidStoredValue(
+                    entity: entity.name, key: attribute.name, primaryKey: key, reason: "\(error)")
+            }
         }
     }
 

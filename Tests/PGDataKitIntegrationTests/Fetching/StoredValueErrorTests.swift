@@ -1,0 +1,44 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+/// Values another program wrote that the model cannot hold fail only the fetches that
+/// read them, with an error naming the entity, the row and the attribute.
+@Suite("Stored values the model cannot hold")
+struct StoredValueErrorTests {
+    @Test func aNumericBeyondDecimalNamesItsRowAndSparesOtherFetches() throws {
+        try ExampleSchema.withManager { manager in
+            let seed = manager.newPrivateContext()
+            try seed.performAndWait { () throws in
+                for text in ["fine", "huge"] {
+                    let sample = Sample(context: seed)
+                    sample.text = text
+                    sample.decimal = 1
+                }
+                try seed.save()
+            }
+            let digits = String(repeating: "9", count: 50)
+            let hugeKey = try ExampleSchema.count("SELECT id FROM samples WHERE text = 'huge'", in: manager)
+            try manager.coordinator.pool.withConnection { connection in
+                _ = try connection.execute("UPDATE samples SET decimal = '\(digits)'::numeric WHERE text = 'huge'")
+            }
+            let context = manager.newPrivateContext()
+            try context.performAndWait { () throws in
+                let fine = try Sample.fetch(in: context, where: "text == 'fine'")
+                #expect(fine.count == 1)
+                do {
+                    _ = try context.fetchAll(Sample.self)
+                    Issue.record("the fetch read a value Decimal cannot hold")
+                } catch let error as ManagedObjectError {
+                    guard case .invalidStoredValue(let entity, let key, let primaryKey, _) = error else {
+                        Issue.record("\(error)")
+                        return
+                    }
+                    #expect(entity == "Sample" && key == "decimal" && primaryKey == Int64(hugeKey))
+                    #expect(!"\(error)".contains(digits))
+                }
+            }
+        }
+    }
+}
