@@ -11,6 +11,13 @@ import Foundation
 ///
 /// Numbers are `Double`: integers beyond 2^53 lose precision, as in JavaScript. `jsonb`
 /// does not keep key order or duplicate keys; neither does this type.
+///
+/// Nesting: comparing, hashing and `jsonText` never recurse, however deep a value is.
+/// Storing, encoding and decoding stop at `maximumDepth` (512) levels with a typed error
+/// (`PostgresValueError`, `EncodingError`, `DecodingError`), so the library never builds
+/// or keeps a deeper value. Swift itself releases a nested enum value recursively: a
+/// value you build tens of thousands of levels deep exhausts the stack when your code
+/// releases it; release such a value with `dismantle(_:)`.
 public enum JSONValue: Sendable, Hashable, Codable {
     /// `null`.
     case null
@@ -25,8 +32,18 @@ public enum JSONValue: Sendable, Hashable, Codable {
     /// An object.
     case object([String: JSONValue])
 
+    /// How deeply arrays and objects may nest (the depth of `[[1]]` is 2).
+    public static let maximumDepth = 512
+
     /// Decodes any JSON value.
+    ///
+    /// - Throws: `DecodingError.dataCorrupted` for values nested deeper than
+    ///   `maximumDepth`.
     public init(from decoder: any Decoder) throws {
+        guard decoder.codingPath.count <= Self.maximumDepth else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: [], debugDescription: "JSON nested deeper than \(Self.maximumDepth) levels"))
+        }
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
             self = .null
@@ -44,7 +61,14 @@ public enum JSONValue: Sendable, Hashable, Codable {
     }
 
     /// Encodes the value as it is.
+    ///
+    /// - Throws: `EncodingError.invalidValue` for values nested deeper than
+    ///   `maximumDepth`.
     public func encode(to encoder: any Encoder) throws {
+        guard encoder.codingPath.count <= Self.maximumDepth else {
+            throw EncodingError.invalidValue(
+                JSONValue.null, .init(codingPath: encoder.codingPath, debugDescription: "JSON nested deeper than \(Self.maximumDepth) levels"))
+        }
         var container = encoder.singleValueContainer()
         switch self {
         case .null: try container.encodeNil()
@@ -64,23 +88,147 @@ public enum JSONValue: Sendable, Hashable, Codable {
     }
 
     /// Compact JSON text with sorted keys; a NaN or infinite number is written `null`
-    /// (`postgresText()` refuses such values instead).
+    /// (`postgresText()` refuses such values instead). Written with a worklist, not
+    /// recursion.
     public var jsonText: String {
-        switch self {
-        case .null: return "null"
-        case .bool(let value): return value ? "true" : "false"
-        case .number(let value):
-            if value.isFinite, value == value.rounded(), abs(value) < 1e15 {
-                return String(Int64(value))
+        enum Step {
+            case value(JSONValue)
+            case text(String)
+        }
+        var text = ""
+        var pending: [Step] = [.value(self)]
+        while let step = pending.popLast() {
+            switch step {
+            case .text(let literal): text += literal
+            case .value(.null): text += "null"
+            case .value(.bool(let value)): text += value ? "true" : "false"
+            case .value(.number(let value)):
+                if value.isFinite, value == value.rounded(), abs(value) < 1e15 {
+                    text += String(Int64(value))
+                } else {
+                    text += value.isFinite ? value.description : "null"
+                }
+            case .value(.string(let value)): text += JSONValue.quote(value)
+            case .value(.array(let values)):
+                text += "["
+                pending.append(.text("]"))
+                for (index, value) in values.enumerated().reversed() {
+                    pending.append(.value(value))
+                    if index > 0 { pending.append(.text(",")) }
+                }
+            case .value(.object(let members)):
+                text += "{"
+                pending.append(.text("}"))
+                for (index, key) in members.keys.sorted().enumerated().reversed() {
+                    pending.append(.value(members[key] ?? .null))
+                    pending.append(.text(JSONValue.quote(key) + ":"))
+                    if index > 0 { pending.append(.text(",")) }
+                }
             }
-            return value.isFinite ? value.description : "null"
-        case .string(let value): return JSONValue.quote(value)
-        case .array(let values): return "[" + values.map(\.jsonText).joined(separator: ",") + "]"
-        case .object(let members):
-            let body = members.keys.sorted().map { key in
-                JSONValue.quote(key) + ":" + (members[key] ?? .null).jsonText
+        }
+        return text
+    }
+
+    /// Releases a value level by level, with a worklist, and leaves `.null`: for values
+    /// nested deeper than Swift can release recursively (tens of thousands of levels).
+    ///
+    /// ```swift
+    /// var deep = JSONValue.null
+    /// for _ in 0..<1_000_000 { deep = [deep] }
+    /// JSONValue.dismantle(&deep)   // `deep = .null` would exhaust the stack
+    /// ```
+    public static func dismantle(_ value: inout JSONValue) {
+        var pending: [JSONValue] = []
+        switch value {
+        case .array(let values): pending = values
+        case .object(let members): pending = Array(members.values)
+        case .null, .bool, .number, .string: return
+        }
+        value = .null
+        while var next = pending.popLast() {
+            switch next {
+            case .array(let values): pending.append(contentsOf: values)
+            case .object(let members): pending.append(contentsOf: members.values)
+            case .null, .bool, .number, .string: break
             }
-            return "{" + body.joined(separator: ",") + "}"
+            next = .null
+        }
+    }
+
+    /// How deeply arrays and objects nest (0 for a scalar), found with a worklist; past
+    /// `limit` it stops and returns `limit + 1`.
+    func depth(upTo limit: Int) -> Int {
+        var deepest = 0
+        var pending: [(JSONValue, Int)] = [(self, 0)]
+        while let (value, level) = pending.popLast() {
+            switch value {
+            case .array(let values):
+                deepest = Swift.max(deepest, level + 1)
+                if level + 1 > limit { return limit + 1 }
+                pending.append(contentsOf: values.lazy.map { ($0, level + 1) })
+            case .object(let members):
+                deepest = Swift.max(deepest, level + 1)
+                if level + 1 > limit { return limit + 1 }
+                pending.append(contentsOf: members.values.lazy.map { ($0, level + 1) })
+            case .null, .bool, .number, .string: break
+            }
+        }
+        return deepest
+    }
+
+    /// Equal structure and leaves (numbers by `==`, strings by Swift's `==`, objects
+    /// whatever their key order), compared with a worklist, not recursion.
+    public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
+        var pending = [(lhs, rhs)]
+        while let pair = pending.popLast() {
+            switch pair {
+            case (.null, .null): continue
+            case (.bool(let a), .bool(let b)): if a != b { return false }
+            case (.number(let a), .number(let b)): if a != b { return false }
+            case (.string(let a), .string(let b)): if a != b { return false }
+            case (.array(let a), .array(let b)):
+                guard a.count == b.count else { return false }
+                pending.append(contentsOf: zip(a, b))
+            case (.object(let a), .object(let b)):
+                guard a.count == b.count else { return false }
+                for (key, value) in a {
+                    guard let other = b[key] else { return false }
+                    pending.append((value, other))
+                }
+            default: return false
+            }
+        }
+        return true
+    }
+
+    /// Hashes the structure and leaves (object keys in sorted order), with a worklist.
+    public func hash(into hasher: inout Hasher) {
+        var pending = [self]
+        while let value = pending.popLast() {
+            switch value {
+            case .null:
+                hasher.combine(0)
+            case .bool(let flag):
+                hasher.combine(1)
+                hasher.combine(flag)
+            case .number(let number):
+                hasher.combine(2)
+                hasher.combine(number)
+            case .string(let text):
+                hasher.combine(3)
+                hasher.combine(text)
+            case .array(let values):
+                hasher.combine(4)
+                hasher.combine(values.count)
+                pending.append(contentsOf: values.reversed())
+            case .object(let members):
+                hasher.combine(5)
+                hasher.combine(members.count)
+                for key in members.keys.sorted().reversed() {
+                    hasher.combine(key)
+                    pending.append(members[key] ?? .null)
+                }
+            }
         }
     }
 
@@ -139,6 +287,9 @@ extension JSONValue: PostgresCodable {
                 pending.append(contentsOf: members.values)
             case .null, .bool: break
             }
+        }
+        if depth(upTo: Self.maximumDepth) > Self.maximumDepth {
+            return .unencodable("it nests deeper than \(Self.maximumDepth) levels (JSONValue.maximumDepth)")
         }
         return nil
     }

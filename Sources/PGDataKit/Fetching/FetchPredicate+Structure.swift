@@ -26,15 +26,42 @@ final class PredicateNode: @unchecked Sendable {
         }
     }
 
+    /// Whether an expression is a list holding a list (built in code: the parser
+    /// refuses them), which Swift would release one level per stack frame.
+    private static func nestsLists(_ expression: FetchPredicate.Expression) -> Bool {
+        guard case .list(let items) = expression else { return false }
+        return items.contains { if case .list = $0 { return true } else { return false } }
+    }
+
+    /// Releases an expression's nested lists level by level, with a worklist: each
+    /// list's items are taken before the list is dropped, so no release recurses.
+    private static func dismantle(_ expression: inout FetchPredicate.Expression) {
+        var pending: [FetchPredicate.Expression]
+        // (`items` must not outlive this statement: it would keep the first level alive
+        // until the end, and its release would recurse.)
+        if case .list(let items) = expression { pending = items } else { return }
+        expression = .value(.null)
+        while var next = pending.popLast() {
+            if case .list(let items) = next { pending.append(contentsOf: items) }
+            next = .value(.null)
+        }
+    }
+
     /// Replaces the kind with a leaf and returns the child nodes it held (the
     /// predicates of a comparison's subqueries too).
     private func unlinkChildren() -> [PredicateNode] {
         switch kind {
         case .constant:
             return []
-        case .comparison(let comparison):
+        case .comparison(var comparison):
             let inner = comparison.subqueries.map(\.predicate.node)
-            if !inner.isEmpty { kind = .constant(false) }
+            let nestsLists = Self.nestsLists(comparison.left) || Self.nestsLists(comparison.right)
+            if !inner.isEmpty || nestsLists { kind = .constant(false) }
+            if nestsLists {
+                // The node no longer holds them: this copy is their only owner.
+                Self.dismantle(&comparison.left)
+                Self.dismantle(&comparison.right)
+            }
             return inner
         case .not(let inner):
             kind = .constant(false)
