@@ -200,14 +200,13 @@ struct ComparisonPlanner {
     private func quantifiedKey(
         _ resolved: ResolvedKeyPath, _ quantifier: FetchPredicate.Quantifier
     ) throws -> (ComparisonPlan.Quantified, PlannedKey) {
-        guard let toMany = resolved.toManyIndex else {
+        // Every object the path reaches up to its last to-many hop is a member (across
+        // several to-many relationships, the objects of each of the previous ones).
+        guard let toMany = resolved.hops.lastIndex(where: \.relationship.isToMany) else {
             throw error("\(quantifier.rawValue) needs a key path through a to-many relationship", resolved.path)
         }
-        if resolved.hops[(toMany + 1)...].contains(where: \.relationship.isToMany) {
-            throw error("a key path may cross only one to-many relationship", resolved.path)
-        }
+        for hop in resolved.hops[...toMany] where hop.relationship.isToMany { try requireInverse(hop, resolved.path) }
         let hop = resolved.hops[toMany]
-        try requireInverse(hop, resolved.path)
         let members = ResolvedKeyPath(hops: Array(resolved.hops[...toMany]), end: .object, path: resolved.path)
         let remaining = ResolvedKeyPath(hops: Array(resolved.hops[(toMany + 1)...]), end: resolved.end, path: resolved.path)
         let quantified = ComparisonPlan.Quantified(quantifier: quantifier, members: members, entity: hop.destination)

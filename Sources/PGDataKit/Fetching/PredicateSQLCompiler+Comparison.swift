@@ -31,7 +31,50 @@ extension PredicateSQLCompiler {
     /// to-one). Through a many-to-many relationship the members are joined through the
     /// join table: `<table> AS <memberAlias> JOIN <join table> AS j ON j.<destination
     /// column> = <memberAlias>.<primary key> WHERE j.<source column> = <owner key>`.
+    ///
+    /// A path that crosses more to-many relationships (`ANY prev.prev.value == 1`) reaches
+    /// the objects of its first one this way and joins each later hop onto them, the
+    /// last hop's table named `memberAlias`: every object the whole path reaches, once
+    /// per way of reaching it (which `EXISTS` does not mind).
     mutating func membersSQL(_ members: ResolvedKeyPath, alias: String, memberAlias: String) throws -> String {
+        guard let first = members.toManyIndex, first < members.hops.count - 1 else {
+            return try singleMembersSQL(members, alias: alias, memberAlias: memberAlias)
+        }
+        var previous = newAlias()
+        let head = ResolvedKeyPath(hops: Array(members.hops[...first]), end: .object, path: members.path)
+        let base = try singleMembersSQL(head, alias: alias, memberAlias: previous)
+        guard let whereRange = base.range(of: " WHERE ") else {
+            throw error("\(members.path) cannot be joined", members.path)
+        }
+        var joins = ""
+        let later = members.hops[(first + 1)...]
+        for (offset, hop) in later.enumerated() {
+            let next = offset == later.count - 1 ? memberAlias : newAlias()
+            let table = "\(hop.destination.quotedTable) AS \(next)"
+            let previousKey = "\(previous).\(Connection.quoteIdentifier(hop.source.primaryKeyColumn))"
+            let nextKey = "\(next).\(Connection.quoteIdentifier(hop.destination.primaryKeyColumn))"
+            if let joinTable = hop.relationship.joinTable {
+                let link = newAlias()
+                joins += " JOIN \(Connection.quoteIdentifier(joinTable.tableName)) AS \(link) ON \(link)."
+                    + "\(Connection.quoteIdentifier(joinTable.sourceColumn)) = \(previousKey) JOIN \(table) ON \(nextKey) = "
+                    + "\(link).\(Connection.quoteIdentifier(joinTable.destinationColumn))"
+            } else if let column = hop.relationship.columnName {
+                joins += " JOIN \(table) ON \(nextKey) = \(previous).\(Connection.quoteIdentifier(column))"
+            } else if let inverseName = hop.relationship.inverseName,
+                let foreignKey = hop.destination.relationship(named: inverseName)?.columnName
+            {
+                joins += " JOIN \(table) ON \(next).\(Connection.quoteIdentifier(foreignKey)) = \(previousKey)"
+            } else {
+                throw error("\(members.path) needs a to-many relationship with an inverse", members.path)
+            }
+            previous = next
+        }
+        // (The first WHERE is the base's own: its table and join come before it, its owner key after.)
+        return String(base[..<whereRange.lowerBound]) + joins + String(base[whereRange.lowerBound...])
+    }
+
+    /// `membersSQL` for a path whose hops before the last (to-many) one are to-one.
+    private mutating func singleMembersSQL(_ members: ResolvedKeyPath, alias: String, memberAlias: String) throws -> String {
         guard let hop = members.hops.last, let inverseName = hop.relationship.inverseName else {
             throw error("\(members.path) needs a to-many relationship with an inverse", members.path)
         }

@@ -107,6 +107,16 @@ private let cases: [RelationshipCase] = [
     RelationshipCase(entity: "Passport", format: "holder.name == 'ada'", expected: ["P1"]),
     RelationshipCase(entity: "Passport", format: "ANY holder.following.name == 'cy'", expected: ["P1", "X9"]),
     RelationshipCase(entity: "Passport", format: "holder.passport.number == number", expected: ["P1", "P2", "X9"]),
+    // Across more than one to-many relationship: every object the whole path reaches.
+    RelationshipCase(entity: "Person", format: "ANY following.following.name == 'cy'", expected: ["bob", "dan"]),
+    RelationshipCase(entity: "Person", format: "ALL following.following.name != 'bob'", expected: ["ada", "cy"]),
+    RelationshipCase(entity: "Person", format: "NONE following.following.name == 'ada'", expected: ["bob", "cy"]),
+    RelationshipCase(entity: "Person", format: "ANY followers.following.passport.number == 'X9'", expected: []),
+    RelationshipCase(entity: "Story", format: "ANY topics.stories.code == 's2'", expected: ["s1", "s2", "s4"]),
+    RelationshipCase(entity: "Story", format: "ANY curators.curated.topics.name == 'apple'", expected: ["s4"]),
+    RelationshipCase(entity: "Editor", format: "ANY curated.topics.name == 'apple'", expected: ["e2"]),
+    RelationshipCase(entity: "Passport", format: "ANY holder.following.following.name == 'cy'", expected: ["P2", "X9"]),
+    RelationshipCase(entity: "Topic", format: "%@ IN stories.curators", expected: ["apple", "sql", "swift"], arguments: ["e2"]),
 ]
 
 @Suite("Predicates through many-to-many and one-to-one relationships, in SQL and in memory")
@@ -180,17 +190,26 @@ struct ManyToManyPredicateTests {
         }
     }
 
-    @Test func crossingTwoToManyRelationshipsIsAnErrorInBothEngines() throws {
+    /// A quantifier over a path through two to-many relationships counts every object
+    /// the whole path reaches (it used to be refused); `@count`, aggregates and a path
+    /// without a quantifier still say which one relationship they need, in both engines.
+    @Test func crossingTwoToManyRelationshipsNeedsAQuantifier() throws {
         try withData { manager in
             let context = manager.newPrivateContext()
             try context.performAndWait {
-                #expect(throws: FetchPredicateError.self) {
-                    _ = try context.fetch(FetchRequest<Topic>(format: "ANY stories.curators.name == 'e1'"))
-                }
-                let predicate = try FetchPredicate(format: "ANY stories.curators.name == 'e1'")
                 let evaluator = PredicateEvaluator(model: manager.coordinator.model)
-                let topic = try #require(try context.fetchAll(Topic.self).first)
-                #expect(throws: FetchPredicateError.self) { _ = try evaluator.evaluate(predicate, on: topic) }
+                let topics = try context.fetchAll(Topic.self)
+                let predicate = try FetchPredicate(format: "ANY stories.curators.name == 'e1'")
+                #expect(try context.fetch(FetchRequest<Topic>(predicate: predicate)).map(\.name).sorted() == ["sql", "swift"])
+                #expect(try topics.filter { try evaluator.evaluate(predicate, on: $0) }.map(\.name).sorted() == ["sql", "swift"])
+                for format in ["stories.curators.@count > 0", "stories.curators.name == 'e1'", "stories.curators.@max.name == 'e1'"] {
+                    let refused = try FetchPredicate(format: format)
+                    #expect(throws: FetchPredicateError.self, "\(format)") {
+                        _ = try context.fetch(FetchRequest<Topic>(predicate: refused))
+                    }
+                    let topic = try #require(topics.first)
+                    #expect(throws: FetchPredicateError.self, "\(format)") { _ = try evaluator.evaluate(refused, on: topic) }
+                }
             }
         }
     }

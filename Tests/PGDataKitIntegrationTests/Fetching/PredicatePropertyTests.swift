@@ -136,6 +136,17 @@ enum Schema {
         }
     }
 
+    /// Paths a quantifier may follow: the to-many relationships, and paths through two
+    /// or three of them (every object the whole path reaches counts).
+    static func quantified(_ entity: Entity) -> [(String, Entity)] {
+        switch entity {
+        case .user: toMany(entity) + [("posts.user.posts", .post)]
+        case .post: toMany(entity) + [("user.posts.user.posts", .post)]
+        case .writer: toMany(entity) + [("articles.writer.articles", .article), ("articles.writer.articles.writer.articles", .article)]
+        case .article: toMany(entity) + [("writer.articles.writer.articles", .article)]
+        }
+    }
+
     /// To-one relationships and their entities.
     static func toOne(_ entity: Entity) -> [(String, Entity)] {
         switch entity {
@@ -273,8 +284,8 @@ struct PredicateGenerator {
             arguments.append(pick(Self.dates, &random))
             return "born \(pick(["==", "!=", "<", ">=", ">"], &random)) %@"
         case 7, 8:
-            // A quantifier over a to-many relationship.
-            let (path, target) = pick(Schema.toMany(entity), &random)
+            // A quantifier over a to-many relationship (or several).
+            let (path, target) = pick(Schema.quantified(entity), &random)
             let quantifier = pick(["ANY", "ALL", "NONE", "SOME"], &random)
             if Bool.random(using: &random) {
                 let key = pick(Schema.strings(target).filter { !$0.contains(".") }, &random)
