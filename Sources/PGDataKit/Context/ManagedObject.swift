@@ -75,7 +75,9 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// The attribute values. Any write outside `setStoredValue(_:at:)` forgets what
     /// `changeHints` knew (the next change check compares every attribute).
     var values: [StoredValue] = [] { didSet { changeHints = .unknown } }
-    var toOne: [RelatedReference] = []
+    /// The to-one relationships. Any write tells the context that one-to-many members
+    /// may have changed (`ManagedObjectContext.members(of:relationship:)`).
+    var toOne: [RelatedReference] = [] { didSet { contextReference?.membershipGeneration &+= 1 } }
     /// Committed attribute values; `nil` while the object was never saved or fetched.
     var snapshot: [StoredValue]? { didSet { changeHints = .unknown } }
     /// Which attributes differ from the snapshot, as far as `setStoredValue(_:at:)`
@@ -88,7 +90,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var loadedToMany: Set<Int> = []
     /// Many-to-many members by relationship index (see `JoinMembers`).
     var joinMembers: [Int: JoinMembers] = [:]
-    var deletedFlag = false
+    var deletedFlag = false { didSet { contextReference?.membershipGeneration &+= 1 } }
     /// Set when the row turned out to be gone from the database.
     var isMissingFromStore = false
     /// For an object inserted by an import (`insertOrUpdate`): the index of the unique

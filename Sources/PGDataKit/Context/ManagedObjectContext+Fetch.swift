@@ -231,10 +231,42 @@ extension ManagedObjectContext {
                 logger.warning("could not load \(object.objectID).\(relationship.name): \(error)")
             }
         }
-        return registered.values.filter { candidate in
-            candidate.entity.name == destination.name && !candidate.deletedFlag
-                && candidate.references(object, at: inverse.index)
-        }.sorted { $0.objectID.description < $1.objectID.description }
+        let index = membersIndex(of: destination, inverse: inverse)
+        var found = index.byObject[ObjectIdentifier(object)] ?? []
+        if let key = object.objectID.primaryKey, let byKey = index.byKey[key] {
+            found += byKey
+            if found.count > byKey.count {
+                var seen = Set<ObjectIdentifier>()
+                found = found.filter { seen.insert(ObjectIdentifier($0)).inserted }
+            }
+        }
+        return found.sorted { $0.objectID.description < $1.objectID.description }
+    }
+
+    /// The registered objects of `destination` by the owner their `inverse` to-one
+    /// relationship points at: built with one pass over the registry, and kept until a
+    /// registration, a to-one reference or a deletion mark changes, so reading the
+    /// members of many owners costs one pass plus their members, not one pass each.
+    private func membersIndex(of destination: EntityDescription, inverse: RelationshipDescription) -> MembersIndex {
+        let key = MembersIndex.Key(entity: destination.name, relationship: inverse.index)
+        if let index = membersIndexes[key], index.generation == reference.membershipGeneration,
+            index.reference === reference
+        {
+            return index
+        }
+        var index = MembersIndex(reference: reference)
+        membersIndexBuilds += 1
+        for candidate in registered.values where candidate.entity.name == destination.name && !candidate.deletedFlag {
+            candidate.prepareStorage()
+            switch candidate.toOne[inverse.index] {
+            case .none: continue
+            case .key(let owner): index.byKey[owner, default: []].append(candidate)
+            case .object(let owner): index.byObject[ObjectIdentifier(owner), default: []].append(candidate)
+            }
+        }
+        index.generation = reference.membershipGeneration  // (preparing storage may have counted)
+        membersIndexes[key] = index
+        return index
     }
 
     /// What a refresh does with an object's unsaved changes.

@@ -76,7 +76,18 @@ public final class ManagedObjectContext: @unchecked Sendable {
     let detachedReference: ContextReference
     let logger: Logger
 
-    var registered: [ObjectID: ManagedObject] = [:]
+    /// The objects of the context by ID. Any change drops the members indexes.
+    var registered: [ObjectID: ManagedObject] = [:] {
+        didSet {
+            // (An index holds objects: it must not keep those that left alive.)
+            if !membersIndexes.isEmpty { membersIndexes.removeAll() }
+        }
+    }
+    /// One-to-many members by owner, per destination entity and inverse relationship,
+    /// valid while `reference.membershipGeneration` stays what it was when built.
+    var membersIndexes: [MembersIndex.Key: MembersIndex] = [:]
+    /// How many members indexes were built (for tests: one per change, not per owner).
+    var membersIndexBuilds = 0
     /// The objects a `reset()` let go of, released while the context's next statement runs
     /// on the server (their deallocation then costs no wall time), or at the next reset.
     var retired: [ObjectID: ManagedObject]?
@@ -442,6 +453,9 @@ final class ContextReference: @unchecked Sendable {
     // `reset()`, all on the context's queue, where its objects read it too.
     weak var context: ManagedObjectContext?
     let logger: Logger
+    /// Counts changes of registrations, to-one references and deletion marks of the
+    /// context's objects: a one-to-many members index built at another count is stale.
+    var membershipGeneration = 0
 
     init(logger: Logger) { self.logger = logger }
 }
