@@ -80,6 +80,28 @@ struct KeyIdentityTests {
         }
     }
 
+    @Test func controllersKeepTheTwoKeysApart() throws {
+        try ExampleSchema.withManager { manager in
+            let writer = manager.newPrivateContext()
+            try writer.performAndWait { () throws in
+                for key in [Self.composed, Self.decomposed] { User(context: writer).userID = key }
+                try writer.save()
+            }
+            let main = manager.mainContext
+            try main.performAndWait { () throws in
+                let sorted = FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")])
+                let sections = ManagedObjectController(fetchRequest: sorted, context: main, sectionNameKeyPath: "userID")
+                try sections.performFetch()
+                #expect(sections.sections.count == 2)
+                let one = ManagedObjectController(
+                    fetchRequest: FetchRequest<User>(predicate: try FetchPredicate(format: "userID == %@", Self.decomposed)),
+                    context: main)
+                try one.performFetch()
+                #expect(one.objects.map { Self.scalars($0.userID) } == [Self.scalars(Self.decomposed)])
+            }
+        }
+    }
+
     @Test func importedRelationshipsLinkToTheirOwnRow() throws {
         try ExampleSchema.withManager { manager in
             let context = manager.newPrivateContext()
