@@ -67,6 +67,11 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         self.key = .permanent(primaryKey)
     }
 
+    private init(entityName: String, key: Key) {
+        self.entityName = entityName
+        self.key = key
+    }
+
     init(temporaryFor entityName: String) {
         self.entityName = entityName
         self.key = .temporary(ObjectID.randomUUID())
@@ -106,14 +111,56 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// A URI such as `x-pgdatakit://User/42` (or `…/temporary/<uuid>`), stable for
-    /// permanent IDs.
+    /// permanent IDs: send it to another process and turn it back into the ID there with
+    /// `ObjectID(uriRepresentation:)` or `StoreCoordinator.objectID(forURIRepresentation:)`
+    /// (Core Data's `managedObjectID(forURIRepresentation:)`).
+    ///
+    /// ```swift
+    /// let message = user.objectID.uriRepresentation.absoluteString   // "x-pgdatakit://User/42"
+    /// // … in another process:
+    /// if let url = URL(string: message), let id = manager.coordinator.objectID(forURIRepresentation: url) {
+    ///     let user = try manager.mainContext.existingObject(with: id) as? User
+    /// }
+    /// ```
     public var uriRepresentation: URL {
+        URL(string: uriString) ?? URL(fileURLWithPath: "/")
+    }
+
+    /// `uriRepresentation` as text (the entity name percent-encoded where needed).
+    var uriString: String {
+        let entity = entityName.addingPercentEncoding(withAllowedCharacters: .urlHostAllowed) ?? entityName
         switch key {
-        case .permanent(let value):
-            return URL(string: "x-pgdatakit://\(entityName)/\(value)") ?? URL(fileURLWithPath: "/")
-        case .temporary(let uuid):
-            return URL(string: "x-pgdatakit://\(entityName)/temporary/\(uuid.uuidString)")
-                ?? URL(fileURLWithPath: "/")
+        case .permanent(let value): return "\(ObjectID.uriScheme)://\(entity)/\(value)"
+        case .temporary(let uuid): return "\(ObjectID.uriScheme)://\(entity)/temporary/\(uuid.uuidString)"
+        }
+    }
+
+    /// The scheme of `uriRepresentation`.
+    static let uriScheme = "x-pgdatakit"
+
+    /// The ID a `uriRepresentation` stands for; `nil` for anything else. A temporary ID
+    /// reads back as itself (it names an unsaved object of the process that made it,
+    /// which `existingObject(with:)` finds only there); a permanent one names a row of
+    /// any process's store.
+    ///
+    /// - Parameter uri: `x-pgdatakit://<Entity>/<primary key>` or
+    ///   `x-pgdatakit://<Entity>/temporary/<uuid>`.
+    public init?(uriRepresentation uri: URL) {
+        guard uri.scheme == ObjectID.uriScheme, let host = uri.host, let entity = host.removingPercentEncoding,
+            !entity.isEmpty
+        else { return nil }
+        let parts = uri.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        switch parts.count {
+        case 1:
+            guard let first = parts.first, let key = Int64(first), key > 0 else { return nil }
+            self.init(entityName: entity, primaryKey: key)
+        case 2:
+            guard parts.first == "temporary", let last = parts.last, let uuid = UUID(uuidString: String(last)) else {
+                return nil
+            }
+            self.init(entityName: entity, key: .temporary(uuid))
+        default:
+            return nil
         }
     }
 
@@ -123,5 +170,25 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         case .permanent(let value): return "\(entityName)/\(value)"
         case .temporary(let uuid): return "\(entityName)/temporary-\(uuid.uuidString.prefix(8))"
         }
+    }
+}
+
+extension ObjectID: Codable {
+    /// Reads the `uriRepresentation` text an ID is encoded as.
+    ///
+    /// - Throws: `DecodingError.dataCorrupted` for text that is not an object ID's URI.
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let url = URL(string: text), let id = ObjectID(uriRepresentation: url) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: decoder.codingPath, debugDescription: "not a PGDataKit object ID URI"))
+        }
+        self = id
+    }
+
+    /// Encodes the ID as its `uriRepresentation` text, so it can travel in messages.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(uriString)
     }
 }
