@@ -236,6 +236,33 @@ extension ManagedObjectQueries where Self: ManagedObject {
         try deleteAll(in: context, where: try FetchPredicate(format: format, argumentArray: arguments))
     }
 
+    /// The first object (in primary-key order, unsaved ones included) that matches a
+    /// predicate, or a new object inserted into the context
+    /// (RHManagedObject's `newOrExistingEntityWithPredicate:`). The new object's values
+    /// are its defaults: set what the predicate asked for yourself.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let user = try User.insertOrFetch(where: try FetchPredicate(format: "userID == %@", "u1"), in: context)
+    /// if user.isInserted { user.userID = "u1" }
+    /// ```
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func insertOrFetch(where predicate: FetchPredicate, in context: ManagedObjectContext) throws -> Self {
+        if let existing = try first(in: context, where: predicate) { return existing }
+        let object = Self()
+        context.insert(object)
+        return object
+    }
+
+    /// `insertOrFetch(where:in:)` with a format string.
+    ///
+    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    public static func insertOrFetch(in context: ManagedObjectContext, where format: String, _ arguments: Any?...) throws -> Self {
+        try insertOrFetch(where: try FetchPredicate(format: format, argumentArray: arguments), in: context)
+    }
+
     /// The object whose `key` equals `value` (unsaved ones included), or a new object
     /// inserted with it.
     ///
