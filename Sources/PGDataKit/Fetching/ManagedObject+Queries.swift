@@ -218,14 +218,37 @@ extension ManagedObjectQueries where Self: ManagedObject {
     /// apply (rows they delete are not in the change record); the model's delete rules
     /// do not.
     ///
-    /// - Returns: the number of rows deleted.
+    /// With `includingUnsavedInserts` (SQKDataKit's `sqk_deleteAllObjectsInContext:`,
+    /// which deletes the context's objects), the context's inserted, unsaved objects
+    /// that match are deleted from it too (they never reach the database); by default
+    /// they stay, as only rows are deleted.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// try User.deleteAll(in: context, where: try FetchPredicate(format: "age < 18"), includingUnsavedInserts: true)
+    /// ```
+    ///
+    /// - Returns: the number of rows deleted (unsaved inserts not counted).
     /// - Throws: `FetchPredicateError` or `PostgresError`.
     @discardableResult
-    public static func deleteAll(in context: ManagedObjectContext, where predicate: FetchPredicate? = nil) throws -> Int {
+    public static func deleteAll(
+        in context: ManagedObjectContext, where predicate: FetchPredicate? = nil, includingUnsavedInserts: Bool = false
+    ) throws -> Int {
         context.assertOnQueue()
         let entity = try context.entityDescription(for: self)
         let query = try context.storeQuery(FetchRequest<Self>(predicate: predicate), entity: entity, ordered: false)
-        return try context.batchDelete(of: entity, query).count
+        // Matched before the rows go: a predicate may read related saved objects.
+        var unsaved: [ManagedObject] = []
+        if includingUnsavedInserts {
+            let evaluator = PredicateEvaluator(model: context.coordinator.model)
+            for object in context.insertedObjects where object.entity.name == entity.name {
+                if try predicate.map({ try evaluator.evaluate($0, on: object) }) ?? true { unsaved.append(object) }
+            }
+        }
+        let deleted = try context.batchDelete(of: entity, query).count
+        for object in unsaved { context.delete(object) }
+        return deleted
     }
 
     /// Deletes every row matching a format string; see `deleteAll(in:where:)`.

@@ -60,4 +60,32 @@ struct SeedCallTests {
             #expect(try ExampleSchema.count("SELECT count(*) FROM posts WHERE title = 'Hello'", in: manager) == 1)
         }
     }
+
+    /// SQKDataKit's delete-all also takes the context's unsaved inserts that match, as an
+    /// option; by default only rows go.
+    @Test(arguments: [false, true])
+    func deleteAllWithOrWithoutUnsavedInserts(including: Bool) throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait { () throws in
+                for (id, age) in [("s10", 10), ("s40", 40)] {
+                    let user = User(context: context)
+                    user.userID = id
+                    user.age = age
+                }
+                try context.save()
+                for (id, age) in [("m12", 12), ("m50", 50)] {
+                    let user = User(context: context)
+                    user.userID = id
+                    user.age = age
+                }
+                let deleted = try User.deleteAll(
+                    in: context, where: try FetchPredicate(format: "age < 18"), includingUnsavedInserts: including)
+                #expect(deleted == 1)
+                #expect(Set(context.insertedObjects.compactMap { ($0 as? User)?.userID }) == (including ? ["m50"] : ["m12", "m50"]))
+                try context.save()
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == (including ? 2 : 3))
+        }
+    }
 }
