@@ -92,7 +92,7 @@ extension ManagedObjectController: ControllerClient {
         for id in changes.deleted where members.member(id) != nil { leaving.append(id) }
         for id in changes.inserted.union(changes.updated) {
             guard let member = members.member(id) else { continue }
-            if member.element.isMissingFromStore {
+            if member.element.isMissingFromStore || filter.map({ !$0(member.element) }) == true {
                 leaving.append(id)
             } else {
                 staying.append(.init(id: id, element: member.element, key: member.key))
@@ -124,11 +124,21 @@ extension ManagedObjectController: ControllerClient {
                 }
             } else if let matches, let key = id.primaryKey {
                 isMatch = current != nil && matches.contains(key)
+            } else if member == nil, filter != nil, let current {
+                // Left out by the filter before (or by the predicate: nothing says which),
+                // and the change may make the filter say yes: ask the predicate here.
+                do {
+                    isMatch = try request.predicate.map { try evaluator.evaluate($0, on: current) } ?? true
+                } catch {
+                    deliver(error)
+                    isMatch = false
+                }
             } else {
                 isMatch = member != nil
             }
             guard let object = current ?? member?.element else { continue }
             if object.isMissingFromStore || (object.deletedFlag && request.includesPendingChanges) { isMatch = false }
+            if isMatch, let filter, !filter(object) { isMatch = false }
             if isMatch {
                 shown.append((id, object, member != nil))
             } else if member != nil {

@@ -75,6 +75,16 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     public var onChange: ((ManagedObjectController<T>, ControllerChanges) -> Void)?
     /// Called when asking the database about a change set failed.
     public var onError: ((ManagedObjectController<T>, any Error) -> Void)?
+    /// Shows only the objects it returns `true` for (SQKDataKit's
+    /// `filterReturnedObjectsBlock`): applied in memory, on the context's queue, to what
+    /// the fetch returns and to every object a change set would bring in or keep. For
+    /// what a predicate cannot say; set it before `performFetch()`. With a `fetchLimit`
+    /// the window is the fetch's, so fewer objects than the limit may show.
+    ///
+    /// ```swift
+    /// controller.filter = { user in user.name?.unicodeScalars.first?.properties.isUppercase == true }
+    /// ```
+    public var filter: ((T) -> Bool)?
 
     var members = OrderedMembers<T>()
     var order = ControllerSortOrder.given
@@ -298,7 +308,21 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
         if request.fetchOffset > 0 {
             if let first = fetched.first { window.lower = sortKey(for: first) } else { window.isEmpty = true }
         }
-        return (fetched, window)
+        guard let filter else { return (fetched, window) }
+        return (fetched.filter(filter), window)
+    }
+
+    /// Deletes every object the controller shows from its context (SQKDataKit's
+    /// `deleteObjects`); the rows go at the context's next save, and the objects leave
+    /// the controller with the change set of the deletion.
+    ///
+    /// - Returns: how many objects were deleted.
+    @discardableResult
+    public func deleteObjects() -> Int {
+        context.assertOnQueue()
+        let shown = members.elements
+        for object in shown { context.delete(object) }
+        return shown.count
     }
 
     /// Where an object sorts: by its values in the context, or by its stored values when
