@@ -98,6 +98,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     /// (that attribute) DO UPDATE`, so a row another process inserted meanwhile is
     /// updated instead of duplicated.
     var upsertAttributeIndex: Int?
+    /// For such an object: a row that exists after all is left as it is (`ON CONFLICT DO
+    /// NOTHING`; the object takes the stored values), for imports that do not update
+    /// existing objects (`ImportOptions.updatesExistingObjects`).
+    var upsertKeepsExisting = false
     /// When set, property reads record which property they were (used to name the
     /// properties behind Swift key paths).
     var recordsAccess = false

@@ -186,6 +186,11 @@ extension ManagedObjectContext {
                 if case .none = object.toOne[index] { continue }
                 toOne.append(index)
             }
+            if object.upsertKeepsExisting {
+                // Nothing to update on a conflict: `DO NOTHING`, and the row read back.
+                attributes.removeAll(keepingCapacity: true)
+                toOne.removeAll(keepingCapacity: true)
+            }
             if let last = groups.indices.last, groups[last].shape.unique == unique, groups[last].shape.attributes == attributes,
                 groups[last].shape.toOne == toOne
             {

@@ -35,6 +35,12 @@ public struct ImportOptions: Sendable {
     public var mergePolicy: MergePolicy
     /// The number of records, when known: the total of the progress.
     public var expectedCount: Int64?
+    /// Whether records update the objects whose keys exist (`true`, the default). With
+    /// `false` (Vokoder's `overwriteObjectsWithServerChanges = NO`) the import inserts
+    /// new objects and leaves existing ones untouched, including a row another process
+    /// inserts with the same key before the batch is saved (its insert is `ON CONFLICT DO
+    /// NOTHING`, and the object takes the stored values).
+    public var updatesExistingObjects = true
 
     /// Options; the defaults import in batches of 1,000 with fetches, no pruning, up to
     /// 5 attempts per batch.

@@ -37,6 +37,7 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
         self.options = options
         self.importer = try mapper.recordImport(in: context)
         importer.guaranteedInsert = options.guaranteedInsert
+        importer.updatesExisting = options.updatesExistingObjects
         if options.pruneMissingObjects && importer.key == nil {
             throw ImportError.invalidMap(
                 entity: importer.entity.name, key: "pruneMissingObjects", reason: "pruning needs a unique key in the mapper")

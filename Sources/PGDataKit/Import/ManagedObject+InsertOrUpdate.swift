@@ -60,6 +60,9 @@ extension ManagedObjectQueries where Self: ManagedObject {
     ///     keys (`ObjectMap.relationship`); one lookup per batch and relationship,
     ///     remembered in `keyCache` when given.
     ///   - keyCache: related keys → object IDs, shared across calls and batches.
+    ///   - updatesExisting: `false` (Vokoder's `overwriteObjectsWithServerChanges = NO`)
+    ///     inserts the new keys and leaves the objects of existing ones untouched (also a
+    ///     row another process inserts before the save); they are still returned.
     ///   - setter: applies a record to its object; optional for stubs.
     /// - Returns: the objects, one per distinct key, in order of first appearance.
     /// - Throws: `ImportError` naming the record index, `PostgresError`.
@@ -67,11 +70,11 @@ extension ManagedObjectQueries where Self: ManagedObject {
     public static func insertOrUpdate<Key: AttributeValue>(
         _ records: [JSONValue], uniqueModelKey: ReferenceWritableKeyPath<Self, Key>, uniqueRemoteKey: String,
         in context: ManagedObjectContext, batchSize: Int = 1_000, relationships: [ObjectMap<Self>] = [],
-        keyCache: ImportKeyCache? = nil, _ setter: ((JSONValue, Self) throws -> Void)? = nil
+        keyCache: ImportKeyCache? = nil, updatesExisting: Bool = true, _ setter: ((JSONValue, Self) throws -> Void)? = nil
     ) throws -> [Self] {
         try insertOrUpdate(
             records, uniqueModelKey: propertyName(uniqueModelKey), uniqueRemoteKey: uniqueRemoteKey, in: context,
-            batchSize: batchSize, relationships: relationships, keyCache: keyCache, setter)
+            batchSize: batchSize, relationships: relationships, keyCache: keyCache, updatesExisting: updatesExisting, setter)
     }
 
     /// `insertOrUpdate` with the unique attribute named by a string (`"userID"`).
@@ -82,11 +85,11 @@ extension ManagedObjectQueries where Self: ManagedObject {
     public static func insertOrUpdate(
         _ records: [JSONValue], uniqueModelKey: String, uniqueRemoteKey: String, in context: ManagedObjectContext,
         batchSize: Int = 1_000, relationships: [ObjectMap<Self>] = [], keyCache: ImportKeyCache? = nil,
-        _ setter: ((JSONValue, Self) throws -> Void)? = nil
+        updatesExisting: Bool = true, _ setter: ((JSONValue, Self) throws -> Void)? = nil
     ) throws -> [Self] {
         context.assertOnQueue()
         let entity = try context.entityDescription(for: self)
-        let importer = RecordImport(
+        var importer = RecordImport(
             entity: entity, key: try RecordImport.uniqueAttribute(uniqueModelKey, of: entity),
             keyPaths: [RemoteKeyPath(uniqueRemoteKey)], keyName: uniqueRemoteKey,
             links: try RecordImport.links(relationships, of: entity, model: context.coordinator.model, ignoresNull: false),
@@ -94,6 +97,7 @@ extension ManagedObjectQueries where Self: ManagedObject {
                 guard let setter, let typed = ManagedObject.cast(object, to: Self.self) else { return }
                 try setter(record, typed)
             })
+        importer.updatesExisting = updatesExisting
         return ManagedObject.cast(try importer.run(records, batchSize: batchSize, in: context, cache: keyCache), to: Self.self)
     }
 }

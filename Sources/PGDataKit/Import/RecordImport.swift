@@ -45,6 +45,10 @@ struct RecordImport {
     /// Skip the fetch: the caller knows every key is new (existing rows are still
     /// updated, not duplicated, by the save's upsert).
     var guaranteedInsert = false
+    /// Whether records update the objects of keys that exist (Vokoder's
+    /// `overwriteObjectsWithServerChanges`); when not, those objects are left untouched,
+    /// and a key another process inserts before the save is left as that process wrote it.
+    var updatesExisting = true
     /// Applies a record to its object, after the links were set (record, object, record
     /// index).
     let apply: (JSONValue, ManagedObject, Int, DateFormatters) throws -> Void
@@ -165,6 +169,10 @@ struct RecordImport {
         for first in order {
             let object: ManagedObject
             if let existing = found[first] {
+                if !updatesExisting && !context.insertedSet.contains(existing) {
+                    objects.append(existing)  // a stored row: left untouched
+                    continue
+                }
                 if !fresh.isEmpty && fresh[first] {
                     undo.noteFetched(existing)
                 } else {
@@ -177,6 +185,7 @@ struct RecordImport {
                 undo.noteInserted(object)
                 object.initializeValue(storedKeys[first], at: key.index)
                 object.upsertAttributeIndex = key.index
+                object.upsertKeepsExisting = !updatesExisting
             }
             var offset = first
             while offset >= 0 {

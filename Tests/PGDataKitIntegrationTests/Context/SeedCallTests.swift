@@ -89,3 +89,52 @@ struct SeedCallTests {
         }
     }
 }
+
+/// Vokoder's `overwriteObjectsWithServerChanges = NO`: new keys are inserted, existing
+/// ones left as they are, including a row another context inserts before the save.
+@Suite("Imports that do not update existing objects")
+struct ImportWithoutOverwriteTests {
+    @Test func insertOrUpdateLeavesExistingObjectsUntouched() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            let racing = manager.newPrivateContext()
+            try context.performAndWait { () throws in
+                let old = User(context: context)
+                old.userID = "old"
+                old.name = "stored"
+                try context.save()
+                let users = try User.insertOrUpdate(
+                    [["UserID": "old", "Name": "record"], ["UserID": "new", "Name": "record"], ["UserID": "raced", "Name": "record"]],
+                    uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, updatesExisting: false
+                ) { record, user in user.name = record["Name"]?.stringValue }
+                #expect(users.map(\.userID) == ["old", "new", "raced"])
+                #expect(users[0] === old && old.name == "stored" && !old.hasChanges)
+                // Another context inserts "raced" after the import looked: it is left as written.
+                try racing.performAndWait { () throws in
+                    let user = User(context: racing)
+                    user.userID = "raced"
+                    user.name = "elsewhere"
+                    try racing.save()
+                }
+                try context.save()
+                #expect(users[2].name == "elsewhere")
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'record'", in: manager) == 1)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 3)
+        }
+    }
+
+    @Test func anImportOperationLeavesExistingObjectsUntouched() async throws {
+        try await ExampleSchemaAsync.withImportManager { manager in
+            _ = try await manager.importRecords(ImportSchema.userRecords(0..<10), mapper: userMapper)
+            var options = ImportOptions(batchSize: 4)
+            options.updatesExistingObjects = false
+            let summary = try await manager.importRecords(
+                ImportSchema.userRecords(5..<15, name: "Changed"), mapper: userMapper, options: options)
+            #expect(summary.inserted == 5)
+            #expect(summary.updated == 0)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name LIKE 'Changed%'", in: manager) == 5)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE version > 1", in: manager) == 0)
+        }
+    }
+}
