@@ -138,3 +138,45 @@ struct ImportWithoutOverwriteTests {
         }
     }
 }
+
+/// SQKDataKit's and RHManagedObject's delete-store, for tests: refused unless the
+/// database is named.
+@Suite("Resetting a store for tests")
+struct StoreResetTests {
+    @Test func resetEmptiesTheModelsTablesOnlyWhenTheDatabaseIsNamed() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait { () throws in
+                let user = User(context: context)
+                user.userID = "u"
+                let post = Post(context: context)
+                post.postID = "p"
+                post.user = user
+                try context.save()
+            }
+            let name = try manager.coordinator.pool.withConnection { connection in
+                try connection.query("SELECT current_database()")[0].decode(String.self, at: 0)
+            }
+            try manager.coordinator.pool.withConnection { connection in
+                _ = try connection.execute("CREATE TABLE unrelated (n integer)")
+                _ = try connection.execute("INSERT INTO unrelated VALUES (1)")
+            }
+            #expect(throws: StoreResetError(connectedDatabase: name, requestedDatabase: "production")) {
+                try manager.coordinator.resetStore(database: "production")
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 1)
+            try manager.coordinator.resetStore(database: name)
+            for table in ["users", "posts", "samples", "pgdatakit_changes"] {
+                #expect(try ExampleSchema.count("SELECT count(*) FROM \(table)", in: manager) == 0, "\(table)")
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM unrelated", in: manager) == 1)
+            let fresh = manager.newPrivateContext()
+            try fresh.performAndWait { () throws in
+                let user = User(context: fresh)
+                user.userID = "again"
+                try fresh.save()
+                #expect(user.objectID.primaryKey == 1)  // keys start again
+            }
+        }
+    }
+}
