@@ -40,13 +40,15 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
     case deletedInContext(recordIndex: Int, key: String, entity: String)
     /// The caller's closure (setter or after-import closure) threw for a record.
     case recordFailed(recordIndex: Int, underlying: any Error)
+    /// A record has a member no map reads (`ObjectMapper.rejectsUnknownMembers`).
+    case unknownMember(recordIndex: Int, key: String, entity: String)
 
     /// The record index, if the error concerns one record.
     public var recordIndex: Int? {
         switch self {
         case .missingKey(let index, _, _, _), .typeMismatch(let index, _, _, _, _, _),
             .unresolvedRelationship(let index, _, _, _), .deletedInContext(let index, _, _),
-            .recordFailed(let index, _):
+            .recordFailed(let index, _), .unknownMember(let index, _, _):
             return index
         case .unknownKey, .notUniqueKey, .invalidMap:
             return nil
@@ -74,6 +76,8 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
                 + "save or roll back first"
         case .recordFailed(let index, let underlying):
             return "record \(index): \(underlying)"
+        case .unknownMember(let index, let key, let entity):
+            return "record \(index): \"\(key)\" is not mapped to any attribute or relationship of \(entity)"
         }
     }
 }

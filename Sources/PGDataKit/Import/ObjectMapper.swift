@@ -29,9 +29,13 @@ import Foundation
 /// - **Default maps.** With `mapsOtherAttributes` (the default) every attribute without
 ///   an explicit map is read from the member of the same name or its snake_case
 ///   (`userID` from `userID` or `user_id`); `keyStyle` says which name export writes.
-/// - **Missing members** leave the attribute as it is; **`null`** sets it to `nil` (an
+/// - **Missing members** leave the attribute as it is (with `missingMembersSetNil`, as
+///   Vokoder does, an optional attribute becomes `nil`); **`null`** sets it to `nil` (an
 ///   error for a non-optional attribute) unless `ignoresNullValueOverwrites` (per mapper
 ///   or per map) keeps a value that is already set.
+/// - **Unknown members** (that no map reads) are ignored; with `rejectsUnknownMembers`
+///   they are `ImportError.unknownMember`. **Export** writes `nil` as `null`; with
+///   `exportOmitsNil` it leaves the member out.
 /// - **Types.** Strings, whole numbers (that fit), numbers, booleans, JSON as is; dates
 ///   per `dateFormat`; `UUID` from its string; `Data` from base64; numbers from strings
 ///   only with `parsesNumbersFromStrings`. Anything else is `ImportError.typeMismatch`
@@ -66,6 +70,22 @@ public struct ObjectMapper<Object: ManagedObject>: Sendable {
     /// Called for each record after its values were applied to its object (the place
     /// for anything maps cannot say).
     public var afterImport: (@Sendable (JSONValue, Object) throws -> Void)?
+    /// Whether a member missing from a record sets its optional attribute to `nil`
+    /// (Vokoder's mapper) rather than leaving it as it is (the default). Non-optional
+    /// attributes and the unique key are left as they are.
+    ///
+    /// ```swift
+    /// var mapper = ObjectMapper<User>(uniqueKey: \.userID)
+    /// mapper.missingMembersSetNil = true   // {"userID": "u1"} clears name and age
+    /// ```
+    public var missingMembersSetNil = false
+    /// Whether a record member that no map reads is an error (`ImportError.unknownMember`,
+    /// naming the record and member) rather than ignored (the default). Only top-level
+    /// members are checked.
+    public var rejectsUnknownMembers = false
+    /// Whether export leaves out members whose value is `nil` rather than writing
+    /// `null` (the default).
+    public var exportOmitsNil = false
 
     /// A mapper with the unique key named by a string.
     public init(
@@ -134,6 +154,10 @@ struct CompiledMapper {
     let attributeMaps: [AttributeMap]
     let links: [RecordImport.Link]
     let linkMaps: [(link: RecordImport.Link, conversion: ValueConversion)]
+    let missingMembersSetNil: Bool
+    /// The top-level members some map reads, when unknown ones are errors.
+    let knownMembers: Set<String>?
+    let exportOmitsNil: Bool
 
     /// Checks the mapper against the model.
     ///
@@ -195,12 +219,25 @@ struct CompiledMapper {
             relationshipMaps, of: entity, model: model, ignoresNull: mapper.ignoresNullValueOverwrites)
         self.links = links
         self.linkMaps = zip(links, relationshipMaps).map { ($0, conversion($1)) }
+        self.missingMembersSetNil = mapper.missingMembersSetNil
+        self.exportOmitsNil = mapper.exportOmitsNil
+        if mapper.rejectsUnknownMembers {
+            let paths = attributeMaps.flatMap(\.paths) + links.flatMap(\.paths)
+            self.knownMembers = Set(paths.compactMap(\.components.first))
+        } else {
+            self.knownMembers = nil
+        }
     }
 
     /// Applies a record's mapped attributes to an object (the unique key, which matched
     /// the object, and the links are set by the import).
     func apply(_ record: JSONValue, to object: ManagedObject, index: Int, formatters: DateFormatters) throws {
         object.prepareStorage()
+        if let knownMembers, case .object(let members) = record {
+            for name in members.keys.sorted() where !knownMembers.contains(name) {
+                throw ImportError.unknownMember(recordIndex: index, key: name, entity: entity.name)
+            }
+        }
         for map in attributeMaps where map.attribute !== key {
             var found: JSONValue?
             var path = map.paths[0]
@@ -211,7 +248,10 @@ struct CompiledMapper {
                     break
                 }
             }
-            guard let value = found else { continue }
+            guard let value = found else {
+                if missingMembersSetNil && map.attribute.isOptional { object.setStoredValue(nil, at: map.attribute.index) }
+                continue
+            }
             if value == .null && map.ignoresNull && object.values[map.attribute.index] != nil { continue }
             let stored: StoredValue
             do {

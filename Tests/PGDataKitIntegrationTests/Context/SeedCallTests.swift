@@ -180,3 +180,38 @@ struct StoreResetTests {
         }
     }
 }
+
+/// Vokoder's mapper behaviours as options of `ObjectMapper` (PGDataKit's defaults kept).
+@Suite("Mapper options from Vokoder")
+struct MapperOptionTests {
+    @Test func missingMembersUnknownMembersAndNilOnExport() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait { () throws in
+                var mapper = ObjectMapper<User>(uniqueKey: \.userID)
+                _ = try User.importRecords([["userID": "u1", "name": "Ada", "age": 36]], mapper: mapper, in: context)
+                // Default: a missing member leaves the attribute.
+                let kept = try User.importRecords([["userID": "u1"]], mapper: mapper, in: context)
+                #expect(kept[0].name == "Ada" && kept[0].age == 36)
+                mapper.missingMembersSetNil = true
+                let cleared = try User.importRecords([["userID": "u1", "age": 37]], mapper: mapper, in: context)
+                #expect(cleared[0].name == nil && cleared[0].age == 37 && cleared[0].userID == "u1")
+                // Default: an unknown member is ignored; with the option it is an error.
+                _ = try User.importRecords([["userID": "u2", "nickname": "x"]], mapper: mapper, in: context)
+                mapper.rejectsUnknownMembers = true
+                #expect {
+                    try User.importRecords([["userID": "u3"], ["userID": "u4", "nickname": "x"]], mapper: mapper, in: context)
+                } throws: { error in
+                    guard case .unknownMember(1, "nickname", "User") = error as? ImportError else { return false }
+                    return true
+                }
+                #expect(try User.importRecords([["user_id": "u5", "name": "Bo"]], mapper: mapper, in: context).count == 1)
+                // Export: nil as null by default, left out with the option.
+                #expect(try mapper.export(cleared[0])["name"] == .null)
+                mapper.exportOmitsNil = true
+                #expect(try mapper.export(cleared[0])["name"] == nil)
+                #expect(try mapper.export(cleared[0])["age"] == 37)
+            }
+        }
+    }
+}
