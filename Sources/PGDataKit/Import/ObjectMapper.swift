@@ -86,6 +86,18 @@ public struct ObjectMapper<Object: ManagedObject>: Sendable {
     /// Whether export leaves out members whose value is `nil` rather than writing
     /// `null` (the default).
     public var exportOmitsNil = false
+    /// Lenient import (Vokoder's mapper skips malformed values): when set, a value that
+    /// does not convert to its attribute is skipped — the attribute keeps what it had,
+    /// the record is still imported — and reported here as the
+    /// `ImportError.typeMismatch` it would have thrown (record index, key, attribute,
+    /// both types), on the importing context's queue. When `nil` (the default) such a
+    /// value stops the import with that error.
+    ///
+    /// ```swift
+    /// let skipped = Mutex<[ImportError]>([])
+    /// mapper.onMalformedValue = { error in skipped.withLock { $0.append(error) } }
+    /// ```
+    public var onMalformedValue: (@Sendable (ImportError) -> Void)?
 
     /// A mapper with the unique key named by a string.
     public init(
@@ -155,6 +167,7 @@ struct CompiledMapper {
     let links: [RecordImport.Link]
     let linkMaps: [(link: RecordImport.Link, conversion: ValueConversion)]
     let missingMembersSetNil: Bool
+    let onMalformedValue: (@Sendable (ImportError) -> Void)?
     /// The top-level members some map reads, when unknown ones are errors.
     let knownMembers: Set<String>?
     let exportOmitsNil: Bool
@@ -220,6 +233,7 @@ struct CompiledMapper {
         self.links = links
         self.linkMaps = zip(links, relationshipMaps).map { ($0, conversion($1)) }
         self.missingMembersSetNil = mapper.missingMembersSetNil
+        self.onMalformedValue = mapper.onMalformedValue
         self.exportOmitsNil = mapper.exportOmitsNil
         if mapper.rejectsUnknownMembers {
             let paths = attributeMaps.flatMap(\.paths) + links.flatMap(\.paths)
@@ -257,9 +271,12 @@ struct CompiledMapper {
             do {
                 stored = try map.conversion.storedValue(value, for: map.attribute, formatters: formatters)
             } catch {
-                throw ImportError.typeMismatch(
+                let mismatch = ImportError.typeMismatch(
                     recordIndex: index, key: path.description, entity: entity.name, attribute: map.attribute.name,
                     expected: error.expected, actual: error.actual)
+                guard let onMalformedValue else { throw mismatch }
+                onMalformedValue(mismatch)
+                continue
             }
             object.setStoredValue(stored, at: map.attribute.index)
         }

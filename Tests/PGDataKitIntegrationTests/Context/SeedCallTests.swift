@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import PGDataKit
@@ -212,6 +213,32 @@ struct MapperOptionTests {
                 #expect(try mapper.export(cleared[0])["name"] == nil)
                 #expect(try mapper.export(cleared[0])["age"] == 37)
             }
+        }
+    }
+}
+
+extension MapperOptionTests {
+    /// Vokoder skips malformed values and imports the record; PGDataKit stops, unless
+    /// `onMalformedValue` is set, which then hears each skipped value.
+    @Test func malformedValuesAreSkippedAndReportedWhenLenient() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait { () throws in
+                var mapper = ObjectMapper<User>(uniqueKey: \.userID)
+                let records: [JSONValue] = [["userID": "u1", "name": "Ada", "age": "old"], ["userID": "u2", "age": 3.5, "name": 7]]
+                #expect(throws: ImportError.self) { try User.importRecords(records, mapper: mapper, in: context) }
+                let skipped = Mutex<[String]>([])
+                mapper.onMalformedValue = { error in
+                    guard case .typeMismatch(let index, let key, _, _, _, _) = error else { return }
+                    skipped.withLock { $0.append("\(index):\(key)") }
+                }
+                let users = try User.importRecords(records, mapper: mapper, in: context)
+                #expect(users.map(\.userID) == ["u1", "u2"])
+                #expect(users[0].name == "Ada" && users[0].age == nil && users[1].name == nil)
+                #expect(skipped.withLock { $0 }.sorted() == ["0:age", "1:age", "1:name"])
+                try context.save()
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 2)
         }
     }
 }
