@@ -58,28 +58,14 @@ extension ComparisonPlanner {
         case .notEqual: return !Self.equal(left, right, options)
         case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual:
             guard let left, let right, let order = Self.order(left, right, options) else { return false }
-            switch comparison.operator {
-            case .lessThan: return order < 0
-            case .lessThanOrEqual: return order <= 0
-            case .greaterThan: return order > 0
-            default: return order >= 0
-            }
+            return ValueComparison.holds(comparison.operator, order: order)
         case .contains, .beginsWith, .endsWith, .like, .matches:
             guard let text = left as? String, let other = right as? String else { return false }
-            let folded = ValueComparison.fold(text, options)
-            switch comparison.operator {
-            case .contains: return ValueComparison.contains(folded, ValueComparison.fold(other, options))
-            case .beginsWith: return folded.starts(with: ValueComparison.fold(other, options))
-            case .endsWith: return folded.reversed().starts(with: ValueComparison.fold(other, options).reversed())
-            case .like: return ValueComparison.like(folded, ValueComparison.likeTokens(other, options))
-            default:
-                let budget = MatchesBudget()
-                do {
-                    return try budget.pattern(other).matches(String(String.UnicodeScalarView(folded)), budget: budget)
-                } catch var error {
-                    error.format = format
-                    throw error
-                }
+            do {
+                return try ValueComparison.matches(comparison.operator, text, other, options, budget: MatchesBudget())
+            } catch var error {
+                error.format = format
+                throw error
             }
         case .in, .between:
             return false  // answered above

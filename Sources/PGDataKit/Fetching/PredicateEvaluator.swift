@@ -223,26 +223,10 @@ struct PredicateEvaluator {
             return negate ? !same : same
         case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual:
             guard let left, let right, let order = ValueComparison.compare(left, right, options: options) else { return false }
-            switch plan.operator {
-            case .lessThan: return order < 0
-            case .lessThanOrEqual: return order <= 0
-            case .greaterThan: return order > 0
-            default: return order >= 0
-            }
+            return ValueComparison.holds(plan.operator, order: order)
         case .contains, .beginsWith, .endsWith, .like, .matches:
             guard let text = left as? String, let other = right as? String else { return false }
-            let l = ValueComparison.fold(text, options)
-            switch plan.operator {
-            case .contains: return ValueComparison.contains(l, ValueComparison.fold(other, options))
-            case .beginsWith: return l.starts(with: ValueComparison.fold(other, options))
-            case .endsWith:
-                let r = ValueComparison.fold(other, options)
-                return l.count >= r.count && Array(l.suffix(r.count)) == r
-            case .like: return ValueComparison.like(l, ValueComparison.likeTokens(other, options))
-            default:
-                let folded = String(String.UnicodeScalarView(l))
-                return try matchesBudget.pattern(other).matches(folded, budget: matchesBudget)
-            }
+            return try ValueComparison.matches(plan.operator, text, other, options, budget: matchesBudget)
         case .in, .between:
             throw FetchPredicateError(message: "\(plan.operator.rawValue) needs a list")
         }

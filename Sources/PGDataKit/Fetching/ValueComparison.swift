@@ -66,6 +66,38 @@ enum ValueComparison {
         }
     }
 
+    /// Whether an ordering operator (`<`, `<=`, `>`, `>=`) holds for two values that
+    /// compare as `order` (negative, zero, positive).
+    static func holds(_ op: FetchPredicate.Operator, order: Int) -> Bool {
+        switch op {
+        case .lessThan: return order < 0
+        case .lessThanOrEqual: return order <= 0
+        case .greaterThan: return order > 0
+        default: return order >= 0
+        }
+    }
+
+    /// `CONTAINS`, `BEGINSWITH`, `ENDSWITH`, `LIKE` or `MATCHES` of two strings, with
+    /// `[c]`/`[d]` (as the SQL the compiler writes answers them).
+    ///
+    /// - Throws: `FetchPredicateError` for a `MATCHES` pattern that is not valid or
+    ///   backtracks past the budget.
+    static func matches(
+        _ op: FetchPredicate.Operator, _ text: String, _ other: String, _ options: FetchPredicate.StringOptions,
+        budget: MatchesBudget
+    ) throws(FetchPredicateError) -> Bool {
+        let folded = fold(text, options)
+        switch op {
+        case .contains: return contains(folded, fold(other, options))
+        case .beginsWith: return folded.starts(with: fold(other, options))
+        case .endsWith:
+            let suffix = fold(other, options)
+            return folded.count >= suffix.count && Array(folded.suffix(suffix.count)) == suffix
+        case .like: return like(folded, likeTokens(other, options))
+        default: return try budget.pattern(other).matches(String(String.UnicodeScalarView(folded)), budget: budget)
+        }
+    }
+
     /// A date as the whole seconds and microseconds it is saved with (see
     /// `Date.postgresText()`).
     static func microseconds(_ date: Date) -> (Double, Double) {
