@@ -123,3 +123,42 @@ extension Duration {
     /// The duration in seconds.
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
+
+/// A process that only writes opens no listening session (the README's advice past the
+/// notification ceiling: fewer listening sessions per host).
+@Suite("Writers that do not merge do not listen")
+struct WriterWithoutListenerTests {
+    @Test(arguments: [false, true])
+    func aManagerThatDoesNotMergeOpensNoListenerSession(merges: Bool) throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let setup = try ExampleSchema.makeManager(configuration)
+            setup.close()
+            let writer = try ContextManager(
+                configuration: configuration, entities: ExampleSchema.entities, automaticallyMergesRemoteChanges: merges)
+            defer { writer.close() }
+            let context = writer.newPrivateContext()
+            try context.performAndWait {
+                User(context: context).userID = "w"
+                try context.save()
+            }
+            func listeners() throws -> Int {
+                try writer.coordinator.pool.withConnection { connection in
+                    try connection.query(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1",
+                        [ChangeListener.applicationName]
+                    )[0].decode(Int.self, at: 0)
+                }
+            }
+            if merges {
+                // (The check itself: a merging manager's session does show.)
+                let deadline = ContinuousClock.now + .seconds(15)
+                while try listeners() == 0 && ContinuousClock.now < deadline { usleep(10_000) }
+                #expect(try listeners() == 1)
+            } else {
+                Thread.sleep(forTimeInterval: 0.3)
+                #expect(writer.coordinator.listenerBackendPID == nil)
+                #expect(try listeners() == 0)
+            }
+        }
+    }
+}
