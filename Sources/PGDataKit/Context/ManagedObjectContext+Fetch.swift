@@ -232,14 +232,9 @@ extension ManagedObjectContext {
             }
         }
         let index = membersIndex(of: destination, inverse: inverse)
+        // (Each candidate is in one of the two lists: its to-one holds an object or a key.)
         var found = index.byObject[ObjectIdentifier(object)] ?? []
-        if let key = object.objectID.primaryKey, let byKey = index.byKey[key] {
-            found += byKey
-            if found.count > byKey.count {
-                var seen = Set<ObjectIdentifier>()
-                found = found.filter { seen.insert(ObjectIdentifier($0)).inserted }
-            }
-        }
+        if let key = object.objectID.primaryKey, let byKey = index.byKey[key] { found += byKey }
         return found.sorted { $0.objectID.description < $1.objectID.description }
     }
 
@@ -249,12 +244,10 @@ extension ManagedObjectContext {
     /// members of many owners costs one pass plus their members, not one pass each.
     private func membersIndex(of destination: EntityDescription, inverse: RelationshipDescription) -> MembersIndex {
         let key = MembersIndex.Key(entity: destination.name, relationship: inverse.index)
-        if let index = membersIndexes[key], index.generation == reference.membershipGeneration,
-            index.reference === reference
-        {
-            return index
-        }
-        var index = MembersIndex(reference: reference)
+        // (`reset()` replaces the reference and empties the registry, which drops the
+        // indexes: a generation is only ever compared with its own reference's.)
+        if let index = membersIndexes[key], index.generation == reference.membershipGeneration { return index }
+        var index = MembersIndex()
         membersIndexBuilds += 1
         for candidate in registered.values where candidate.entity.name == destination.name && !candidate.deletedFlag {
             candidate.prepareStorage()

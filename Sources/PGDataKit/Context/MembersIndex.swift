@@ -8,14 +8,10 @@ struct MembersIndex {
         let relationship: Int
     }
 
-    /// The context reference whose generation it was built at.
-    let reference: ContextReference
     /// `ContextReference.membershipGeneration` when built.
     var generation = 0
     /// Members whose to-one holds the owner object.
     var byObject: [ObjectIdentifier: [ManagedObject]] = [:]
     /// Members whose to-one holds the owner's primary key.
     var byKey: [Int64: [ManagedObject]] = [:]
-
-    init(reference: ContextReference) { self.reference = reference }
 }

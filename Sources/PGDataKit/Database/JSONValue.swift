@@ -155,27 +155,6 @@ public enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
-    /// How deeply arrays and objects nest (0 for a scalar), found with a worklist; past
-    /// `limit` it stops and returns `limit + 1`.
-    func depth(upTo limit: Int) -> Int {
-        var deepest = 0
-        var pending: [(JSONValue, Int)] = [(self, 0)]
-        while let (value, level) = pending.popLast() {
-            switch value {
-            case .array(let values):
-                deepest = Swift.max(deepest, level + 1)
-                if level + 1 > limit { return limit + 1 }
-                pending.append(contentsOf: values.lazy.map { ($0, level + 1) })
-            case .object(let members):
-                deepest = Swift.max(deepest, level + 1)
-                if level + 1 > limit { return limit + 1 }
-                pending.append(contentsOf: members.values.lazy.map { ($0, level + 1) })
-            case .null, .bool, .number, .string: break
-            }
-        }
-        return deepest
-    }
-
     /// Equal structure and leaves (numbers by `==`, strings by Swift's `==`, objects
     /// whatever their key order), compared with a worklist, not recursion.
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
@@ -273,25 +252,30 @@ extension JSONValue: PostgresCodable {
 
     /// Why the value cannot be stored, if it cannot (checked with a worklist).
     private var unencodable: PostgresValueError.Reason? {
-        var pending = [self]
-        while let value = pending.popLast() {
+        var pending: [(value: JSONValue, depth: Int)] = [(self, 0)]
+        while let (value, depth) = pending.popLast() {
             switch value {
             case .number(let number):
                 if !number.isFinite {
                     return .unencodable("it holds a number that is NaN or infinite, which JSON cannot represent")
                 }
             case .string(let text): if text.utf8.contains(0) { return .containsNUL }
-            case .array(let values): pending.append(contentsOf: values)
+            case .array(let values):
+                guard depth < Self.maximumDepth else { return Self.tooDeep }
+                pending.append(contentsOf: values.lazy.map { ($0, depth + 1) })
             case .object(let members):
+                guard depth < Self.maximumDepth else { return Self.tooDeep }
                 if members.keys.contains(where: { $0.utf8.contains(0) }) { return .containsNUL }
-                pending.append(contentsOf: members.values)
+                pending.append(contentsOf: members.values.lazy.map { ($0, depth + 1) })
             case .null, .bool: break
             }
         }
-        if depth(upTo: Self.maximumDepth) > Self.maximumDepth {
-            return .unencodable("it nests deeper than \(Self.maximumDepth) levels (JSONValue.maximumDepth)")
-        }
         return nil
+    }
+
+    /// Why a value nested deeper than `maximumDepth` is refused.
+    private static var tooDeep: PostgresValueError.Reason {
+        .unencodable("it nests deeper than \(maximumDepth) levels (JSONValue.maximumDepth)")
     }
 
     /// Parses `json` or `jsonb` text.

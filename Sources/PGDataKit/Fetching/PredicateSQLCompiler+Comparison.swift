@@ -38,14 +38,12 @@ extension PredicateSQLCompiler {
     /// per way of reaching it (which `EXISTS` does not mind).
     mutating func membersSQL(_ members: ResolvedKeyPath, alias: String, memberAlias: String) throws -> String {
         guard let first = members.toManyIndex, first < members.hops.count - 1 else {
-            return try singleMembersSQL(members, alias: alias, memberAlias: memberAlias)
+            let single = try singleMembersSQL(members, alias: alias, memberAlias: memberAlias)
+            return "\(single.from) WHERE \(single.condition)"
         }
         var previous = newAlias()
         let head = ResolvedKeyPath(hops: Array(members.hops[...first]), end: .object, path: members.path)
         let base = try singleMembersSQL(head, alias: alias, memberAlias: previous)
-        guard let whereRange = base.range(of: " WHERE ") else {
-            throw error("\(members.path) cannot be joined", members.path)
-        }
         var joins = ""
         let later = members.hops[(first + 1)...]
         for (offset, hop) in later.enumerated() {
@@ -69,29 +67,35 @@ extension PredicateSQLCompiler {
             }
             previous = next
         }
-        // (The first WHERE is the base's own: its table and join come before it, its owner key after.)
-        return String(base[..<whereRange.lowerBound]) + joins + String(base[whereRange.lowerBound...])
+        return "\(base.from)\(joins) WHERE \(base.condition)"
     }
 
-    /// `membersSQL` for a path whose hops before the last (to-many) one are to-one.
-    private mutating func singleMembersSQL(_ members: ResolvedKeyPath, alias: String, memberAlias: String) throws -> String {
+    /// `membersSQL` for a path whose hops before the last (to-many) one are to-one: its
+    /// `FROM` part and the condition tying the members to the owner.
+    private mutating func singleMembersSQL(
+        _ members: ResolvedKeyPath, alias: String, memberAlias: String
+    ) throws -> (from: String, condition: String) {
         guard let hop = members.hops.last, let inverseName = hop.relationship.inverseName else {
             throw error("\(members.path) needs a to-many relationship with an inverse", members.path)
         }
         if let table = hop.relationship.joinTable {
             let owner = ownerKeySQL(members, alias: alias)
             let join = newAlias()
-            return "\(hop.destination.quotedTable) AS \(memberAlias) JOIN \(Connection.quoteIdentifier(table.tableName)) "
-                + "AS \(join) ON \(join).\(Connection.quoteIdentifier(table.destinationColumn)) = "
-                + "\(memberAlias).\(Connection.quoteIdentifier(hop.destination.primaryKeyColumn)) "
-                + "WHERE \(join).\(Connection.quoteIdentifier(table.sourceColumn)) = \(owner)"
+            return (
+                "\(hop.destination.quotedTable) AS \(memberAlias) JOIN \(Connection.quoteIdentifier(table.tableName)) "
+                    + "AS \(join) ON \(join).\(Connection.quoteIdentifier(table.destinationColumn)) = "
+                    + "\(memberAlias).\(Connection.quoteIdentifier(hop.destination.primaryKeyColumn))",
+                "\(join).\(Connection.quoteIdentifier(table.sourceColumn)) = \(owner)"
+            )
         }
         guard let inverse = hop.destination.relationship(named: inverseName), let foreignKey = inverse.columnName else {
             throw error("\(members.path) needs a to-many relationship with an inverse", members.path)
         }
         let owner = ownerKeySQL(members, alias: alias)
-        return "\(hop.destination.quotedTable) AS \(memberAlias) "
-            + "WHERE \(memberAlias).\(Connection.quoteIdentifier(foreignKey)) = \(owner)"
+        return (
+            "\(hop.destination.quotedTable) AS \(memberAlias)",
+            "\(memberAlias).\(Connection.quoteIdentifier(foreignKey)) = \(owner)"
+        )
     }
 
     /// The primary key of the object the last hop starts from, reached through the
