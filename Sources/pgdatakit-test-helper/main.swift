@@ -50,7 +50,18 @@ if arguments[1] == "bouncer-worker" {
     do { try bouncerWorker(arguments) } catch { fail("\(error)") }
     exit(0)
 }
-let manager = try ContextManager(configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self])
+/// The relay the tests ask for: `PGDATAKIT_TEST_RELAY` is `off` or a directory (unset:
+/// the library's default).
+func relayOption() -> ListenerRelay {
+    switch ProcessInfo.processInfo.environment["PGDATAKIT_TEST_RELAY"] {
+    case nil: return .automatic
+    case "off": return .off
+    case let directory?: return .directory(directory)
+    }
+}
+let manager = try ContextManager(
+    configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self],
+    changeLog: ChangeLogOptions(relay: relayOption()))
 switch arguments[1] {
 case "off-queue":
     // Using a context off its queue must stop a debug build loudly.
@@ -201,6 +212,9 @@ func watch() -> Never {
         fail("\(error)")
     }
     emit("ready \(manager.coordinator.listenerBackendPID.map(String.init) ?? "none")")
+    emit(
+        "relay uses=\(manager.coordinator.listenerUsesRelay) hosts=\(manager.coordinator.hostsListenerRelay) "
+            + "pid=\(getpid())")
     while true {
         withExtendedLifetime((recordToken, changeToken)) { _ = sleep(60) }
     }

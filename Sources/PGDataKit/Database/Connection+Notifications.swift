@@ -104,6 +104,13 @@ extension Connection {
         }
     }
 
+    /// The session's socket, for waiting on it beside other descriptors; -1 when closed.
+    var socketDescriptor: Int32 {
+        lock.lock()
+        defer { lock.unlock() }
+        return handle.map { PQsocket($0) } ?? -1
+    }
+
     /// Every notification that has arrived, without reading the socket again.
     func drainNotifications() throws -> [PostgresNotification] {
         lock.lock()

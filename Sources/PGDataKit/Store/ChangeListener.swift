@@ -1,4 +1,6 @@
-import CLibPQ
+#if canImport(Glibc)
+    import Glibc
+#endif
 import Foundation
 import Logging
 import Synchronization
@@ -22,26 +24,33 @@ public struct ChangeLogOptions: Sendable {
     public var reconnectDelay: Duration
     /// The longest wait between reconnection attempts.
     public var maximumReconnectDelay: Duration
+    /// Whether the processes of a host share one listening session (see `ListenerRelay`).
+    public var relay: ListenerRelay
 
     /// Options with defaults: one day of retention, pruning every ten minutes, reconnects
-    /// after 50 ms doubling up to 5 s.
+    /// after 50 ms doubling up to 5 s, one listening session per host.
     public init(
         retention: Duration = .seconds(86_400), pruneInterval: Duration = .seconds(600),
-        reconnectDelay: Duration = .milliseconds(50), maximumReconnectDelay: Duration = .seconds(5)
+        reconnectDelay: Duration = .milliseconds(50), maximumReconnectDelay: Duration = .seconds(5),
+        relay: ListenerRelay = .automatic
     ) {
         self.retention = retention
         self.pruneInterval = pruneInterval
         self.reconnectDelay = reconnectDelay
         self.maximumReconnectDelay = maximumReconnectDelay
+        self.relay = relay
     }
 }
 
-/// The dedicated listener connection of a coordinator: `LISTEN`s on the change-log
-/// channel, reads new records on each notification, hands them to observers, reconnects
-/// with backoff and catches up from its snapshot position after a drop, and prunes.
+/// The change listener of a coordinator: receives the change log's notifications (on a
+/// dedicated session that `LISTEN`s, or from the host's relay, `ListenerRelay`), reads
+/// records the notifications do not carry, hands them to observers, reconnects with
+/// backoff and catches up from its snapshot position after a drop, and prunes.
 final class ChangeListener: Sendable {
     /// The application name the listener's session shows in `pg_stat_activity`.
     static let applicationName = "pgdatakit listener"
+    /// The application name of the session a host's relay listens on.
+    static let relayApplicationName = "pgdatakit relay"
 
     private struct State {
         var observers: [Int: @Sendable ([ChangeRecord]) -> Void] = [:]
@@ -52,6 +61,12 @@ final class ChangeListener: Sendable {
         var reconnects = 0
         var pruneAttempts = 0
         var thread: pthread_t?
+        /// The host's relay, when this listener hosts it.
+        var hostedRelay: NotificationRelay?
+        /// Whether the current session gets its notifications through a relay.
+        var isRelayed = false
+        /// Set when hosting failed for a reason that will not go away (a pooler).
+        var relayRefused = false
     }
 
     private let configuration: ConnectionConfiguration
@@ -99,6 +114,11 @@ final class ChangeListener: Sendable {
 
     /// The backend process id of the listener's current session, if connected.
     var backendPID: Int32? { state.withLock { $0.backendPID } }
+
+    /// Whether the current session gets its notifications through the host's relay.
+    var isRelayed: Bool { state.withLock { $0.backendPID != nil && $0.isRelayed } }
+    /// Whether this listener hosts its host's relay.
+    var hostsRelay: Bool { state.withLock { $0.hostedRelay != nil } }
 
     /// How many times the listener has reconnected after losing its session.
     var reconnects: Int { state.withLock { $0.reconnects } }
@@ -148,28 +168,44 @@ final class ChangeListener: Sendable {
     /// first connection fails the thread keeps trying and starts from the position of its
     /// first successful connection.
     private func start() {
-        var connection: Connection?
+        var session: ListenerSession?
         var position: String?
         do {
             let opened = try connect()
-            position = try ChangeLog.currentPosition(on: opened)
-            connection = opened
+            do {
+                position = try ChangeLog.currentPosition(on: opened.connection)
+            } catch {
+                opened.close()
+                throw error
+            }
+            session = opened
         } catch {
             logger.error("change listener could not connect yet, retrying: \(error)")
         }
-        let thread = Thread { [self, connection, position] in
+        let thread = Thread { [self, session, position] in
             state.withLock { $0.thread = pthread_self() }
-            run(connection, position: position)
+            run(session, position: position)
+            let relay = state.withLock { state -> NotificationRelay? in
+                defer { state.hostedRelay = nil }
+                return state.hostedRelay
+            }
+            relay?.stop()
             finished.signal()
         }
         thread.name = "pgdatakit.listener"
         thread.start()
     }
 
-    private func connect() throws -> Connection {
+    /// A session that receives the change log's notifications: through the host's relay
+    /// when one serves (or this listener can host it), else its own `LISTEN`.
+    private func connect() throws -> ListenerSession {
+        if let session = connectThroughRelay() {
+            state.withLock { $0.isRelayed = true }
+            return session
+        }
         let connection = try Connection(configuration, logger: logger)
         do {
-            try connection.execute("SET application_name = '\(Self.applicationName)'")
+            try Self.prepare(connection)
             try connection.listen(ChangeLog.channel)
             try sessionCheck?.verify(connection)
         } catch {
@@ -177,11 +213,80 @@ final class ChangeListener: Sendable {
             throw error
         }
         let pid = connection.backendPID
-        state.withLock { $0.backendPID = pid }
-        return connection
+        state.withLock {
+            $0.backendPID = pid
+            $0.isRelayed = false
+        }
+        return .direct(connection)
     }
 
-    private func run(_ initial: Connection?, position initialPosition: String?) {
+    /// Names a new session so that `pg_stat_activity` shows what it is.
+    private static func prepare(_ connection: Connection, as name: String = applicationName) throws {
+        try connection.execute("SET application_name = '\(name)'")
+    }
+
+    /// Follows the host's relay, hosting it first when none serves; `nil` (after logging
+    /// why) when the relay is off or cannot be used.
+    private func connectThroughRelay() -> ListenerSession? {
+        guard let directory = options.relay.effectiveDirectory, !state.withLock({ $0.relayRefused }) else { return nil }
+        do {
+            guard
+                let endpoint = try NotificationRelayEndpoint(
+                    configuration: configuration, channel: ChangeLog.channel, directory: directory)
+            else { return nil }
+            let deadline = ContinuousClock.now + .seconds(2)
+            while ContinuousClock.now < deadline, !isStopping {
+                if let relay = try NotificationRelayClient.connect(to: endpoint, channel: ChangeLog.channel, timeout: .seconds(2)) {
+                    // Registered with the relay: every notification from here on reaches
+                    // this process, so the position taken next misses nothing.
+                    let connection = try Connection(configuration, logger: logger)
+                    do {
+                        try Self.prepare(connection)
+                    } catch {
+                        connection.close()
+                        throw error
+                    }
+                    let pid = connection.backendPID
+                    state.withLock { $0.backendPID = pid }
+                    return .relayed(relay, connection)
+                }
+                if state.withLock({ $0.hostedRelay == nil }), let lock = try endpoint.tryLock() {
+                    try host(endpoint, lock: lock)
+                } else {
+                    Thread.sleep(forTimeInterval: 0.01)
+                }
+            }
+            logger.debug("no notification relay answered in time; listening on this process's own session")
+        } catch {
+            logger.debug("listening on this process's own session, not through the host's relay: \(error)")
+        }
+        return nil
+    }
+
+    /// Starts hosting the relay of `endpoint`, whose lock this process took.
+    private func host(_ endpoint: NotificationRelayEndpoint, lock: Int32) throws {
+        let relay: NotificationRelay
+        do {
+            relay = try NotificationRelay(
+                endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: ChangeLog.channel,
+                logger: logger, prepare: { try Self.prepare($0, as: Self.relayApplicationName) })
+        } catch {
+            close(lock)
+            throw error
+        }
+        do {
+            try relay.start()
+        } catch {
+            relay.stop()
+            if let failure = error as? LocalSocket.Failure, failure.code == EPROTO {
+                state.withLock { $0.relayRefused = true }
+            }
+            throw error
+        }
+        state.withLock { $0.hostedRelay = relay }
+    }
+
+    private func run(_ initial: ListenerSession?, position initialPosition: String?) {
         var connection = initial
         var feed = initialPosition.map(ChangeFeedPosition.init(snapshot:))
         var delay = options.reconnectDelay
@@ -201,14 +306,15 @@ final class ChangeListener: Sendable {
                     if let last = feed {
                         state.withLock { $0.reconnects += 1 }
                         logger.debug("change listener reconnected; catching up")
-                        feed = try catchUp(on: opened, from: last)
+                        feed = try catchUp(on: opened.connection, from: last)
                     } else {
-                        feed = ChangeFeedPosition(snapshot: try ChangeLog.currentPosition(on: opened))
+                        feed = ChangeFeedPosition(snapshot: try ChangeLog.currentPosition(on: opened.connection))
                     }
                     unreadSince = nil
                     delay = options.reconnectDelay
                 }
-                guard let current = connection, var position = feed else { continue }
+                guard let session = connection, var position = feed else { continue }
+                let current = session.connection
                 // `position` owns the delivered set while it grows (a copy still held by
                 // `feed` made every insert copy the whole set), and is what the listener
                 // stands at however this iteration ends: a read that fails after payloads
@@ -219,12 +325,11 @@ final class ChangeListener: Sendable {
                 let untilPrune = prunes.withLock { $0 } ? options.pruneInterval - lastPrune.duration(to: .now) : .seconds(60)
                 let untilQuietRead =
                     unreadSince == nil ? .seconds(60) : Self.quietReadDelay - lastNotification.duration(to: .now)
-                let notification = try current.waitForNotification(
-                    timeout: max(.milliseconds(1), min(untilPrune, untilQuietRead, .seconds(60))), wakeDescriptor: wakeRead)
+                let arrived = try session.next(
+                    timeout: max(.milliseconds(1), min(untilPrune, untilQuietRead, .seconds(60))), wake: wakeRead)
                 if isStopping { break }
-                if let notification {
+                if let notifications = arrived {
                     lastNotification = .now
-                    let notifications = [notification] + (try current.drainNotifications())
                     var records: [ChangeRecord] = []
                     var readLast = false
                     for note in notifications {
@@ -343,6 +448,6 @@ final class ChangeListener: Sendable {
     }
 
     private func sleepUnlessWoken(_ duration: Duration) {
-        _ = pgdatakit_wait_readable_or_woken(-1, wakeRead, Int32(clamping: duration.milliseconds))
+        _ = try? LocalSocket.poll([(wakeRead, Int16(POLLIN))], timeout: duration)
     }
 }

@@ -56,8 +56,21 @@ extension StoreCoordinator {
 
     /// The backend process id of the listener's session while it is connected (`nil`
     /// before the first observer and while reconnecting); its session shows the
-    /// application name `pgdatakit listener` in `pg_stat_activity`.
+    /// application name `pgdatakit listener` in `pg_stat_activity`. It reads the change
+    /// log, and `LISTEN`s too unless notifications come through the host's relay
+    /// (`listenerUsesRelay`); terminating it makes the listener reconnect and catch up
+    /// either way.
     public var listenerBackendPID: Int32? { listener.backendPID }
+
+    /// Whether the listener's notifications come through its host's relay (one `LISTEN`
+    /// session shared by the processes of a host, `ChangeLogOptions.relay`) rather than a
+    /// `LISTEN` of its own; `false` while it is not connected.
+    public var listenerUsesRelay: Bool { listener.isRelayed }
+
+    /// Whether this coordinator's listener hosts its host's relay (the relay's session
+    /// shows the application name `pgdatakit relay` in `pg_stat_activity`). When it
+    /// closes, another process of the host takes over.
+    public var hostsListenerRelay: Bool { listener.hostsRelay }
 
     /// How many times the listener reconnected after losing its session.
     public var listenerReconnectCount: Int { listener.reconnects }

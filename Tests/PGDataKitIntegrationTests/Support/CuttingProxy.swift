@@ -269,7 +269,8 @@ final class CuttingProxy: @unchecked Sendable {
                 let end = lengthStart + length
                 guard buffer.count >= end else { break }
                 if startupDone, buffer[forwardable] == UInt8(ascii: "Q") || buffer[forwardable] == UInt8(ascii: "P"),
-                    String(decoding: buffer[(lengthStart + 4)..<end], as: UTF8.self).contains("'pgdatakit listener'")
+                    ["'pgdatakit listener'", "'pgdatakit relay'"].contains(where:
+                        String(decoding: buffer[(lengthStart + 4)..<end], as: UTF8.self).contains)
                 {
                     lock.withLock { session.isListener = true }  // (it names itself so)
                 }

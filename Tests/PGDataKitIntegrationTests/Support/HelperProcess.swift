@@ -25,19 +25,24 @@ final class HelperProcess {
     }
 
     /// Starts the helper with a command and the database's URL.
-    static func start(_ command: String, _ configuration: ConnectionConfiguration, _ extra: [String] = []) throws
-        -> HelperProcess
-    {
+    /// `environment` is added to this process's.
+    static func start(
+        _ command: String, _ configuration: ConnectionConfiguration, _ extra: [String] = [],
+        environment: [String: String] = [:]
+    ) throws -> HelperProcess {
         let url = try #require(configuration.renderedConnectionString())
         let running = try ChildProcess.start(
             try CLI.builtProduct("pgdatakit-test-helper").path, [command, url] + extra,
-            in: TestDatabase.repositoryRoot, environment: ProcessInfo.processInfo.environment)
+            in: TestDatabase.repositoryRoot,
+            environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
         return HelperProcess(running: running, command: command)
     }
 
     /// Starts a watcher and waits until its listener is ready.
-    static func startWatcher(_ configuration: ConnectionConfiguration) throws -> HelperProcess {
-        let watcher = try start("watch", configuration)
+    static func startWatcher(
+        _ configuration: ConnectionConfiguration, environment: [String: String] = [:]
+    ) throws -> HelperProcess {
+        let watcher = try start("watch", configuration, environment: environment)
         try watcher.waitUntil("the watcher is ready") { lines in lines.contains { $0.hasPrefix("ready ") } }
         return watcher
     }

@@ -1,0 +1,331 @@
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One `LISTEN` session shared by the processes of a host: it receives the notifications
+/// of one channel and passes each on, unchanged and in order, to every process connected
+/// to its Unix socket.
+///
+/// PostgreSQL wakes every listening session on every notifying commit, so N listening
+/// processes cost the server N wakeups, queue reads and sends per commit, and each
+/// notifying commit waits on them (the listening floor of the throughput bench). Through
+/// a relay the server has one listener per host, whatever the number of processes.
+///
+/// The relay is hosted by the process that holds the endpoint's lock, on a thread of its
+/// own. Its protocol is a stream of messages `type (1 byte) · length (4 bytes, big
+/// endian) · body`: `K` with the endpoint's key, sent once a follower is registered (every
+/// notification read after that reaches it); `N` with the sender's process id (4 bytes)
+/// and the payload; `P`, a heartbeat, after a second with nothing sent. When its session
+/// drops, the relay closes every follower's socket (each then catches up from the change
+/// log, as after losing a session of its own) and reconnects before accepting again.
+/// A follower whose unread messages pass `maximumBacklog` (16 MiB by default) is dropped
+/// the same way.
+final class NotificationRelay: Sendable {
+    /// How long the relay stays silent before it sends a heartbeat.
+    static let heartbeatInterval: Duration = .seconds(1)
+    /// The shortest time between two sends to the followers while notifications keep
+    /// coming: a notification after a quiet spell goes at once; during a burst, what
+    /// arrives within the window goes together, so each process wakes once for several
+    /// saves instead of once per save.
+    static let coalescingWindow: Duration = .milliseconds(2)
+    /// Unsent bytes a follower may have before it is dropped (by default).
+    static let defaultMaximumBacklog = 16 << 20
+
+    /// Message types.
+    enum Message {
+        static let key = UInt8(ascii: "K")
+        static let notification = UInt8(ascii: "N")
+        static let heartbeat = UInt8(ascii: "P")
+
+        /// A message's bytes.
+        static func encode(_ type: UInt8, _ body: some Collection<UInt8>, into bytes: inout [UInt8]) {
+            bytes.append(type)
+            appendInteger(UInt32(truncatingIfNeeded: body.count), to: &bytes)
+            bytes.append(contentsOf: body)
+        }
+
+        /// A notification's message bytes.
+        static func encode(_ notification: PostgresNotification, into bytes: inout [UInt8]) {
+            let payload = notification.payload.utf8
+            bytes.append(Self.notification)
+            appendInteger(UInt32(truncatingIfNeeded: payload.count + 4), to: &bytes)
+            appendInteger(UInt32(bitPattern: notification.senderPID), to: &bytes)
+            bytes.append(contentsOf: payload)
+        }
+
+        static func appendInteger(_ value: UInt32, to bytes: inout [UInt8]) {
+            bytes.append(UInt8(truncatingIfNeeded: value >> 24))
+            bytes.append(UInt8(truncatingIfNeeded: value >> 16))
+            bytes.append(UInt8(truncatingIfNeeded: value >> 8))
+            bytes.append(UInt8(truncatingIfNeeded: value))
+        }
+    }
+
+    /// A connected process and what it has not been sent yet.
+    private struct Follower {
+        var descriptor: Int32
+        var pending: [UInt8] = []
+        var sent = 0
+    }
+
+    private struct State {
+        var backendPID: Int32?
+        var followers = 0
+        var thread: pthread_t?
+    }
+
+    let endpoint: NotificationRelayEndpoint
+    private let lockDescriptor: Int32
+    private let configuration: ConnectionConfiguration
+    private let channel: String
+    private let prepare: @Sendable (Connection) throws -> Void
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let stopping = Atomic<Bool>(false)
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let finished = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+    /// Unsent bytes a follower may have before it is dropped.
+    let maximumBacklog: Int
+
+    /// A relay for `endpoint` (whose lock `lockDescriptor` holds; the relay closes it when
+    /// it stops). `prepare` readies each new session (its application name, say) before
+    /// the relay `LISTEN`s on `channel`.
+    init(
+        endpoint: NotificationRelayEndpoint, lockDescriptor: Int32, configuration: ConnectionConfiguration,
+        channel: String, logger: Logger, maximumBacklog: Int = defaultMaximumBacklog,
+        prepare: @escaping @Sendable (Connection) throws -> Void
+    ) throws {
+        self.maximumBacklog = maximumBacklog
+        (wakeRead, wakeWrite) = try LocalSocket.pipe()
+        self.endpoint = endpoint
+        self.lockDescriptor = lockDescriptor
+        self.configuration = configuration
+        self.channel = channel
+        self.logger = logger
+        self.prepare = prepare
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
+    }
+
+    /// The process id of the relay's server session while connected.
+    var backendPID: Int32? { state.withLock { $0.backendPID } }
+
+    /// How many processes are connected.
+    var followerCount: Int { state.withLock { $0.followers } }
+
+    /// Connects and `LISTEN`s, opens the socket, then serves on a thread of its own.
+    ///
+    /// - Throws: `PostgresError` when the session cannot be opened, or
+    ///   `LocalSocket.Failure`; a session through a connection pooler is refused (a
+    ///   pooler may not keep the `LISTEN`, and each process checks that on its own
+    ///   session). After a failure, call `stop()` to release the lock.
+    func start() throws {
+        let connection = try connect()
+        if connection.isBehindPooler {
+            connection.close()
+            throw LocalSocket.Failure("a session through a connection pooler cannot host the relay", code: EPROTO)
+        }
+        let listening: Int32
+        do {
+            listening = try LocalSocket.listen(at: endpoint.socketPath)
+        } catch {
+            connection.close()
+            throw error
+        }
+        started.store(true, ordering: .releasing)
+        let thread = Thread { [self] in
+            state.withLock { $0.thread = pthread_self() }
+            serve(connection, listening: listening)
+            close(listening)
+            finished.signal()
+        }
+        thread.name = "pgdatakit.relay"
+        thread.start()
+        logger.debug("hosting the notification relay", metadata: ["socket": "\(endpoint.socketPath)"])
+    }
+
+    /// Stops serving (every follower's socket closes), removes the socket and releases the
+    /// lock, so another process can host.
+    func stop() {
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if started.load(ordering: .acquiring) {
+            var byte: UInt8 = 1
+            _ = write(wakeWrite, &byte, 1)
+            finished.wait()
+            unlink(endpoint.socketPath)
+        }
+        close(lockDescriptor)
+    }
+
+    private func connect() throws -> Connection {
+        let connection = try Connection(configuration, logger: logger)
+        do {
+            try prepare(connection)
+            try connection.listen(channel)
+        } catch {
+            connection.close()
+            throw error
+        }
+        let pid = connection.backendPID
+        state.withLock { $0.backendPID = pid }
+        return connection
+    }
+
+    // MARK: - The relay's thread
+
+    private func serve(_ initial: Connection, listening: Int32) {
+        var connection: Connection? = initial
+        var followers: [Follower] = []
+        // Notifications read and not passed on yet (see `coalescingWindow`).
+        var outgoing: [UInt8] = []
+        var lastSent = ContinuousClock.now - Self.coalescingWindow
+        var delay: Duration = .milliseconds(50)
+        defer {
+            connection?.close()
+            for follower in followers { close(follower.descriptor) }
+            state.withLock {
+                $0.backendPID = nil
+                $0.followers = 0
+            }
+        }
+        while !stopping.load(ordering: .relaxed) {
+            guard let session = connection else {
+                // Followers were dropped with the session; reconnect before accepting
+                // again (a follower registered now must miss nothing after its key).
+                if waitForWake(delay) { break }
+                do {
+                    connection = try connect()
+                    delay = .milliseconds(50)
+                    logger.debug("the notification relay reconnected")
+                } catch {
+                    delay = min(delay * 2, .seconds(5))
+                    logger.warning("the notification relay could not reconnect, retrying in \(delay): \(error)")
+                }
+                continue
+            }
+            var entries: [(descriptor: Int32, events: Int16)] = [
+                (wakeRead, Int16(POLLIN)), (session.socketDescriptor, Int16(POLLIN)), (listening, Int16(POLLIN)),
+            ]
+            for follower in followers {
+                let wantsOut = follower.sent < follower.pending.count
+                entries.append((follower.descriptor, Int16(POLLIN) | (wantsOut ? Int16(POLLOUT) : 0)))
+            }
+            let sinceSent = lastSent.duration(to: .now)
+            let timeout = outgoing.isEmpty ? Self.heartbeatInterval - sinceSent : Self.coalescingWindow - sinceSent
+            let events: [Int16]
+            do {
+                events = try LocalSocket.poll(entries, timeout: max(.zero, timeout))
+            } catch {
+                logger.error("the notification relay stops: \(error)")
+                break
+            }
+            if events[0] != 0 { break }
+            if events[1] != 0 {
+                do {
+                    for notification in try session.pendingNotifications() { Message.encode(notification, into: &outgoing) }
+                } catch {
+                    logger.warning("the notification relay lost its session; its processes catch up: \(error)")
+                    session.close()
+                    connection = nil
+                    for follower in followers { close(follower.descriptor) }
+                    followers = []
+                    outgoing = []
+                    state.withLock {
+                        $0.backendPID = nil
+                        $0.followers = 0
+                    }
+                    continue
+                }
+            }
+            // Pass on at most once per window while notifications keep coming (the first
+            // of a quiet spell goes at once), a heartbeat after a quiet second.
+            var batch: [UInt8] = []
+            let now = ContinuousClock.now
+            if !outgoing.isEmpty, lastSent.duration(to: now) >= Self.coalescingWindow {
+                swap(&batch, &outgoing)
+            } else if outgoing.isEmpty, lastSent.duration(to: now) >= Self.heartbeatInterval {
+                Message.encode(Message.heartbeat, [], into: &batch)
+            }
+            var index = followers.count
+            while index > 0 {
+                index -= 1
+                let revents = events[3 + index]
+                if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0, !drain(followers[index].descriptor) {
+                    close(followers[index].descriptor)
+                    followers.remove(at: index)
+                    continue
+                }
+                followers[index].pending += batch
+                if !flush(&followers[index]) {
+                    close(followers[index].descriptor)
+                    followers.remove(at: index)
+                }
+            }
+            if !batch.isEmpty { lastSent = now }
+            if events[2] != 0 { accept(listening, into: &followers) }
+            let count = followers.count
+            state.withLock { $0.followers = count }
+        }
+    }
+
+    /// Registers every waiting process and sends it the key.
+    private func accept(_ listening: Int32, into followers: inout [Follower]) {
+        while true {
+            let descriptor: Int32?
+            do {
+                descriptor = try LocalSocket.accept(listening)
+            } catch {
+                logger.warning("the notification relay could not accept a process: \(error)")
+                return
+            }
+            guard let descriptor else { return }
+            var follower = Follower(descriptor: descriptor)
+            Message.encode(Message.key, Array(endpoint.key.utf8), into: &follower.pending)
+            if flush(&follower) {
+                followers.append(follower)
+            } else {
+                close(descriptor)
+            }
+        }
+    }
+
+    /// Sends what a follower can take now; `false` when it is gone or too far behind.
+    private func flush(_ follower: inout Follower) -> Bool {
+        guard follower.sent < follower.pending.count else { return true }
+        do {
+            follower.sent = try LocalSocket.send(follower.descriptor, follower.pending, from: follower.sent)
+        } catch {
+            return false
+        }
+        if follower.sent == follower.pending.count {
+            follower.pending.removeAll(keepingCapacity: true)
+            follower.sent = 0
+        } else if follower.pending.count - follower.sent > maximumBacklog {
+            logger.warning("a process stopped reading the notification relay; it is dropped and will catch up")
+            return false
+        }
+        return true
+    }
+
+    /// Reads and drops what a follower sent (followers send nothing); `false` at its end.
+    private func drain(_ descriptor: Int32) -> Bool {
+        guard let bytes = try? LocalSocket.receive(descriptor, limit: 4_096) else { return false }
+        _ = bytes
+        return true
+    }
+
+    /// Waits for `duration` unless stopped first; whether it was stopped.
+    private func waitForWake(_ duration: Duration) -> Bool {
+        let events = try? LocalSocket.poll([(wakeRead, Int16(POLLIN))], timeout: duration)
+        return (events?.first ?? 0) != 0 || stopping.load(ordering: .relaxed)
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A process's connection to its host's notification relay (`NotificationRelay`): the
+/// notifications of the relay's channel, in the order its session received them, from
+/// the moment the relay's key arrived.
+// Unchecked: used by one thread at a time (the listener's; `ChangeListener.start()` hands
+// it over once, before that thread starts).
+final class NotificationRelayClient: @unchecked Sendable {
+    /// How long a relay may stay silent (it sends a heartbeat every second) before the
+    /// connection counts as lost.
+    static let silenceLimit: Duration = .seconds(10)
+
+    /// The socket.
+    let descriptor: Int32
+    /// The channel the relay listens on (its notifications carry it).
+    private let channel: String
+    /// Bytes of a message not complete yet.
+    private var buffer: [UInt8] = []
+    private var lastHeard = ContinuousClock.now
+
+    /// Connects to the relay at `endpoint` and waits (up to `timeout`) for its key. `nil`
+    /// when no relay listens there.
+    ///
+    /// - Throws: `LocalSocket.Failure` when the relay does not answer in time, answers
+    ///   for another key, or the socket fails.
+    static func connect(
+        to endpoint: NotificationRelayEndpoint, channel: String, timeout: Duration
+    ) throws -> NotificationRelayClient? {
+        guard let descriptor = try LocalSocket.connect(to: endpoint.socketPath) else { return nil }
+        let client = NotificationRelayClient(descriptor: descriptor, channel: channel)
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let key = try client.readKey() {
+                guard key == endpoint.key else {
+                    throw LocalSocket.Failure("the relay at", path: endpoint.socketPath + " serves another database", code: EPROTO)
+                }
+                return client
+            }
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            guard remaining > .zero else {
+                throw LocalSocket.Failure("no answer from the relay at", path: endpoint.socketPath, code: ETIMEDOUT)
+            }
+            _ = try LocalSocket.poll([(descriptor, Int16(POLLIN))], timeout: remaining)
+        }
+    }
+
+    private init(descriptor: Int32, channel: String) {
+        self.descriptor = descriptor
+        self.channel = channel
+    }
+
+    deinit { close(descriptor) }
+
+    /// How long since the relay last sent anything.
+    var silence: Duration { lastHeard.duration(to: .now) }
+
+    /// The notifications that have arrived (empty when none has).
+    ///
+    /// - Throws: `LocalSocket.Failure` when the relay closed the connection (it lost its
+    ///   session, or this process fell too far behind) or sent something unreadable.
+    func receive() throws -> [PostgresNotification] {
+        try read()
+        var notifications: [PostgresNotification] = []
+        var offset = 0
+        while let (type, body) = try message(at: &offset) {
+            switch type {
+            case NotificationRelay.Message.notification:
+                guard body.count >= 4 else { throw Self.unreadable }
+                let pid = body.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+                notifications.append(
+                    PostgresNotification(
+                        channel: channel, payload: String(decoding: body.dropFirst(4), as: UTF8.self),
+                        senderPID: Int32(bitPattern: pid)))
+            case NotificationRelay.Message.heartbeat:
+                break
+            default:
+                throw Self.unreadable
+            }
+        }
+        buffer.removeSubrange(0..<offset)
+        return notifications
+    }
+
+    /// The key, once its message has arrived (nothing else may come first).
+    private func readKey() throws -> String? {
+        try read()
+        var offset = 0
+        guard let (type, body) = try message(at: &offset) else { return nil }
+        guard type == NotificationRelay.Message.key else { throw Self.unreadable }
+        let key = String(decoding: body, as: UTF8.self)
+        buffer.removeSubrange(0..<offset)
+        return key
+    }
+
+    /// Appends what has arrived to the buffer.
+    private func read() throws {
+        while true {
+            guard let bytes = try LocalSocket.receive(descriptor) else {
+                throw LocalSocket.Failure("the notification relay closed the connection", code: ECONNRESET)
+            }
+            if bytes.isEmpty { return }
+            lastHeard = .now
+            buffer += bytes
+            if bytes.count < 65_536 { return }
+        }
+    }
+
+    /// The complete message at `offset`, moving it past; `nil` when it has not all arrived.
+    private func message(at offset: inout Int) throws -> (UInt8, ArraySlice<UInt8>)? {
+        guard buffer.count - offset >= 5 else { return nil }
+        let length = buffer[(offset + 1)..<(offset + 5)].reduce(0) { $0 << 8 | Int($1) }
+        guard length <= 1 << 24 else { throw Self.unreadable }
+        guard buffer.count - offset - 5 >= length else { return nil }
+        let type = buffer[offset]
+        let body = buffer[(offset + 5)..<(offset + 5 + length)]
+        offset += 5 + length
+        return (type, body)
+    }
+
+    private static var unreadable: LocalSocket.Failure {
+        LocalSocket.Failure("the notification relay sent an unreadable message", code: EPROTO)
+    }
+}

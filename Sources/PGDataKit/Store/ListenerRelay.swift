@@ -1,0 +1,120 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Whether the processes of one host share one listening session.
+///
+/// PostgreSQL wakes every listening session on every notifying commit: with one listener
+/// per process, each save costs the server one wakeup, queue read and send per process,
+/// and each notifying commit waits for them (see "Write rate as processes grow" in the
+/// README). With a relay (the default), the first process of a host to listen hosts one
+/// `LISTEN` session and passes its notifications on over a Unix socket to the host's
+/// other processes that use the same server, database, user and channel; each process
+/// still keeps its own session for reading the change log, its own position and
+/// its own exactly-once delivery. When the hosting process ends (or its session drops),
+/// the others catch up from the change log, as after losing a session of their own, and
+/// one of them takes over.
+///
+/// For example, to give every process its own listening session:
+///
+/// ```swift
+/// let manager = try ContextManager(
+///     configuration: configuration, entities: [User.self],
+///     changeLog: ChangeLogOptions(relay: .off))
+/// ```
+///
+/// The socket and its lock file live in a directory only this user may enter
+/// (`$TMPDIR/pgdatakit-relay-<uid>`, or `/tmp/…`); a directory that is not safe, a
+/// socket that cannot be made, or a listener session through a connection pooler makes a
+/// process listen on its own session instead (logged at debug level).
+public struct ListenerRelay: Sendable, Equatable, CustomStringConvertible {
+    /// The folder of the socket and lock file; `nil` when off.
+    let directory: String?
+    private let usesDefaultDirectory: Bool
+
+    /// One listening session per process.
+    public static let off = ListenerRelay(directory: nil, usesDefaultDirectory: false)
+
+    /// One listening session per host, user and database, met in
+    /// `$TMPDIR/pgdatakit-relay-<uid>` (or `/tmp/pgdatakit-relay-<uid>`).
+    public static let automatic = ListenerRelay(directory: nil, usesDefaultDirectory: true)
+
+    /// One listening session per host, met in `path` (a folder this user owns and only
+    /// this user may enter; created with mode 700 when missing). Processes that share a
+    /// relay must name the same folder: in containers, a volume they all mount.
+    public static func directory(_ path: String) -> ListenerRelay {
+        ListenerRelay(directory: path, usesDefaultDirectory: false)
+    }
+
+    /// The folder in effect, if on.
+    var effectiveDirectory: String? {
+        usesDefaultDirectory ? NotificationRelayEndpoint.defaultDirectory : directory
+    }
+
+    /// `off`, `automatic` or `directory(…)`.
+    public var description: String {
+        if usesDefaultDirectory { return "automatic" }
+        return directory.map { "directory(\($0))" } ?? "off"
+    }
+}
+
+/// Where a change listener's notifications come from, and the session it reads the log
+/// with.
+enum ListenerSession {
+    /// Its own session `LISTEN`s.
+    case direct(Connection)
+    /// The host's relay passes notifications on; the session only reads the log.
+    case relayed(NotificationRelayClient, Connection)
+
+    /// The session for reads of the change log and pruning.
+    var connection: Connection {
+        switch self {
+        case .direct(let connection), .relayed(_, let connection): return connection
+        }
+    }
+
+    func close() {
+        connection.close()
+    }
+
+    /// Waits until notifications arrive (returning all that have), `timeout` passes or
+    /// `wake` becomes readable (returning `nil` for either).
+    ///
+    /// - Throws: `PostgresError` (`.connectionLost`) when the session broke, or
+    ///   `LocalSocket.Failure` when the relay went away or fell silent.
+    func next(timeout: Duration, wake: Int32) throws -> [PostgresNotification]? {
+        switch self {
+        case .direct(let connection):
+            guard let first = try connection.waitForNotification(timeout: timeout, wakeDescriptor: wake) else {
+                return nil
+            }
+            return [first] + (try connection.drainNotifications())
+        case .relayed(let relay, let connection):
+            let deadline = ContinuousClock.now + timeout
+            while true {
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                let events = try LocalSocket.poll(
+                    [(relay.descriptor, Int16(POLLIN)), (connection.socketDescriptor, Int16(POLLIN)), (wake, Int16(POLLIN))],
+                    timeout: min(max(.zero, remaining), NotificationRelayClient.silenceLimit))
+                if events[2] != 0 { return nil }
+                // The log session is idle between reads: anything arriving on it is the
+                // server ending it (a terminated backend), noticed here rather than at the
+                // next read.
+                if events[1] != 0, !connection.isUsable {
+                    throw PostgresError(kind: .connectionLost, message: "the listener's session was closed by the server")
+                }
+                if events[0] != 0 {
+                    let notifications = try relay.receive()
+                    if !notifications.isEmpty { return notifications }
+                }
+                if relay.silence > NotificationRelayClient.silenceLimit {
+                    throw LocalSocket.Failure(
+                        "the notification relay sent nothing for \(NotificationRelayClient.silenceLimit)", code: ETIMEDOUT)
+                }
+                if remaining <= .zero { return nil }
+            }
+        }
+    }
+}

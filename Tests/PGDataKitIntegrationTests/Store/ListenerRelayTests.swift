@@ -1,0 +1,263 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import PGDataKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One `LISTEN` session per host (`ListenerRelay`), with real OS processes: the server
+/// shows one relay session however many processes listen, every process still gets every
+/// save exactly once (checked against the change log), and losing the host process or
+/// the relay's session loses nothing.
+@Suite("One listening session per host (the listener relay)")
+struct ListenerRelayTests {
+    /// A fresh relay directory (mode 700) for one test, removed afterwards; each test
+    /// meets its own processes only.
+    func withRelayDirectory<T>(_ body: (String) throws -> T) throws -> T {
+        let path = NSTemporaryDirectory() + "pgdatakit-relay-test-" + UUID().uuidString.prefix(8)
+        #expect(mkdir(path, 0o700) == 0)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try body(path)
+    }
+
+    func makeManager(_ configuration: ConnectionConfiguration, relay: ListenerRelay) throws -> ContextManager {
+        let connection = try Connection(configuration)
+        defer { connection.close() }
+        try connection.executeScript(ExampleSchema.extraTables)
+        return try ContextManager(
+            configuration: configuration, entities: ExampleSchema.entities, changeLog: ChangeLogOptions(relay: relay))
+    }
+
+    /// Sessions of this database by application name.
+    func sessions(_ admin: Connection, named name: String) throws -> Int {
+        try admin.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1", [name]
+        )[0].decode(Int.self, at: 0)
+    }
+
+    /// Every change record's id, in id order.
+    func loggedIDs(_ admin: Connection) throws -> [Int64] {
+        try admin.query("SELECT id FROM \(ChangeLog.table) ORDER BY id").map { try $0.decode(Int64.self, at: 0) }
+    }
+
+    func insert(_ manager: ContextManager, _ ids: some Sequence<String>) throws {
+        for id in ids {
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                User(context: context).userID = id
+                try context.save()
+            }
+        }
+    }
+
+    func eventually(_ what: String, timeout: Duration = .seconds(20), _ condition: () throws -> Bool) throws {
+        let start = ContinuousClock.now
+        while try !condition() {
+            if start.duration(to: .now) > timeout { throw TestFailure("timed out waiting until \(what)") }
+            usleep(10_000)
+        }
+    }
+
+    /// The watcher's record ids must be the change log's, each once.
+    func expectEveryRecordOnce(_ watcher: HelperProcess, _ admin: Connection, _ what: String) throws {
+        let logged = try loggedIDs(admin)
+        try watcher.waitForRecords(logged.count)
+        let seen = watcher.records.map(\.id)
+        #expect(seen.count == logged.count, "\(what): \(seen.count) records for \(logged.count) saves")
+        #expect(seen.sorted() == logged, "\(what): each logged record once")
+    }
+
+    @Test func processesOfAHostShareOneListeningSession() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+                let admin = try Connection(configuration)
+                defer { admin.close() }
+                let manager = try makeManager(configuration, relay: .directory(directory))
+                defer { manager.close() }
+                try eventually("this process's listener is connected") { manager.coordinator.listenerBackendPID != nil }
+                #expect(manager.coordinator.hostsListenerRelay, "the first process of the host hosts")
+                let watchers = try (0..<3).map { _ in
+                    try HelperProcess.startWatcher(configuration, environment: ["PGDATAKIT_TEST_RELAY": directory])
+                }
+                defer { watchers.forEach { $0.stop() } }
+                for watcher in watchers {
+                    try watcher.waitUntil("the watcher says how it listens") { $0.contains { $0.hasPrefix("relay ") } }
+                    #expect(watcher.lines.contains { $0.hasPrefix("relay uses=true hosts=false") })
+                }
+                #expect(manager.coordinator.listenerUsesRelay)
+                // The server: one session that listens for the four processes, and one
+                // log-reading session per process.
+                #expect(try sessions(admin, named: ChangeListener.relayApplicationName) == 1)
+                #expect(try sessions(admin, named: ChangeListener.applicationName) == 4)
+                try insert(manager, (0..<40).map { "shared\($0)" })
+                for (index, watcher) in watchers.enumerated() {
+                    try expectEveryRecordOnce(watcher, admin, "watcher \(index)")
+                    try watcher.waitForState("watcher \(index) merged every save") { $0["count"] as? Int == 40 }
+                }
+            }
+        }
+    }
+
+    @Test func whenTheHostingProcessIsKilledAnotherTakesOverAndNothingIsLost() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+                let admin = try Connection(configuration)
+                defer { admin.close() }
+                let environment = ["PGDATAKIT_TEST_RELAY": directory]
+                // The first process hosts; kill it with saves before, during and after.
+                let host = try HelperProcess.startWatcher(configuration, environment: environment)
+                defer { host.stop() }
+                try host.waitUntil("the host says how it listens") { $0.contains { $0.hasPrefix("relay ") } }
+                #expect(host.lines.contains { $0.hasPrefix("relay uses=true hosts=true") })
+                let survivor = try HelperProcess.startWatcher(configuration, environment: environment)
+                defer { survivor.stop() }
+                let manager = try makeManager(configuration, relay: .directory(directory))
+                defer { manager.close() }
+                try eventually("this process follows the relay") { manager.coordinator.listenerUsesRelay }
+                try insert(manager, (0..<20).map { "before\($0)" })
+                kill(host.running.pid, SIGKILL)
+                try insert(manager, (0..<30).map { "during\($0)" })
+                try eventually("another process hosts the relay") {
+                    try sessions(admin, named: ChangeListener.relayApplicationName) == 1
+                        && manager.coordinator.listenerUsesRelay
+                }
+                try insert(manager, (0..<20).map { "after\($0)" })
+                try expectEveryRecordOnce(survivor, admin, "the surviving watcher")
+                try survivor.waitForState("the survivor merged every save") { $0["count"] as? Int == 70 }
+                #expect((survivor.lastState?["reconnects"] as? Int ?? 0) >= 1, "the survivor caught up after the host died")
+            }
+        }
+    }
+
+    @Test func aTerminatedRelaySessionLosesNothing() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+                let admin = try Connection(configuration)
+                defer { admin.close() }
+                let manager = try makeManager(configuration, relay: .directory(directory))
+                defer { manager.close() }
+                try eventually("this process hosts the relay") { manager.coordinator.hostsListenerRelay }
+                let watcher = try HelperProcess.startWatcher(configuration, environment: ["PGDATAKIT_TEST_RELAY": directory])
+                defer { watcher.stop() }
+                var kills = 0
+                for round in 0..<3 {
+                    try eventually("the relay's session is back") {
+                        try sessions(admin, named: ChangeListener.relayApplicationName) == 1
+                    }
+                    try insert(manager, (0..<10).map { "r\(round)-\($0)" })
+                    kills += try admin.query(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                            + "WHERE datname = current_database() AND application_name = $1",
+                        [ChangeListener.relayApplicationName])[0].decode(Int.self, at: 0)
+                    // Saves while the relay reconnects reach the watcher only by its catch-up.
+                    try insert(manager, (0..<10).map { "r\(round)-gap\($0)" })
+                }
+                #expect(kills == 3)
+                try expectEveryRecordOnce(watcher, admin, "the watcher")
+                try watcher.waitForState("the watcher merged every save") { $0["count"] as? Int == 60 }
+                #expect((watcher.lastState?["reconnects"] as? Int ?? 0) >= 1)
+            }
+        }
+    }
+
+    @Test func withTheRelayOffEachProcessListensOnItsOwnSession() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+                let admin = try Connection(configuration)
+                defer { admin.close() }
+                let manager = try makeManager(configuration, relay: .off)
+                defer { manager.close() }
+                let watcher = try HelperProcess.startWatcher(configuration, environment: ["PGDATAKIT_TEST_RELAY": "off"])
+                defer { watcher.stop() }
+                try watcher.waitUntil("the watcher says how it listens") { $0.contains { $0.hasPrefix("relay ") } }
+                #expect(watcher.lines.contains { $0.hasPrefix("relay uses=false hosts=false") })
+                #expect(!manager.coordinator.listenerUsesRelay && !manager.coordinator.hostsListenerRelay)
+                #expect(try sessions(admin, named: ChangeListener.relayApplicationName) == 0)
+                #expect(try sessions(admin, named: ChangeListener.applicationName) == 2)
+                try insert(manager, (0..<10).map { "own\($0)" })
+                try expectEveryRecordOnce(watcher, admin, "the watcher")
+                #expect(try FileManager.default.contentsOfDirectory(atPath: directory).isEmpty)
+            }
+        }
+    }
+
+    @Test func anUnsafeRelayDirectoryMeansListeningAlone() throws {
+        try withRelayDirectory { directory in
+            let open = directory + "/open"
+            #expect(mkdir(open, 0o777) == 0)
+            chmod(open, 0o777)
+            try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+                let admin = try Connection(configuration)
+                defer { admin.close() }
+                let reader = try makeManager(configuration, relay: .directory(open))
+                defer { reader.close() }
+                let writer = try ContextManager(
+                    configuration: configuration, entities: ExampleSchema.entities,
+                    changeLog: ChangeLogOptions(relay: .directory(open)))
+                defer { writer.close() }
+                try eventually("the reader listens") { reader.coordinator.listenerBackendPID != nil }
+                #expect(!reader.coordinator.listenerUsesRelay && !reader.coordinator.hostsListenerRelay)
+                #expect(try sessions(admin, named: ChangeListener.relayApplicationName) == 0)
+                #expect(try FileManager.default.contentsOfDirectory(atPath: open).isEmpty, "no socket in an open folder")
+                let records = Mutex<[Int64]>([])
+                let token = reader.coordinator.observeRemoteChanges { record in records.withLock { $0.append(record.id) } }
+                defer { token.cancel() }
+                try insert(writer, (0..<5).map { "alone\($0)" })
+                try eventually("the reader got the saves") { records.withLock { $0.count } == 5 }
+                #expect(records.withLock { $0 } == (try loggedIDs(admin)))
+            }
+        }
+    }
+
+    /// The relay itself: a process that stops reading is dropped once its backlog passes
+    /// the limit (it would catch up from the log), and the others go on getting
+    /// everything in order.
+    @Test func aProcessThatStopsReadingIsDroppedAndTheOthersGoOn() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase { configuration in
+                let endpoint = try #require(
+                    try NotificationRelayEndpoint(configuration: configuration, channel: "relay_test", directory: directory))
+                let lock = try #require(try endpoint.tryLock())
+                let relay = try NotificationRelay(
+                    endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
+                    logger: Logger(label: "test"), maximumBacklog: 64 << 10, prepare: { _ in })
+                defer { relay.stop() }
+                try relay.start()
+                let reader = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+                let stalled = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+                try eventually("both are registered") { relay.followerCount == 2 }
+                // Shrink the stalled one's socket buffer so that the relay's backlog grows.
+                var small: Int32 = 4_096
+                setsockopt(stalled.descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+                let sender = try Connection(configuration)
+                defer { sender.close() }
+                let payload = String(repeating: "x", count: 1_000)
+                var received: [PostgresNotification] = []
+                for batch in 0..<10 {
+                    try sender.execute(
+                        "SELECT pg_notify('relay_test', $1 || ':' || i) FROM generate_series(\(batch * 100), \(batch * 100 + 99)) AS i",
+                        [payload])
+                    let start = ContinuousClock.now
+                    while received.count < (batch + 1) * 100, start.duration(to: .now) < .seconds(10) {
+                        _ = try LocalSocket.poll([(reader.descriptor, Int16(POLLIN))], timeout: .milliseconds(100))
+                        received += try reader.receive()
+                    }
+                }
+                #expect(received.map(\.payload) == (0..<1_000).map { payload + ":\($0)" })
+                #expect(received.allSatisfy { $0.senderPID == sender.backendPID && $0.channel == "relay_test" })
+                try eventually("the stalled process is dropped") { relay.followerCount == 1 }
+                // It reads what reached it, then learns that it was dropped.
+                #expect(throws: LocalSocket.Failure.self) {
+                    for _ in 0..<10_000 {
+                        _ = try LocalSocket.poll([(stalled.descriptor, Int16(POLLIN))], timeout: .seconds(1))
+                        _ = try stalled.receive()
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,232 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The relay's wire format and meeting place, without a server: a fake relay (a socket of
+/// this test's) writes messages in fragments, and the client must read exactly what was
+/// sent, in order.
+@Suite("Notification relay: protocol and endpoint")
+struct NotificationRelayProtocolTests {
+    /// A fresh directory (mode 700) removed afterwards.
+    func withDirectory<T>(_ body: (String) throws -> T) throws -> T {
+        let path = NSTemporaryDirectory() + "relay-test-" + UUID().uuidString.prefix(8)
+        #expect(mkdir(path, 0o700) == 0)
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try body(path)
+    }
+
+    func endpoint(in directory: String, database: String = "shop") throws -> NotificationRelayEndpoint {
+        try #require(
+            try NotificationRelayEndpoint(
+                configuration: ConnectionConfiguration("postgres://app@db.example:5432/\(database)"),
+                channel: "pgdatakit_changes", directory: directory))
+    }
+
+    /// Accepts one connection at `path` on a thread and hands it to `serve`.
+    final class FakeRelay: @unchecked Sendable {
+        // Safe: `listening` is set once before the thread starts; the thread alone uses
+        // the accepted socket.
+        let listening: Int32
+        let done = DispatchSemaphore(value: 0)
+
+        init(at path: String, serve: @escaping @Sendable (Int32) -> Void) throws {
+            listening = try LocalSocket.listen(at: path)
+            let listening = self.listening
+            let done = self.done
+            Thread {
+                var descriptor: Int32?
+                while descriptor == nil {
+                    _ = try? LocalSocket.poll([(listening, Int16(POLLIN))], timeout: .seconds(5))
+                    descriptor = try? LocalSocket.accept(listening)
+                }
+                if let descriptor {
+                    serve(descriptor)
+                    close(descriptor)
+                }
+                done.signal()
+            }.start()
+        }
+
+        deinit { close(listening) }
+
+        /// Writes all of `bytes`, in pieces of the given sizes (the rest in one piece).
+        static func write(_ descriptor: Int32, _ bytes: [UInt8], pieces: [Int] = []) {
+            var offset = 0
+            for size in pieces + [bytes.count] where offset < bytes.count {
+                let end = min(bytes.count, offset + size)
+                var sent = offset
+                while sent < end {
+                    sent = (try? LocalSocket.send(descriptor, Array(bytes[..<end]), from: sent)) ?? end
+                    if sent < end { usleep(1_000) }
+                }
+                offset = end
+                usleep(2_000)
+            }
+        }
+    }
+
+    @Test func messagesSplitAnywhereArriveWholeAndInOrder() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            let sent = (0..<300).map { index in
+                PostgresNotification(
+                    channel: "pgdatakit_changes",
+                    payload: index % 7 == 0 ? "" : "r2 \(index) " + String(repeating: "é", count: index * 3),
+                    senderPID: Int32(40_000 + index))
+            }
+            var stream: [UInt8] = []
+            NotificationRelay.Message.encode(NotificationRelay.Message.key, Array(endpoint.key.utf8), into: &stream)
+            for (index, notification) in sent.enumerated() {
+                NotificationRelay.Message.encode(notification, into: &stream)
+                if index % 50 == 0 { NotificationRelay.Message.encode(NotificationRelay.Message.heartbeat, [], into: &stream) }
+            }
+            let bytes = stream
+            let relay = try FakeRelay(at: endpoint.socketPath) { descriptor in
+                // The key itself in three pieces, then odd sizes cutting through headers.
+                FakeRelay.write(descriptor, bytes, pieces: [1, 3, 7, 2, 4_000, 5, 1, 999, 12_345])
+            }
+            let client = try #require(
+                try NotificationRelayClient.connect(to: endpoint, channel: "pgdatakit_changes", timeout: .seconds(5)))
+            var received: [PostgresNotification] = []
+            let start = ContinuousClock.now
+            while received.count < sent.count, start.duration(to: .now) < .seconds(10) {
+                _ = try LocalSocket.poll([(client.descriptor, Int16(POLLIN))], timeout: .milliseconds(100))
+                received += try client.receive()
+            }
+            #expect(received == sent)
+            relay.done.wait()
+            // The relay closed: the client says so instead of waiting forever.
+            #expect(throws: LocalSocket.Failure.self) {
+                _ = try LocalSocket.poll([(client.descriptor, Int16(POLLIN))], timeout: .seconds(1))
+                _ = try client.receive()
+            }
+        }
+    }
+
+    @Test func aRelayForAnotherKeyIsRefused() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            let other = try self.endpoint(in: directory, database: "other")
+            var stream: [UInt8] = []
+            NotificationRelay.Message.encode(NotificationRelay.Message.key, Array(other.key.utf8), into: &stream)
+            let bytes = stream
+            let relay = try FakeRelay(at: endpoint.socketPath) { FakeRelay.write($0, bytes) }
+            #expect(throws: LocalSocket.Failure.self) {
+                _ = try NotificationRelayClient.connect(to: endpoint, channel: "pgdatakit_changes", timeout: .seconds(5))
+            }
+            relay.done.wait()
+        }
+    }
+
+    @Test func aRelayThatSendsSomethingElseFirstOrTooLongIsRefused() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            for first in [[UInt8(ascii: "N"), 0, 0, 0, 4, 0, 0, 0, 1], [UInt8(ascii: "K"), 0xff, 0xff, 0xff, 0xff]] {
+                let relay = try FakeRelay(at: endpoint.socketPath) { FakeRelay.write($0, first) }
+                #expect(throws: LocalSocket.Failure.self) {
+                    _ = try NotificationRelayClient.connect(to: endpoint, channel: "pgdatakit_changes", timeout: .seconds(5))
+                }
+                relay.done.wait()
+            }
+        }
+    }
+
+    @Test func aRelayThatNeverAnswersTimesOut() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            let relay = try FakeRelay(at: endpoint.socketPath) { _ in usleep(1_500_000) }
+            let start = ContinuousClock.now
+            #expect(throws: LocalSocket.Failure.self) {
+                _ = try NotificationRelayClient.connect(to: endpoint, channel: "pgdatakit_changes", timeout: .milliseconds(300))
+            }
+            #expect(start.duration(to: .now) < .seconds(1))
+            relay.done.wait()
+        }
+    }
+
+    @Test func nothingListeningIsNoRelay() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            #expect(try NotificationRelayClient.connect(to: endpoint, channel: "c", timeout: .seconds(1)) == nil)
+            // A socket file left by a process that died: nobody accepts on it.
+            let stale = try LocalSocket.listen(at: endpoint.socketPath)
+            close(stale)
+            #expect(FileManager.default.fileExists(atPath: endpoint.socketPath))
+            #expect(try NotificationRelayClient.connect(to: endpoint, channel: "c", timeout: .seconds(1)) == nil)
+        }
+    }
+
+    @Test func theLockIsHeldByOneDescriptorAtATime() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            let first = try #require(try endpoint.tryLock())
+            #expect(try endpoint.tryLock() == nil)
+            close(first)
+            let second = try #require(try endpoint.tryLock())
+            close(second)
+        }
+    }
+
+    @Test func endpointsAreNamedByServerDatabaseUserAndChannel() throws {
+        try withDirectory { directory in
+            func path(_ url: String, channel: String = "pgdatakit_changes") throws -> String {
+                try #require(
+                    try NotificationRelayEndpoint(
+                        configuration: ConnectionConfiguration(url), channel: channel, directory: directory)
+                ).socketPath
+            }
+            let base = try path("postgres://app@db:5432/shop")
+            #expect(base.hasPrefix(directory + "/") && base.hasSuffix(".sock"))
+            #expect(try path("postgres://app@db:5432/shop?application_name=x") == base)
+            #expect(try path("postgres://app:secret@db:5432/shop") == base)
+            for other in [
+                "postgres://app@db:5433/shop", "postgres://app@db2:5432/shop", "postgres://app@db:5432/other",
+                "postgres://reader@db:5432/shop",
+            ] {
+                #expect(try path(other) != base, "\(other)")
+            }
+            #expect(try path("postgres://app@db:5432/shop", channel: "other") != base)
+            // Stable across processes: a fixed function of the key, not Swift's seeded hash.
+            #expect(NotificationRelayEndpoint.name(of: "") == "cbf29ce484222325" + "6c62272e07bb0142")
+            #expect(NotificationRelayEndpoint.name(of: "a") == "af63dc4c8601ec8c" + NotificationRelayEndpoint.name(of: "a").suffix(16))
+        }
+    }
+
+    @Test func aDirectoryOpenToOthersOrALinkIsRefused() throws {
+        try withDirectory { directory in
+            let open = directory + "/open"
+            #expect(mkdir(open, 0o755) == 0)
+            chmod(open, 0o755)
+            let link = directory + "/link"
+            let real = directory + "/real"
+            #expect(mkdir(real, 0o700) == 0)
+            #expect(symlink(real, link) == 0)
+            let file = directory + "/file"
+            #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+            for unsafe in [open, link, file] {
+                #expect(throws: LocalSocket.Failure.self, "\(unsafe)") {
+                    _ = try NotificationRelayEndpoint(
+                        configuration: ConnectionConfiguration("postgres://app@db/shop"), channel: "c", directory: unsafe)
+                }
+            }
+            // A missing directory is made, closed to others.
+            let made = directory + "/made"
+            _ = try NotificationRelayEndpoint(
+                configuration: ConnectionConfiguration("postgres://app@db/shop"), channel: "c", directory: made)
+            var status = stat()
+            #expect(lstat(made, &status) == 0)
+            #expect(status.st_mode & 0o777 == 0o700)
+            // A directory whose socket path would not fit a socket address.
+            let long = directory + "/" + String(repeating: "d", count: 100)
+            #expect(throws: LocalSocket.Failure.self) {
+                _ = try NotificationRelayEndpoint(
+                    configuration: ConnectionConfiguration("postgres://app@db/shop"), channel: "c", directory: long)
+            }
+        }
+    }
+}
