@@ -27,10 +27,11 @@ import Synchronization
 final class NotificationRelay: Sendable {
     /// How long the relay stays silent before it sends a heartbeat.
     static let heartbeatInterval: Duration = .seconds(1)
-    /// The shortest time between two sends to the followers while notifications keep
-    /// coming: a notification after a quiet spell goes at once; during a burst, what
+    /// The shortest time between two sends to the followers during a burst: while
+    /// notifications come faster than one per send (the last send carried several), what
     /// arrives within the window goes together, so each process wakes once for several
-    /// saves instead of once per save.
+    /// saves instead of once per save. Otherwise — a quiet spell, or one save at a time —
+    /// a notification goes at once.
     static let coalescingWindow: Duration = .milliseconds(2)
     /// Unsent bytes a follower may have before it is dropped (by default).
     static let defaultMaximumBacklog = 16 << 20
@@ -185,8 +186,11 @@ final class NotificationRelay: Sendable {
     private func serve(_ initial: Connection, listening: Int32) {
         var connection: Connection? = initial
         var followers: [Follower] = []
-        // Notifications read and not passed on yet (see `coalescingWindow`).
+        // Notifications read and not passed on yet (see `coalescingWindow`), how many,
+        // and how many the last send carried.
         var outgoing: [UInt8] = []
+        var outgoingCount = 0
+        var lastCount = 0
         var lastSent = ContinuousClock.now - Self.coalescingWindow
         var delay: Duration = .milliseconds(50)
         defer {
@@ -220,7 +224,8 @@ final class NotificationRelay: Sendable {
                 entries.append((follower.descriptor, Int16(POLLIN) | (wantsOut ? Int16(POLLOUT) : 0)))
             }
             let sinceSent = lastSent.duration(to: .now)
-            let timeout = outgoing.isEmpty ? Self.heartbeatInterval - sinceSent : Self.coalescingWindow - sinceSent
+            let window = lastCount > 1 ? Self.coalescingWindow : .zero
+            let timeout = outgoing.isEmpty ? Self.heartbeatInterval - sinceSent : window - sinceSent
             let events: [Int16]
             do {
                 events = try LocalSocket.poll(entries, timeout: max(.zero, timeout))
@@ -231,7 +236,10 @@ final class NotificationRelay: Sendable {
             if events[0] != 0 { break }
             if events[1] != 0 {
                 do {
-                    for notification in try session.pendingNotifications() { Message.encode(notification, into: &outgoing) }
+                    for notification in try session.pendingNotifications() {
+                        Message.encode(notification, into: &outgoing)
+                        outgoingCount += 1
+                    }
                 } catch {
                     logger.warning("the notification relay lost its session; its processes catch up: \(error)")
                     session.close()
@@ -239,6 +247,7 @@ final class NotificationRelay: Sendable {
                     for follower in followers { close(follower.descriptor) }
                     followers = []
                     outgoing = []
+                    outgoingCount = 0
                     state.withLock {
                         $0.backendPID = nil
                         $0.followers = 0
@@ -246,12 +255,14 @@ final class NotificationRelay: Sendable {
                     continue
                 }
             }
-            // Pass on at most once per window while notifications keep coming (the first
-            // of a quiet spell goes at once), a heartbeat after a quiet second.
+            // Pass on at most once per window during a burst, at once otherwise; a
+            // heartbeat after a quiet second.
             var batch: [UInt8] = []
             let now = ContinuousClock.now
-            if !outgoing.isEmpty, lastSent.duration(to: now) >= Self.coalescingWindow {
+            if !outgoing.isEmpty, lastSent.duration(to: now) >= window {
                 swap(&batch, &outgoing)
+                lastCount = outgoingCount
+                outgoingCount = 0
             } else if outgoing.isEmpty, lastSent.duration(to: now) >= Self.heartbeatInterval {
                 Message.encode(Message.heartbeat, [], into: &batch)
             }

@@ -380,10 +380,18 @@ final class ChangeListener: Sendable {
                 }
             } catch {
                 if isStopping { break }
-                logger.warning("change listener lost its connection, reconnecting in \(delay): \(error)")
                 connection?.close()
                 connection = nil
                 state.withLock { $0.backendPID = nil }
+                if error is LocalSocket.Failure, delay == options.reconnectDelay {
+                    // The host's relay went away (its process ended, its session dropped,
+                    // or this process fell behind): an ordinary handover. Reconnect at
+                    // once; the catch-up brings what passed meanwhile.
+                    logger.info("the host's notification relay went away; reconnecting and catching up: \(error)")
+                    delay = min(delay * 2, options.maximumReconnectDelay)
+                    continue
+                }
+                logger.warning("change listener lost its connection, reconnecting in \(delay): \(error)")
                 sleepUnlessWoken(delay)
                 delay = min(delay * 2, options.maximumReconnectDelay)
             }
