@@ -107,6 +107,14 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
         self.overrides = overrides
     }
 
+    /// The same configuration with `application_name` set, so that `pg_stat_activity`
+    /// shows what a session is from its start.
+    func named(_ applicationName: String) -> ConnectionConfiguration {
+        var copy = self
+        copy.overrides["application_name"] = applicationName
+        return copy
+    }
+
     /// The same server and credentials, another database.
     public func database(_ name: String) -> ConnectionConfiguration {
         var copy = self

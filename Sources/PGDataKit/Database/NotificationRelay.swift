@@ -83,7 +83,6 @@ final class NotificationRelay: Sendable {
     private let lockDescriptor: Int32
     private let configuration: ConnectionConfiguration
     private let channel: String
-    private let prepare: @Sendable (Connection) throws -> Void
     private let logger: Logger
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
@@ -95,12 +94,10 @@ final class NotificationRelay: Sendable {
     let maximumBacklog: Int
 
     /// A relay for `endpoint` (whose lock `lockDescriptor` holds; the relay closes it when
-    /// it stops). `prepare` readies each new session (its application name, say) before
-    /// the relay `LISTEN`s on `channel`.
+    /// it stops), listening on `channel` with sessions of `configuration`.
     init(
         endpoint: NotificationRelayEndpoint, lockDescriptor: Int32, configuration: ConnectionConfiguration,
-        channel: String, logger: Logger, maximumBacklog: Int = defaultMaximumBacklog,
-        prepare: @escaping @Sendable (Connection) throws -> Void
+        channel: String, logger: Logger, maximumBacklog: Int = defaultMaximumBacklog
     ) throws {
         self.maximumBacklog = maximumBacklog
         (wakeRead, wakeWrite) = try LocalSocket.pipe()
@@ -109,7 +106,6 @@ final class NotificationRelay: Sendable {
         self.configuration = configuration
         self.channel = channel
         self.logger = logger
-        self.prepare = prepare
     }
 
     deinit {
@@ -170,7 +166,6 @@ final class NotificationRelay: Sendable {
     private func connect() throws -> Connection {
         let connection = try Connection(configuration, logger: logger)
         do {
-            try prepare(connection)
             try connection.listen(channel)
         } catch {
             connection.close()

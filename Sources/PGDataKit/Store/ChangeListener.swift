@@ -203,9 +203,8 @@ final class ChangeListener: Sendable {
             state.withLock { $0.isRelayed = true }
             return session
         }
-        let connection = try Connection(configuration, logger: logger)
+        let connection = try Connection(configuration.named(Self.applicationName), logger: logger)
         do {
-            try Self.prepare(connection)
             try connection.listen(ChangeLog.channel)
             try sessionCheck?.verify(connection)
         } catch {
@@ -218,11 +217,6 @@ final class ChangeListener: Sendable {
             $0.isRelayed = false
         }
         return .direct(connection)
-    }
-
-    /// Names a new session so that `pg_stat_activity` shows what it is.
-    private static func prepare(_ connection: Connection, as name: String = applicationName) throws {
-        try connection.execute("SET application_name = '\(name)'")
     }
 
     /// Follows the host's relay, hosting it first when none serves; `nil` (after logging
@@ -239,13 +233,7 @@ final class ChangeListener: Sendable {
                 if let relay = try NotificationRelayClient.connect(to: endpoint, channel: ChangeLog.channel, timeout: .seconds(2)) {
                     // Registered with the relay: every notification from here on reaches
                     // this process, so the position taken next misses nothing.
-                    let connection = try Connection(configuration, logger: logger)
-                    do {
-                        try Self.prepare(connection)
-                    } catch {
-                        connection.close()
-                        throw error
-                    }
+                    let connection = try Connection(configuration.named(Self.applicationName), logger: logger)
                     let pid = connection.backendPID
                     state.withLock { $0.backendPID = pid }
                     return .relayed(relay, connection)
@@ -268,8 +256,8 @@ final class ChangeListener: Sendable {
         let relay: NotificationRelay
         do {
             relay = try NotificationRelay(
-                endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: ChangeLog.channel,
-                logger: logger, prepare: { try Self.prepare($0, as: Self.relayApplicationName) })
+                endpoint: endpoint, lockDescriptor: lock, configuration: configuration.named(Self.relayApplicationName),
+                channel: ChangeLog.channel, logger: logger)
         } catch {
             close(lock)
             throw error

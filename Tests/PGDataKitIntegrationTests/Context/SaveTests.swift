@@ -132,12 +132,14 @@ struct SaveTests {
                 user.userID = "survives"
             }
             // Terminate every other backend of this database but the change listener's
-            // (its reconnect is tested elsewhere): the context's among them.
+            // and its relay's (their reconnects are tested elsewhere): the context's among
+            // them.
             let admin = try Connection(manager.coordinator.pool.configuration)
             defer { admin.close() }
             try admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                    + "AND pid <> pg_backend_pid() AND application_name <> $1", ["pgdatakit listener"])
+                    + "AND pid <> pg_backend_pid() AND application_name <> ALL($1::text[])",
+                [["pgdatakit listener", "pgdatakit relay"]])
             try context.performAndWait {
                 do {
                     try context.save()

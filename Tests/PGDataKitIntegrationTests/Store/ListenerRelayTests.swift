@@ -224,7 +224,7 @@ struct ListenerRelayTests {
                 let lock = try #require(try endpoint.tryLock())
                 let relay = try NotificationRelay(
                     endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
-                    logger: Logger(label: "test"), maximumBacklog: 64 << 10, prepare: { _ in })
+                    logger: Logger(label: "test"), maximumBacklog: 64 << 10)
                 defer { relay.stop() }
                 try relay.start()
                 let reader = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))

@@ -38,20 +38,25 @@ struct PgBouncerTests {
                     for worker in workers {
                         try worker.waitUntil("the worker is ready", timeout: .seconds(60)) { $0.contains("ready") }
                     }
-                    // Server sessions of the test database: the listeners' (direct) and
-                    // PgBouncer's (the pools), sampled while the workers run.
-                    func sessions() throws -> (listeners: Int, others: Int) {
+                    // Server sessions of the test database: the listeners' and their
+                    // host's relay's (direct) and PgBouncer's (the pools), sampled while
+                    // the workers run.
+                    func sessions() throws -> (listeners: Int, relays: Int, others: Int) {
                         let row = try admin.query(
                             """
                             SELECT count(*) FILTER (WHERE application_name = $1),
-                                   count(*) FILTER (WHERE application_name IS DISTINCT FROM $1)
+                                   count(*) FILTER (WHERE application_name = $2),
+                                   count(*) FILTER (WHERE application_name IS DISTINCT FROM $1
+                                                      AND application_name IS DISTINCT FROM $2)
                             FROM pg_stat_activity
                             WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-                            """, [ChangeListener.applicationName])[0]
-                        return (try row.decode(Int.self, at: 0), try row.decode(Int.self, at: 1))
+                            """, [ChangeListener.applicationName, ChangeListener.relayApplicationName])[0]
+                        return (try row.decode(Int.self, at: 0), try row.decode(Int.self, at: 1), try row.decode(Int.self, at: 2))
                     }
                     let before = try sessions()
                     #expect(before.listeners == Self.workers, "\(before)")
+                    // One LISTEN session for the eight processes of this host.
+                    #expect(before.relays == 1, "\(before)")
                     _ = FileManager.default.createFile(atPath: barrier.path, contents: Data())
                     var mostServerSessions = before.others
                     let start = ContinuousClock.now

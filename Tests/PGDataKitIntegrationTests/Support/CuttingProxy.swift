@@ -268,11 +268,12 @@ final class CuttingProxy: @unchecked Sendable {
                 let length = Int(Self.int32(buffer, at: lengthStart))
                 let end = lengthStart + length
                 guard buffer.count >= end else { break }
-                if startupDone, buffer[forwardable] == UInt8(ascii: "Q") || buffer[forwardable] == UInt8(ascii: "P"),
-                    ["'pgdatakit listener'", "'pgdatakit relay'"].contains(where:
+                // A listener or relay session names itself in its startup parameters.
+                if !startupDone,
+                    ["application_name\0pgdatakit listener\0", "application_name\0pgdatakit relay\0"].contains(where:
                         String(decoding: buffer[(lengthStart + 4)..<end], as: UTF8.self).contains)
                 {
-                    lock.withLock { session.isListener = true }  // (it names itself so)
+                    lock.withLock { session.isListener = true }
                 }
                 if startupDone, Self.isCommit(buffer, type: buffer[forwardable], payload: (lengthStart + 4)..<end) {
                     if let cut = claim(for: session, { if case .commitNeverSent = $0 { return true } else { return false } }) {
