@@ -90,6 +90,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var loadedToMany: Set<Int> = []
     /// Many-to-many members by relationship index (see `JoinMembers`).
     var joinMembers: [Int: JoinMembers] = [:]
+    /// The last JSON value too deep to keep that a typed property was set to (see
+    /// `setStoredJSONValue(_:at:)`), held so that it is taken apart, not released
+    /// recursively.
+    var jsonKeeper: JSONValue.Keeper?
     var deletedFlag = false { didSet { contextReference?.membershipGeneration &+= 1 } }
     /// Set when the row turned out to be gone from the database.
     var isMissingFromStore = false
@@ -293,6 +297,28 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if !reported { context.objectDidChange(self) }
     }
 
+    /// `setStoredValue(_:at:)` for a JSON attribute's typed property: a value nested
+    /// deeper than `JSONValue.maximumDepth` is not stored; a stand-in one level deeper
+    /// than the limit is, so the save is refused as it would have been, and an error is
+    /// logged. The value itself goes to the object's `JSONValue.Keeper`, which takes it
+    /// apart level by level when it is the last to hold it (Swift would release it
+    /// recursively and exhaust the stack; the property's synthesized accessor releases
+    /// its own reference only after this returns).
+    @usableFromInline
+    func setStoredJSONValue<Scalar: Sendable>(_ scalar: inout Scalar?, at slot: Int) {
+        guard let json = scalar as? JSONValue, json.nestsTooDeep else {
+            setStoredValue(scalar, at: slot)
+            return
+        }
+        let keeper = jsonKeeper ?? JSONValue.Keeper()
+        jsonKeeper = keeper
+        keeper.keep(consume json)
+        scalar = nil
+        (contextReference?.logger ?? Logger(label: "pgdatakit")).error(
+            "\(entity.name).\(entity.attributes[slot].name) set to a JSON value nested deeper than \(JSONValue.maximumDepth) levels (JSONValue.maximumDepth): not kept; saving the object throws until the attribute is set again")
+        setStoredValue(JSONValue.tooDeepStandIn, at: slot)
+    }
+
     /// Sets an attribute of an object just inserted and never saved (an import writing
     /// the key of a new object): no change tracking, as `setStoredValue(_:at:)` does for
     /// such objects, without comparing with the value replaced.
@@ -429,6 +455,12 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }
         prepareStorage()
         if let attribute = entity.attribute(named: key) {
+            if let json = value as? JSONValue, json.nestsTooDeep {
+                throw ManagedObjectError.typeMismatch(
+                    entity: entity.name, key: key,
+                    expected: "JSONValue nested at most \(JSONValue.maximumDepth) levels",
+                    actual: "JSONValue nested deeper")
+            }
             guard let stored = attribute.coerce(value) else {
                 throw ManagedObjectError.typeMismatch(
                     entity: entity.name, key: key, expected: attribute.swiftTypeName,

@@ -14,10 +14,14 @@ import Foundation
 ///
 /// Nesting: comparing, hashing and `jsonText` never recurse, however deep a value is.
 /// Storing, encoding and decoding stop at `maximumDepth` (512) levels with a typed error
-/// (`PostgresValueError`, `EncodingError`, `DecodingError`), so the library never builds
-/// or keeps a deeper value. Swift itself releases a nested enum value recursively: a
-/// value you build tens of thousands of levels deep exhausts the stack when your code
-/// releases it; release such a value with `dismantle(_:)`.
+/// (`PostgresValueError`, `EncodingError`, `DecodingError`, an import's malformed value,
+/// `setValue(_:forKey:)`'s type mismatch), so the library never builds or keeps a deeper
+/// value. A typed property cannot throw: set to a deeper value, it logs an error and
+/// stores a stand-in one level deeper than the limit instead, so the object's save fails
+/// with that error until the property is set again (the value itself is held aside and
+/// taken apart level by level when the object goes). Swift itself releases a nested enum value recursively: a value you build tens
+/// of thousands of levels deep exhausts the stack when your code releases it; release
+/// such a value with `dismantle(_:)`.
 public enum JSONValue: Sendable, Hashable, Codable {
     /// `null`.
     case null
@@ -271,6 +275,55 @@ extension JSONValue: PostgresCodable {
             }
         }
         return nil
+    }
+
+    /// Whether arrays and objects nest deeper than `maximumDepth` (a worklist that stops
+    /// at the first such level; every other value is visited once).
+    var nestsTooDeep: Bool {
+        var pending: [(value: JSONValue, depth: Int)] = [(self, 0)]
+        while let (value, depth) = pending.popLast() {
+            switch value {
+            case .array(let values):
+                guard depth < Self.maximumDepth else { return true }
+                pending.append(contentsOf: values.lazy.map { ($0, depth + 1) })
+            case .object(let members):
+                guard depth < Self.maximumDepth else { return true }
+                pending.append(contentsOf: members.values.lazy.map { ($0, depth + 1) })
+            case .null, .bool, .number, .string: break
+            }
+        }
+        return false
+    }
+
+    /// What an object keeps instead of a value that nests deeper than `maximumDepth`: one
+    /// level deeper than that (so saving it is refused the same way), shallow enough to
+    /// release anywhere.
+    static let tooDeepStandIn: JSONValue = {
+        var value = JSONValue.array([])
+        for _ in 0..<maximumDepth { value = [value] }
+        return value
+    }()
+
+    /// Holds a value nested deeper than `maximumDepth` until its holder goes, then takes
+    /// it apart level by level. An object whose typed property was set to such a value
+    /// keeps one: the property's caller may still release its own reference after the
+    /// library's code ran (the compiler's accessor does), and whichever reference goes
+    /// last releases the value — this keeper's, with a worklist, not recursion.
+    final class Keeper: @unchecked Sendable {
+        // Unchecked: used on its object's context queue only, like the object.
+        private var value: JSONValue = .null
+
+        init() {}
+
+        /// Keeps `newValue`, taking apart the value kept before (its setter has long
+        /// returned, so this reference is the last unless the caller kept its own).
+        func keep(_ newValue: consuming JSONValue) {
+            var previous = value
+            value = newValue
+            JSONValue.dismantle(&previous)
+        }
+
+        deinit { JSONValue.dismantle(&value) }
     }
 
     /// Why a value nested deeper than `maximumDepth` is refused.

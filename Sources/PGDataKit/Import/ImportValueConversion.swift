@@ -131,6 +131,11 @@ struct ValueConversion {
             guard case .string(let text) = value, let data = Data(base64Encoded: text) else { throw fail }
             return data
         case .json:
+            guard !value.nestsTooDeep else {
+                throw Failure(
+                    expected: expectedDescription(attribute) + " nested at most \(JSONValue.maximumDepth) levels",
+                    actual: "JSON nested deeper")
+            }
             return value
         }
     }

@@ -71,7 +71,14 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
         }
         set {
             let slot = ManagedObject.slot(of: object, storageKeyPath)
-            object.setStoredValue(newValue.scalar, at: slot)
+            if Value.Scalar.self == JSONValue.self {
+                // Handed over, not copied: a value too deep to keep goes to the object's
+                // keeper, which must end up holding its last reference.
+                var scalar = (consume newValue).scalar
+                object.setStoredJSONValue(&scalar, at: slot)
+            } else {
+                object.setStoredValue(newValue.scalar, at: slot)
+            }
         }
     }
 
