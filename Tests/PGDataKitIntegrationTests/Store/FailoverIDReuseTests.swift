@@ -45,14 +45,6 @@ struct FailoverIDReuseTests {
     }
 
     /// Waits until `condition` holds.
-    func eventually(_ what: String, timeout: Duration = .seconds(20), _ condition: () throws -> Bool) throws {
-        let start = ContinuousClock.now
-        while try !condition() {
-            if start.duration(to: .now) > timeout { throw TestFailure("timed out waiting until \(what)") }
-            usleep(10_000)
-        }
-    }
-
     @Test func aSaveLostWithThePrimaryIsNotTakenForTheNewTransactionWithItsID() throws {
         try withFailoverRig { topology, proxy, configuration in
             let manager = try ContextManager(

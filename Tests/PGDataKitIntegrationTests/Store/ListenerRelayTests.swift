@@ -54,14 +54,6 @@ struct ListenerRelayTests {
         }
     }
 
-    func eventually(_ what: String, timeout: Duration = .seconds(20), _ condition: () throws -> Bool) throws {
-        let start = ContinuousClock.now
-        while try !condition() {
-            if start.duration(to: .now) > timeout { throw TestFailure("timed out waiting until \(what)") }
-            usleep(10_000)
-        }
-    }
-
     /// The watcher's record ids must be the change log's, each once.
     func expectEveryRecordOnce(_ watcher: HelperProcess, _ admin: Connection, _ what: String) throws {
         let logged = try loggedIDs(admin)
