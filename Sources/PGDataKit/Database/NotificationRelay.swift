@@ -76,7 +76,6 @@ final class NotificationRelay: Sendable {
     private struct State {
         var backendPID: Int32?
         var followers = 0
-        var thread: pthread_t?
     }
 
     let endpoint: NotificationRelayEndpoint
@@ -90,6 +89,8 @@ final class NotificationRelay: Sendable {
     private let wakeWrite: Int32
     private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
+    private let ended = Atomic<Bool>(false)
+    private let released = Atomic<Bool>(false)
     /// Unsent bytes a follower may have before it is dropped.
     let maximumBacklog: Int
 
@@ -119,6 +120,10 @@ final class NotificationRelay: Sendable {
     /// How many processes are connected.
     var followerCount: Int { state.withLock { $0.followers } }
 
+    /// Whether the relay's thread has ended (stopped, or given up on an error of `poll`):
+    /// its socket is gone and its lock released.
+    var hasEnded: Bool { ended.load(ordering: .acquiring) }
+
     /// Connects and `LISTEN`s, opens the socket, then serves on a thread of its own.
     ///
     /// - Throws: `PostgresError` when the session cannot be opened, or
@@ -140,9 +145,10 @@ final class NotificationRelay: Sendable {
         }
         started.store(true, ordering: .releasing)
         let thread = Thread { [self] in
-            state.withLock { $0.thread = pthread_self() }
             serve(connection, listening: listening)
             close(listening)
+            release()
+            ended.store(true, ordering: .releasing)
             finished.signal()
         }
         thread.name = "pgdatakit.relay"
@@ -158,8 +164,15 @@ final class NotificationRelay: Sendable {
             var byte: UInt8 = 1
             _ = write(wakeWrite, &byte, 1)
             finished.wait()
-            unlink(endpoint.socketPath)
         }
+        release()
+    }
+
+    /// Removes the socket, then releases the lock (in that order: the next host makes its
+    /// socket only once it holds the lock). Once.
+    private func release() {
+        guard !released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        unlink(endpoint.socketPath)
         close(lockDescriptor)
     }
 

@@ -26,6 +26,9 @@ public struct ChangeLogOptions: Sendable {
     public var maximumReconnectDelay: Duration
     /// Whether the processes of a host share one listening session (see `ListenerRelay`).
     public var relay: ListenerRelay
+    /// How long a listener that could not reach its host's relay (while it changed hands,
+    /// say) listens on its own session before it tries the relay again.
+    var relayRetryDelay: Duration = .seconds(30)
 
     /// Options with defaults: one day of retention, pruning every ten minutes, reconnects
     /// after 50 ms doubling up to 5 s, one listening session per host.
@@ -65,8 +68,12 @@ final class ChangeListener: Sendable {
         var hostedRelay: NotificationRelay?
         /// Whether the current session gets its notifications through a relay.
         var isRelayed = false
-        /// Set when hosting failed for a reason that will not go away (a pooler).
+        /// Set when the relay failed for a reason that will not go away (a pooler,
+        /// another key).
         var relayRefused = false
+        /// When a listener that fell back to its own `LISTEN` for a passing reason tries
+        /// the relay again.
+        var relayRetryAt: ContinuousClock.Instant?
     }
 
     private let configuration: ConnectionConfiguration
@@ -220,34 +227,61 @@ final class ChangeListener: Sendable {
     }
 
     /// Follows the host's relay, hosting it first when none serves; `nil` (after logging
-    /// why) when the relay is off or cannot be used.
+    /// why) when the relay is off or cannot be used. A relay that is changing hands (its
+    /// host just ended: a connection reset, no answer yet) is tried again for up to two
+    /// seconds; past that, or on another transient failure, this listener uses its own
+    /// `LISTEN` and tries the relay again `options.relayRetryDelay` later (`relayRetryAt`).
     private func connectThroughRelay() -> ListenerSession? {
         guard let directory = options.relay.effectiveDirectory, !state.withLock({ $0.relayRefused }) else { return nil }
+        let endpoint: NotificationRelayEndpoint
         do {
             guard
-                let endpoint = try NotificationRelayEndpoint(
+                let made = try NotificationRelayEndpoint(
                     configuration: configuration, channel: ChangeLog.channel, directory: directory)
             else { return nil }
-            let deadline = ContinuousClock.now + .seconds(2)
-            while ContinuousClock.now < deadline, !isStopping {
+            endpoint = made
+        } catch {
+            logger.debug("listening on this process's own session: the relay's directory cannot be used: \(error)")
+            return nil
+        }
+        let deadline = ContinuousClock.now + .seconds(2)
+        var problem: (any Error)?
+        while ContinuousClock.now < deadline, !isStopping {
+            do {
                 if let relay = try NotificationRelayClient.connect(to: endpoint, channel: ChangeLog.channel, timeout: .seconds(2)) {
                     // Registered with the relay: every notification from here on reaches
                     // this process, so the position taken next misses nothing.
                     let connection = try Connection(configuration.named(Self.applicationName), logger: logger)
                     let pid = connection.backendPID
-                    state.withLock { $0.backendPID = pid }
+                    state.withLock {
+                        $0.backendPID = pid
+                        $0.relayRetryAt = nil
+                    }
                     return .relayed(relay, connection)
+                }
+                if let ended = state.withLock({ $0.hostedRelay?.hasEnded == true ? $0.hostedRelay : nil }) {
+                    // (Its thread gave up; its lock is free again.)
+                    ended.stop()
+                    state.withLock { $0.hostedRelay = nil }
                 }
                 if state.withLock({ $0.hostedRelay == nil }), let lock = try endpoint.tryLock() {
                     try host(endpoint, lock: lock)
-                } else {
-                    Thread.sleep(forTimeInterval: 0.01)
+                    continue
                 }
+            } catch let failure as LocalSocket.Failure where failure.code == EPROTO {
+                // Another key, an unreadable stream, a session through a pooler: this
+                // will not change by waiting.
+                state.withLock { $0.relayRefused = true }
+                logger.debug("listening on this process's own session, not through the host's relay: \(failure)")
+                return nil
+            } catch {
+                problem = error
             }
-            logger.debug("no notification relay answered in time; listening on this process's own session")
-        } catch {
-            logger.debug("listening on this process's own session, not through the host's relay: \(error)")
+            Thread.sleep(forTimeInterval: 0.01)
         }
+        state.withLock { $0.relayRetryAt = .now + options.relayRetryDelay }
+        logger.debug(
+            "no notification relay answered in time; listening on this process's own session for now\(problem.map { ": \($0)" } ?? "")")
         return nil
     }
 
@@ -266,9 +300,6 @@ final class ChangeListener: Sendable {
             try relay.start()
         } catch {
             relay.stop()
-            if let failure = error as? LocalSocket.Failure, failure.code == EPROTO {
-                state.withLock { $0.relayRefused = true }
-            }
             throw error
         }
         state.withLock { $0.hostedRelay = relay }
@@ -313,8 +344,20 @@ final class ChangeListener: Sendable {
                 let untilPrune = prunes.withLock { $0 } ? options.pruneInterval - lastPrune.duration(to: .now) : .seconds(60)
                 let untilQuietRead =
                     unreadSince == nil ? .seconds(60) : Self.quietReadDelay - lastNotification.duration(to: .now)
+                let retryAt = state.withLock { $0.relayRetryAt }
+                if let retryAt, case .direct = session, retryAt <= .now {
+                    // Try the host's relay again: reconnect (through it, if it answers now)
+                    // and catch up from the position, as after a lost session.
+                    state.withLock { $0.relayRetryAt = nil }
+                    session.close()
+                    connection = nil
+                    state.withLock { $0.backendPID = nil }
+                    continue
+                }
+                let untilRelayRetry = retryAt.map { ContinuousClock.now.duration(to: $0) } ?? .seconds(60)
                 let arrived = try session.next(
-                    timeout: max(.milliseconds(1), min(untilPrune, untilQuietRead, .seconds(60))), wake: wakeRead)
+                    timeout: max(.milliseconds(1), min(untilPrune, untilQuietRead, untilRelayRetry, .seconds(60))),
+                    wake: wakeRead)
                 if isStopping { break }
                 if let notifications = arrived {
                     lastNotification = .now

@@ -205,6 +205,60 @@ struct ListenerRelayTests {
         }
     }
 
+    /// A relay that does not answer (its host hangs, or is handing over) makes a process
+    /// listen on its own session; it tries the relay again later, and nothing is lost
+    /// across the switch.
+    @Test func aListenerThatCouldNotReachTheRelayTriesAgainLater() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+                let endpoint = try #require(
+                    try NotificationRelayEndpoint(
+                        configuration: configuration, channel: ChangeLog.channel, directory: directory))
+                // A "host" that holds the lock and accepts, and never says anything.
+                var lock = try endpoint.tryLock()
+                var silent: Int32? = try LocalSocket.listen(at: endpoint.socketPath)
+                defer {
+                    if let silent { close(silent) }
+                    if let lock { close(lock) }
+                }
+                let admin = try Connection(configuration)
+                defer { admin.close() }
+                try admin.executeScript(ExampleSchema.extraTables)
+                var options = ChangeLogOptions(relay: .directory(directory))
+                options.relayRetryDelay = .seconds(1)
+                let reader = try ContextManager(
+                    configuration: configuration, entities: ExampleSchema.entities, changeLog: options)
+                defer { reader.close() }
+                let writer = try ContextManager(
+                    configuration: configuration, entities: ExampleSchema.entities,
+                    automaticallyMergesRemoteChanges: false, changeLog: ChangeLogOptions(relay: .off))
+                defer { writer.close() }
+                let records = Mutex<[Int64]>([])
+                let token = reader.coordinator.observeRemoteChanges { record in records.withLock { $0.append(record.id) } }
+                defer { token.cancel() }
+                try eventually("the reader listens on its own session") { reader.coordinator.listenerBackendPID != nil }
+                #expect(!reader.coordinator.listenerUsesRelay)
+                try insert(writer, (0..<5).map { "own\($0)" })
+                // The silent host goes away; the reader hosts the relay at its next try.
+                if let descriptor = silent { close(descriptor) }
+                silent = nil
+                unlink(endpoint.socketPath)
+                if let descriptor = lock { close(descriptor) }
+                lock = nil
+                try insert(writer, (0..<5).map { "switch\($0)" })
+                try eventually("the reader follows the relay again") {
+                    reader.coordinator.listenerUsesRelay && reader.coordinator.hostsListenerRelay
+                }
+                try insert(writer, (0..<5).map { "relayed\($0)" })
+                let logged = try loggedIDs(admin)
+                #expect(logged.count == 15)
+                try eventually("the reader got every save") { records.withLock { $0.count } >= logged.count }
+                usleep(200_000)
+                #expect(records.withLock { $0 } == logged, "every record once, in order")
+            }
+        }
+    }
+
     /// The relay itself: a process that stops reading is dropped once its backlog passes
     /// the limit (it would catch up from the log), and the others go on getting
     /// everything in order.
