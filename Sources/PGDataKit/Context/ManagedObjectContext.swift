@@ -135,8 +135,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     // MARK: - Queue
 
-    /// Whether the caller runs on this context's queue.
-    public var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }
+    /// Whether the caller runs on this context's queue: inside a block of it, also one
+    /// further down the thread's stack (a parent's block that waits for a child's).
+    public var isOnQueue: Bool {
+        DispatchQueue.getSpecific(key: queueKey) == true || QueueFrames.contains(self)
+    }
 
     /// Stops (in debug builds) when the context is used off its queue.
     func assertOnQueue() {
@@ -148,9 +151,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
         #endif
     }
 
-    /// Runs `block` on the context's queue and returns at once.
+    /// Runs `block` on the context's queue and returns at once. The context stays alive
+    /// until the block has run.
     public func perform(_ block: @escaping @Sendable () -> Void) {
-        queue.async(execute: block)
+        queue.async { QueueFrames.run(in: self, block) }
     }
 
     /// Runs `block` on the context's queue and waits for its result without blocking a
@@ -163,16 +167,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// ```
     public func perform<T: Sendable>(_ block: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try block() }) }
+            queue.async { QueueFrames.run(in: self) { continuation.resume(with: Result { try block() }) } }
         }
     }
 
     /// Runs `block` on the context's queue and waits for it; runs it directly when
-    /// already on the queue (reentrant). Returns its value and rethrows its error.
+    /// already on the queue (reentrant), also when this thread runs the block of another
+    /// context that waits for this one. Returns its value and rethrows its error.
     @discardableResult
     public func performAndWait<T>(_ block: () throws -> T) rethrows -> T {
         if isOnQueue { return try block() }
-        return try queue.sync(execute: block)
+        return try queue.sync { try QueueFrames.run(in: self, block) }
     }
 
     // MARK: - Objects
