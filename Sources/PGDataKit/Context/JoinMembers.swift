@@ -8,6 +8,10 @@ struct JoinMembers {
     /// The related objects' primary keys as stored; meaningful while the owner's
     /// `loadedToMany` holds the relationship's index.
     var stored: Set<Int64> = []
+    /// In a child context: the related objects of temporary ID (the parent's unsaved
+    /// inserts) that the parent's set held when the child read it; meaningful, as
+    /// `stored`, while the relationship is loaded.
+    var storedTemporary: Set<ObjectID> = []
     /// Objects added since the last save, by identity.
     var added: [ObjectIdentifier: ManagedObject] = [:]
     /// Saved objects removed since the last save, by identity.
@@ -74,7 +78,8 @@ extension ManagedObject {
         var state = joinMembers[index] ?? JoinMembers()
         let id = ObjectIdentifier(member)
         let wasRemoved = state.removed.removeValue(forKey: id) != nil
-        let isStored = member.objectID.primaryKey.map { loadedToMany.contains(index) && state.stored.contains($0) } ?? false
+        let isStored = member.objectID.primaryKey.map { loadedToMany.contains(index) && state.stored.contains($0) }
+            ?? (loadedToMany.contains(index) && state.storedTemporary.contains(member.objectID))
         if isStored {
             if !wasRemoved { return }
         } else {
@@ -90,7 +95,11 @@ extension ManagedObject {
         var state = joinMembers[index] ?? JoinMembers()
         let id = ObjectIdentifier(member)
         let wasAdded = state.added.removeValue(forKey: id) != nil
-        let isAbsent = member.objectID.primaryKey.map { loadedToMany.contains(index) && !state.stored.contains($0) } ?? true
+        // (An object of temporary ID is in no stored set, except a parent's set a child
+        // context read, or has yet to read.)
+        let isAbsent = member.objectID.primaryKey.map { loadedToMany.contains(index) && !state.stored.contains($0) }
+            ?? (loadedToMany.contains(index)
+                ? !state.storedTemporary.contains(member.objectID) : managedObjectContext?.parent == nil)
         if isAbsent {
             if !wasAdded { return }
         } else {

@@ -77,7 +77,12 @@ extension ManagedObject {
         guard !indexes.isEmpty else { return [] }
         prepareStorage()
         return indexes.filter { index in
-            if case .object(let object) = toOne[index], object.objectID.isTemporaryID { return true }
+            // (A reference to an unsaved object is a change, unless a child context read
+            // it so from its parent.)
+            if case .object(let object) = toOne[index], object.objectID.isTemporaryID {
+                return snapshotTemporaryTargets?[index] != object.objectID
+            }
+            if let temporary = snapshotTemporaryTargets, temporary[index] != nil { return true }
             let committed = snapshotKeys.count > index ? snapshotKeys[index] : nil
             return referencedKey(at: index) != committed
         }
@@ -126,6 +131,7 @@ extension ManagedObject {
         snapshotKeys =
             entity.relationships.isEmpty
             ? [] : entity.relationships.map { $0.columnName == nil ? nil : referencedKey(at: $0.index) }
+        snapshotTemporaryTargets = nil
     }
 }
 

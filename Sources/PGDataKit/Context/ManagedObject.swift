@@ -85,6 +85,10 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var changeHints = ChangeHints.unknown
     /// Committed foreign keys of the to-one relationships.
     var snapshotKeys: [Int64?] = []
+    /// In a child context: the to-one references, by relationship index, that pointed at
+    /// objects of temporary ID (unsaved inserts of the parent) when the child read the
+    /// object — committed references `snapshotKeys` cannot hold. `nil` elsewhere.
+    var snapshotTemporaryTargets: [Int: ObjectID]?
     /// The row version the snapshot was read at.
     var version: Int64 = 0
     var loadedToMany: Set<Int> = []

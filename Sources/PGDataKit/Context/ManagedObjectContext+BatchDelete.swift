@@ -5,11 +5,16 @@ extension ManagedObjectContext {
     /// did-save observers (the context manager among them) are told.
     ///
     /// - Returns: the IDs of the deleted rows.
-    /// - Throws: `PostgresError`; the database is then untouched (a lost connection is
+    /// - Throws: `ChildContextError.unsupported` in a child context (it would commit behind
+    ///   the parent's back), `PostgresError`; the database is then untouched (a lost connection is
     ///   marked `transactionDidNotCommit`, and transient). `SaveOutcomeUnknownError` when
     ///   the connection broke at the `COMMIT` and whether it committed could not be
     ///   found out.
     func batchDelete(of entity: EntityDescription, _ query: StoreQuery) throws -> Set<ObjectID> {
+        try refuseInChild(
+            "deleteAll(in:where:)",
+            advice: "it deletes rows and commits at once; fetch the objects and delete() them in the child "
+                + "(its save pushes the deletes), or call deleteAll in the root context")
         let changes = try settlingLostConnections {
             let connection = try beginWriteTransaction()
             do {

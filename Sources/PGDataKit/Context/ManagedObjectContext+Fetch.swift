@@ -3,7 +3,8 @@ import Foundation
 extension ManagedObjectContext {
     /// Every object of an entity: the stored rows plus unsaved inserted objects, minus
     /// unsaved deletions. Objects already registered keep their identity and their
-    /// unsaved changes.
+    /// unsaved changes. A child context starts from its parent's objects (the parent's
+    /// unsaved changes included) instead of the stored rows.
     ///
     /// For example:
     ///
@@ -15,22 +16,31 @@ extension ManagedObjectContext {
     public func fetchAll<T: ManagedObject>(_ type: T.Type) throws -> [T] {
         assertOnQueue()
         let entity = try entityDescription(for: type)
-        let stored = try fetchObjects(entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey))
+        let stored: [ManagedObject]
+        if let parent {
+            stored = register(try parent.performAndWait { parent.statesForChild(try parent.fetchAll(type)) })
+        } else {
+            stored = try fetchObjects(entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey))
+        }
         let pending = insertedSet.filter { $0.entity.name == entity.name }
         return (stored.filter { !$0.deletedFlag } + pending.sorted { $0.objectID.description < $1.objectID.description })
             .compactMap { ManagedObject.cast($0, to: T.self) }
     }
 
-    /// The object with an ID: the registered instance, or the row fetched now.
+    /// The object with an ID: the registered instance, or the row fetched now. A child
+    /// context asks its parent instead, which also knows the temporary IDs of its unsaved
+    /// inserts.
     ///
     /// - Throws: `ManagedObjectError.objectNotFound` when no row exists (deleted, or a
-    ///   temporary ID of another context), or `PostgresError`.
+    ///   temporary ID of another context), `.objectDeleted` when it was deleted here (or
+    ///   in a child's parent) and not saved yet, or `PostgresError`.
     public func object(with objectID: ObjectID) throws -> ManagedObject {
         assertOnQueue()
         if let object = registered[objectID] {
             if object.deletedFlag { throw ManagedObjectError.objectDeleted(objectID) }
             return object
         }
+        if let parent { return try objectFromParent(objectID, parent: parent) }
         guard let key = objectID.primaryKey else { throw ManagedObjectError.objectNotFound(objectID) }
         guard let entity = coordinator.model.entity(named: objectID.entityName) else {
             throw ManagedObjectError.unknownEntity(objectID.entityName)
@@ -72,10 +82,23 @@ extension ManagedObjectContext {
 
     /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
     /// query, one index probe per value) and registers them; a row that comes twice
-    /// (its value was given twice) is one object.
+    /// (its value was given twice) is one object. A child context asks its parent, which
+    /// answers with its unsaved objects of those values first, then the stored rows.
+    ///
+    /// - Throws: `ChildContextError.objectGoneFromParent` in a child context when the
+    ///   parent deleted an object of one of the values (as an import in the parent would
+    ///   refuse it), or `PostgresError`.
     func fetchObjects(
         entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue]
     ) throws -> [ManagedObject] {
+        if let parent {
+            let (answer, deleted) = try parent.performAndWait { () throws -> (ParentObjects, ObjectID?) in
+                let objects = try parent.uniqueObjectsForChild(of: entity, whereUnique: attribute, isIn: values)
+                return (parent.statesForChild(objects.filter { !$0.deletedFlag }), objects.first(where: \.deletedFlag)?.objectID)
+            }
+            if let deleted { throw ChildContextError.objectGoneFromParent(deleted, call: "insertOrUpdate / importRecords") }
+            return register(answer)
+        }
         let result = try withDatabase {
             try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, on: $0)
         }
@@ -215,18 +238,18 @@ extension ManagedObjectContext {
         }
     }
 
-    /// The members of a to-many relationship: loaded once with one query, then read
-    /// from the registered objects so unsaved changes count.
+    /// The members of a to-many relationship: loaded once with one query (in a child
+    /// context, from the parent), then read from the registered objects so unsaved
+    /// changes count.
     func members(of object: ManagedObject, relationship: RelationshipDescription) -> [ManagedObject] {
         guard let inverseName = relationship.inverseName,
             let destination = coordinator.model.entity(named: relationship.destinationEntityName),
             let inverse = destination.relationship(named: inverseName),
-            let column = inverse.columnName
+            inverse.columnName != nil
         else { return [] }
-        if let key = object.objectID.primaryKey, !object.loadedToMany.contains(relationship.index) {
+        if !object.loadedToMany.contains(relationship.index) {
             do {
-                _ = try fetchObjects(entity: destination, .rows(where: column, isIn: [key]))
-                object.loadedToMany.insert(relationship.index)
+                try loadRelationship(relationship, of: [object])
             } catch {
                 logger.warning("could not load \(object.objectID).\(relationship.name): \(error)")
             }
@@ -272,12 +295,17 @@ extension ManagedObjectContext {
         case keepUnlessChanged([ObjectID: Set<String>])
     }
 
-    /// Re-reads the rows of registered objects of one entity (one query). Objects whose
-    /// row is gone are marked deleted and leave the context.
+    /// Re-reads the rows of registered objects of one entity (one query; in a child
+    /// context, the parent's objects). Objects whose row is gone are marked deleted and
+    /// leave the context.
     func refreshObjects(
         _ objects: [Int64: ManagedObject], entity: EntityDescription, localEdits: LocalEdits
     ) throws {
         guard !objects.isEmpty else { return }
+        if parent != nil {
+            try refreshFromParent(Array(objects.values), localEdits: localEdits)
+            return
+        }
         let result = try withDatabase {
             try coordinator.selectObjects(of: entity, .keys(Array(objects.keys), of: entity), on: $0)
         }
@@ -286,33 +314,40 @@ extension ManagedObjectContext {
             let key = try row.decode(Int64.self, at: 0)
             guard let object = objects[key] else { continue }
             seen.insert(key)
-            let localValues = object.values
-            let localToOne = object.toOne
-            var changedAttributes: [Int] = []
-            var changedToOne: [Int] = []
-            switch localEdits {
-            case .discard: break
-            case .keep:
-                changedAttributes = object.changedAttributeIndexes
-                changedToOne = object.changedToOneIndexes
-            case .keepUnlessChanged(let remoteKeys):
-                let changedElsewhere = remoteKeys[object.objectID] ?? []
-                changedAttributes = object.changedAttributeIndexes.filter {
-                    !changedElsewhere.contains(entity.attributes[$0].name)
-                }
-                changedToOne = object.changedToOneIndexes.filter {
-                    !changedElsewhere.contains(entity.relationships[$0].name)
-                }
-            }
-            try apply(row: row, to: object, entity: entity, key: key)
-            for index in changedAttributes { object.values[index] = localValues[index] }
-            for index in changedToOne { object.toOne[index] = localToOne[index] }
-            if case .discard = localEdits { object.discardJoinChanges() }
-            if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { changedSet.remove(object) }
-            object.loadedToMany.removeAll()
+            try refresh(object, localEdits: localEdits) { try apply(row: row, to: object, entity: entity, key: key) }
         }
         for (key, object) in objects where !seen.contains(key) {
             forgetDeletedObject(object)
         }
+    }
+
+    /// Puts fresh committed values under an object (`fresh` applies them), keeping its
+    /// unsaved changes as `localEdits` says.
+    func refresh(_ object: ManagedObject, localEdits: LocalEdits, applying fresh: () throws -> Void) rethrows {
+        let entity = object.entity
+        let localValues = object.values
+        let localToOne = object.toOne
+        var changedAttributes: [Int] = []
+        var changedToOne: [Int] = []
+        switch localEdits {
+        case .discard: break
+        case .keep:
+            changedAttributes = object.changedAttributeIndexes
+            changedToOne = object.changedToOneIndexes
+        case .keepUnlessChanged(let remoteKeys):
+            let changedElsewhere = remoteKeys[object.objectID] ?? []
+            changedAttributes = object.changedAttributeIndexes.filter {
+                !changedElsewhere.contains(entity.attributes[$0].name)
+            }
+            changedToOne = object.changedToOneIndexes.filter {
+                !changedElsewhere.contains(entity.relationships[$0].name)
+            }
+        }
+        try fresh()
+        for index in changedAttributes { object.values[index] = localValues[index] }
+        for index in changedToOne { object.toOne[index] = localToOne[index] }
+        if case .discard = localEdits { object.discardJoinChanges() }
+        if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { changedSet.remove(object) }
+        object.loadedToMany.removeAll()
     }
 }

@@ -8,13 +8,13 @@ extension ManagedObjectContext {
     // MARK: - Reading
 
     /// The members of a many-to-many relationship: the stored pairs (loaded once with one
-    /// query), minus the objects removed and plus the objects added since the last save;
-    /// deleted objects left out.
+    /// query; in a child context, the parent's set), minus the objects removed and plus
+    /// the objects added since the last save; deleted objects left out.
     func joinedMembers(of object: ManagedObject, relationship: RelationshipDescription) -> [ManagedObject] {
         let index = relationship.index
-        if object.objectID.primaryKey != nil, !object.loadedToMany.contains(index) {
+        if !object.loadedToMany.contains(index) {
             do {
-                try loadJoinMembers(of: [object], relationship: relationship)
+                try loadRelationship(relationship, of: [object])
             } catch {
                 logger.warning("could not load \(object.objectID).\(relationship.name): \(error)")
             }
@@ -22,28 +22,33 @@ extension ManagedObjectContext {
         let state = object.joinMembers[index] ?? JoinMembers()
         var members: [ManagedObject] = []
         var seen: Set<ObjectIdentifier> = []
-        if object.loadedToMany.contains(index), !state.stored.isEmpty {
+        if object.loadedToMany.contains(index), !state.stored.isEmpty || !state.storedTemporary.isEmpty {
             let destinationName = relationship.destinationEntityName
-            var missing: [Int64] = []
+            var missing: [ObjectID] = []
             for key in state.stored where registered[ObjectID(entityName: destinationName, primaryKey: key)] == nil {
-                missing.append(key)
+                missing.append(ObjectID(entityName: destinationName, primaryKey: key))
             }
-            if !missing.isEmpty, let destination = coordinator.model.entity(named: destinationName) {
+            for id in state.storedTemporary where registered[id] == nil { missing.append(id) }
+            if !missing.isEmpty {
                 // Members that left the context (a batch fetch lets go of its pages): one query.
                 do {
-                    _ = try fetchObjects(entity: destination, .keys(missing, of: destination))
+                    _ = try fetchObjects(withIDs: missing)
                 } catch {
                     logger.warning("could not load members of \(object.objectID).\(relationship.name): \(error)")
                 }
-                let gone = missing.filter { registered[ObjectID(entityName: destinationName, primaryKey: $0)] == nil }
-                if !gone.isEmpty { object.joinMembers[index]?.stored.subtract(gone) }
+                let gone = missing.filter { registered[$0] == nil }
+                if !gone.isEmpty {
+                    object.joinMembers[index]?.stored.subtract(gone.compactMap(\.primaryKey))
+                    object.joinMembers[index]?.storedTemporary.subtract(gone)
+                }
             }
-            for key in object.joinMembers[index]?.stored ?? [] {
-                guard let member = registered[ObjectID(entityName: destinationName, primaryKey: key)],
-                    !member.deletedFlag, state.removed[ObjectIdentifier(member)] == nil
-                else { continue }
+            func add(_ id: ObjectID) {
+                guard let member = registered[id], !member.deletedFlag, state.removed[ObjectIdentifier(member)] == nil
+                else { return }
                 if seen.insert(ObjectIdentifier(member)).inserted { members.append(member) }
             }
+            for key in object.joinMembers[index]?.stored ?? [] { add(ObjectID(entityName: destinationName, primaryKey: key)) }
+            for id in object.joinMembers[index]?.storedTemporary ?? [] { add(id) }
         }
         for member in state.added.values where !member.deletedFlag && seen.insert(ObjectIdentifier(member)).inserted {
             members.append(member)

@@ -23,6 +23,12 @@ extension ManagedObjectContext {
     /// context keeps its changes for a retry or `rollback()`. After a save a private
     /// context's transaction is over: its next read sees a new snapshot.
     ///
+    /// A child context (one with a `parent`) writes nothing: its save pushes its inserts,
+    /// changes and deletes into the parent, all or nothing, and the parent holds them as
+    /// unsaved changes of its own until it saves (see `newChildContext(name:)`). It throws
+    /// `ChildContextError.objectGoneFromParent` when the parent no longer has an object
+    /// the changes name; the parent and the child are then left as they were.
+    ///
     /// The outcome reported is never wrong, also when the connection breaks at the
     /// `COMMIT`. If the `COMMIT`'s answer arrived, the save succeeded, whatever happens
     /// to the connection afterwards. If the connection broke before it, the save looks
@@ -34,12 +40,17 @@ extension ManagedObjectContext {
     /// leaving the context's changes in place.
     ///
     /// - Throws: `MergeConflictError`, `ManagedObjectError.deleteDenied`,
+    ///   `ChildContextError` (a child context),
     ///   `PostgresError` (for example `.uniqueViolation`; a lost connection only when
     ///   nothing was committed: `transactionDidNotCommit` is set and `isTransient` is
     ///   true, so the save may simply be redone), or `SaveOutcomeUnknownError` (not
     ///   transient: the save may have committed; its `transactionID` tells).
     public func save() throws {
         assertOnQueue()
+        if let parent {
+            try pushChanges(into: parent)
+            return
+        }
         try settlingLostConnections { try saveChanges() }
     }
 
@@ -612,7 +623,7 @@ extension ManagedObjectContext {
 
     // MARK: - Validation and bookkeeping
 
-    private func validateDeleteRules() throws {
+    func validateDeleteRules() throws {
         for object in deletedSet {
             for relationship in object.entity.relationships where relationship.deleteRule == .deny {
                 let remaining = object.relatedObjects(at: relationship.index).filter { !$0.deletedFlag }
@@ -629,15 +640,25 @@ extension ManagedObjectContext {
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
         registered.reserveCapacity(registered.count + outcome.inserted.count)
+        // Child contexts may hold the temporary IDs: the new IDs are noted for their saves.
+        let notesIDs = liveChildren.load(ordering: .relaxed) > 0
+        if !notesIDs && !savedTemporaryIDs.isEmpty { savedTemporaryIDs = [:] }
         for (object, key) in outcome.inserted {
             registered.removeValue(forKey: object.objectID)
-            object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
+            let permanent = ObjectID(entityName: object.entity.name, primaryKey: key)
+            if notesIDs { savedTemporaryIDs[object.objectID] = permanent }
+            object.objectID = permanent
             registered[object.objectID] = object
             object.version = 1
             object.upsertAttributeIndex = nil
             object.commitSnapshot()
         }
-        for merged in outcome.merged { finishMergedInsert(merged) }
+        for merged in outcome.merged {
+            if notesIDs {
+                savedTemporaryIDs[merged.object.objectID] = ObjectID(entityName: merged.object.entity.name, primaryKey: merged.primaryKey)
+            }
+            finishMergedInsert(merged)
+        }
         for (object, _, version) in outcome.updated {
             object.version = version
             object.commitSnapshot()

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// A scratch pad of managed objects: fetch them, change them, save the changes.
 ///
@@ -12,6 +13,10 @@ import Logging
 /// - The **main** context does short reads, each on a connection borrowed for the read,
 ///   and is where other contexts' saves are merged. A server has no UI thread: the main
 ///   context runs on a serial queue of its own.
+///
+/// A private context can also be a **child** of another context (`newChildContext()`):
+/// it reads its parent's objects, unsaved changes included, and its `save()` pushes its
+/// changes into the parent instead of the database (see `parent`).
 ///
 /// Every context is confined to its queue: use it and its objects inside
 /// `perform { }` or `performAndWait { }` (debug builds stop on use from elsewhere). Pass
@@ -37,12 +42,24 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public enum ConcurrencyType: Sendable {
         /// The long-lived context where saves are merged; short reads.
         case main
-        /// A database transaction for one unit of work.
+        /// A database transaction for one unit of work, or a child context (see
+        /// `parent`).
         case `private`
     }
 
-    /// The kind of context.
+    /// The kind of context; `.private` for a child context.
     public let concurrencyType: ConcurrencyType
+    /// The context a child context reads from and saves into (Core Data's
+    /// `parent`); `nil` for a context of the database (main or private). A child
+    /// holds its parent strongly; the parent does not know its children.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let child = manager.mainContext.newChildContext()
+    /// child.parent === manager.mainContext    // true
+    /// ```
+    public let parent: ManagedObjectContext?
     /// The coordinator whose model and database the context uses.
     public let coordinator: StoreCoordinator
     /// A name for logs and debugging.
@@ -101,6 +118,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Set when the unique key of an object an import inserted was changed afterwards:
     /// until the next save, two such objects may share a key, so the save checks.
     var keyedInsertKeysChanged = false
+    /// How many child contexts of this one are alive (counted from any thread).
+    let liveChildren = Atomic<Int>(0)
+    /// The permanent IDs this context's saves gave objects whose temporary IDs a child may
+    /// still hold, by temporary ID: kept while children live, so a child's save can name
+    /// an object the parent has saved since the child read it.
+    var savedTemporaryIDs: [ObjectID: ObjectID] = [:]
 
     /// Creates a context; usually `ContextManager` does this.
     ///
@@ -110,12 +133,21 @@ public final class ManagedObjectContext: @unchecked Sendable {
     ///   - coordinator: the store it reads from and saves to.
     ///   - name: a label for logs and the queue.
     ///   - logger: where the context logs; the coordinator's logger by default.
-    public init(
+    public convenience init(
         concurrencyType: ConcurrencyType, coordinator: StoreCoordinator, name: String? = nil, logger: Logger? = nil
+    ) {
+        self.init(concurrencyType: concurrencyType, coordinator: coordinator, parent: nil, name: name, logger: logger)
+    }
+
+    /// Creates a context, a child of `parent` when one is given (see `newChildContext`).
+    init(
+        concurrencyType: ConcurrencyType, coordinator: StoreCoordinator, parent: ManagedObjectContext?,
+        name: String?, logger: Logger?
     ) {
         self.concurrencyType = concurrencyType
         self.coordinator = coordinator
-        let label = name ?? (concurrencyType == .main ? "main" : "private")
+        self.parent = parent
+        let label = name ?? (parent.map { "\($0.name).child" } ?? (concurrencyType == .main ? "main" : "private"))
         self.name = label
         self.queue = DispatchQueue(label: "pgdatakit.context.\(label)")
         let logger = logger ?? coordinator.logger
@@ -130,13 +162,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let transaction {
             coordinator.pool.release(transaction)  // rolls the open transaction back
         }
+        parent?.liveChildren.subtract(1, ordering: .relaxed)
         observers.finishAll()
     }
 
     // MARK: - Queue
 
-    /// Whether the caller runs on this context's queue.
-    public var isOnQueue: Bool { DispatchQueue.getSpecific(key: queueKey) == true }
+    /// Whether the caller runs on this context's queue: inside a block of it, also one
+    /// further down the thread's stack (a parent's block that waits for a child's).
+    public var isOnQueue: Bool {
+        DispatchQueue.getSpecific(key: queueKey) == true || QueueFrames.contains(self)
+    }
 
     /// Stops (in debug builds) when the context is used off its queue.
     func assertOnQueue() {
@@ -148,9 +184,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
         #endif
     }
 
-    /// Runs `block` on the context's queue and returns at once.
+    /// Runs `block` on the context's queue and returns at once. The context stays alive
+    /// until the block has run.
     public func perform(_ block: @escaping @Sendable () -> Void) {
-        queue.async(execute: block)
+        queue.async { QueueFrames.run(in: self, block) }
     }
 
     /// Runs `block` on the context's queue and waits for its result without blocking a
@@ -163,16 +200,24 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// ```
     public func perform<T: Sendable>(_ block: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try block() }) }
+            queue.async { QueueFrames.run(in: self) { continuation.resume(with: Result { try block() }) } }
         }
     }
 
     /// Runs `block` on the context's queue and waits for it; runs it directly when
-    /// already on the queue (reentrant). Returns its value and rethrows its error.
+    /// already on the queue (reentrant), also when this thread runs the block of another
+    /// context that waits for this one. Returns its value and rethrows its error.
+    ///
+    /// A child context's reads and saves wait for its parent's queue this way. A thread
+    /// inside a block of the parent may wait for a child (`performAndWait` on the child
+    /// runs on that thread, which already holds the parent's queue); but a parent's block
+    /// must not wait for a child's block that runs elsewhere (`perform`, or another
+    /// thread's `performAndWait`) while that block needs the parent: each would wait for
+    /// the other, as in Core Data.
     @discardableResult
     public func performAndWait<T>(_ block: () throws -> T) rethrows -> T {
         if isOnQueue { return try block() }
-        return try queue.sync(execute: block)
+        return try queue.sync { try QueueFrames.run(in: self, block) }
     }
 
     // MARK: - Objects
@@ -313,6 +358,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Runs `body` with the context's connection: a private context's transaction
     /// (begun on first use), or a connection borrowed for a main context's read.
     func withDatabase<T>(_ body: (Connection) throws -> T) throws -> T {
+        // A child's reads of stored values only go through its root context, on the
+        // parent's queue (a private root's transaction answers them).
+        if let parent { return try parent.performAndWait { try parent.withDatabase(body) } }
         switch concurrencyType {
         case .main:
             return try coordinator.pool.withConnection(body)
@@ -363,7 +411,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Discards unsaved changes: inserted objects leave the context, deleted ones come
     /// back, changed ones return to their committed values. A private context also ends
-    /// its transaction, so its next read sees a new snapshot.
+    /// its transaction, so its next read sees a new snapshot. A child context's objects
+    /// return to the parent's values as the child read them; the parent is not touched.
     public func rollback() {
         assertOnQueue()
         for object in insertedSet {
@@ -384,7 +433,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         endTransaction()
     }
 
-    /// Puts an object's committed values and to-one keys back.
+    /// Puts an object's committed values and to-one keys back (in a child context: the
+    /// parent's values and references as the child read them).
     func revert(_ object: ManagedObject) {
         guard let snapshot = object.snapshot else { return }
         object.values = snapshot
@@ -392,9 +442,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
             let key = object.snapshotKeys.count > relationship.index ? object.snapshotKeys[relationship.index] : nil
             object.toOne[relationship.index] = key.map { .key($0) } ?? .none
         }
+        for (index, id) in object.snapshotTemporaryTargets ?? [:] {
+            object.toOne[index] = registered[id].map { .object($0) } ?? .none
+        }
     }
 
-    /// Forgets every object and change, and ends a private context's transaction.
+    /// Forgets every object and change, and ends a private context's transaction. A child
+    /// context forgets its own objects and changes only; the parent is not touched.
     ///
     /// A private context holding a batch's worth of objects (up to 16,384) lets go of them
     /// while the server runs its next statement, so their deallocation overlaps the
@@ -411,7 +465,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // many objects: their room is kept, up to a bound, so memory stays flat.
         let keeps = registered.count <= 16_384
         retired = nil
-        if concurrencyType == .private && keeps && !registered.isEmpty { retired = registered }
+        // (A child's reads run on its parent's connection: it has no statement to overlap.)
+        if concurrencyType == .private && parent == nil && keeps && !registered.isEmpty { retired = registered }
         registered.removeAll(keepingCapacity: keeps)
         insertedSet.removeAll(keepingCapacity: keeps && insertedSet.count <= 16_384)
         deletedSet.removeAll()
@@ -424,12 +479,21 @@ public final class ManagedObjectContext: @unchecked Sendable {
     ///
     /// With `mergeChanges` the object's unsaved changes are kept on top of the store's
     /// values; without, they are discarded. A private context reads within its snapshot.
+    /// A child context re-reads the object from its parent instead (the parent's current
+    /// values, its unsaved changes included), never from the database.
     ///
     /// - Throws: `ManagedObjectError.objectNotFound` when the row is gone (the object is
-    ///   then marked deleted and leaves the context), or `PostgresError`.
+    ///   then marked deleted and leaves the context; in a child, when the parent no
+    ///   longer has the object), or `PostgresError`.
     public func refresh(_ object: ManagedObject, mergeChanges: Bool) throws {
         assertOnQueue()
         guard object.managedObjectContext === self else { throw ManagedObjectError.wrongContext(object.objectID) }
+        if parent != nil {
+            guard !insertedSet.contains(object) else { return }
+            try refreshFromParent([object], localEdits: mergeChanges ? .keep : .discard)
+            if object.isMissingFromStore { throw ManagedObjectError.objectNotFound(object.objectID) }
+            return
+        }
         guard let key = object.objectID.primaryKey else { return }
         try refreshObjects([key: object], entity: object.entity, localEdits: mergeChanges ? .keep : .discard)
         if object.isMissingFromStore { throw ManagedObjectError.objectNotFound(object.objectID) }

@@ -109,7 +109,8 @@ extension ManagedObjectQueries where Self: ManagedObject {
     }
 
     /// The distinct values of a key among matching objects, computed by the database
-    /// (saved data only), in ascending order with `nil` first.
+    /// (saved data only), in ascending order with `nil` first. A child context asks its
+    /// root context's connection: saved data only there too.
     ///
     /// For example, `let ages = try User.distinctValues(of: "age", as: Int.self, in: context)`
     /// is an `[Int?]`. A to-one relationship's value is the related row's key (`Int64`).
@@ -130,7 +131,8 @@ extension ManagedObjectQueries where Self: ManagedObject {
     }
 
     /// An aggregate of an attribute over matching objects, computed by the database
-    /// (saved data only); `nil` when no row matches.
+    /// (saved data only); `nil` when no row matches. A child context asks its root
+    /// context's connection (a private root's transaction): saved data only there too.
     ///
     /// For example, `let oldest: Int? = try User.aggregate(.max, of: "age", in: context)`.
     ///
@@ -229,8 +231,12 @@ extension ManagedObjectQueries where Self: ManagedObject {
     /// try User.deleteAll(in: context, where: try FetchPredicate(format: "age < 18"), includingUnsavedInserts: true)
     /// ```
     ///
+    /// Not in a child context (`ManagedObjectContext.newChildContext(name:)`): it commits at
+    /// once, behind the parent's back. Fetch the objects and `delete()` them there instead.
+    ///
     /// - Returns: the number of rows deleted (unsaved inserts not counted).
-    /// - Throws: `FetchPredicateError` or `PostgresError`.
+    /// - Throws: `ChildContextError.unsupported` in a child context, `FetchPredicateError`
+    ///   or `PostgresError`.
     @discardableResult
     public static func deleteAll(
         in context: ManagedObjectContext, where predicate: FetchPredicate? = nil, includingUnsavedInserts: Bool = false

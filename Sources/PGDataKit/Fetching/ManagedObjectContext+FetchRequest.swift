@@ -8,6 +8,12 @@ extension ManagedObjectContext {
     /// entity count: the predicate and the order are then applied in memory to those
     /// objects, with the same answers as in SQL.
     ///
+    /// A child context fetches from its parent instead of the store: the parent runs the
+    /// request with its own unsaved changes included (its predicate and order applied to
+    /// the parent's current values), and the child builds its instances from the objects'
+    /// values; the child's unsaved changes then apply on top. The parent's unsaved
+    /// changes count whatever `includesPendingChanges` says: they are the child's store.
+    ///
     /// - Throws: `FetchPredicateError` (unknown key, wrong value type),
     ///   `FetchRequestError` (negative limit or offset), or `PostgresError`.
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
@@ -44,7 +50,8 @@ extension ManagedObjectContext {
     }
 
     /// Counts the objects a request describes (`SELECT count(*)` unless pending changes
-    /// of the entity must be counted).
+    /// of the entity must be counted). A child context without pending changes of the
+    /// entity asks its parent for the count (the parent's unsaved changes counted).
     ///
     /// - Throws: `FetchPredicateError` or `PostgresError`.
     public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
@@ -53,12 +60,15 @@ extension ManagedObjectContext {
         if request.includesPendingChanges && !pendingObjects(of: entity).isEmpty {
             return try fetch(request).count
         }
+        if let parent { return try parent.performAndWait { try parent.count(for: request.fromChild) } }
         let query = try storeQuery(request, entity: entity, ordered: false)
         return try withDatabase { try coordinator.count(of: entity, query, on: $0) }
     }
 
     /// The IDs of the objects a request describes (only the keys are read unless pending
-    /// changes must be counted).
+    /// changes must be counted). A child context without pending changes of the entity
+    /// asks its parent (the parent's unsaved changes counted, its inserts' temporary IDs
+    /// included).
     ///
     /// - Throws: `FetchPredicateError` or `PostgresError`.
     public func fetchObjectIDs<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [ObjectID] {
@@ -67,6 +77,7 @@ extension ManagedObjectContext {
         if request.includesPendingChanges && !pendingObjects(of: entity).isEmpty {
             return try fetch(request).map(\.objectID)
         }
+        if let parent { return try parent.performAndWait { try parent.fetchObjectIDs(request.fromChild) } }
         let query = try storeQuery(request, entity: entity)
         return try withDatabase { try coordinator.selectKeys(of: entity, query, on: $0) }.map {
             ObjectID(entityName: entity.name, primaryKey: $0)
@@ -75,7 +86,8 @@ extension ManagedObjectContext {
 
     /// The rows a request describes as dictionaries of `propertiesToFetch` (all
     /// attributes by default), straight from the store; `returnsDistinctResults` drops
-    /// duplicates. Values are the attributes' Swift values, `nil` for `NULL`; a to-one
+    /// duplicates. A child context reads them through its root context's connection (a
+    /// private root's transaction): unsaved changes are not included there either. Values are the attributes' Swift values, `nil` for `NULL`; a to-one
     /// relationship's value is the related row's primary key.
     ///
     /// For example:
@@ -145,9 +157,17 @@ extension ManagedObjectContext {
     /// }
     /// ```
     ///
-    /// - Throws: `FetchPredicateError`, `PostgresError`, or what `body` throws.
+    /// Not in a child context: a cursor reads stored rows, which would bypass the parent's
+    /// unsaved changes; fetch with `fetchLimit` and `fetchOffset` there instead.
+    ///
+    /// - Throws: `ChildContextError.unsupported` in a child context, `FetchPredicateError`,
+    ///   `PostgresError`, or what `body` throws.
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>, inBatches body: ([T]) throws -> Void) throws {
         assertOnQueue()
+        try refuseInChild(
+            "fetch(_:inBatches:)",
+            advice: "its cursor reads stored rows and would miss the parent's unsaved changes; "
+                + "page with fetchLimit and fetchOffset instead")
         let entity = try entityDescription(for: T.self)
         let batchSize = request.fetchBatchSize > 0 ? request.fetchBatchSize : 1000
         let query = try storeQuery(request, entity: entity)
@@ -193,6 +213,13 @@ extension ManagedObjectContext {
     private func fetchFromStore<T: ManagedObject>(
         _ request: FetchRequest<T>, entity: EntityDescription, limit: Int?, offset: Int
     ) throws -> [ManagedObject] {
+        if let parent {
+            // The parent's objects as it sees them, unsaved changes included.
+            var forwarded = request.fromChild
+            forwarded.fetchLimit = limit
+            forwarded.fetchOffset = offset
+            return register(try parent.performAndWait { parent.statesForChild(try parent.fetch(forwarded)) })
+        }
         var query = try storeQuery(request, entity: entity)
         query.limit = limit
         query.offset = offset
@@ -243,39 +270,41 @@ extension ManagedObjectContext {
                     throw FetchPredicateError(message: "\(current.name) has no relationship \"\(name)\" to prefetch")
                 }
                 if relationship.joinTable != nil {
-                    let owners = level.filter { $0.objectID.primaryKey != nil && !$0.loadedToMany.contains(relationship.index) }
-                    if !owners.isEmpty { try loadJoinMembers(of: owners, relationship: relationship) }
+                    try loadRelationship(relationship, of: level)
                     var seen: Set<ObjectIdentifier> = []
                     level = level.flatMap { $0.relatedObjects(at: relationship.index) }
                         .filter { seen.insert(ObjectIdentifier($0)).inserted }
                 } else if relationship.isToMany || relationship.columnName == nil {
                     guard let inverseName = relationship.inverseName,
-                        let inverse = destination.relationship(named: inverseName), let column = inverse.columnName
+                        destination.relationship(named: inverseName)?.columnName != nil
                     else { break }
-                    let owners = level.filter { $0.objectID.primaryKey != nil && !$0.loadedToMany.contains(relationship.index) }
-                    if !owners.isEmpty {
-                        _ = try fetchObjects(
-                            entity: destination, .rows(where: column, isIn: owners.compactMap(\.objectID.primaryKey)))
-                        for owner in owners { owner.loadedToMany.insert(relationship.index) }
-                    }
+                    try loadRelationship(relationship, of: level)
                     level = level.flatMap { $0.relatedObjects(at: relationship.index) }
                 } else {
-                    var missing: Set<Int64> = []
+                    var missing: Set<ObjectID> = []
                     for object in level {
                         object.prepareStorage()
-                        if case .key(let key) = object.toOne[relationship.index],
-                            registered[ObjectID(entityName: destination.name, primaryKey: key)] == nil
-                        {
-                            missing.insert(key)
+                        if case .key(let key) = object.toOne[relationship.index] {
+                            let id = ObjectID(entityName: destination.name, primaryKey: key)
+                            if registered[id] == nil { missing.insert(id) }
                         }
                     }
-                    if !missing.isEmpty {
-                        _ = try fetchObjects(entity: destination, .keys(Array(missing), of: destination))
-                    }
+                    if !missing.isEmpty { _ = try fetchObjects(withIDs: Array(missing)) }
                     level = level.flatMap { $0.relatedObjects(at: relationship.index) }
                 }
                 current = destination
             }
         }
+    }
+}
+
+extension FetchRequest {
+    /// The request as a child context hands it to its parent: the parent's unsaved
+    /// changes count, and relationships are prefetched by the child.
+    var fromChild: FetchRequest {
+        var request = self
+        request.includesPendingChanges = true
+        request.relationshipKeyPathsForPrefetching = []
+        return request
     }
 }

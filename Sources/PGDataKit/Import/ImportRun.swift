@@ -26,9 +26,14 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
     /// concurrent importer's rows are then updated, not a serialization failure).
     ///
     /// - Throws: `ImportError` when the mapper does not fit the model,
-    ///   `.invalidMap` when the context is not a private one.
+    ///   `.invalidMap` when the context is not a private one,
+    ///   `ChildContextError.unsupported` in a child context.
     init(context: ManagedObjectContext, mapper: ObjectMapper<Object>, options: ImportOptions) throws {
         context.assertOnQueue()
+        try context.refuseInChild(
+            "importRecords(_:mapper:options:progress:) / ImportOperation",
+            advice: "it saves and retries each batch against the database; import with insertOrUpdate or "
+                + "importRecords(_:mapper:in:) in the child and save it, or run the operation in a private context")
         guard context.concurrencyType == .private else {
             throw ImportError.invalidMap(
                 entity: Object.entityName, key: "context", reason: "imports run in a private context of their own")

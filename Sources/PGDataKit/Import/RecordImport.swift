@@ -320,13 +320,15 @@ struct RecordImport {
                 }
             }
             if !remaining.isEmpty {
-                let pairs = try context.withDatabase { connection in
-                    try context.coordinator.selectKeys(
-                        of: link.destination, where: link.destinationKey, isIn: remaining.map { wanted[$0] ?? nil },
-                        on: connection)
-                }
-                for (primaryKey, value) in pairs {
+                // (In a child context, as its parent sees them: its unsaved objects too.)
+                let pairs = try context.uniqueObjectIDs(
+                    of: link.destination, where: link.destinationKey, isIn: remaining.map { wanted[$0] ?? nil })
+                for (id, value) in pairs {
                     guard let hash = UniqueValue(value), wanted[hash] != nil else { continue }
+                    guard let primaryKey = id.primaryKey else {
+                        targets[hash] = .object(try context.object(with: id))
+                        continue
+                    }
                     targets[hash] = .key(primaryKey)
                     cache?.store(primaryKey, entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
                 }

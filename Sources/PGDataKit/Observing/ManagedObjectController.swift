@@ -253,10 +253,19 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     /// first and the last object fetched: objects that sort inside it enter, the window
     /// is not refilled when objects leave; fetch again to re-read it.
     ///
-    /// - Throws: `ManagedObjectControllerError.stopped`, `.sectionKeyPathNotSorted`, or
-    ///   what `fetch` throws (`FetchPredicateError`, `PostgresError`, …).
+    /// Not over a child context (`ManagedObjectContext.newChildContext(name:)`): a
+    /// controller follows its context's saves and merges, which a child's saves (into its
+    /// parent) and the store do not share. Put the controller on the root context.
+    ///
+    /// - Throws: `ManagedObjectControllerError.stopped`, `.sectionKeyPathNotSorted`,
+    ///   `ChildContextError.unsupported` over a child context, or what `fetch` throws
+    ///   (`FetchPredicateError`, `PostgresError`, …).
     public func performFetch() throws {
         context.assertOnQueue()
+        try context.refuseInChild(
+            "ManagedObjectController.performFetch()",
+            advice: "a controller follows the saves of the store and merges into its context; "
+                + "put it on the root context (the main context, usually)")
         guard !shared.isStopped, !context.coordinator.isClosed else { throw ManagedObjectControllerError.stopped }
         let entries: [OrderedMembers<T>.Entry]
         if let givenObjects {

@@ -1,0 +1,407 @@
+import Foundation
+
+/// An object as a context holds it now, as values: what a child context reads from its
+/// parent (on the parent's queue) to build an instance of its own (on its own queue).
+struct ObjectState {
+    let entity: EntityDescription
+    let objectID: ObjectID
+    let version: Int64
+    let values: [StoredValue]
+    /// Where each to-one relationship with a foreign key points, by relationship index
+    /// (`nil`: nowhere); empty for an entity without to-one relationships.
+    let toOne: [ObjectID?]
+}
+
+/// Objects a parent hands a child: those asked for, in order, and the unsaved objects
+/// they point at through to-one relationships (transitively), which only the parent can
+/// give.
+struct ParentObjects {
+    var states: [ObjectState] = []
+    var related: [ObjectState] = []
+}
+
+extension ManagedObjectContext {
+    // MARK: - Making a child
+
+    /// A new child context of this one (Core Data's private-queue context whose
+    /// `parent` is this one; Vokoder's `temporaryContext`): a scratch pad over this
+    /// context's objects, unsaved changes included, whose `save()` pushes into this
+    /// context instead of the database.
+    ///
+    /// - **Reads** ask the parent, on its queue, for its objects' current values and build
+    ///   the child's own instances from them, with the same `ObjectID`s (the temporary IDs
+    ///   of the parent's unsaved inserts too): `fetch(_:)`, `count(for:)`,
+    ///   `fetchObjectIDs(_:)`, `fetchAll(_:)`, `object(with:)`, `existingObject(with:)`,
+    ///   to-one, to-many and many-to-many relationships, `refresh(_:mergeChanges:)`. The
+    ///   child's own unsaved changes apply on top, as in any context, and a later read does
+    ///   not overwrite an object the child has changed. `fetchDictionaries(_:)`,
+    ///   `distinctValues` and `aggregate`, which read saved rows only in any context, read
+    ///   them through the root context (a private root's transaction).
+    /// - **`save()`** pushes the child's inserts, attribute and relationship changes and
+    ///   deletes into the parent, on its queue, all or nothing: every object the changes
+    ///   name is looked up in the parent first, and when one is gone there (deleted, say)
+    ///   the save throws `ChildContextError.objectGoneFromParent` and changes nothing. The
+    ///   parent then holds the changes as unsaved changes of its own (`hasChanges`,
+    ///   `insertedObjects`, …; new objects keep their temporary IDs) until its own `save()`
+    ///   writes them. What the child changed replaces the parent's values, also ones the
+    ///   parent changed since the child read them; the rest keeps the parent's. Delete
+    ///   rules run again in the parent. Nothing reaches the database or other processes,
+    ///   and the context manager merges nothing into the main context, until the parent
+    ///   itself saves. The child's did-save observers are told (IDs as in the parent).
+    /// - `rollback()` and `reset()` discard the child's changes only; dropping the child
+    ///   leaves the parent as it is.
+    /// - Imports (`insertOrUpdate`, `importRecords(_:mapper:in:)`) work in a child: their
+    ///   one lookup of keys per batch asks the parent (its unsaved objects, then the
+    ///   stored rows), and new keys are still written as upserts when the parent saves.
+    /// - Calls that need the database directly throw `ChildContextError.unsupported`
+    ///   rather than go around the parent: `deleteAll` (a committed batch delete),
+    ///   `fetch(_:inBatches:)` (a server-side cursor), object controllers (they follow the
+    ///   store's saves), `ImportOperation` and `importRecords(_:mapper:options:progress:)`
+    ///   (they save and retry batches against the database).
+    ///
+    /// Any context can be a parent: the main context, a private one, another child (each
+    /// save moves changes one level up). Use the child on its own queue, as any context;
+    /// its reads and saves wait for the parent's queue. A thread running a block of the
+    /// parent may call the child's `performAndWait` (the child then runs on that thread),
+    /// but a parent's block must not wait for a child's block that runs elsewhere and
+    /// needs the parent: each would wait for the other, as in Core Data.
+    ///
+    /// For example, an edit that is kept or dropped:
+    ///
+    /// ```swift
+    /// let editor = manager.mainContext.newChildContext(name: "edit")
+    /// try editor.performAndWait {
+    ///     guard let user = try editor.existingObject(with: userID) as? User else { return }
+    ///     user.name = "Ada Lovelace"
+    ///     if isValid(user) { try editor.save() }   // into the main context, not the database
+    /// }
+    /// try manager.mainContext.performAndWait { try manager.mainContext.save() }
+    /// ```
+    ///
+    /// The child can be made on any thread; it starts empty and reads on demand.
+    ///
+    /// - Parameter name: a label for logs and the queue; `"<parent's name>.child"` by
+    ///   default.
+    public func newChildContext(name: String? = nil) -> ManagedObjectContext {
+        liveChildren.add(1, ordering: .relaxed)
+        return ManagedObjectContext(concurrencyType: .private, coordinator: coordinator, parent: self, name: name, logger: logger)
+    }
+
+    // MARK: - What a parent hands a child (on the parent's queue)
+
+    /// The states of objects for a child, with the unsaved objects they point at.
+    func statesForChild(_ objects: [ManagedObject]) -> ParentObjects {
+        var answer = ParentObjects()
+        answer.states.reserveCapacity(objects.count)
+        var following: [ManagedObject] = []
+        var included = Set(objects.map(\.objectID))
+        for object in objects { answer.states.append(state(of: object, following: &following)) }
+        while let next = following.popLast() {
+            guard included.insert(next.objectID).inserted else { continue }
+            answer.related.append(state(of: next, following: &following))
+        }
+        return answer
+    }
+
+    /// An object's current values and references; unsaved objects it points at are added
+    /// to `following`.
+    private func state(of object: ManagedObject, following: inout [ManagedObject]) -> ObjectState {
+        object.prepareStorage()
+        let entity = object.entity
+        var toOne = [ObjectID?](repeating: nil, count: entity.toOneRelationships.isEmpty ? 0 : entity.relationships.count)
+        for relationship in entity.toOneRelationships {
+            switch object.toOne[relationship.index] {
+            case .none:
+                continue
+            case .key(let key):
+                toOne[relationship.index] = ObjectID(entityName: relationship.destinationEntityName, primaryKey: key)
+            case .object(let target):
+                if target.objectID.isTemporaryID {
+                    // (A deleted unsaved object is no reference, as a save writes it.)
+                    guard !target.deletedFlag, target.contextReference === reference else { continue }
+                    following.append(target)
+                }
+                toOne[relationship.index] = target.objectID
+            }
+        }
+        return ObjectState(entity: entity, objectID: object.objectID, version: object.version, values: object.values, toOne: toOne)
+    }
+
+    /// The object a child names by `id`: also by the temporary ID an object had before
+    /// this context saved it.
+    ///
+    /// - Throws: `ManagedObjectError.objectNotFound` or `.objectDeleted`, `PostgresError`.
+    func objectForChild(_ id: ObjectID) throws -> ManagedObject {
+        try object(with: savedTemporaryIDs[id] ?? id)
+    }
+
+    /// The objects a child names, those this context still has (not deleted), each with
+    /// the ID the child asked by: registered ones, then the others with one query per
+    /// entity (one call to its own parent for a child).
+    func objectsForChild(_ ids: [ObjectID]) throws -> [(asked: ObjectID, object: ManagedObject)] {
+        var found: [(asked: ObjectID, object: ManagedObject)] = []
+        var missing: [ObjectID] = []
+        for asked in ids {
+            let id = savedTemporaryIDs[asked] ?? asked
+            if let object = registered[id] {
+                if !object.deletedFlag { found.append((asked, object)) }
+            } else {
+                missing.append(asked)
+            }
+        }
+        guard !missing.isEmpty else { return found }
+        _ = try fetchObjects(withIDs: missing.map { savedTemporaryIDs[$0] ?? $0 })
+        for asked in missing {
+            if let object = registered[savedTemporaryIDs[asked] ?? asked], !object.deletedFlag { found.append((asked, object)) }
+        }
+        return found
+    }
+
+    /// The members of a relationship of owners a child names (owners this context no
+    /// longer has have none).
+    func membersForChild(of ownerIDs: [ObjectID], relationship: RelationshipDescription) throws -> [[ManagedObject]] {
+        let owners = Dictionary(try objectsForChild(ownerIDs).map { ($0.asked, $0.object) }, uniquingKeysWith: { a, _ in a })
+        return ownerIDs.map { owners[$0]?.relatedObjects(at: relationship.index) ?? [] }
+    }
+
+    /// The objects of `entity` whose unique `attribute` is one of `values`, as this
+    /// context sees them, for a child's import: its unsaved objects first (deleted ones
+    /// last, so an object inserted for a deleted one's key wins), then the stored rows.
+    func uniqueObjectsForChild(
+        of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue]
+    ) throws -> [ManagedObject] {
+        var wanted: [UniqueValue: StoredValue] = [:]
+        for value in values { if let hash = UniqueValue(value) { wanted[hash] = value } }
+        var found: [ManagedObject] = []
+        let index = attribute.index
+        for object in Array(insertedSet.union(changedSet)) + Array(deletedSet)
+        where object.entity.name == entity.name && object.values.count > index {
+            if let hash = UniqueValue(object.values[index]), wanted.removeValue(forKey: hash) != nil { found.append(object) }
+        }
+        if !wanted.isEmpty { found += try fetchObjects(entity: entity, whereUnique: attribute, isIn: Array(wanted.values)) }
+        return found
+    }
+
+    /// `uniqueObjectIDs(of:where:isIn:)` as this context sees them, for a child: its
+    /// unsaved objects (not deleted) first, then the stored rows.
+    func uniqueObjectIDsForChild(
+        of entity: EntityDescription, where attribute: AttributeDescription, isIn values: [StoredValue]
+    ) throws -> [(objectID: ObjectID, value: StoredValue)] {
+        var wanted: [UniqueValue: StoredValue] = [:]
+        for value in values { if let hash = UniqueValue(value) { wanted[hash] = value } }
+        var pairs: [(objectID: ObjectID, value: StoredValue)] = []
+        let index = attribute.index
+        for object in insertedSet.union(changedSet)
+        where object.entity.name == entity.name && !object.deletedFlag && object.values.count > index {
+            if let hash = UniqueValue(object.values[index]), let value = wanted.removeValue(forKey: hash) {
+                pairs.append((object.objectID, value))
+            }
+        }
+        if !wanted.isEmpty { pairs += try uniqueObjectIDs(of: entity, where: attribute, isIn: Array(wanted.values)) }
+        return pairs
+    }
+
+    // MARK: - Reading through the parent (on the child's queue)
+
+    /// Builds or updates the child's objects from what the parent handed over and returns
+    /// those asked for, in order. An object the child has changed, inserted or deleted is
+    /// left as it is; the others take the parent's values, which become their committed
+    /// values here (so the child's changes are tracked against the parent's).
+    func register(_ answer: ParentObjects) -> [ManagedObject] {
+        var linking: [(object: ManagedObject, state: ObjectState)] = []
+        func take(_ state: ObjectState) -> ManagedObject {
+            if let existing = registered[state.objectID] {
+                if !changedSet.contains(existing) && !existing.deletedFlag && !insertedSet.contains(existing) {
+                    applyValues(state, to: existing)
+                    linking.append((existing, state))
+                }
+                return existing
+            }
+            let object = state.entity.objectClass.init()
+            object.entityStorage = state.entity
+            object.objectID = state.objectID
+            object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)
+            applyValues(state, to: object)
+            registered[state.objectID] = object
+            linking.append((object, state))
+            return object
+        }
+        registered.reserveCapacity(registered.count + answer.states.count + answer.related.count)
+        for state in answer.related { _ = take(state) }
+        let objects = answer.states.map(take)
+        // After every object is registered: references to unsaved ones need their instance.
+        for (object, state) in linking { link(object, to: state) }
+        return objects
+    }
+
+    /// Makes a state's values an object's current and committed values.
+    private func applyValues(_ state: ObjectState, to object: ManagedObject) {
+        object.version = state.version
+        object.values = state.values
+        object.snapshot = state.values
+        object.changeHints = .clean
+    }
+
+    /// Points an object's to-one relationships where the state says, as committed
+    /// references: keys for saved objects, the child's instances for unsaved ones.
+    private func link(_ object: ManagedObject, to state: ObjectState) {
+        let entity = state.entity
+        guard !state.toOne.isEmpty else { return }
+        if object.toOne.count != entity.relationships.count {
+            object.toOne = Array(repeating: .none, count: entity.relationships.count)
+        }
+        var keys = [Int64?](repeating: nil, count: entity.relationships.count)
+        var temporary: [Int: ObjectID] = [:]
+        for relationship in entity.toOneRelationships {
+            let index = relationship.index
+            guard let target = state.toOne[index] else {
+                object.toOne[index] = .none
+                continue
+            }
+            if let key = target.primaryKey {
+                keys[index] = key
+                if case .object(let current) = object.toOne[index], current.objectID == target { continue }
+                object.toOne[index] = .key(key)
+            } else {
+                temporary[index] = target
+                object.toOne[index] = registered[target].map { .object($0) } ?? .none
+            }
+        }
+        object.snapshotKeys = keys
+        object.snapshotTemporaryTargets = temporary.isEmpty ? nil : temporary
+    }
+
+    /// The object with an ID, from the parent.
+    ///
+    /// - Throws: what the parent's `object(with:)` throws.
+    func objectFromParent(_ id: ObjectID, parent: ManagedObjectContext) throws -> ManagedObject {
+        let answer = try parent.performAndWait { parent.statesForChild([try parent.objectForChild(id)]) }
+        guard let object = register(answer).first else { throw ManagedObjectError.objectNotFound(id) }
+        return object
+    }
+
+    /// Registers the objects with these IDs that are not registered yet: one query per
+    /// entity, or one call to the parent in a child context; IDs of objects that are gone
+    /// (or temporary, outside a child) are left out.
+    func fetchObjects(withIDs ids: [ObjectID]) throws -> [ManagedObject] {
+        let missing = ids.filter { registered[$0] == nil }
+        guard !missing.isEmpty else { return [] }
+        if let parent {
+            let answer = try parent.performAndWait { parent.statesForChild(try parent.objectsForChild(missing).map(\.object)) }
+            return register(answer)
+        }
+        var keysByEntity: [String: [Int64]] = [:]
+        for id in missing { if let key = id.primaryKey { keysByEntity[id.entityName, default: []].append(key) } }
+        var objects: [ManagedObject] = []
+        for (name, keys) in keysByEntity.sorted(by: { $0.key < $1.key }) {
+            guard let entity = coordinator.model.entity(named: name) else { continue }
+            objects += try fetchObjects(entity: entity, .keys(keys, of: entity))
+        }
+        return objects
+    }
+
+    /// Whether a to-many (or many-to-many, or key-less one-to-one) relationship of an
+    /// object can be loaded: its rows are stored (saved), or, in a child context, the
+    /// parent has it (the child did not insert it).
+    func canLoadRelationships(of owner: ManagedObject) -> Bool {
+        parent == nil ? owner.objectID.primaryKey != nil : !insertedSet.contains(owner)
+    }
+
+    /// Loads a to-many, many-to-many or key-less one-to-one relationship of the owners
+    /// that have not loaded it: one query for all of them, or one call to the parent in a
+    /// child context.
+    func loadRelationship(_ relationship: RelationshipDescription, of owners: [ManagedObject]) throws {
+        let index = relationship.index
+        let owners = owners.filter { !$0.loadedToMany.contains(index) && canLoadRelationships(of: $0) }
+        guard !owners.isEmpty else { return }
+        if let parent {
+            try loadFromParent(relationship, of: owners, parent: parent)
+            return
+        }
+        if relationship.joinTable != nil {
+            try loadJoinMembers(of: owners, relationship: relationship)
+            return
+        }
+        guard let inverseName = relationship.inverseName,
+            let destination = coordinator.model.entity(named: relationship.destinationEntityName),
+            let column = destination.relationship(named: inverseName)?.columnName
+        else { return }
+        _ = try fetchObjects(entity: destination, .rows(where: column, isIn: owners.compactMap(\.objectID.primaryKey)))
+        for owner in owners { owner.loadedToMany.insert(index) }
+    }
+
+    /// Loads a relationship of owners from the parent: the members the parent's objects
+    /// have now. A many-to-many set read so becomes the owner's committed set here.
+    private func loadFromParent(
+        _ relationship: RelationshipDescription, of owners: [ManagedObject], parent: ManagedObjectContext
+    ) throws {
+        let ids = owners.map(\.objectID)
+        let (answer, counts) = try parent.performAndWait { () throws -> (ParentObjects, [Int]) in
+            let lists = try parent.membersForChild(of: ids, relationship: relationship)
+            return (parent.statesForChild(lists.flatMap { $0 }), lists.map(\.count))
+        }
+        let members = register(answer)
+        let index = relationship.index
+        var start = 0
+        for (owner, count) in zip(owners, counts) {
+            let list = members[start..<(start + count)]
+            start += count
+            if relationship.joinTable != nil {
+                var state = owner.joinMembers[index] ?? JoinMembers()
+                state.stored = Set(list.compactMap(\.objectID.primaryKey))
+                state.storedTemporary = Set(list.lazy.map(\.objectID).filter(\.isTemporaryID))
+                owner.joinMembers[index] = state
+            }
+            owner.loadedToMany.insert(index)
+        }
+    }
+
+    /// Re-reads objects from the parent (a child's refresh and merge): the parent's
+    /// current values, with the child's unsaved changes kept as `localEdits` says.
+    /// Objects the parent no longer has are marked deleted and leave the context.
+    func refreshFromParent(_ objects: [ManagedObject], localEdits: LocalEdits) throws {
+        guard let parent, !objects.isEmpty else { return }
+        let ids = objects.map(\.objectID)
+        let (answer, asked) = try parent.performAndWait { () throws -> (ParentObjects, [ObjectID]) in
+            let found = try parent.objectsForChild(ids)
+            return (parent.statesForChild(found.map(\.object)), found.map(\.asked))
+        }
+        _ = register(ParentObjects(related: answer.related))
+        var states: [ObjectID: ObjectState] = [:]
+        for (id, state) in zip(asked, answer.states) { states[id] = state }
+        for object in objects {
+            guard let state = states[object.objectID] else {
+                forgetDeletedObject(object)
+                continue
+            }
+            refresh(object, localEdits: localEdits) {
+                applyValues(state, to: object)
+                link(object, to: state)
+            }
+        }
+    }
+
+    /// The IDs of the objects of `entity` whose unique `attribute` is one of `values`
+    /// (an import's links): the primary keys of stored rows, with one query; in a child
+    /// context, as its parent sees them (its unsaved objects first, temporary IDs for its
+    /// inserts).
+    ///
+    /// - Throws: `PostgresError`.
+    func uniqueObjectIDs(
+        of entity: EntityDescription, where attribute: AttributeDescription, isIn values: [StoredValue]
+    ) throws -> [(objectID: ObjectID, value: StoredValue)] {
+        if let parent {
+            return try parent.performAndWait { try parent.uniqueObjectIDsForChild(of: entity, where: attribute, isIn: values) }
+        }
+        return try withDatabase { try coordinator.selectKeys(of: entity, where: attribute, isIn: values, on: $0) }.map {
+            (ObjectID(entityName: entity.name, primaryKey: $0.primaryKey), $0.value)
+        }
+    }
+
+    /// A call a child context refuses (see `newChildContext(name:)`).
+    ///
+    /// - Throws: `ChildContextError.unsupported` in a child context.
+    func refuseInChild(_ call: String, advice: String) throws {
+        if parent != nil { throw ChildContextError.unsupported(call: call, advice: advice) }
+    }
+}
