@@ -10,31 +10,45 @@ import Foundation
 /// and its record may be pruned later still. So "the highest pruned transaction is below
 /// the token" proves nothing. Instead every `DELETE` and `TRUNCATE` of the change log —
 /// by the library's pruner, an older version's, or a DBA's job — fires a trigger that
-/// raises `pgdatakit_history_horizon.pruned_through` to the highest transaction id whose
-/// records it deleted, in the deleting transaction (so the horizon and the deletion
-/// become visible together). A read after token T, in one statement (one snapshot S),
-/// then calls T expired when, with h = `pruned_through`:
+/// updates `pgdatakit_history_horizon` in the deleting transaction (so the horizon and
+/// the deletion become visible together):
 ///
-/// 1. h ≥ T.xmax (a pruned transaction that T does not cover, since T covers nothing
-///    from its xmax on), or
-/// 2. some transaction x in T's running list has x ≤ h, has ended in S, has no record in
-///    the log, and did not abort (`pg_xact_status`).
+/// - `pruned_through` (h): the highest transaction id whose records were deleted;
+/// - `pruned_transactions`: the deleted transaction ids from `listed_from` on — every
+///   one of them (the newest `maximumListedPruned`; when more were deleted, `listed_from`
+///   rises to the lowest id kept).
+///
+/// A read after token T, in one statement (one snapshot S), calls T expired when:
+///
+/// 1. h ≥ T.xmax (a pruned transaction that T does not cover: T covers nothing from its
+///    xmax on), or
+/// 2. some transaction x in T's running list is listed as pruned, or
+/// 3. some such x is at or below h and below `listed_from`, has ended in S, has no
+///    record in the log, and did not abort (`pg_xact_status`) — it may have been pruned
+///    before the list reaches back, so it counts as pruned.
 ///
 /// Proof that a token with a pruned, unread record is always called expired: let y be a
 /// pruned transaction T does not cover. y ≤ h (h only grows, and covers every deletion
-/// visible in S). If y ≥ T.xmax, rule 1 holds. Otherwise y is in T's running list; y
-/// committed (it had a record) and so has ended in S; its record is gone (all records of
-/// one transaction share their `created_at`, so pruning takes them together); so rule 2
-/// holds. Conversely a token is only called expired for a running-list transaction that
-/// ended without a record (another application's write, a reader's acknowledgement)
-/// when it is at or below h: the registered readers' positions are cleaned of those
-/// before every prune (`refreshReaderPositions`), so that happens only to tokens kept
-/// outside a reader for about the retention while such a transaction was running.
+/// visible in S). If y ≥ T.xmax, rule 1 holds. Otherwise y is in T's running list. If
+/// y ≥ `listed_from`, it is listed (rule 2). Otherwise y committed (it had a record) and
+/// so has ended in S, and its record is gone (all records of one transaction share their
+/// `created_at`, so pruning takes them together): rule 3 holds.
 ///
-/// `TRUNCATE` (`resetStore`) raises h to its own transaction's id: a token taken before
-/// that id was drawn does not reach it (rule 1), one taken while the truncation ran has
-/// it running (rule 2: it ends without a record), so every earlier token expires.
+/// The converse is nearly exact: a token is called expired without having lost a record
+/// only under rule 3, for a transaction that ended without a record (another
+/// application's or database's write, say) and is older than the listed window — one
+/// running for about as long as it takes to prune `maximumListedPruned` records past
+/// it. The registered readers' positions are cleaned of transactions known to have ended
+/// without a record before every prune (`refreshReaderPositions`).
+///
+/// `TRUNCATE` (`resetStore`, which also restarts the record ids) raises h to its own
+/// transaction's id and empties the list: a token taken before that id was drawn does not
+/// reach it (rule 1), one taken while the truncation ran has it running (rule 3: it ends
+/// without a record), so every earlier token expires.
 extension ChangeLog {
+    /// How many pruned transaction ids the horizon lists (see above): 800 KB at most.
+    static let maximumListedPruned = 100_000
+
     /// The registered history readers: name, acknowledged token (its text, and its
     /// coverage as a `pg_snapshot` for the pruner), and when it was last acknowledged.
     static let readersTable = "pgdatakit_history_readers"
@@ -59,6 +73,8 @@ extension ChangeLog {
         CREATE TABLE IF NOT EXISTS \(horizonTable) (
             singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
             pruned_through bigint,
+            listed_from bigint NOT NULL DEFAULT 0,
+            pruned_transactions bigint[] NOT NULL DEFAULT '{}',
             pruned_at timestamptz
         );
         INSERT INTO \(horizonTable) (singleton) VALUES (true) ON CONFLICT (singleton) DO NOTHING;
@@ -66,19 +82,35 @@ extension ChangeLog {
         SET search_path FROM CURRENT AS $pgdatakit$
         DECLARE
             highest bigint;
+            listed bigint[];
+            since bigint;
         BEGIN
+            PERFORM FROM \(horizonTable) FOR UPDATE;
+            IF NOT FOUND THEN
+                INSERT INTO \(horizonTable) (singleton) VALUES (true);
+            END IF;
             IF TG_OP = 'TRUNCATE' THEN
                 highest := pg_current_xact_id()::text::bigint;
-            ELSE
-                SELECT max(transaction_id::text::bigint) INTO highest FROM pgdatakit_pruned;
+                UPDATE \(horizonTable) SET pruned_through = greatest(pruned_through, highest),
+                    listed_from = highest + 1, pruned_transactions = '{}', pruned_at = now();
+                RETURN NULL;
             END IF;
+            SELECT max(transaction_id::text::bigint) INTO highest FROM pgdatakit_pruned;
             IF highest IS NULL THEN
                 RETURN NULL;
             END IF;
-            UPDATE \(horizonTable) SET pruned_through = greatest(pruned_through, highest), pruned_at = now();
-            IF NOT FOUND THEN
-                INSERT INTO \(horizonTable) (singleton, pruned_through, pruned_at) VALUES (true, highest, now());
+            SELECT h.listed_from, ARRAY(
+                       SELECT DISTINCT x FROM unnest(h.pruned_transactions || ARRAY(
+                           SELECT DISTINCT transaction_id::text::bigint FROM pgdatakit_pruned
+                           ORDER BY 1 DESC LIMIT \(maximumListedPruned + 1))) AS x
+                       WHERE x >= h.listed_from ORDER BY x DESC LIMIT \(maximumListedPruned + 1))
+            INTO since, listed FROM \(horizonTable) AS h;
+            IF cardinality(listed) > \(maximumListedPruned) THEN
+                listed := listed[1:\(maximumListedPruned)];
+                since := listed[\(maximumListedPruned)];
             END IF;
+            UPDATE \(horizonTable) SET pruned_through = greatest(pruned_through, highest), listed_from = since,
+                pruned_transactions = listed, pruned_at = now();
             RETURN NULL;
         END
         $pgdatakit$;
@@ -167,10 +199,14 @@ extension ChangeLog {
                         WHEN h >= pg_snapshot_xmax($1::pg_snapshot)::text::bigint THEN true
                         ELSE EXISTS (
                             SELECT FROM pg_snapshot_xip($1::pg_snapshot) AS x(x)
-                            WHERE CASE WHEN x::text::bigint <= h AND pg_visible_in_snapshot(x, pg_current_snapshot())
-                                            AND NOT EXISTS (SELECT FROM \(table) AS c WHERE c.transaction_id = x)
-                                       THEN pg_xact_status(x) IS DISTINCT FROM 'aborted'
-                                       ELSE false END)
+                            WHERE CASE
+                                WHEN x::text::bigint > h THEN false
+                                WHEN x::text::bigint >= (SELECT listed_from FROM \(horizonTable))
+                                    THEN x::text::bigint = ANY((SELECT pruned_transactions FROM \(horizonTable))::bigint[])
+                                WHEN pg_visible_in_snapshot(x, pg_current_snapshot())
+                                     AND NOT EXISTS (SELECT FROM \(table) AS c WHERE c.transaction_id = x)
+                                    THEN pg_xact_status(x) IS DISTINCT FROM 'aborted'
+                                ELSE false END)
                     END FROM horizon),
                    CASE WHEN (SELECT count(*) FROM first) >= $2 THEN ARRAY(
                        SELECT DISTINCT c.transaction_id::text FROM \(table) AS c

@@ -181,11 +181,11 @@ extension ChangeLog {
     }
 
     /// Cleans every reader's position of the transactions that ended without a change
-    /// record and are above the horizon: covering them changes nothing (they never had a
-    /// record, and none can have been pruned above the horizon), and it keeps them from
-    /// counting against the reader once the horizon passes them (rule 2 of the expiry
-    /// check, see `ChangeLog+History`). A position changed meanwhile (an acknowledgement)
-    /// is left as it is.
+    /// record: those with no record now that were never pruned (above the horizon, or in
+    /// the listed window and not listed). Covering them changes nothing (they never had a
+    /// record), and it keeps them from counting against the reader once the listed window
+    /// has moved past them (rule 3 of the expiry check, see `ChangeLog+History`). A
+    /// position changed meanwhile (an acknowledgement) is left as it is.
     static func refreshReaderPositions(on connection: Connection, logger: Logger) throws {
         var readers: [(name: String, text: String, token: HistoryToken)] = []
         for row in try connection.query("SELECT name, token FROM \(readersTable)") {
@@ -202,9 +202,11 @@ extension ChangeLog {
         let ended = try connection.query(
             """
             SELECT x::text FROM unnest($1::text::xid8[]) AS x
+            CROSS JOIN (SELECT pruned_through, listed_from, pruned_transactions FROM \(horizonTable)) AS h
             WHERE pg_visible_in_snapshot(x, pg_current_snapshot())
-              AND x::text::bigint > coalesce((SELECT pruned_through FROM \(horizonTable)), -1)
               AND NOT EXISTS (SELECT FROM \(table) AS c WHERE c.transaction_id = x)
+              AND (h.pruned_through IS NULL OR x::text::bigint > h.pruned_through
+                   OR (x::text::bigint >= h.listed_from AND x::text::bigint <> ALL(h.pruned_transactions)))
             """, ["{" + candidates.map(String.init).joined(separator: ",") + "}"])
         var finished: Set<UInt64> = []
         for row in ended { finished.insert(try transactionID(row, at: 0)) }
