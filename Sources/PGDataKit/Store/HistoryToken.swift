@@ -88,7 +88,8 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
 
     /// The token's text: `h1:<xmin>:<xmax − xmin>:<running, as offsets from xmin>`, then,
     /// when the token has a read hint, `:<floor>:<lookup, as offsets from xmax>`. Lists
-    /// are comma-separated and may be empty. No spaces, nothing a shell must quote.
+    /// are comma-separated and may be empty (an empty running list may also be left out
+    /// with its colon when reading). No spaces, nothing a shell must quote.
     public var description: String {
         var text = "\(Self.version):\(xmin):\(xmax - xmin):"
         text += running.map { String($0 - xmin) }.joined(separator: ",")
@@ -116,15 +117,15 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
         guard fields.first == Substring(Self.version) else {
             throw HistoryError.malformedToken(reason: "it does not start with \(Self.version):")
         }
-        guard fields.count == 4 || fields.count == 6 else {
-            throw HistoryError.malformedToken(reason: "expected 4 or 6 colon-separated fields, found \(fields.count)")
+        guard fields.count == 3 || fields.count == 4 || fields.count == 6 else {
+            throw HistoryError.malformedToken(reason: "expected 3, 4 or 6 colon-separated fields, found \(fields.count)")
         }
         let xmin = try Self.number(fields[1], "the oldest transaction")
         guard xmin >= 1 else { throw HistoryError.malformedToken(reason: "the oldest transaction is 0") }
         let span = try Self.number(fields[2], "the span")
         guard span <= UInt64(Int64.max) - xmin else { throw HistoryError.malformedToken(reason: "the span is too large") }
         let xmax = xmin + span
-        let running = try Self.offsets(fields[3], from: xmin, below: xmax, "the running transactions")
+        let running = fields.count > 3 ? try Self.offsets(fields[3], from: xmin, below: xmax, "the running transactions") : []
         var floor: Int64?
         var lookup: [UInt64] = []
         if fields.count == 6 {
