@@ -91,11 +91,12 @@ extension HistoryToken {
 ///
 /// ```swift
 /// var token = try coordinator.oldestHistoryToken()
-/// repeat {
+/// while true {
 ///     let page = try coordinator.history(after: token, limit: 1_000)
 ///     for record in page.records { print(record) }
 ///     token = page.token
-/// } while page.hasMore
+///     if !page.hasMore { break }
+/// }
 /// ```
 public struct HistoryPage: Sendable {
     /// The records, in commit order (oldest id first within one read), each carrying
