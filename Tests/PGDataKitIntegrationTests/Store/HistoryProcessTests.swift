@@ -49,7 +49,7 @@ struct HistoryProcessTests {
                     if round % 7 == 3 {
                         usleep(UInt32.random(in: 0..<150_000, using: &random))  // maybe before it started
                     } else {
-                        try consumer.waitUntil("the consumer started (round \(round), seed \(seed))") {
+                        try consumer.waitUntil("the consumer started (round \(round), seed \(seed))", timeout: .seconds(60)) {
                             $0.contains("started")
                         }
                         usleep(UInt32.random(in: 20_000..<500_000, using: &random))

@@ -38,11 +38,13 @@ struct HistoryReadmeTests {
         var count: Int { calls.withLock { $0.count } }
     }
 
-    /// Waits (politely, for an async test) until `condition` holds.
+    /// Waits (politely, for an async test) until `condition` holds. Generous: in a full
+    /// parallel run, blocking synchronous tests can keep the cooperative threads the
+    /// examples' tasks need busy for a long while.
     func eventually(_ what: String, _ condition: () throws -> Bool) async throws {
         let start = ContinuousClock.now
         while try !condition() {
-            if start.duration(to: .now) > .seconds(20) { throw TestFailure("timed out waiting until \(what)") }
+            if start.duration(to: .now) > .seconds(120) { throw TestFailure("timed out waiting until \(what)") }
             try await Task.sleep(for: .milliseconds(10))
         }
     }

@@ -35,7 +35,7 @@ struct HistoryTests {
     /// Iterates `sequence` until it ends or throws, `count` records came, or `timeout`
     /// passed (then it is cancelled, and ends).
     func drain(
-        _ sequence: HistorySequence, upTo count: Int = .max, timeout: Duration = .seconds(30),
+        _ sequence: HistorySequence, upTo count: Int = .max, timeout: Duration = .seconds(90),
         _ each: @escaping @Sendable (ChangeRecord) throws -> Void = { _ in }
     ) async throws -> [ChangeRecord] {
         let reading = Task {
@@ -224,7 +224,7 @@ struct HistoryTests {
         let later = try openTransactionWithRecord(on: second)
         try second.commit()
         let committedEarlier = Mutex(false)
-        let received = try await drain(sequence, upTo: 602, timeout: .seconds(60)) { record in
+        let received = try await drain(sequence, upTo: 602, timeout: .seconds(120)) { record in
             if record.id == later {
                 // The later id has been delivered; the earlier one commits only now.
                 try first.commit()
@@ -480,44 +480,51 @@ struct HistoryTests {
     }
 
     /// The horizon lists the newest pruned transactions, at most `maximumListedPruned`;
-    /// below the window everything counts as possibly pruned.
+    /// below the window everything counts as possibly pruned. (The list is filled with
+    /// stand-in ids below every real one first, rather than 100,000 transactions.)
     @Test func theListOfPrunedTransactionsKeepsTheNewest() throws {
         try withHistory { _, admin, _ in
-            let count = ChangeLog.maximumListedPruned + 10
             try admin.executeScript(
                 """
                 DO $$
                 BEGIN
-                    FOR i IN 1..\(count) LOOP
+                    FOR i IN 1..30 LOOP
                         INSERT INTO pgdatakit_changes (origin, origin_pid, changes)
                         VALUES ('00000000-0000-0000-0000-000000000001', 1, '[]');
                         COMMIT;
                     END LOOP;
                 END
-                $$;
+                $$
                 """)
             let transactions = try admin.query(
                 "SELECT transaction_id::text::bigint FROM pgdatakit_changes ORDER BY transaction_id"
             ).map { try $0.decode(Int64.self, at: 0) }
-            #expect(transactions.count == count)
-            // Two deletions: the oldest 20 alone, then the rest.
-            try admin.execute("DELETE FROM pgdatakit_changes WHERE transaction_id::text::bigint <= $1", [transactions[19]])
-            var row = try admin.query(
-                "SELECT pruned_through, listed_from, cardinality(pruned_transactions) FROM pgdatakit_history_horizon")[0]
-            #expect(try row.decode(Int64.self, at: 0) == transactions[19])
-            #expect(try row.decode(Int64.self, at: 1) == 0)
-            #expect(try row.decode(Int.self, at: 2) == 20)
-            try admin.execute("DELETE FROM pgdatakit_changes")
-            row = try admin.query(
-                """
+            #expect(transactions.count == 30)
+            // The oldest ten alone: listed, the window from the start.
+            try admin.execute("DELETE FROM pgdatakit_changes WHERE transaction_id::text::bigint <= $1", [transactions[9]])
+            let query = """
                 SELECT pruned_through, listed_from, cardinality(pruned_transactions),
-                       (SELECT min(x) FROM unnest(pruned_transactions) AS x)
+                       ARRAY(SELECT x FROM unnest(pruned_transactions) AS x WHERE x > 0 ORDER BY x)
                 FROM pgdatakit_history_horizon
-                """)[0]
+                """
+            var row = try admin.query(query)[0]
+            #expect(try row.decode(Int64.self, at: 0) == transactions[9])
+            #expect(try row.decode(Int64.self, at: 1) == 0)
+            #expect(try row.decode([Int64].self, at: 3) == Array(transactions.prefix(10)))
+            // With the list nearly full, the other twenty push the lowest entries out.
+            let standIns = ChangeLog.maximumListedPruned - 15
+            try admin.execute(
+                """
+                UPDATE pgdatakit_history_horizon SET listed_from = -1000000000,
+                    pruned_transactions = ARRAY(SELECT -x FROM generate_series(1, $1) AS x) || pruned_transactions
+                """, [standIns])
+            try admin.execute("DELETE FROM pgdatakit_changes")
+            row = try admin.query(query)[0]
             #expect(try row.decode(Int64.self, at: 0) == transactions.last)
-            #expect(try row.decode(Int64.self, at: 1) == transactions[10])
             #expect(try row.decode(Int.self, at: 2) == ChangeLog.maximumListedPruned)
-            #expect(try row.decode(Int64.self, at: 3) == transactions[10])
+            #expect(try row.decode([Int64].self, at: 3) == transactions)
+            // 15 stand-ins went, the lowest first: the window starts at the lowest kept.
+            #expect(try row.decode(Int64.self, at: 1) == Int64(-(standIns - 15)))
         }
     }
 
