@@ -25,6 +25,7 @@ import Synchronization
 /// before, so each comes once, in commit order. As a last resort (a notification lost
 /// without the listener noticing) it also reads every `pollInterval` while idle.
 public struct HistorySequence: AsyncSequence, Sendable {
+    /// Each element is one change record, carrying the token after it.
     public typealias Element = ChangeRecord
 
     /// Where the sequence starts.
