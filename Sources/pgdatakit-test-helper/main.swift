@@ -27,7 +27,8 @@ func fail(_ message: String) -> Never {
 let usage = """
     usage: pgdatakit-test-helper MODE DATABASE_URL [ARGUMENTS…]
       off-queue | off-queue-object | watch | own-saves | topics-watch DATABASE_URL
-      burst DATABASE_URL PREFIX COUNT
+      burst DATABASE_URL PREFIX COUNT [PAUSE_MS]
+      history-consume DATABASE_URL READER OUTPUT_FILE
       controller-save DATABASE_URL OPERATION…   (insert ID AGE, age ID AGE, delete ID, age-where FORMAT AGE, delete-all FORMAT)
       controller-watch DATABASE_URL FORMAT SORTKEY
       import-race DATABASE_URL WORKER BARRIER_FILE
@@ -59,6 +60,10 @@ func relayOption() -> ListenerRelay {
     case let directory?: return .directory(directory)
     }
 }
+if arguments[1] == "history-consume" {
+    // A consumer that keeps no context: a coordinator without entities.
+    historyConsume(arguments)
+}
 let manager = try ContextManager(
     configuration: ConnectionConfiguration(arguments[2]), entities: [HelperUser.self],
     changeLog: ChangeLogOptions(relay: relayOption()))
@@ -80,8 +85,9 @@ case "watch":
     // change record the listener reads, and the main context's state after each merge.
     watch()
 case "burst":
-    // A writer: COUNT saves of one new user each, one after another.
+    // A writer: COUNT saves of one new user each, one after another (PAUSE_MS apart).
     guard arguments.count >= 5, let count = Int(arguments[4]) else { fail(usage) }
+    let pause = arguments.count >= 6 ? UInt32(arguments[5]) ?? 0 : 0
     let context = manager.newPrivateContext()
     try context.performAndWait {
         for index in 0..<count {
@@ -89,6 +95,7 @@ case "burst":
             user.userID = "\(arguments[3])-\(index)"
             user.age = index
             try context.save()
+            if pause > 0 { usleep(pause * 1_000) }
         }
     }
     emit("done")

@@ -16,9 +16,28 @@ struct WatchCommand: ParsableCommand {
             last saves. Works on any database with the library's change log, whatever its
             entities. Stops on Ctrl-C, after --duration seconds or after --count saves.
 
+            With --since TOKEN or --reader NAME it follows the change log's history instead:
+            first every save after the token (or after where that history reader last
+            acknowledged), then live — this process's own included, each once, in commit
+            order — printing the history token after each save and, on exit, the token to go
+            on from (`Last token: …`). --acknowledge makes the watch that reader: it registers
+            the reader when missing (with every record the log still holds) and acknowledges
+            each save it prints.
+
             Exit status: 0 when stopped by Ctrl-C, --duration or --count; 1 when the database
-            cannot be reached or has no change log (run `pgdatakit migrate`).
+            cannot be reached or has no change log (run `pgdatakit migrate`), when the reader
+            does not exist, or when the history after the token was pruned (the message names
+            the oldest token still held).
             """)
+
+    @Option(help: "Follow the history after this token (printed by an earlier watch, or a record's historyToken).")
+    var since: String?
+
+    @Option(help: "Follow the history after where this history reader last acknowledged.")
+    var reader: String?
+
+    @Flag(help: "With --reader: acknowledge each save as that reader (registering it when missing).")
+    var acknowledge = false
 
     @Option(help: "Stop after this many seconds (default: until Ctrl-C).")
     var duration: Double?
@@ -30,6 +49,18 @@ struct WatchCommand: ParsableCommand {
     var plain = false
 
     @OptionGroup var database: DatabaseOptions
+
+    func validate() throws {
+        if since != nil, reader != nil { throw ValidationError("--since and --reader cannot be used together") }
+        if acknowledge, reader == nil { throw ValidationError("--acknowledge needs --reader") }
+        if let since {
+            do {
+                _ = try HistoryToken(parsing: since)
+            } catch {
+                throw ValidationError("--since: \(error)")
+            }
+        }
+    }
 
     func run() throws {
         if let duration, !(duration > 0) { throw ValidationError("--duration must be positive") }
@@ -50,24 +81,118 @@ struct WatchCommand: ParsableCommand {
         let live = !plain && isatty(STDOUT_FILENO) == 1
         let state = WatchState()
         let stop = StopSignal()
-        let token = coordinator.observeRemoteChanges { record in
-            let seen = state.add(record, arrived: Date())
-            if !live { printLine(WatchState.line(for: record, delay: seen.delay)) }
-            if let count, seen.total >= count { stop.fire() }
-        }
-        defer { token.cancel() }
         let interrupt = stop.onInterrupt()
         defer { interrupt.cancel() }
-        if !live { printLine("Watching \(ConnectionConfiguration(url)) — Ctrl-C stops.") }
+        let watching = "Watching \(ConnectionConfiguration(url)) — Ctrl-C stops."
+        var history: HistoryWatch?
+        var token: ObserverToken?
+        if since != nil || reader != nil {
+            // (Replayed from the token: the lines may come at once.)
+            if !live { printLine(watching) }
+            history = try HistoryWatch.start(self, coordinator: coordinator, state: state, live: live, stop: stop)
+        } else {
+            token = coordinator.observeRemoteChanges { record in
+                let seen = state.add(record, arrived: Date())
+                if !live { printLine(WatchState.line(for: record, delay: seen.delay)) }
+                if let count, seen.total >= count { stop.fire() }
+            }
+            // Once listening: what is saved from now on is shown.
+            if !live { printLine(watching) }
+        }
+        defer { token?.cancel() }
         let deadline = duration.map { Date().addingTimeInterval($0) }
         if live { FileHandle.standardOutput.write(Data("\u{1B}[2J".utf8)) }  // a clear screen to draw on
         while !stop.isFired, deadline.map({ Date() < $0 }) ?? true {
             if live { Terminal.redraw(state.frame(header: "pgdatakit watch \(ConnectionConfiguration(url))")) }
             stop.wait(upTo: live ? 0.5 : 0.2)
         }
+        let failure = history?.finish()
         if live { Terminal.redraw(state.frame(header: "pgdatakit watch — stopped")) }
         printLine(state.summary())
+        if let last = history?.lastToken { printLine("Last token: \(last)") }
+        if let failure {
+            if case HistoryError.historyExpired(_, let oldest) = failure {
+                printError(
+                    "Error: \(failure)\nRecords were pruned unread; go on from what is left with --since \(oldest)"
+                        + (reader.map { " (or acknowledge it as \($0))" } ?? ""))
+            } else {
+                printError("Error: \(failure)")
+            }
+            throw ExitCode(1)
+        }
     }
+}
+
+/// `watch --since` / `--reader`: the history sequence, run in a task until the watch
+/// stops.
+final class HistoryWatch: Sendable {
+    /// Where the watch stands, and the error that ended it.
+    private let outcome: Mutex<(token: HistoryToken?, error: (any Error)?)>
+    /// Signalled when the task has ended.
+    private let ended = DispatchSemaphore(value: 0)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    private init(
+        _ sequence: HistorySequence, from start: HistoryToken?, acknowledgingAs reader: HistoryReader?, count: Int?,
+        state: WatchState, live: Bool, stop: StopSignal
+    ) {
+        outcome = Mutex((start, nil))
+        let task = Task { [self] in
+            defer { ended.signal() }
+            var records = sequence.makeAsyncIterator()
+            do {
+                while let record = try await records.next() {
+                    let seen = state.add(record, arrived: Date())
+                    if !live {
+                        let token = record.historyToken.map { "  \($0)" } ?? ""
+                        printLine(WatchState.line(for: record, delay: seen.delay) + token)
+                    }
+                    try reader?.acknowledge(record)
+                    outcome.withLock { $0.token = record.historyToken }
+                    if let count, seen.total >= count { break }
+                }
+            } catch {
+                outcome.withLock { $0.error = error }
+            }
+            if let token = records.token { outcome.withLock { $0.token = token } }
+            stop.fire()
+        }
+        self.task.withLock { $0 = task }
+    }
+
+    /// Starts following the history the command names.
+    ///
+    /// - Throws: `HistoryError.readerNotRegistered` (without --acknowledge), and what
+    ///   looking up or registering the reader throws.
+    static func start(
+        _ command: WatchCommand, coordinator: StoreCoordinator, state: WatchState, live: Bool, stop: StopSignal
+    ) throws -> HistoryWatch {
+        if let text = command.since {
+            let token = try HistoryToken(parsing: text)
+            return HistoryWatch(
+                coordinator.history(after: token), from: token, acknowledgingAs: nil, count: command.count,
+                state: state, live: live, stop: stop)
+        }
+        guard let name = command.reader else { throw ValidationError("--since or --reader is needed") }
+        let reader =
+            command.acknowledge
+            ? try coordinator.historyReader(named: name) : try coordinator.existingHistoryReader(named: name)
+        return HistoryWatch(
+            reader.records(), from: try reader.acknowledgedToken(), acknowledgingAs: command.acknowledge ? reader : nil,
+            count: command.count, state: state, live: live, stop: stop)
+    }
+
+    /// Stops the sequence and waits for it; the error that ended it, if any.
+    func finish() -> (any Error)? {
+        task.withLock { $0?.cancel() }
+        ended.wait()
+        ended.signal()  // a second call returns at once
+        return outcome.withLock { $0.error }
+    }
+
+    /// Where the watch stands: the position after the last save printed (or further, when
+    /// reads since found nothing), to go on from with --since.
+    var lastToken: HistoryToken? { outcome.withLock { $0.token } }
 }
 
 /// What `watch` has seen so far.

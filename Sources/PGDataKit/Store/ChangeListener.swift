@@ -29,19 +29,29 @@ public struct ChangeLogOptions: Sendable {
     /// How long a listener that could not reach its host's relay (while it changed hands,
     /// say) listens on its own session before it tries the relay again.
     var relayRetryDelay: Duration = .seconds(30)
+    /// How long a registered history reader (`StoreCoordinator.historyReader(named:)`)
+    /// holds back pruning after its last acknowledgement: records it has not
+    /// acknowledged are kept past the retention while it acknowledged within this time.
+    /// A reader silent for longer is ignored (a consumer that died cannot hold the log
+    /// for ever); pruning then logs a warning naming it, and it gets
+    /// `HistoryError.historyExpired` if records it had not read are gone. Applies where
+    /// this process prunes.
+    public var maximumHistoryReaderAge: Duration
 
     /// Options with defaults: one day of retention, pruning every ten minutes, reconnects
-    /// after 50 ms doubling up to 5 s, one listening session per host.
+    /// after 50 ms doubling up to 5 s, one listening session per host, history readers
+    /// holding records for up to a week after their last acknowledgement.
     public init(
         retention: Duration = .seconds(86_400), pruneInterval: Duration = .seconds(600),
         reconnectDelay: Duration = .milliseconds(50), maximumReconnectDelay: Duration = .seconds(5),
-        relay: ListenerRelay = .automatic
+        relay: ListenerRelay = .automatic, maximumHistoryReaderAge: Duration = .seconds(7 * 86_400)
     ) {
         self.retention = retention
         self.pruneInterval = pruneInterval
         self.reconnectDelay = reconnectDelay
         self.maximumReconnectDelay = maximumReconnectDelay
         self.relay = relay
+        self.maximumHistoryReaderAge = maximumHistoryReaderAge
     }
 }
 
@@ -57,6 +67,9 @@ final class ChangeListener: Sendable {
 
     private struct State {
         var observers: [Int: @Sendable ([ChangeRecord]) -> Void] = [:]
+        /// Called whenever notifications arrive (this process's own included) and after
+        /// each reconnection: history sequences read the log then.
+        var wakers: [Int: @Sendable () -> Void] = [:]
         var nextObserverID = 0
         var isRunning = false
         var isStopping = false
@@ -146,8 +159,33 @@ final class ChangeListener: Sendable {
         return id
     }
 
+    /// Adds a waker (see `State.wakers`) and starts listening if not yet started: once
+    /// this returns, every later commit of a change record wakes it (or the reconnection
+    /// after a dropped session does).
+    func addWaker(_ waker: @escaping @Sendable () -> Void) -> Int {
+        let (id, mustStart) = state.withLock { state -> (Int, Bool) in
+            let id = state.nextObserverID
+            state.nextObserverID += 1
+            state.wakers[id] = waker
+            let mustStart = !state.isRunning && !state.isStopping
+            if mustStart { state.isRunning = true }
+            return (id, mustStart)
+        }
+        if mustStart { start() }
+        return id
+    }
+
     func remove(_ id: Int) {
-        _ = state.withLock { $0.observers.removeValue(forKey: id) }
+        state.withLock { state in
+            state.observers.removeValue(forKey: id)
+            state.wakers.removeValue(forKey: id)
+        }
+    }
+
+    /// Calls the wakers.
+    private func wake() {
+        let wakers = state.withLock { Array($0.wakers.values) }
+        for waker in wakers { waker() }
     }
 
     /// Stops the thread and waits for it to end (it closes its connection).
@@ -329,6 +367,8 @@ final class ChangeListener: Sendable {
                     } else {
                         feed = ChangeFeedPosition(snapshot: try ChangeLog.currentPosition(on: opened.connection))
                     }
+                    // Notifications sent while there was no session are gone.
+                    wake()
                     unreadSince = nil
                     delay = options.reconnectDelay
                 }
@@ -393,6 +433,7 @@ final class ChangeListener: Sendable {
                         }
                     }
                     deliver(records)
+                    wake()
                     if position.delivered.count >= Self.maximumDelivered {
                         position = try catchUp(on: current, from: position)
                         readLast = true
@@ -434,13 +475,16 @@ final class ChangeListener: Sendable {
     /// connection.
     private func prune(on connection: Connection) throws {
         do {
-            let pruned = try ChangeLog.prune(olderThan: options.retention, on: connection)
+            let pruned = try ChangeLog.prune(
+                olderThan: options.retention, maximumReaderAge: options.maximumHistoryReaderAge, on: connection,
+                logger: logger)
             state.withLock { $0.pruneAttempts += 1 }
             if let pruned, pruned > 0 { logger.debug("pruned \(pruned) change records") }
         } catch let error as PostgresError where error.sqlState == .insufficientPrivilege {
             state.withLock { $0.pruneAttempts += 1 }
             prunes.withLock { $0 = false }
-            logger.warning("pruning the change log is not permitted, so this process stops pruning: \(error)")
+            logger.warning(
+                "pruning the change log is not permitted, so this process stops pruning (it needs DELETE on \(ChangeLog.table) and SELECT, UPDATE on \(ChangeLog.readersTable) and \(ChangeLog.horizonTable)): \(error)")
         }
     }
 

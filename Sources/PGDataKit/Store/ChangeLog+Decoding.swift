@@ -61,7 +61,8 @@ extension ChangeLog {
             guard scanner.position == bytes.count else { return .unreadable }
             let record = ChangeRecord(
                 id: id, origin: origin, originProcessID: processID, originBackendPID: backendPID,
-                time: Date(timeIntervalSince1970: Double(micros) / 1_000_000), changes: changes)
+                time: Date(timeIntervalSince1970: Double(micros) / 1_000_000), changes: changes,
+                transactionID: transaction)
             return .record(record, transaction: transaction, snapshot: snapshot)
         }
     }

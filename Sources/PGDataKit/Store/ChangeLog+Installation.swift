@@ -20,7 +20,9 @@ extension ChangeLog {
 
     /// What `schemaSQL` would still create or change in the connection's current schema
     /// (empty when the change log is installed), and the rights the connection's role
-    /// lacks to do it, each as `PRIVILEGE on object`. Changes nothing.
+    /// lacks to do it, each as `PRIVILEGE on object`: `CREATE` on the schema for a table or
+    /// the trigger function, ownership of the change log's table for an index, its
+    /// storage or a trigger. Changes nothing.
     ///
     /// The record column's storage counts as set when it is lz4-compressed or stored
     /// uncompressed (`STORAGE EXTERNAL`, what the schema falls back to where lz4 is
@@ -39,19 +41,33 @@ extension ChangeLog {
                    coalesce((SELECT \(compressed) FROM pg_attribute AS a
                              WHERE a.attrelid = c.oid AND a.attname = 'changes'), false),
                    coalesce(has_schema_privilege(current_schema(), 'CREATE'), false),
-                   coalesce(current_schema()::text, '(no schema on the search_path)')
+                   coalesce(current_schema()::text, '(no schema on the search_path)'),
+                   to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL, to_regprocedure($4) IS NOT NULL,
+                   ARRAY(SELECT t.tgname::text FROM pg_trigger AS t WHERE t.tgrelid = c.oid)
             FROM (SELECT to_regclass($1)::oid AS oid) AS r LEFT JOIN pg_class AS c ON c.oid = r.oid
-            """, [table])[0]
+            """, [table, readersTable, horizonTable, prunedFunction + "()"])[0]
         let schema = try row.decode(String.self, at: 5)
+        let mayCreate = try row.decode(Bool.self, at: 4)
+        // The history's tables and trigger function: created in the schema.
+        var created: [String] = []
+        if try !row.decode(Bool.self, at: 6) { created.append("table \(readersTable)") }
+        if try !row.decode(Bool.self, at: 7) { created.append("table \(horizonTable)") }
+        if try !row.decode(Bool.self, at: 8) { created.append("function \(prunedFunction)()") }
         guard try row.decode(Bool.self, at: 0) else {
-            let lacking = try row.decode(Bool.self, at: 4) ? [] : ["CREATE on schema \(schema)"]
-            return (["table \(table)"], lacking)
+            return (["table \(table)"] + created, mayCreate ? [] : ["CREATE on schema \(schema)"])
         }
+        // Indexes, storage and triggers: changes to the change log's table.
         let indexes = Set(try row.decode([String].self, at: 2))
-        var parts = schemaIndexNames.filter { !indexes.contains($0) }.map { "index \($0)" }
-        if try !row.decode(Bool.self, at: 3) { parts.append("storage of \(table).changes") }
-        let owns = try row.decode(Bool.self, at: 1)
-        return (parts, parts.isEmpty || owns ? [] : ["ownership of table \(table)"])
+        var altered = schemaIndexNames.filter { !indexes.contains($0) }.map { "index \($0)" }
+        if try !row.decode(Bool.self, at: 3) { altered.append("storage of \(table).changes") }
+        let triggers = Set(try row.decode([String].self, at: 9))
+        for trigger in [deleteTrigger, truncateTrigger] where !triggers.contains(trigger) {
+            altered.append("trigger \(trigger)")
+        }
+        var lacking: [String] = []
+        if !created.isEmpty, !mayCreate { lacking.append("CREATE on schema \(schema)") }
+        if !altered.isEmpty, try !row.decode(Bool.self, at: 1) { lacking.append("ownership of table \(table)") }
+        return (altered + created, lacking)
     }
 
     /// Installs the change log when something of it is missing (one process at a time,

@@ -19,7 +19,8 @@ enum ChangeLog {
     static let pruneLockKey: Int64 = 0x7067_646b_6368_0002
 
     /// The library's own schema: the change-log table and its indexes (PostgreSQL 13 or
-    /// later for `xid8` and `pg_current_snapshot()`). Idempotent.
+    /// later for `xid8` and `pg_current_snapshot()`), and the history's tables and
+    /// pruning trigger (`historySchemaSQL`). Idempotent.
     static let schemaSQL = """
         CREATE TABLE IF NOT EXISTS \(table) (
             id bigserial PRIMARY KEY,
@@ -33,6 +34,7 @@ enum ChangeLog {
         CREATE INDEX IF NOT EXISTS \(table)_transaction_id ON \(table) (transaction_id);
         CREATE INDEX IF NOT EXISTS \(table)_created_at ON \(table) (created_at);
         \(storageSQL)
+        \(historySchemaSQL)
         """
 
     /// A large save's record (thousands of ids) is compressed with lz4 rather than the
@@ -69,19 +71,26 @@ enum ChangeLog {
 
     /// Checks, without changing anything, that the table exists and that the connection's
     /// role may use it: `SELECT` (listeners), `INSERT` and `USAGE` on its id sequence
-    /// (saves). `DELETE` (pruning) is optional.
+    /// (saves). Pruning is optional: it takes `DELETE` on the table and, where the
+    /// history's tables are installed, `SELECT, UPDATE` on both (the deletion trigger
+    /// raises the horizon; the pruner reads and cleans the readers' positions).
     ///
-    /// - Returns: whether the role may prune (delete old records).
+    /// - Returns: the grants pruning lacks (empty: this role may prune).
     /// - Throws: `ChangeLogError.notInstalled` or `.missingPrivilege`, or `PostgresError`.
-    static func check(on connection: Connection) throws -> Bool {
+    static func check(on connection: Connection) throws -> [String] {
         let exists = try connection.query("SELECT to_regclass($1) IS NOT NULL", [table])
         guard try exists[0].decode(Bool.self, at: 0) else { throw ChangeLogError.notInstalled(table: table) }
         let row = try connection.query(
             """
             SELECT has_table_privilege($1, 'SELECT'), has_table_privilege($1, 'INSERT'),
                    has_table_privilege($1, 'DELETE'), pg_get_serial_sequence($1, 'id'),
-                   has_sequence_privilege(pg_get_serial_sequence($1, 'id'), 'USAGE')
-            """, [table])[0]
+                   has_sequence_privilege(pg_get_serial_sequence($1, 'id'), 'USAGE'),
+                   to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL,
+                   coalesce(has_table_privilege(to_regclass($2), 'SELECT'), false),
+                   coalesce(has_table_privilege(to_regclass($2), 'UPDATE'), false),
+                   coalesce(has_table_privilege(to_regclass($3), 'SELECT'), false),
+                   coalesce(has_table_privilege(to_regclass($3), 'UPDATE'), false)
+            """, [table, readersTable, horizonTable])[0]
         var missing: [String] = []
         if try !row.decode(Bool.self, at: 0) { missing.append("SELECT on \(table)") }
         if try !row.decode(Bool.self, at: 1) { missing.append("INSERT on \(table)") }
@@ -89,7 +98,15 @@ enum ChangeLog {
             missing.append("USAGE on \(try row.decode(String?.self, at: 3) ?? table + "_id_seq")")
         }
         if !missing.isEmpty { throw ChangeLogError.missingPrivilege(missing) }
-        return try row.decode(Bool.self, at: 2)
+        guard try row.decode(Bool.self, at: 2) else { return ["DELETE on \(table)"] }
+        guard try row.decode(Bool.self, at: 5) else { return [] }
+        var forPruning: [String] = []
+        for (column, grant) in [(6, "SELECT on \(readersTable)"), (7, "UPDATE on \(readersTable)"),
+                                (8, "SELECT on \(horizonTable)"), (9, "UPDATE on \(horizonTable)")]
+        where try !row.decode(Bool.self, at: column) {
+            forPruning.append(grant)
+        }
+        return forPruning
     }
 
     /// The column of `writeStatement(_:origin:)`'s row that holds the transaction's id.
@@ -109,7 +126,10 @@ enum ChangeLog {
     }
 
     /// The statement `write(_:origin:on:)` runs, for sending it together with the
-    /// `COMMIT`. Its one row: the record's id, the notification (void), and the
+    /// `COMMIT`. The transaction gets its id before the record draws its own (the
+    /// subquery runs first), so that a record id drawn before a snapshot was taken always
+    /// belongs to a transaction that snapshot knows of (`HistoryToken.floor` relies on
+    /// it; saves have written their rows, and so have their id, before anyway). Its one row: the record's id, the notification (void), and the
     /// transaction's id (`xid8` as text, column `transactionIDColumn`), by which a save
     /// whose `COMMIT` went unanswered looks up whether it committed.
     ///
@@ -123,7 +143,8 @@ enum ChangeLog {
         (
             """
             WITH record AS (
-                INSERT INTO \(table) (origin, origin_pid, changes) VALUES ($1, $2, $3::text::jsonb)
+                INSERT INTO \(table) (transaction_id, origin, origin_pid, changes)
+                SELECT t.x, $1, $2, $3::text::jsonb FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS t
                 RETURNING id, transaction_id, backend_pid, created_at
             )
             SELECT id, \(notifyCall(record: "record", origin: "$1", processID: "$2", changes: "$3")),
@@ -240,7 +261,7 @@ enum ChangeLog {
         let result = try sealedRead((
             """
             SELECT pg_current_snapshot()::text, c.id, c.origin, c.origin_pid, c.backend_pid, c.created_at,
-                   c.changes::text
+                   c.changes::text, c.transaction_id::text
             FROM (SELECT 1) AS one
             LEFT JOIN (
                 SELECT * FROM \(table) AS c
@@ -269,24 +290,22 @@ enum ChangeLog {
                     id: id, origin: try row.decode(UUID.self, at: 2),
                     originProcessID: try row.decode(Int32.self, at: 3),
                     originBackendPID: try row.decode(Int32.self, at: 4),
-                    time: try row.decode(Date.self, at: 5), changes: changes))
+                    time: try row.decode(Date.self, at: 5), changes: changes,
+                    transactionID: try transactionID(row, at: 7)))
         }
         return (records, newPosition)
     }
 
-    /// Deletes records older than `age`, unless another process is pruning right now.
+    /// A transaction id column (`xid8` as text) of a row.
     ///
-    /// - Returns: how many records were deleted, or `nil` when another process held the
-    ///   pruning lock.
-    static func prune(olderThan age: Duration, on connection: Connection) throws -> Int? {
-        try connection.transaction { _ in
-            let locked = try connection.query("SELECT pg_try_advisory_xact_lock($1)", [pruneLockKey])
-            guard try locked[0].decode(Bool.self, at: 0) else { return nil }
-            let seconds = Double(age.components.seconds) + Double(age.components.attoseconds) / 1e18
-            return try connection.execute(
-                "DELETE FROM \(table) WHERE created_at < now() - make_interval(secs => $1)", [seconds]
-            ).affectedRows
+    /// - Throws: `PostgresValueError` when it is not a transaction id.
+    static func transactionID(_ row: Row, at column: Int) throws -> UInt64 {
+        let text = try row.string(at: column)
+        guard let value = UInt64(text) else {
+            throw PostgresValueError(
+                reason: .invalidText(text), swiftType: "UInt64", column: "#\(column)", row: row.index)
         }
+        return value
     }
 
     // MARK: - The record's JSON

@@ -25,6 +25,36 @@ public struct ChangeRecord: Sendable, Equatable, CustomStringConvertible {
     public let time: Date
     /// The objects inserted, updated (with their changed keys) and deleted.
     public let changes: ContextChanges
+    /// The PostgreSQL transaction that wrote the record (`xid8`); one record per
+    /// transaction.
+    public let transactionID: UInt64
+    /// The position right after this record in the change log's history, for records that
+    /// a history read delivered (`StoreCoordinator.history(after:)`, `HistoryReader`):
+    /// keep it, acknowledge it, and a restarted process goes on after this record.
+    /// `nil` for the records of `observeRemoteChanges(_:)` and `remoteChanges()`, whose
+    /// listener follows its own position (it leaves out its coordinator's own saves).
+    public let historyToken: HistoryToken?
+
+    init(
+        id: Int64, origin: UUID, originProcessID: Int32, originBackendPID: Int32, time: Date, changes: ContextChanges,
+        transactionID: UInt64, historyToken: HistoryToken? = nil
+    ) {
+        self.id = id
+        self.origin = origin
+        self.originProcessID = originProcessID
+        self.originBackendPID = originBackendPID
+        self.time = time
+        self.changes = changes
+        self.transactionID = transactionID
+        self.historyToken = historyToken
+    }
+
+    /// The same record, carrying `token`.
+    func with(historyToken token: HistoryToken) -> ChangeRecord {
+        ChangeRecord(
+            id: id, origin: origin, originProcessID: originProcessID, originBackendPID: originBackendPID, time: time,
+            changes: changes, transactionID: transactionID, historyToken: token)
+    }
 
     /// A one-line summary: id, origin process and counts.
     public var description: String {

@@ -150,13 +150,16 @@ public struct Migrator: Sendable {
     }
 
     /// The library's own schema, which `migrate(on:upTo:)` installs first: the change-log
-    /// table `pgdatakit_changes` through which saves reach other processes. Give it to a
-    /// DBA who applies schema changes by hand; it is idempotent.
+    /// table `pgdatakit_changes` through which saves reach other processes, and the
+    /// history's tables (`pgdatakit_history_readers`, `pgdatakit_history_horizon`) with
+    /// the trigger that records every deletion from the change log. Give it to a DBA who
+    /// applies schema changes by hand; it is idempotent.
     public static var librarySchemaSQL: String { ChangeLog.schemaSQL }
 
     /// Installs the library's own schema (`librarySchemaSQL`) when something of it is
-    /// missing, one process at a time. It first looks in the catalog (the table, its
-    /// indexes, the record column's storage) and runs no DDL when everything is there, so
+    /// missing, one process at a time. It first looks in the catalog (the tables, the
+    /// change log's indexes, record column's storage and triggers, the trigger function)
+    /// and runs no DDL when everything is there, so
     /// a role with DML rights only may call it once an owner has installed the schema;
     /// what is missing needs a role that may create tables. (Coordinators never call it:
     /// they only check that the change log exists and is usable.)

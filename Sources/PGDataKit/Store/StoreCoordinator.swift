@@ -100,10 +100,14 @@ public final class StoreCoordinator: Sendable {
         self.changeLogOptions = changeLog
         let metrics = StoreMetrics()
         self.metrics = metrics
-        let mayPrune = try pool.withConnection { try ChangeLog.check(on: $0) }
-        if !mayPrune {
+        let lackingForPruning = try pool.withConnection { try ChangeLog.check(on: $0) }
+        let mayPrune = lackingForPruning.isEmpty
+        if lackingForPruning == ["DELETE on \(ChangeLog.table)"] {
             logger.notice(
                 "no DELETE privilege on \(ChangeLog.table): this process does not prune old change records; grant DELETE to one process's role or prune from a job")
+        } else if !mayPrune {
+            logger.notice(
+                "this process does not prune old change records: pruning needs \(lackingForPruning.joined(separator: ", ")) besides DELETE on \(ChangeLog.table) (the history's horizon and readers)")
         }
         let pool = self.pool
         self.listener = ChangeListener(

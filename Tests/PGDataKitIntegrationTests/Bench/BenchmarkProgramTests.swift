@@ -58,6 +58,13 @@ struct BenchmarkProgramTests {
         #expect((fields["peak_mb_end"] ?? .infinity) < 300)
     }
 
+    @Test func historyScenarioReplaysAfterAToken() throws {
+        let fields = try result(try run(["history", "--records", "3000", "--page", "250", "--runs", "1"]), "history")
+        #expect(Set(fields.keys) == ["records_per_s", "paged_records_per_s", "sequence_records_per_s", "raw_rows_per_s"])
+        #expect(fields.values.allSatisfy { $0 > 0 })
+        #expect(fields["records_per_s"] == min(fields["paged_records_per_s"] ?? 0, fields["sequence_records_per_s"] ?? 0))
+    }
+
     @Test func fetchScenarioComparesWithRawRows() throws {
         let fields = try result(try run(["fetch", "--rows", "2000", "--runs", "1"]), "fetch")
         #expect(Set(fields.keys) == ["object_rows_per_s", "raw_rows_per_s", "ratio", "c_rows_per_s", "c_ratio"])

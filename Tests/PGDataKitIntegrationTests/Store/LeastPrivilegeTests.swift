@@ -42,6 +42,64 @@ struct LeastPrivilegeTests {
             """)
     }
 
+    /// The README's grants for history readers, and for pruning with history installed.
+    func grantDocumentedHistoryPrivileges(to role: String, pruning: Bool, on owner: Connection) throws {
+        try owner.executeScript(
+            """
+            GRANT SELECT, INSERT, UPDATE, DELETE ON pgdatakit_history_readers TO \(role);
+            GRANT SELECT ON pgdatakit_history_horizon TO \(role);
+            """)
+        if pruning {
+            try owner.executeScript(
+                """
+                GRANT DELETE ON pgdatakit_changes TO \(role);
+                GRANT UPDATE ON pgdatakit_history_horizon TO \(role);
+                """)
+        }
+    }
+
+    /// History as the application role: readers register, read, acknowledge; with the
+    /// pruning grants the role prunes and the trigger raises the horizon; with DELETE
+    /// alone it says what pruning lacks and does not prune.
+    @Test func aRoleWithTheDocumentedHistoryGrantsReadsAcknowledgesAndPrunes() throws {
+        try withApplicationRole { owner, role, configuration in
+            try grantDocumentedPrivileges(to: role, on: owner)
+            try grantDocumentedHistoryPrivileges(to: role, pruning: false, on: owner)
+            try owner.execute("GRANT DELETE ON pgdatakit_changes TO \(role)")
+            let log = RecordingLogHandler()
+            let manager = try ContextManager(
+                configuration: configuration, entities: [User.self, Post.self], logger: Logger(label: "app") { _ in log })
+            defer { manager.close() }
+            #expect(log.messages.contains {
+                $0.contains("pruning needs UPDATE on pgdatakit_history_horizon besides DELETE on pgdatakit_changes")
+            }, "\(log.messages)")
+            let reader = try manager.coordinator.historyReader(named: "least", startingAt: .now)
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                User(context: context).userID = "h"
+                try context.save()
+            }
+            let page = try manager.coordinator.history(after: try reader.acknowledgedToken(), limit: 10)
+            #expect(page.records.count == 1)
+            try reader.acknowledge(try #require(page.records.last))
+            let application = try Connection(configuration)
+            defer { application.close() }
+            // DELETE alone: the trigger may not raise the horizon, so nothing is deleted.
+            #expect(throws: PostgresError.self) {
+                _ = try ChangeLog.prune(olderThan: .zero, maximumReaderAge: .seconds(60), on: application, logger: Logger(label: "t"))
+            }
+            #expect(try owner.query("SELECT count(*) FROM pgdatakit_changes")[0].decode(Int.self, at: 0) == 1)
+            try grantDocumentedHistoryPrivileges(to: role, pruning: true, on: owner)
+            #expect(try ChangeLog.check(on: application).isEmpty)
+            #expect(try ChangeLog.prune(olderThan: .zero, maximumReaderAge: .seconds(60), on: application, logger: Logger(label: "t")) == 1)
+            let horizon = try owner.query("SELECT pruned_through FROM pgdatakit_history_horizon")[0]
+            #expect(try horizon.decode(Int64?.self, at: 0) != nil)
+            // Expiry checks (pg_xact_status included) run as the role.
+            #expect(try manager.coordinator.history(after: page.token, limit: 10).records.isEmpty)
+            #expect(try manager.coordinator.dropHistoryReader(named: "least"))
+        }
+    }
+
     /// The repository's migrations folder (what `withApplicationRole` applied as owner).
     var migrationsFolder: URL { TestDatabase.repositoryRoot.appendingPathComponent("migrations") }
 
@@ -239,8 +297,9 @@ struct LeastPrivilegeTests {
     }
 
     /// The catalog lookup knows every part the schema SQL creates: its indexes are read
-    /// from the SQL (an index added there is looked for), and no other kind of DDL is in
-    /// it that the lookup would not see.
+    /// from the SQL (an index added there is looked for), its tables, trigger function
+    /// and triggers are the ones the lookup names, and no other kind of DDL is in it that
+    /// the lookup would not see.
     @Test func theInstalledCheckCoversEverythingTheSchemaCreates() throws {
         try TestDatabase.withConnection { connection in
             let indexes = try connection.query(
@@ -251,9 +310,18 @@ struct LeastPrivilegeTests {
             #expect(indexes == ChangeLog.schemaIndexNames)
             #expect(!indexes.isEmpty)
             #expect(try ChangeLog.missingParts(on: connection).parts.isEmpty)
+            /// The names after each `marker` in the schema SQL.
+            func created(_ marker: String) -> [String] {
+                ChangeLog.schemaSQL.components(separatedBy: marker).dropFirst()
+                    .map { String($0.prefix { $0.isLetter || $0 == "_" }) }
+            }
+            #expect(created("CREATE TABLE IF NOT EXISTS ") == [ChangeLog.table, ChangeLog.readersTable, ChangeLog.horizonTable])
+            #expect(created("CREATE OR REPLACE FUNCTION ") == [ChangeLog.prunedFunction])
+            #expect(created("CREATE TRIGGER ") == [ChangeLog.deleteTrigger, ChangeLog.truncateTrigger])
             let sql = ChangeLog.schemaSQL.uppercased()
-            #expect(sql.components(separatedBy: "CREATE TABLE").count == 2)
-            for unknown in ["ADD COLUMN", "CREATE SEQUENCE", "CREATE FUNCTION", "CREATE TRIGGER", "CREATE TYPE",
+            #expect(sql.components(separatedBy: "CREATE TABLE").count == 4)
+            #expect(sql.components(separatedBy: "FUNCTION ").count == 4)  // created once, called by two triggers
+            for unknown in ["ADD COLUMN", "CREATE SEQUENCE", "CREATE FUNCTION", "CREATE TYPE",
                             "CREATE VIEW", "GRANT ", "COMMENT ON", "ADD CONSTRAINT"] {
                 #expect(!sql.contains(unknown), "teach ChangeLog.missingParts(on:) about \(unknown)")
             }
