@@ -10,7 +10,7 @@ import Testing
 struct ChildContextCallTests {
     /// Calls that need the database directly throw `ChildContextError.unsupported` naming
     /// the call, and change nothing.
-    @Test func callsThatNeedTheDatabaseAreRefused() async throws {
+    @Test(.onItsOwnThread) func callsThatNeedTheDatabaseAreRefused() async throws {
         try await ExampleSchema.withManagerAsync { manager in
             _ = try saveUsers([("u1", "Ann", 20)], in: manager)
             let child = manager.mainContext.newChildContext()

@@ -196,7 +196,7 @@ struct ContextTests {
         }
     }
 
-    @Test func didSaveIsObservableByClosureAndStream() async throws {
+    @Test(.onItsOwnThread) func didSaveIsObservableByClosureAndStream() async throws {
         try await ExampleSchema.withManagerAsync { manager in
             let context = manager.newPrivateContext()
             let collected = ChangeCollector()

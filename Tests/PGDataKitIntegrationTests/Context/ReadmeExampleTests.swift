@@ -59,7 +59,7 @@ struct ReadmeExampleTests {
         }
     }
 
-    @Test func asyncPerform() async throws {
+    @Test(.onItsOwnThread) func asyncPerform() async throws {
         try await ExampleSchema.withManagerAsync { manager in
             let count = try await manager.mainContext.perform {
                 try manager.mainContext.fetchAll(User.self).count

@@ -125,7 +125,7 @@ struct ImportWithoutOverwriteTests {
         }
     }
 
-    @Test func anImportOperationLeavesExistingObjectsUntouched() async throws {
+    @Test(.onItsOwnThread) func anImportOperationLeavesExistingObjectsUntouched() async throws {
         try await ExampleSchemaAsync.withImportManager { manager in
             _ = try await manager.importRecords(ImportSchema.userRecords(0..<10), mapper: userMapper)
             var options = ImportOptions(batchSize: 4)

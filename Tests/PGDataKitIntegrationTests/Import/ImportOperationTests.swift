@@ -77,7 +77,7 @@ struct ImportOperationTests {
     }
 
     /// Identical records write nothing: no UPDATE, no version bump, no change record.
-    @Test func identicalRecordsAreSkipped() async throws {
+    @Test(.onItsOwnThread) func identicalRecordsAreSkipped() async throws {
         try await ExampleSchemaAsync.withImportManager { manager in
             let records = ImportSchema.userRecords(0..<1000)
             let first = try await manager.importRecords(records, mapper: userMapper, options: ImportOptions(batchSize: 400))
@@ -123,7 +123,7 @@ struct ImportOperationTests {
         }
     }
 
-    @Test func cancellingRollsTheCurrentBatchBackAndKeepsTheSavedOnes() async throws {
+    @Test(.onItsOwnThread) func cancellingRollsTheCurrentBatchBackAndKeepsTheSavedOnes() async throws {
         try await ExampleSchemaAsync.withImportManager { manager in
             // Operation: cancelled while its third batch is read.
             let box = Mutex<ImportOperation<User>?>(nil)
@@ -149,7 +149,7 @@ struct ImportOperationTests {
             #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 3000)
 
             // Async: the task is cancelled.
-            let task = Task {
+            let task = Task(executorPreference: OwnThreadExecutor.current) {
                 try await manager.importRecords(
                     ImportSchema.userRecords(10_000..<11_000), mapper: userMapper, options: ImportOptions(batchSize: 100))
             }

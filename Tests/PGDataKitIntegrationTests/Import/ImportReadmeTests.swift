@@ -100,7 +100,7 @@ struct ImportReadmeTests {
         }
     }
 
-    @Test func asyncImport() async throws {
+    @Test(.onItsOwnThread) func asyncImport() async throws {
         try await ExampleSchemaAsync.withImportManager { manager in
             let records = Self.records
             try await manager.importRecords(records, mapper: User.objectMapper)

@@ -13,7 +13,7 @@ struct ControllerLifecycleTests {
         FetchRequest<User>(sortDescriptors: [FetchSortDescriptor("userID")])
     }
 
-    @Test func aReleasedControllerStopsObservingAndEndsItsStream() async throws {
+    @Test(.onItsOwnThread) func aReleasedControllerStopsObservingAndEndsItsStream() async throws {
         try await ExampleSchema.withManagerAsync { manager in
             let main = manager.mainContext
             weak var released: ManagedObjectController<User>?
@@ -33,12 +33,12 @@ struct ControllerLifecycleTests {
         }
     }
 
-    @Test func theChangeStreamDeliversChangeSetsToAsyncCode() async throws {
+    @Test(.onItsOwnThread) func theChangeStreamDeliversChangeSetsToAsyncCode() async throws {
         try await ExampleSchema.withManagerAsync { manager in
             let main = manager.mainContext
             let controller = ManagedObjectController(fetchRequest: everyone(), context: main)
             let stream = controller.changes
-            let reader = Task {
+            let reader = Task(executorPreference: OwnThreadExecutor.current) {
                 var seen: [ControllerChanges] = []
                 for await changes in stream {
                     seen.append(changes)
@@ -72,7 +72,7 @@ struct ControllerLifecycleTests {
         }
     }
 
-    @Test func aControllerOfAClosedManagerStops() async throws {
+    @Test(.onItsOwnThread) func aControllerOfAClosedManagerStops() async throws {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
         let manager = try ExampleSchema.makeManager(configuration)

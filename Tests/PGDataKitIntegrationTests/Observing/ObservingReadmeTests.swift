@@ -27,7 +27,7 @@ struct ObservingReadmeTests {
         }
     }
 
-    @Test func theExamplesRun() async throws {
+    @Test(.onItsOwnThread) func theExamplesRun() async throws {
         try await ExampleSchema.withManagerAsync { manager in
             try ControllerTesting.insertUsers(manager, [("u1", 30), ("u2", 12)])
             manager.mainContext.performAndWait {}

@@ -169,7 +169,7 @@ struct ChangeLogTests {
         }
     }
 
-    @Test func remoteChangesStreamAndTurningAutomaticMergingOff() async throws {
+    @Test(.onItsOwnThread) func remoteChangesStreamAndTurningAutomaticMergingOff() async throws {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
         let writer = try ExampleSchema.makeManager(configuration)

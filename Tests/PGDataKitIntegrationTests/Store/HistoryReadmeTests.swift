@@ -49,7 +49,7 @@ struct HistoryReadmeTests {
         }
     }
 
-    @Test func theExamplesRun() async throws {
+    @Test(.onItsOwnThread) func theExamplesRun() async throws {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
         let databaseURL = try #require(configuration.renderedConnectionString())
@@ -67,7 +67,7 @@ struct HistoryReadmeTests {
         let searchIndex = SearchIndex()
 
         // The reader loop, stopped (cancelled) once it has fed the three saves.
-        let loop = Task {
+        let loop = Task(executorPreference: OwnThreadExecutor.current) {
             let coordinator = try StoreCoordinator(
                 model: try Model(entities: []), configuration: ConnectionConfiguration(databaseURL))
             defer { coordinator.close() }
@@ -101,7 +101,7 @@ struct HistoryReadmeTests {
         defer { connection.close() }
         try connection.execute("CREATE TABLE audit (record_id bigint PRIMARY KEY)")
         let reader = try coordinator.historyReader(named: "audit", startingAt: .oldest)
-        let audit = Task {
+        let audit = Task(executorPreference: OwnThreadExecutor.current) {
             for try await record in reader.records() {
                 guard let token = record.historyToken else { continue }
                 try connection.transaction { connection in

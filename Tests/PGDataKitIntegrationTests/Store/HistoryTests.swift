@@ -38,7 +38,7 @@ struct HistoryTests {
         _ sequence: HistorySequence, upTo count: Int = .max, timeout: Duration = .seconds(90),
         _ each: @escaping @Sendable (ChangeRecord) throws -> Void = { _ in }
     ) async throws -> [ChangeRecord] {
-        let reading = Task {
+        let reading = Task(executorPreference: OwnThreadExecutor.current) {
             var records: [ChangeRecord] = []
             for try await record in sequence {
                 records.append(record)
@@ -47,7 +47,7 @@ struct HistoryTests {
             }
             return records
         }
-        let watchdog = Task {
+        let watchdog = Task(executorPreference: OwnThreadExecutor.current) {
             try await Task.sleep(for: timeout)
             reading.cancel()
         }
@@ -196,7 +196,7 @@ struct HistoryTests {
     /// handover and two transactions commit in reverse order of their ids: every record
     /// exactly once, in commit order. The poll timer is off, so only the listener's
     /// wake-ups bring live records.
-    @Test func theSequenceReplaysThenGoesLiveExactlyOnceInCommitOrder() async throws {
+    @Test(.onItsOwnThread) func theSequenceReplaysThenGoesLiveExactlyOnceInCommitOrder() async throws {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
         let writer = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
@@ -247,13 +247,13 @@ struct HistoryTests {
         #expect(tokens.count == received.count && tokens == tokens.sorted())
     }
 
-    @Test func closingTheCoordinatorEndsTheSequence() async throws {
+    @Test(.onItsOwnThread) func closingTheCoordinatorEndsTheSequence() async throws {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
         let coordinator = try StoreCoordinator(
             model: try Model(entities: [User.self, Post.self]), configuration: configuration)
         let token = try coordinator.currentHistoryToken()
-        let ended = Task {
+        let ended = Task(executorPreference: OwnThreadExecutor.current) {
             var count = 0
             for try await _ in coordinator.history(after: token) { count += 1 }
             return count
@@ -265,7 +265,7 @@ struct HistoryTests {
 
     // MARK: - Expiry
 
-    @Test func aTokenBeforePrunedRecordsIsExpiredAndNamesTheOldestPositionHeld() async throws {
+    @Test(.onItsOwnThread) func aTokenBeforePrunedRecordsIsExpiredAndNamesTheOldestPositionHeld() async throws {
         try await withHistoryAsync { manager, admin, _ in
             let coordinator = manager.coordinator
             let start = try coordinator.currentHistoryToken()
@@ -340,7 +340,7 @@ struct HistoryTests {
 
     // MARK: - Readers and pruning
 
-    @Test func aRegisteredReaderHoldsPruningUntilItAcknowledges() async throws {
+    @Test(.onItsOwnThread) func aRegisteredReaderHoldsPruningUntilItAcknowledges() async throws {
         try await withHistoryAsync { manager, admin, _ in
             let coordinator = manager.coordinator
             let reader = try coordinator.historyReader(named: "search-index", startingAt: .now)
@@ -360,7 +360,7 @@ struct HistoryTests {
         }
     }
 
-    @Test func aStaleReaderHoldsNothingAndIsLoggedThenExpires() async throws {
+    @Test(.onItsOwnThread) func aStaleReaderHoldsNothingAndIsLoggedThenExpires() async throws {
         try await withHistoryAsync { manager, admin, _ in
             let coordinator = manager.coordinator
             let reader = try coordinator.historyReader(named: "gone", startingAt: .now)
@@ -377,7 +377,7 @@ struct HistoryTests {
         }
     }
 
-    @Test func droppingAReaderReleasesWhatItHeld() async throws {
+    @Test(.onItsOwnThread) func droppingAReaderReleasesWhatItHeld() async throws {
         try await withHistoryAsync { manager, admin, _ in
             let log = RecordingLogHandler()
             let coordinator = try StoreCoordinator(
