@@ -74,7 +74,7 @@ open class ManagedObject: Hashable, CustomStringConvertible {
     var entityStorage: EntityDescription?
     /// The attribute values. Any write outside `setStoredValue(_:at:)` forgets what
     /// `changeHints` knew (the next change check compares every attribute).
-    var values: [StoredValue] = [] { didSet { changeHints = .unknown } }
+    @usableFromInline var values: [StoredValue] = [] { didSet { changeHints = .unknown } }
     /// The to-one relationships. Any write tells the context that one-to-many members
     /// may have changed (`ManagedObjectContext.members(of:relationship:)`).
     var toOne: [RelatedReference] = [] { didSet { contextReference?.membershipGeneration &+= 1 } }
@@ -252,6 +252,29 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         if values.isEmpty { prepareStorage() }
         if recordsAccess { lastAccess = (true, slot) }
         return values[slot]
+    }
+
+    /// The value at `slot` as its scalar type, read where it is stored (no copy of the
+    /// stored box): what an attribute's getter reads. Inlinable, so that the read is
+    /// specialized for the getter's type.
+    @inlinable
+    func storedScalar<Scalar>(at slot: Int, as scalar: Scalar.Type) -> Scalar? {
+        prepareRead(at: slot)
+        return values.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress, buffer.indices.contains(slot) else {
+                preconditionFailure("no attribute at position \(slot)")
+            }
+            return unboxStored(at: base + slot, as: Scalar.self)
+        }
+    }
+
+    /// What every read of a stored value does first: the queue check (debug builds),
+    /// storage for an object that has none yet, the access record.
+    @usableFromInline
+    func prepareRead(at slot: Int) {
+        checkQueue()
+        if values.isEmpty { prepareStorage() }
+        if recordsAccess { lastAccess = (true, slot) }
     }
 
     @usableFromInline

@@ -72,11 +72,23 @@ extension ManagedObjectContext {
     func fetchObjects(
         entity: EntityDescription, _ query: StoreQuery = .all, mayBeRegistered: Bool = true
     ) throws -> [ManagedObject] {
+        try fetchObjects(entity: entity, query, as: ManagedObject.self, mayBeRegistered: mayBeRegistered)
+    }
+
+    /// `fetchObjects(entity:_:mayBeRegistered:)` into an array of the entity's class
+    /// (`T` must be `entity.objectClass` or a superclass of it): a fetch hands back the
+    /// array it built, with no second array to convert it into and release.
+    func fetchObjects<T: ManagedObject>(
+        entity: EntityDescription, _ query: StoreQuery, as type: T.Type, mayBeRegistered: Bool
+    ) throws -> [T] {
         let result = try withDatabase { try coordinator.selectObjects(of: entity, query, on: $0) }
         registered.reserveCapacity(registered.count + result.count)
-        var objects: [ManagedObject] = []
+        var objects: [T] = []
         objects.reserveCapacity(result.count)
-        for row in result { objects.append(try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered)) }
+        for row in result {
+            // Every object of `entity` is created as `entity.objectClass`.
+            objects.append(unsafeDowncast(try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered), to: T.self))
+        }
         return objects
     }
 

@@ -21,7 +21,18 @@ extension ManagedObjectContext {
         let entity = try entityDescription(for: T.self)
         let pending = request.includesPendingChanges ? pendingObjects(of: entity) : []
         var results: [ManagedObject]
-        if pending.isEmpty {
+        if pending.isEmpty, parent == nil {
+            // The common case: the store's rows, straight into an array of `T`.
+            var query = try storeQuery(request, entity: entity)
+            query.limit = request.fetchLimit
+            query.offset = request.fetchOffset
+            // Rows of one result have distinct keys: in an empty context none can be registered.
+            let objects = try fetchObjects(entity: entity, query, as: T.self, mayBeRegistered: !registered.isEmpty)
+            if !request.relationshipKeyPathsForPrefetching.isEmpty {
+                try prefetch(request.relationshipKeyPathsForPrefetching, for: objects.map { $0 }, entity: entity)
+            }
+            return objects
+        } else if pending.isEmpty {
             results = try fetchFromStore(request, entity: entity, limit: request.fetchLimit, offset: request.fetchOffset)
         } else {
             let limit = request.storeLimit(pendingCount: pending.count)

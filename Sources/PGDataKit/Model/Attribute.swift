@@ -64,8 +64,7 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
     ) -> Value {
         get {
             let slot = ManagedObject.slot(of: object, storageKeyPath)
-            let stored = object.storedValue(at: slot)
-            if let value = Value.fromScalar(unboxStored(stored, as: Value.Scalar.self)) { return value }
+            if let value = Value.fromScalar(object.storedScalar(at: slot, as: Value.Scalar.self)) { return value }
             // A non-optional attribute read before it was ever set holds its default.
             return object[keyPath: storageKeyPath].defaultValue ?? object.missingValue(Value.self, slot: slot)
         }
