@@ -16,11 +16,12 @@ enum UniqueValue: Hashable {
         self = UniqueValue.make(stored)
     }
 
-    /// Opens the existential: a type check instead of a dynamic cast for the common types.
+    /// Opens the existential: a type check first, so that the casts of the common types
+    /// run only when they succeed (the runtime's same-type path).
     private static func make<T: Sendable>(_ value: T) -> UniqueValue {
-        if T.self == String.self { return .string(ExactText(unsafeBitCast(value, to: String.self))) }
-        if T.self == Int.self { return .integer(Int64(unsafeBitCast(value, to: Int.self))) }
-        if T.self == Int64.self { return .integer(unsafeBitCast(value, to: Int64.self)) }
+        if T.self == String.self, let string = value as? String { return .string(ExactText(string)) }
+        if T.self == Int.self, let integer = value as? Int { return .integer(Int64(integer)) }
+        if T.self == Int64.self, let integer = value as? Int64 { return .integer(integer) }
         if let value = value as? any BinaryInteger, let integer = Int64(exactly: value) { return .integer(integer) }
         if let hashable = value as? AnyHashable { return .other(hashable) }
         return .other(AnyHashable(String(describing: value)))

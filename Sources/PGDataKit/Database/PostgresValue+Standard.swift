@@ -14,6 +14,18 @@ extension String: PostgresCodable {
         return self
     }
 
+    /// The strings written straight into the literal, quoted and escaped.
+    public static func postgresArrayText(_ elements: [String]) throws -> String {
+        var literal = ArrayLiteralBuilder(capacity: elements.count)
+        for element in elements { try literal.append(element) }
+        return literal.text()
+    }
+
+    /// The strings written straight into the literal; `NULL` for `nil`.
+    public static func postgresArrayText(ofOptionals elements: [String?]) throws -> String {
+        try arrayText(of: elements)
+    }
+
     /// Any column's text reads as a string.
     public static func decode(from cell: PostgresCell) throws -> String {
         String(decoding: try cell.requireBytes(for: String.self), as: UTF8.self)
@@ -55,6 +67,29 @@ private func parseInteger<T: FixedWidthInteger>(
 extension PostgresEncodable where Self: FixedWidthInteger {
     /// Decimal digits.
     public func postgresText() throws -> String? { String(self) }
+
+    /// The digits written straight into the literal (values beyond 64 bits through
+    /// their text).
+    public static func postgresArrayText(_ elements: [Self]) throws -> String {
+        var literal = ArrayLiteralBuilder(capacity: elements.count)
+        for element in elements {
+            if let value = Int64(exactly: element) { literal.append(value) } else { try literal.append(String(element)) }
+        }
+        return literal.text()
+    }
+
+    /// The digits written straight into the literal; `NULL` for `nil`.
+    public static func postgresArrayText(ofOptionals elements: [Self?]) throws -> String {
+        var literal = ArrayLiteralBuilder(capacity: elements.count)
+        for element in elements {
+            if let element {
+                if let value = Int64(exactly: element) { literal.append(value) } else { try literal.append(String(element)) }
+            } else {
+                literal.appendNull()
+            }
+        }
+        return literal.text()
+    }
 }
 
 extension PostgresDecodable where Self: FixedWidthInteger {

@@ -20,6 +20,26 @@ public protocol PostgresEncodable: Sendable {
     static var postgresType: PostgresType { get }
     /// The value in PostgreSQL's text format, or `nil` for `NULL`.
     func postgresText() throws -> String?
+    /// A one-dimensional array literal of values of this type, every element quoted, such
+    /// as `{"a","b"}`: what an `[Self]` parameter sends. The default quotes each element's
+    /// `postgresText()`; strings and integers write their elements straight into the
+    /// literal (saves and imports send thousands per statement).
+    static func postgresArrayText(_ elements: [Self]) throws -> String
+    /// `postgresArrayText(_:)` for optional values, `NULL` for `nil`: what an `[Self?]`
+    /// parameter sends.
+    static func postgresArrayText(ofOptionals elements: [Self?]) throws -> String
+}
+
+extension PostgresEncodable {
+    /// Each element's `postgresText()`, quoted and escaped.
+    public static func postgresArrayText(_ elements: [Self]) throws -> String {
+        try quotedArrayText(elements)
+    }
+
+    /// Each element's `postgresText()`, quoted and escaped; `NULL` for `nil`.
+    public static func postgresArrayText(ofOptionals elements: [Self?]) throws -> String {
+        try quotedArrayText(elements)
+    }
 }
 
 /// A Swift type that a result column can be read as.
@@ -50,6 +70,11 @@ extension Optional: PostgresEncodable where Wrapped: PostgresEncodable {
         case .some(let value): return try value.postgresText()
         }
     }
+
+    /// The wrapped type's literal of optional values.
+    public static func postgresArrayText(_ elements: [Wrapped?]) throws -> String {
+        try Wrapped.postgresArrayText(ofOptionals: elements)
+    }
 }
 
 extension Optional: PostgresDecodable where Wrapped: PostgresDecodable {
@@ -69,50 +94,24 @@ extension Array: PostgresEncodable where Element: PostgresEncodable {
     /// A one-dimensional array literal with every element quoted, such as
     /// `{"a","b",NULL}`, for `= ANY($1)`.
     public func postgresText() throws -> String? {
-        // The common element types without generic dispatch per element (saves and
-        // imports send thousands of them per statement).
-        if Element.self == String?.self { return try arrayText(of: unsafeBitCast(self, to: [String?].self)) }
-        if Element.self == String.self { return try arrayText(of: unsafeBitCast(self, to: [String].self).map { $0 }) }
-        if Element.self == Int64?.self { return arrayText(of: unsafeBitCast(self, to: [Int64?].self)) }
-        if Element.self == Int64.self { return arrayText(of: unsafeBitCast(self, to: [Int64].self).map { $0 }) }
-        if Element.self == Int?.self { return arrayText(of: unsafeBitCast(self, to: [Int?].self).map { $0.map(Int64.init) }) }
-        if Element.self == Int.self { return arrayText(of: unsafeBitCast(self, to: [Int].self).map { Int64($0) }) }
-        var text = "{"
-        for (index, element) in enumerated() {
-            if index > 0 { text += "," }
-            guard let elementText = try element.postgresText() else {
-                text += "NULL"
-                continue
-            }
-            text += "\""
-            if elementText.utf8.contains(where: { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-                for character in elementText.unicodeScalars {
-                    if character == "\"" || character == "\\" { text += "\\" }
-                    text.unicodeScalars.append(character)
-                }
-            } else {
-                text += elementText  // nothing to escape: one append, not one per character
-            }
-            text += "\""
-        }
-        return text + "}"
+        try Element.postgresArrayText(self)
     }
 }
 
-/// `{"a","b",NULL}`: an array of strings, without generic dispatch per element.
-private func arrayText(of strings: [String?]) throws -> String {
-    var literal = ArrayLiteralBuilder(capacity: strings.count)
-    for element in strings {
-        if let element { try literal.append(element) } else { literal.appendNull() }
+/// `{"a","b",NULL}` from each element's `postgresText()` (the generic path).
+private func quotedArrayText<Element: PostgresEncodable>(_ elements: [Element]) throws -> String {
+    var literal = ArrayLiteralBuilder(capacity: elements.count)
+    for element in elements {
+        if let text = try element.postgresText() { try literal.append(text) } else { literal.appendNull() }
     }
     return literal.text()
 }
 
-/// `{"1","2",NULL}`: an array of integers, without generic dispatch per element.
-private func arrayText(of integers: [Int64?]) -> String {
-    var literal = ArrayLiteralBuilder(capacity: integers.count)
-    for element in integers {
-        if let element { literal.append(element) } else { literal.appendNull() }
+/// `{"a","b",NULL}`: an array of strings, without generic dispatch per element.
+func arrayText(of strings: [String?]) throws -> String {
+    var literal = ArrayLiteralBuilder(capacity: strings.count)
+    for element in strings {
+        if let element { try literal.append(element) } else { literal.appendNull() }
     }
     return literal.text()
 }

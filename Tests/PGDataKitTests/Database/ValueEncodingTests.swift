@@ -58,6 +58,35 @@ struct ValueEncodingTests {
         #expect([Int].postgresType.oid == PostgresType.int8.arrayOID)
     }
 
+    /// A type with only the protocol's required members: its arrays take the default path.
+    struct Tag: PostgresEncodable {
+        var name: String
+        static var postgresType: PostgresType { .unknown }
+        func postgresText() throws -> String? { name.isEmpty ? nil : "#" + name }
+    }
+
+    @Test func everyElementTypeWritesTheSameLiteral() throws {
+        // Each element type's own writer, against the text of each element quoted by hand.
+        func expected(_ texts: [String?]) -> String {
+            "{" + texts.map { text in
+                text.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
+                    ?? "NULL"
+            }.joined(separator: ",") + "}"
+        }
+        let strings = ["", "a\"b", "c\\d", "東京"]
+        #expect(try strings.postgresText() == expected(strings))
+        #expect(try (strings + [nil] as [String?]).postgresText() == expected(strings + [nil]))
+        #expect(try ([Int.min, 0, Int.max] as [Int]).postgresText() == expected(["\(Int.min)", "0", "\(Int.max)"]))
+        #expect(try ([Int64.min, nil] as [Int64?]).postgresText() == expected(["\(Int64.min)", nil]))
+        #expect(try ([Int32.min, 7] as [Int32]).postgresText() == expected(["\(Int32.min)", "7"]))
+        #expect(try ([nil, Int16.max] as [Int16?]).postgresText() == expected([nil, "\(Int16.max)"]))
+        #expect(try ([1.5, -0.25] as [Double]).postgresText() == expected(["1.5", "-0.25"]))
+        #expect(try [Tag(name: "x\"y"), Tag(name: "")].postgresText() == expected(["#x\"y", nil]))
+        #expect(try ([Tag(name: "z"), nil] as [Tag?]).postgresText() == expected(["#z", nil]))
+        #expect(throws: PostgresValueError.self) { try ["a\u{0}b"].postgresText() }
+        #expect(throws: PostgresValueError.self) { try (["a\u{0}b", nil] as [String?]).postgresText() }
+    }
+
     @Test func arrayLiteralBuilderWritesEveryElementAndGrows() throws {
         let integers: [Int64] = [Int64.min, -1_000_000_000_000_000_000, -10, -9, -1, 0, 1, 9, 10, 99, 100, 999_999_999_999_999_999, Int64.max]
         var literal = ArrayLiteralBuilder(capacity: 1)
