@@ -125,6 +125,11 @@ enum StoredValueLayout {
     /// The byte offset of the metadata word.
     @usableFromInline static let metadataOffset = 3 * MemoryLayout<Int>.size
 
+    /// A type's metadata pointer as a word, as an existential box holds it (no bit cast:
+    /// `ObjectIdentifier` of a metatype wraps that pointer).
+    @inlinable
+    static func metadataWord(of type: Any.Type) -> Int { Int(bitPattern: ObjectIdentifier(type)) }
+
     /// Whether values of `Scalar` are read from the box directly.
     @inlinable
     static func isInline<Scalar>(_ scalar: Scalar.Type) -> Bool {
@@ -136,9 +141,10 @@ enum StoredValueLayout {
     /// holds another type (the caller takes the generic path).
     @inlinable
     static func read<Scalar>(_ stored: StoredValue, as scalar: Scalar.Type) -> Scalar?? {
-        let type = unsafeBitCast(Scalar.self as Any.Type, to: UnsafeRawPointer.self)
+        let type = metadataWord(of: Scalar.self)
         return withUnsafeBytes(of: stored) { raw -> Scalar?? in
-            guard let metadata = raw.load(fromByteOffset: metadataOffset, as: UnsafeRawPointer?.self) else { return .some(nil) }
+            let metadata = raw.load(fromByteOffset: metadataOffset, as: Int.self)
+            guard metadata != 0 else { return .some(nil) }
             guard metadata == type else { return nil }
             return .some(raw.load(as: Scalar.self))
         }
@@ -149,8 +155,9 @@ enum StoredValueLayout {
     @inlinable
     static func read<Scalar>(at pointer: UnsafePointer<StoredValue>, as scalar: Scalar.Type) -> Scalar?? {
         let raw = UnsafeRawPointer(pointer)
-        guard let metadata = raw.load(fromByteOffset: metadataOffset, as: UnsafeRawPointer?.self) else { return .some(nil) }
-        guard metadata == unsafeBitCast(Scalar.self as Any.Type, to: UnsafeRawPointer.self) else { return nil }
+        let metadata = raw.load(fromByteOffset: metadataOffset, as: Int.self)
+        guard metadata != 0 else { return .some(nil) }
+        guard metadata == metadataWord(of: Scalar.self) else { return nil }
         return .some(raw.load(as: Scalar.self))
     }
 
@@ -168,8 +175,7 @@ enum StoredValueLayout {
             let stored: StoredValue = value
             return withUnsafeBytes(of: stored) { raw in
                 raw.count == metadataOffset + MemoryLayout<Int>.size
-                    && raw.load(fromByteOffset: metadataOffset, as: UnsafeRawPointer?.self)
-                        == unsafeBitCast(T.self as Any.Type, to: UnsafeRawPointer.self)
+                    && raw.load(fromByteOffset: metadataOffset, as: Int.self) == metadataWord(of: T.self)
                     && raw.load(as: T.self) == value
             }
         }
@@ -184,10 +190,9 @@ enum StoredValueLayout {
 }
 
 /// A stored value as its scalar type. The existential is opened (`value` arrives with its
-/// dynamic type `T`); when that is the scalar type, no runtime cast is needed — the
-/// common case on every property read.
+/// dynamic type `T`), so the cast starts from the value's own type: when that is the
+/// scalar type (the common case), the runtime's same-type path copies it.
 @inlinable
 func unbox<T: Sendable, Scalar>(_ value: T, as scalar: Scalar.Type) -> Scalar? {
-    if T.self == Scalar.self { return unsafeBitCast(value, to: Scalar.self) }
-    return value as? Scalar
+    value as? Scalar
 }
