@@ -459,28 +459,3 @@ enum ChangeLog {
         return String(decoding: bytes, as: UTF8.self)
     }
 }
-
-/// The change log is missing, unreadable or not usable by this role.
-public enum ChangeLogError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// The record's `changes` column is not in the format this version writes.
-    case unreadableRecord(id: Int64, reason: String)
-    /// The change-log table does not exist: run `pgdatakit migrate` (or
-    /// `Migrator.migrate(on:)`, or the SQL of `Migrator.librarySchemaSQL`) with a role
-    /// that may create tables.
-    case notInstalled(table: String)
-    /// The role lacks these grants, each as `PRIVILEGE on object`.
-    case missingPrivilege([String])
-
-    /// What went wrong and what to do.
-    public var description: String {
-        switch self {
-        case .unreadableRecord(let id, let reason):
-            return "change record \(id) in \(ChangeLog.table) could not be read: \(reason)"
-        case .notInstalled(let table):
-            return "the change log \(table) does not exist: run `pgdatakit migrate` (or Migrator.migrate(on:)) "
-                + "with a role that may create tables"
-        case .missingPrivilege(let grants):
-            return "the role may not use the change log; grant " + grants.joined(separator: ", ")
-        }
-    }
-}
