@@ -179,7 +179,7 @@ struct ArrayLiteralBuilder: ~Copyable {
         let (length, escapes) = try text.withUTF8 { utf8 -> (Int, Int) in
             var escapes = 0
             for byte in utf8 {
-                if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
+                if byte == 0 { throw PostgresValueError(code: .containsNUL, swiftType: "String") }
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes += 1 }
             }
             return (utf8.count, escapes)

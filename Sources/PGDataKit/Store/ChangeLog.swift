@@ -303,7 +303,7 @@ enum ChangeLog {
         let text = try row.string(at: column)
         guard let value = UInt64(text) else {
             throw PostgresValueError(
-                reason: .invalidText(text), swiftType: "UInt64", column: "#\(column)", row: row.index)
+                code: .invalidText, swiftType: "UInt64", column: "#\(column)", row: row.index, text: text)
         }
         return value
     }
