@@ -172,7 +172,7 @@ struct ArrayLiteralBuilder: ~Copyable {
 
     /// Appends a string, quoted and escaped.
     ///
-    /// - Throws: `PostgresValueError.Reason.containsNUL`.
+    /// - Throws: `PostgresValueError` with code `.containsNUL`.
     mutating func append(_ text: String) throws {
         var text = text
         // One pass to check and count the bytes to escape, then one copy.

@@ -243,7 +243,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     /// - Parameters:
     ///   - environment: where `PGDATAKIT_POSTGRES_BIN` and `PATH` are read.
     ///   - systemDirectory: the folder holding one folder per installed major version.
-    /// - Throws: `EmbeddedPostgresError.Reason.binariesNotFound` listing where it looked.
+    /// - Throws: `EmbeddedPostgresError` with code `.binariesNotFound`, listing where it
+    ///   looked.
     public static func locateBinaries(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         systemDirectory: String = "/usr/lib/postgresql"
@@ -316,8 +317,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     /// `directory`, to read its URL, check that it still runs (`liveness()`), restart it
     /// after a crash (`restart(port:)`) or stop it.
     ///
-    /// - Throws: `EmbeddedPostgresError.Reason.notAServerDirectory` when the folder does
-    ///   not hold such a server.
+    /// - Throws: `EmbeddedPostgresError` with code `.notAServerDirectory` when the
+    ///   folder does not hold such a server.
     public static func attach(to directory: URL) throws -> EmbeddedPostgres {
         guard let data = try? Data(contentsOf: directory.appendingPathComponent("pgdatakit.json")),
             let description = try? JSONDecoder().decode(Description.self, from: data)

@@ -185,13 +185,14 @@ public struct Migrator: Sendable {
     ///
     /// - Returns: the migrations this call applied (empty when another process had
     ///   applied them already).
-    /// - Throws: `MigrationError.Reason.transactionPooledConnection` when the connection
-    ///   goes through a pooler in transaction mode (the lock needs a session of its own);
-    ///   `MigrationError.Reason.missingPrivilege` when the role lacks a right a
+    /// - Throws: `MigrationError` with code `.transactionPooledConnection` when the
+    ///   connection goes through a pooler in transaction mode (the lock needs a session
+    ///   of its own);
+    ///   `MigrationError` with code `.missingPrivilege` when the role lacks a right a
     ///   step needs (creating the bookkeeping table or the library's schema, reading the
     ///   bookkeeping table, or a pending migration's SQL refused with SQLSTATE `42501`),
     ///   naming the rights and the object;
-    ///   `MigrationError.Reason.checksumMismatch` when an applied file changed,
+    ///   `MigrationError` with code `.checksumMismatch` when an applied file changed,
     ///   `.transactionControl` when a pending file begins, commits or rolls back a
     ///   transaction itself (nothing is applied in either case), `.migrationFailed` when
     ///   a migration's SQL fails (earlier migrations of the run stay applied; the error's
