@@ -183,7 +183,7 @@ func watch() -> Never {
                 do {
                     try object.setValue("touched", forKey: "name")
                     emit("touched-deleted \(object.userID) no-error")
-                } catch ManagedObjectError.objectDeleted {
+                } catch let error as ManagedObjectError where error.code == .objectDeleted {
                     emit("touched-deleted \(object.userID) objectDeleted isDeleted=\(object.isDeleted)")
                 }
             }

@@ -127,7 +127,7 @@ struct DatabaseCommand: ParsableCommand {
         do {
             try server.restart(port: port)
         } catch let restartError as EmbeddedPostgresError {
-            guard case .cannotRestart = restartError.reason else {
+            guard restartError.code == .cannotRestart else {
                 printError(
                     "The server in \(folder) had stopped (its process is gone) and could not be restarted: "
                         + "\(restartError). Its data is untouched.")

@@ -111,7 +111,7 @@ struct WatchCommand: ParsableCommand {
         printLine(state.summary())
         if let last = history?.lastToken { printLine("Last token: \(last)") }
         if let failure {
-            if case HistoryError.historyExpired(_, let oldest) = failure {
+            if let expired = failure as? HistoryError, expired.code == .historyExpired, let oldest = expired.oldestAvailable {
                 printError(
                     "Error: \(failure)\nRecords were pruned unread; go on from what is left with --since \(oldest)"
                         + (reader.map { " (or acknowledge it as \($0))" } ?? ""))

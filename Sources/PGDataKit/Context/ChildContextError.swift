@@ -6,28 +6,61 @@
 /// ```swift
 /// do {
 ///     try child.save()
-/// } catch let error as ChildContextError {
+/// } catch let error as ChildContextError where error.code == .objectGoneFromParent {
 ///     print(error)   // save(): User/42 is no longer in the parent context (deleted there, …)
 /// }
 /// ```
-public enum ChildContextError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The call needs the database directly (it writes and commits, streams rows through
-    /// a cursor, or follows the store's saves), so a child context refuses it rather than
-    /// go around its parent. `advice` says what to do instead.
-    case unsupported(call: String, advice: String)
-    /// `call` names an object the parent context no longer has: deleted there (saved or
-    /// not), or forgotten by its `reset()` or `rollback()` since the child read it.
-    /// Nothing was changed in the parent.
-    case objectGoneFromParent(ObjectID, call: String)
+public struct ChildContextError: Error, Sendable, Equatable, DescribedError {
+    /// What went wrong, broadly.
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
 
+        private init(_ name: String) { self.name = name }
+
+        /// The call needs the database directly (it writes and commits, streams rows
+        /// through a cursor, or follows the store's saves), so a child context refuses it
+        /// rather than go around its parent. `advice` says what to do instead.
+        public static let unsupported = Code("unsupported")
+        /// `call` names an object (`objectID`) the parent context no longer has: deleted
+        /// there (saved or not), or forgotten by its `reset()` or `rollback()` since the
+        /// child read it. Nothing was changed in the parent.
+        public static let objectGoneFromParent = Code("objectGoneFromParent")
+
+        /// The code's name, such as `unsupported`.
+        public var description: String { name }
+    }
+
+    /// What went wrong, broadly.
+    public let code: Code
     /// Names the call, the object and what to do.
-    public var description: String {
-        switch self {
-        case .unsupported(let call, let advice):
-            return "\(call) is not available in a child context: \(advice)"
-        case .objectGoneFromParent(let id, let call):
-            return "\(call): \(id) is no longer in the parent context (deleted there, or forgotten by its reset "
-                + "or rollback); the parent was left as it was: roll the child back or re-read the object"
-        }
+    public let message: String
+    /// The call that was refused or failed, such as `save()`.
+    public let call: String
+    /// What to do instead (`unsupported`).
+    public private(set) var advice: String?
+    /// The object the parent no longer has (`objectGoneFromParent`).
+    public private(set) var objectID: ObjectID?
+
+    var contextFields: [ErrorContextField?] {
+        [.name("call", call), .name("advice", advice), .name("objectID", objectID)]
+    }
+
+    /// The call needs the database directly, so a child context refuses it.
+    public static func unsupported(call: String, advice: String) -> ChildContextError {
+        ChildContextError(
+            code: .unsupported, message: "\(call) is not available in a child context: \(advice)", call: call,
+            advice: advice)
+    }
+
+    /// `call` names an object the parent context no longer has.
+    public static func objectGoneFromParent(_ id: ObjectID, call: String) -> ChildContextError {
+        ChildContextError(
+            code: .objectGoneFromParent,
+            message: "\(call): \(id) is no longer in the parent context (deleted there, or forgotten by its reset "
+                + "or rollback); the parent was left as it was: roll the child back or re-read the object",
+            call: call, objectID: id)
     }
 }

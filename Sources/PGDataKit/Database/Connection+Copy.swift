@@ -56,8 +56,8 @@ extension Connection {
             for (rowIndex, row) in rows.enumerated() {
                 guard row.count == columns.count else {
                     throw PostgresValueError(
-                        reason: .unencodable("row has \(row.count) values for \(columns.count) columns"),
-                        swiftType: "row", row: rowIndex)
+                        code: .unencodable, swiftType: "row", row: rowIndex,
+                        reason: "row has \(row.count) values for \(columns.count) columns")
                 }
                 for (index, value) in row.enumerated() {
                     if index > 0 { buffer.append(UInt8(ascii: "\t")) }

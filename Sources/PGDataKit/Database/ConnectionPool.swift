@@ -1,31 +1,6 @@
 import Foundation
 import Logging
 
-/// The pool could not hand out a connection.
-public struct ConnectionPoolError: Error, Sendable, CustomStringConvertible {
-    /// Why no connection was handed out.
-    public enum Reason: Sendable, Equatable {
-        /// Every connection stayed busy for the whole timeout.
-        case timedOut(waited: Duration, maximumConnections: Int)
-        /// The pool was closed.
-        case closed
-    }
-
-    /// Why no connection was handed out.
-    public var reason: Reason
-
-    /// Says how long it waited and how large the pool is.
-    public var description: String {
-        switch reason {
-        case .timedOut(let waited, let maximum):
-            return "no connection became free within \(waited) (all \(maximum) in use); "
-                + "release connections sooner or raise maximumConnections"
-        case .closed:
-            return "the connection pool was closed"
-        }
-    }
-}
-
 /// A bounded set of connections to one database, shared by threads.
 ///
 /// `withConnection(_:)` borrows a connection for the length of a closure. When all are
@@ -101,7 +76,7 @@ public final class ConnectionPool: @unchecked Sendable {
             condition.lock()
             if isClosed {
                 condition.unlock()
-                throw ConnectionPoolError(reason: .closed)
+                throw ConnectionPoolError.closed
             }
             if let connection = idle.popLast() {
                 condition.unlock()
@@ -128,8 +103,7 @@ public final class ConnectionPool: @unchecked Sendable {
             let signalled = condition.wait(until: deadline)
             condition.unlock()
             if !signalled && Date() >= deadline {
-                throw ConnectionPoolError(
-                    reason: .timedOut(waited: waited, maximumConnections: maximumConnections))
+                throw ConnectionPoolError.timedOut(waited: waited, maximumConnections: maximumConnections)
             }
         }
     }

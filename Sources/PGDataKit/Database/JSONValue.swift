@@ -249,27 +249,27 @@ extension JSONValue: PostgresCodable {
     ///   server would refuse the whole statement).
     public func postgresText() throws -> String? {
         if let problem = unencodable {
-            throw PostgresValueError(reason: problem, swiftType: "JSONValue")
+            throw PostgresValueError(code: problem.code, swiftType: "JSONValue", reason: problem.reason)
         }
         return jsonText
     }
 
     /// Why the value cannot be stored, if it cannot (checked with a worklist).
-    private var unencodable: PostgresValueError.Reason? {
+    private var unencodable: (code: PostgresValueError.Code, reason: String?)? {
         var pending: [(value: JSONValue, depth: Int)] = [(self, 0)]
         while let (value, depth) = pending.popLast() {
             switch value {
             case .number(let number):
                 if !number.isFinite {
-                    return .unencodable("it holds a number that is NaN or infinite, which JSON cannot represent")
+                    return (.unencodable, "it holds a number that is NaN or infinite, which JSON cannot represent")
                 }
-            case .string(let text): if text.utf8.contains(0) { return .containsNUL }
+            case .string(let text): if text.utf8.contains(0) { return (.containsNUL, nil) }
             case .array(let values):
                 guard depth < Self.maximumDepth else { return Self.tooDeep }
                 pending.append(contentsOf: values.lazy.map { ($0, depth + 1) })
             case .object(let members):
                 guard depth < Self.maximumDepth else { return Self.tooDeep }
-                if members.keys.contains(where: { $0.utf8.contains(0) }) { return .containsNUL }
+                if members.keys.contains(where: { $0.utf8.contains(0) }) { return (.containsNUL, nil) }
                 pending.append(contentsOf: members.values.lazy.map { ($0, depth + 1) })
             case .null, .bool: break
             }
@@ -327,8 +327,8 @@ extension JSONValue: PostgresCodable {
     }
 
     /// Why a value nested deeper than `maximumDepth` is refused.
-    private static var tooDeep: PostgresValueError.Reason {
-        .unencodable("it nests deeper than \(maximumDepth) levels (JSONValue.maximumDepth)")
+    private static var tooDeep: (code: PostgresValueError.Code, reason: String?) {
+        (.unencodable, "it nests deeper than \(maximumDepth) levels (JSONValue.maximumDepth)")
     }
 
     /// Parses `json` or `jsonb` text.

@@ -38,14 +38,17 @@ public struct PostgresCell {
     }
 
     /// An error about this cell, for decoders.
-    public func error<T>(_ reason: PostgresValueError.Reason, for type: T.Type) -> PostgresValueError {
+    public func error<T>(_ code: PostgresValueError.Code, for type: T.Type) -> PostgresValueError {
         PostgresValueError(
-            reason: reason, swiftType: String(describing: type), column: columnName,
+            code: code, swiftType: String(describing: type), column: columnName,
             row: rowIndex, typeOID: typeOID)
     }
 
-    /// An `invalidText` error carrying this cell's text.
+    /// An `invalidText` error carrying this cell's text (which only its
+    /// `debugDescription` shows).
     public func invalid<T>(for type: T.Type) -> PostgresValueError {
-        error(.invalidText(string), for: type)
+        var error = error(.invalidText, for: type)
+        error.text = string
+        return error
     }
 }

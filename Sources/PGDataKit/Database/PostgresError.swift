@@ -45,19 +45,34 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     }
 
     /// Why a connection could not be opened.
-    public enum ConnectionFailureReason: String, Sendable, Equatable {
+    ///
+    /// A struct of named values rather than an enum, like `Kind`, so later versions can
+    /// tell more reasons apart without breaking a caller's `switch`.
+    public struct ConnectionFailureReason: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+        /// How the description says it, such as `host not found`.
+        let phrase: String
+
+        private init(_ name: String, _ phrase: String) {
+            self.name = name
+            self.phrase = phrase
+        }
+
         /// The host name could not be resolved.
-        case hostNotFound = "host not found"
+        public static let hostNotFound = ConnectionFailureReason("hostNotFound", "host not found")
         /// Nothing accepts connections at the host and port.
-        case connectionRefused = "connection refused"
+        public static let connectionRefused = ConnectionFailureReason("connectionRefused", "connection refused")
         /// The server rejected the credentials.
-        case authenticationFailed = "authentication failed"
+        public static let authenticationFailed = ConnectionFailureReason("authenticationFailed", "authentication failed")
         /// The database does not exist on the server.
-        case databaseDoesNotExist = "database does not exist"
+        public static let databaseDoesNotExist = ConnectionFailureReason("databaseDoesNotExist", "database does not exist")
         /// The server did not answer in time.
-        case timeout = "timeout"
+        public static let timeout = ConnectionFailureReason("timeout", "timeout")
         /// The server refused for another reason (too many connections, shutting down…).
-        case other = "connection failed"
+        public static let other = ConnectionFailureReason("other", "connection failed")
+
+        /// The reason's name, such as `hostNotFound`.
+        public var description: String { name }
     }
 
     /// Where a failed connection tried to go. The password is never kept.
@@ -156,7 +171,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         case .server:
             text = "server error \(sqlState?.rawValue ?? "?????"): \(redactedMessage)"
         case .connectionFailed:
-            let reason = connectionFailureReason?.rawValue ?? "connection failed"
+            let reason = connectionFailureReason?.phrase ?? "connection failed"
             let target = endpoint.map { " to \($0)" } ?? ""
             text = "could not connect\(target) (\(reason)): \(message)"
         case .connectionLost:

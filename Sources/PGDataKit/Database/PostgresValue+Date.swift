@@ -12,7 +12,7 @@ extension Date: PostgresCodable {
     public func postgresText() throws -> String? {
         let seconds = timeIntervalSince1970
         guard seconds.isFinite else {
-            throw PostgresValueError(reason: .unencodable("not a finite date"), swiftType: "Date")
+            throw PostgresValueError(code: .unencodable, swiftType: "Date", reason: "not a finite date")
         }
         var whole = seconds.rounded(.down)
         var micros = ((seconds - whole) * 1_000_000).rounded()
@@ -22,9 +22,8 @@ extension Date: PostgresCodable {
         }
         guard whole >= Double(TimestampText.firstSecond), whole < Double(TimestampText.endSecond) else {
             throw PostgresValueError(
-                reason: .unencodable(
-                    "the date lies outside PostgreSQL's timestamptz range (4714-11-24 BC to 294276-12-31 AD)"),
-                swiftType: "Date")
+                code: .unencodable, swiftType: "Date",
+                reason: "the date lies outside PostgreSQL's timestamptz range (4714-11-24 BC to 294276-12-31 AD)")
         }
         return TimestampText.format(secondsSince1970: Int64(whole), microseconds: Int64(micros))
     }

@@ -9,7 +9,7 @@ extension String: PostgresCodable {
         var text = self
         let hasNUL = text.withUTF8 { utf8 in utf8.baseAddress.map { memchr($0, 0, utf8.count) != nil } ?? false }
         if hasNUL {
-            throw PostgresValueError(reason: .containsNUL, swiftType: "String")
+            throw PostgresValueError(code: .containsNUL, swiftType: "String")
         }
         return self
     }
@@ -257,10 +257,9 @@ extension Decimal: PostgresCodable {
         let text = description
         guard Self.significantDigits(of: text) <= Self.maximumReadableDigits else {
             throw PostgresValueError(
-                reason: .unencodable(
-                    "it has more than \(Self.maximumReadableDigits) significant digits, which Decimal "
-                        + "cannot read back from numeric"),
-                swiftType: "Decimal")
+                code: .unencodable, swiftType: "Decimal",
+                reason: "it has more than \(Self.maximumReadableDigits) significant digits, which Decimal "
+                    + "cannot read back from numeric")
         }
         return text
     }

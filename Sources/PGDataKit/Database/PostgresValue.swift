@@ -171,14 +171,14 @@ struct ArrayLiteralBuilder: ~Copyable {
 
     /// Appends a string, quoted and escaped.
     ///
-    /// - Throws: `PostgresValueError.Reason.containsNUL`.
+    /// - Throws: `PostgresValueError` with code `.containsNUL`.
     mutating func append(_ text: String) throws {
         var text = text
         // One pass to check and count the bytes to escape, then one copy.
         let (length, escapes) = try text.withUTF8 { utf8 -> (Int, Int) in
             var escapes = 0
             for byte in utf8 {
-                if byte == 0 { throw PostgresValueError(reason: .containsNUL, swiftType: "String") }
+                if byte == 0 { throw PostgresValueError(code: .containsNUL, swiftType: "String") }
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes += 1 }
             }
             return (utf8.count, escapes)

@@ -102,7 +102,7 @@ public struct Row: Sendable {
     public func decode<T: PostgresDecodable>(_ type: T.Type = T.self, at column: Int) throws -> T {
         guard column >= 0, column < result.columnCount else {
             throw PostgresValueError(
-                reason: .noSuchColumn, swiftType: String(describing: T.self),
+                code: .noSuchColumn, swiftType: String(describing: T.self),
                 column: "#\(column)", row: index)
         }
         return try T.decode(from: result.cell(row: index, column: column))
@@ -114,7 +114,7 @@ public struct Row: Sendable {
     public func decode<T: PostgresDecodable>(_ type: T.Type = T.self, named column: String) throws -> T {
         guard let position = result.columnIndex(named: column) else {
             throw PostgresValueError(
-                reason: .noSuchColumn, swiftType: String(describing: T.self), column: column,
+                code: .noSuchColumn, swiftType: String(describing: T.self), column: column,
                 row: index)
         }
         return try T.decode(from: result.cell(row: index, column: position))

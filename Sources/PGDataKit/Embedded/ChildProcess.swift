@@ -32,8 +32,7 @@ enum ChildProcess {
             var status: Int32 = 0
             while waitpid(pid, &status, 0) < 0 {
                 guard errno == EINTR else {
-                    throw EmbeddedPostgresError(
-                        reason: .fileSystem("waitpid: \(String(cString: strerror(errno)))"))
+                    throw EmbeddedPostgresError.fileSystem("waitpid: \(String(cString: strerror(errno)))")
                 }
             }
             // WIFEXITED / WEXITSTATUS spelled out (they are macros); signals as 128 + n.
@@ -91,8 +90,7 @@ enum ChildProcess {
     private static func openForWriting(_ path: String) throws -> Int32 {
         let descriptor = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else {
-            throw EmbeddedPostgresError(
-                reason: .fileSystem("cannot create \(path): \(String(cString: strerror(errno)))"))
+            throw EmbeddedPostgresError.fileSystem("cannot create \(path): \(String(cString: strerror(errno)))")
         }
         return descriptor
     }
@@ -136,10 +134,8 @@ enum ChildProcess {
         var pid: pid_t = 0
         let result = posix_spawn(&pid, "/bin/sh", &actions, &attributes, argv, envp)
         guard result == 0 else {
-            throw EmbeddedPostgresError(
-                reason: .commandFailed(
-                    command: executable, status: -1,
-                    output: "cannot start: \(String(cString: strerror(result)))"))
+            throw EmbeddedPostgresError.commandFailed(
+                command: executable, status: -1, output: "cannot start: \(String(cString: strerror(result)))")
         }
         return pid
     }

@@ -31,15 +31,15 @@ extension EmbeddedPostgres {
     ///
     /// - Parameter requestedPort: the port to listen on; `nil` for the old one when it is
     ///   free.
-    /// - Throws: `EmbeddedPostgresError` with reason `.alreadyRunning` when the postmaster
+    /// - Throws: `EmbeddedPostgresError` with code `.alreadyRunning` when the postmaster
     ///   runs (or still recovers after two minutes), `.oldProcessesRemain` when the dead
     ///   one's children do not exit, `.portInUse` when `port` is taken, `.cannotRestart`
     ///   (with what the server logged) when PostgreSQL fails to start on the data
     ///   directory, and `.notAServerDirectory` after `stop()`. The folder is left as it
     ///   was; `moveAside()` puts a damaged one out of the way without deleting it.
     public func restart(port requestedPort: Int? = nil) throws {
-        guard !isStopped else { throw EmbeddedPostgresError(reason: .notAServerDirectory(directory.path)) }
-        let alreadyRunning = EmbeddedPostgresError(reason: .alreadyRunning(directory: directory.path))
+        guard !isStopped else { throw EmbeddedPostgresError.notAServerDirectory(directory.path) }
+        let alreadyRunning = EmbeddedPostgresError.alreadyRunning(directory: directory.path)
         guard !postmasterIsAlive() else { throw alreadyRunning }
         try waitForRemainingServerProcesses()
         removeStaleLockFiles()
@@ -58,24 +58,24 @@ extension EmbeddedPostgres {
                 let log = logText(from: logStart)
                 if log.contains("Address already in use") {
                     guard requestedPort == nil, attempt < 4 else {
-                        throw EmbeddedPostgresError(reason: .portInUse(port))
+                        throw EmbeddedPostgresError.portInUse(port)
                     }
                     port = try Self.freePort()
                     continue
                 }
                 if log.contains("pre-existing shared memory block") {
-                    throw EmbeddedPostgresError(
-                        reason: .oldProcessesRemain(directory: directory.path, pids: remainingServerProcesses()))
+                    throw EmbeddedPostgresError.oldProcessesRemain(
+                        directory: directory.path, pids: remainingServerProcesses())
                 }
-                throw EmbeddedPostgresError(
-                    reason: .cannotRestart(directory: directory.path, log: log.isEmpty ? "\(error)" : log))
+                throw EmbeddedPostgresError.cannotRestart(
+                    directory: directory.path, log: log.isEmpty ? "\(error)" : log)
             }
             address.withLock { $0 = Address(port: port) }
             try writeDescription()
             Self.logger.debug("restarted", metadata: ["url": "\(url)", "directory": "\(directory.path)"])
             return
         }
-        throw EmbeddedPostgresError(reason: .portInUse(port))
+        throw EmbeddedPostgresError.portInUse(port)
     }
 
     /// Moves the folder of a server that does not run out of the way, to
@@ -89,21 +89,20 @@ extension EmbeddedPostgres {
     /// ```swift
     /// do {
     ///     try server.restart()
-    /// } catch let error as EmbeddedPostgresError {
-    ///     guard case .cannotRestart = error.reason else { throw error }
+    /// } catch let error as EmbeddedPostgresError where error.code == .cannotRestart {
     ///     let kept = try server.moveAside()
     ///     print("\(error); its folder is now \(kept.path)")
     /// }
     /// ```
     ///
-    /// - Throws: `EmbeddedPostgresError` with reason `.alreadyRunning` when the postmaster
+    /// - Throws: `EmbeddedPostgresError` with code `.alreadyRunning` when the postmaster
     ///   runs, `.fileSystem` when the folder cannot be moved, `.notAServerDirectory` after
     ///   `stop()`.
     @discardableResult
     public func moveAside() throws -> URL {
-        guard !isStopped else { throw EmbeddedPostgresError(reason: .notAServerDirectory(directory.path)) }
+        guard !isStopped else { throw EmbeddedPostgresError.notAServerDirectory(directory.path) }
         guard !postmasterIsAlive() else {
-            throw EmbeddedPostgresError(reason: .alreadyRunning(directory: directory.path))
+            throw EmbeddedPostgresError.alreadyRunning(directory: directory.path)
         }
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -117,9 +116,8 @@ extension EmbeddedPostgres {
             suffix += 1
         }
         guard rename(directory.path, destination.path) == 0 else {
-            throw EmbeddedPostgresError(
-                reason: .fileSystem(
-                    "moving \(directory.path) to \(destination.path): \(String(cString: strerror(errno)))"))
+            throw EmbeddedPostgresError.fileSystem(
+                    "moving \(directory.path) to \(destination.path): \(String(cString: strerror(errno)))")
         }
         _ = markStopped()
         Self.logger.debug("moved aside", metadata: ["from": "\(directory.path)", "to": "\(destination.path)"])
@@ -147,8 +145,7 @@ extension EmbeddedPostgres {
         }
         let remaining = waitUntilGone(seconds: 5)
         guard remaining.isEmpty else {
-            throw EmbeddedPostgresError(
-                reason: .oldProcessesRemain(directory: directory.path, pids: remaining.map { Int32($0) }))
+            throw EmbeddedPostgresError.oldProcessesRemain(directory: directory.path, pids: remaining.map { Int32($0) })
         }
     }
 
@@ -194,7 +191,7 @@ extension EmbeddedPostgres {
         do {
             try lines.joined(separator: "\n").write(to: file, atomically: false, encoding: .utf8)
         } catch {
-            throw EmbeddedPostgresError(reason: .fileSystem("writing \(file.path): \(error)"))
+            throw EmbeddedPostgresError.fileSystem("writing \(file.path): \(error)")
         }
     }
 

@@ -120,21 +120,19 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         var account: (uid: uid_t, gid: gid_t)?
         if let serverUser {
             guard let entry = getpwnam(serverUser) else {
-                throw EmbeddedPostgresError(reason: .noUnprivilegedUser(serverUser))
+                throw EmbeddedPostgresError.noUnprivilegedUser(serverUser)
             }
             account = (entry.pointee.pw_uid, entry.pointee.pw_gid)
         }
         let parent = options.parentDirectory ?? FileManager.default.temporaryDirectory
         var template = Array(parent.appendingPathComponent("pgdatakit-XXXXXX").path.utf8CString)
         guard let created = mkdtemp(&template) else {
-            throw EmbeddedPostgresError(
-                reason: .fileSystem("mkdtemp in \(parent.path): \(String(cString: strerror(errno)))"))
+            throw EmbeddedPostgresError.fileSystem("mkdtemp in \(parent.path): \(String(cString: strerror(errno)))")
         }
         let directory = URL(fileURLWithPath: String(cString: created))
         do {
             if let account, chown(directory.path, account.uid, account.gid) != 0 {
-                throw EmbeddedPostgresError(
-                    reason: .fileSystem("chown \(directory.path): \(String(cString: strerror(errno)))"))
+                throw EmbeddedPostgresError.fileSystem("chown \(directory.path): \(String(cString: strerror(errno)))")
             }
             let server = try initialise(
                 directory: directory, bin: bin, serverUser: serverUser, options: options)
@@ -179,7 +177,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
             do {
                 try ("# written by pgdatakit\n" + conf + "\n").write(to: autoConf, atomically: false, encoding: .utf8)
             } catch {
-                throw EmbeddedPostgresError(reason: .fileSystem("writing \(autoConf.path): \(error)"))
+                throw EmbeddedPostgresError.fileSystem("writing \(autoConf.path): \(error)")
             }
             let server = EmbeddedPostgres(
                 address: Address(port: port), directory: directory, binDirectory: bin,
@@ -200,7 +198,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
                 }
             }
         }
-        throw lastError ?? EmbeddedPostgresError(reason: .fileSystem("server did not start"))
+        throw lastError ?? EmbeddedPostgresError.fileSystem("server did not start")
     }
 
     /// Stops the server and deletes its folder, data included. Stopping twice is
@@ -245,7 +243,8 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     /// - Parameters:
     ///   - environment: where `PGDATAKIT_POSTGRES_BIN` and `PATH` are read.
     ///   - systemDirectory: the folder holding one folder per installed major version.
-    /// - Throws: `EmbeddedPostgresError.Reason.binariesNotFound` listing where it looked.
+    /// - Throws: `EmbeddedPostgresError` with code `.binariesNotFound`, listing where it
+    ///   looked.
     public static func locateBinaries(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         systemDirectory: String = "/usr/lib/postgresql"
@@ -265,8 +264,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
             }
             if ok { return URL(fileURLWithPath: candidate) }
         }
-        throw EmbeddedPostgresError(
-            reason: .binariesNotFound(searched: ["\(systemDirectory)/*/bin"] + candidates))
+        throw EmbeddedPostgresError.binariesNotFound(searched: ["\(systemDirectory)/*/bin"] + candidates)
     }
 
     // MARK: - Shared server
@@ -311,7 +309,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         do {
             try JSONEncoder().encode(description).write(to: directory.appendingPathComponent("pgdatakit.json"))
         } catch {
-            throw EmbeddedPostgresError(reason: .fileSystem("writing pgdatakit.json: \(error)"))
+            throw EmbeddedPostgresError.fileSystem("writing pgdatakit.json: \(error)")
         }
     }
 
@@ -319,12 +317,12 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     /// `directory`, to read its URL, check that it still runs (`liveness()`), restart it
     /// after a crash (`restart(port:)`) or stop it.
     ///
-    /// - Throws: `EmbeddedPostgresError.Reason.notAServerDirectory` when the folder does
-    ///   not hold such a server.
+    /// - Throws: `EmbeddedPostgresError` with code `.notAServerDirectory` when the
+    ///   folder does not hold such a server.
     public static func attach(to directory: URL) throws -> EmbeddedPostgres {
         guard let data = try? Data(contentsOf: directory.appendingPathComponent("pgdatakit.json")),
             let description = try? JSONDecoder().decode(Description.self, from: data)
-        else { throw EmbeddedPostgresError(reason: .notAServerDirectory(directory.path)) }
+        else { throw EmbeddedPostgresError.notAServerDirectory(directory.path) }
         return EmbeddedPostgres(
             address: Address(url: description.url, port: description.port), directory: directory,
             binDirectory: URL(fileURLWithPath: description.binDirectory),
@@ -350,8 +348,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
         let outcome = try ChildProcess.run(
             executablePath, fullArguments, in: directory, environment: environment)
         guard outcome.status == 0 else {
-            throw EmbeddedPostgresError(
-                reason: .commandFailed(command: command, status: outcome.status, output: outcome.output))
+            throw EmbeddedPostgresError.commandFailed(command: command, status: outcome.status, output: outcome.output)
         }
         return outcome.output
     }
@@ -388,7 +385,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     static func freePort() throws -> Int {
         let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else {
-            throw EmbeddedPostgresError(reason: .fileSystem("socket: \(String(cString: strerror(errno)))"))
+            throw EmbeddedPostgresError.fileSystem("socket: \(String(cString: strerror(errno)))")
         }
         defer { _ = Glibc.close(descriptor) }
         var address = sockaddr_in()
@@ -403,7 +400,7 @@ public final class EmbeddedPostgres: @unchecked Sendable {
             }
         }
         guard bound else {
-            throw EmbeddedPostgresError(reason: .fileSystem("bind: \(String(cString: strerror(errno)))"))
+            throw EmbeddedPostgresError.fileSystem("bind: \(String(cString: strerror(errno)))")
         }
         return Int(UInt16(bigEndian: address.sin_port))
     }

@@ -273,7 +273,7 @@ struct CompiledMapper {
             } catch {
                 let mismatch = ImportError.typeMismatch(
                     recordIndex: index, key: path.description, entity: entity.name, attribute: map.attribute.name,
-                    expected: error.expected, actual: error.actual)
+                    expected: error.expected, actual: error.actual, value: value.importErrorText)
                 guard let onMalformedValue else { throw mismatch }
                 onMalformedValue(mismatch)
                 continue

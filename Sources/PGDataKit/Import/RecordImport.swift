@@ -100,7 +100,7 @@ struct RecordImport {
                     } catch {
                         throw ImportError.typeMismatch(
                             recordIndex: index, key: keyName, entity: entity.name, attribute: key.name,
-                            expected: error.expected, actual: error.actual)
+                            expected: error.expected, actual: error.actual, value: raw.importErrorText)
                     }
                     guard let converted = UniqueValue(stored) else {
                         throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
@@ -291,7 +291,8 @@ struct RecordImport {
                 } catch {
                     throw ImportError.typeMismatch(
                         recordIndex: firstIndex + offset, key: link.remoteName, entity: link.destination.name,
-                        attribute: link.destinationKey.name, expected: error.expected, actual: error.actual)
+                        attribute: link.destinationKey.name, expected: error.expected, actual: error.actual,
+                        value: raw.importErrorText)
                 }
                 guard let hash = UniqueValue(stored) else {
                     values.append(.null)

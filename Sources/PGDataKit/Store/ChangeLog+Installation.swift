@@ -74,17 +74,16 @@ extension ChangeLog {
     /// under `setupLockKey`), and does nothing — no DDL, no right needed — when it is
     /// complete.
     ///
-    /// - Throws: `MigrationError` with reason `.missingPrivilege` when something is
+    /// - Throws: `MigrationError` with code `.missingPrivilege` when something is
     ///   missing and the role may not create it, or `PostgresError`.
     static func installIfMissing(on connection: Connection) throws {
         let (parts, lacking) = try missingParts(on: connection)
         guard !parts.isEmpty else { return }
         guard lacking.isEmpty else {
-            throw MigrationError(
-                reason: .missingPrivilege(
-                    role: try Migrator.currentRole(on: connection), privileges: lacking,
-                    neededFor: "install the library's schema (missing: \(parts.joined(separator: ", ")))",
-                    underlying: nil))
+            throw MigrationError.missingPrivilege(
+                role: try Migrator.currentRole(on: connection), privileges: lacking,
+                neededFor: "install the library's schema (missing: \(parts.joined(separator: ", ")))",
+                underlying: nil)
         }
         try install(on: connection)
     }

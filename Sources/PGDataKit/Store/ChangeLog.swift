@@ -303,7 +303,7 @@ enum ChangeLog {
         let text = try row.string(at: column)
         guard let value = UInt64(text) else {
             throw PostgresValueError(
-                reason: .invalidText(text), swiftType: "UInt64", column: "#\(column)", row: row.index)
+                code: .invalidText, swiftType: "UInt64", column: "#\(column)", row: row.index, text: text)
         }
         return value
     }
@@ -457,30 +457,5 @@ enum ChangeLog {
         }
         bytes.append(UInt8(ascii: "]"))
         return String(decoding: bytes, as: UTF8.self)
-    }
-}
-
-/// The change log is missing, unreadable or not usable by this role.
-public enum ChangeLogError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// The record's `changes` column is not in the format this version writes.
-    case unreadableRecord(id: Int64, reason: String)
-    /// The change-log table does not exist: run `pgdatakit migrate` (or
-    /// `Migrator.migrate(on:)`, or the SQL of `Migrator.librarySchemaSQL`) with a role
-    /// that may create tables.
-    case notInstalled(table: String)
-    /// The role lacks these grants, each as `PRIVILEGE on object`.
-    case missingPrivilege([String])
-
-    /// What went wrong and what to do.
-    public var description: String {
-        switch self {
-        case .unreadableRecord(let id, let reason):
-            return "change record \(id) in \(ChangeLog.table) could not be read: \(reason)"
-        case .notInstalled(let table):
-            return "the change log \(table) does not exist: run `pgdatakit migrate` (or Migrator.migrate(on:)) "
-                + "with a role that may create tables"
-        case .missingPrivilege(let grants):
-            return "the role may not use the change log; grant " + grants.joined(separator: ", ")
-        }
     }
 }

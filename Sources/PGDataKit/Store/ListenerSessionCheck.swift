@@ -2,39 +2,6 @@ import Foundation
 import Logging
 import Synchronization
 
-/// What is wrong with the change listener's session, found when it connects.
-///
-/// For example, after starting a manager whose listener was given PgBouncer's address:
-///
-/// ```swift
-/// if let problem = manager.coordinator.listenerError {
-///     print(problem)   // the change listener's session … does not receive notifications …
-/// }
-/// ```
-public enum ChangeListenerError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The listener's connection (to `endpoint`, `user@host:port/database`) goes through
-    /// a pooler, and a notification sent from another session did not arrive within
-    /// `waited`: the pooler hands each transaction to some server process (PgBouncer's
-    /// transaction mode), so the `LISTEN` stays in a server process the listener does
-    /// not keep. Other processes' saves then reach this process only when its listener
-    /// reconnects and catches up from the change log. Give the listener a direct
-    /// connection (or one through a session-mode pooler): `listenerConfiguration`.
-    case notificationsNotDelivered(endpoint: String, waited: Duration)
-
-    /// What went wrong and what to do, without the password.
-    public var description: String {
-        switch self {
-        case .notificationsNotDelivered(let endpoint, let waited):
-            return "the change listener's session to \(endpoint) goes through a connection pooler and "
-                + "does not receive notifications (a test notification sent from another session did not "
-                + "arrive within \(waited)): a pooler in transaction mode cannot keep a LISTEN. Other "
-                + "processes' saves will not reach this process's main context; give the listener a direct "
-                + "connection (listenerConfiguration of StoreCoordinator or ContextManager), or one through "
-                + "a session-mode pooler"
-        }
-    }
-}
-
 /// Checks, each time the change listener connects, that its session receives
 /// notifications, and reports it once when not.
 ///

@@ -25,11 +25,10 @@ extension Migrator {
             """, [Connection.quoteIdentifier(Migrator.tableName)])[0]
         if try row.decode(Bool.self, at: 0) { return }
         guard try row.decode(Bool.self, at: 1) else {
-            throw MigrationError(
-                reason: .missingPrivilege(
-                    role: try Migrator.currentRole(on: connection),
-                    privileges: ["CREATE on schema \(try row.decode(String.self, at: 2))"],
-                    neededFor: "create the bookkeeping table \(Migrator.tableName)", underlying: nil))
+            throw MigrationError.missingPrivilege(
+                role: try Migrator.currentRole(on: connection),
+                privileges: ["CREATE on schema \(try row.decode(String.self, at: 2))"],
+                neededFor: "create the bookkeeping table \(Migrator.tableName)", underlying: nil)
         }
         try connection.execute(Migrator.ledgerSQL)
     }

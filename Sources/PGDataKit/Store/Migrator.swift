@@ -15,7 +15,7 @@ import Logging
 /// They may do so as the application role with DML rights only: the migrator reads the
 /// catalog before it runs any DDL, so with everything applied the run only reads
 /// (`SELECT` on `pgdatakit_migrations`), and what is missing is a `MigrationError` with
-/// reason `.missingPrivilege` naming the right the role lacks and the object.
+/// code `.missingPrivilege` naming the right the role lacks and the object.
 ///
 /// An applied file whose content has changed is an error, not a silent re-run. Files
 /// must not begin, commit or roll back transactions themselves (`BEGIN`, `COMMIT`,
@@ -56,8 +56,7 @@ public struct Migrator: Sendable {
         var seen: [Int: Migration] = [:]
         for migration in migrations {
             if let other = seen[migration.version] {
-                throw MigrationError(
-                    reason: .duplicateVersion(migration.version, files: [other.fileName, migration.fileName]))
+                throw MigrationError.duplicateVersion(migration.version, files: [other.fileName, migration.fileName])
             }
             seen[migration.version] = migration
         }
@@ -74,25 +73,24 @@ public struct Migrator: Sendable {
         do {
             files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         } catch {
-            throw MigrationError(
-                reason: .unreadableDirectory(path: directory.path, message: error.localizedDescription))
+            throw MigrationError.unreadableDirectory(path: directory.path, message: error.localizedDescription)
         }
         var migrations: [Migration] = []
         var filesByVersion: [Int: String] = [:]
         for file in files.sorted() where file.hasSuffix(".sql") {
             guard let (version, name) = Migrator.parseFileName(file) else {
-                throw MigrationError(reason: .invalidFileName(file))
+                throw MigrationError.invalidFileName(file)
             }
             if let other = filesByVersion[version] {
-                throw MigrationError(reason: .duplicateVersion(version, files: [other, file]))
+                throw MigrationError.duplicateVersion(version, files: [other, file])
             }
             filesByVersion[version] = file
             let sql: String
             do {
                 sql = try String(contentsOf: directory.appendingPathComponent(file), encoding: .utf8)
             } catch {
-                throw MigrationError(
-                    reason: .unreadableDirectory(path: directory.path, message: "\(file): \(error.localizedDescription)"))
+                throw MigrationError.unreadableDirectory(
+                    path: directory.path, message: "\(file): \(error.localizedDescription)")
             }
             migrations.append(
                 Migration(
@@ -170,7 +168,7 @@ public struct Migrator: Sendable {
     /// try Migrator.installLibrarySchema(on: connection)   // no-op once installed
     /// ```
     ///
-    /// - Throws: `MigrationError` with reason `.missingPrivilege` when something is
+    /// - Throws: `MigrationError` with code `.missingPrivilege` when something is
     ///   missing and the role may not create it (naming the right, such as
     ///   `CREATE on schema public`), or `PostgresError`.
     public static func installLibrarySchema(on connection: Connection) throws {
@@ -187,13 +185,14 @@ public struct Migrator: Sendable {
     ///
     /// - Returns: the migrations this call applied (empty when another process had
     ///   applied them already).
-    /// - Throws: `MigrationError.Reason.transactionPooledConnection` when the connection
-    ///   goes through a pooler in transaction mode (the lock needs a session of its own);
-    ///   `MigrationError.Reason.missingPrivilege` when the role lacks a right a
+    /// - Throws: `MigrationError` with code `.transactionPooledConnection` when the
+    ///   connection goes through a pooler in transaction mode (the lock needs a session
+    ///   of its own);
+    ///   `MigrationError` with code `.missingPrivilege` when the role lacks a right a
     ///   step needs (creating the bookkeeping table or the library's schema, reading the
     ///   bookkeeping table, or a pending migration's SQL refused with SQLSTATE `42501`),
     ///   naming the rights and the object;
-    ///   `MigrationError.Reason.checksumMismatch` when an applied file changed,
+    ///   `MigrationError` with code `.checksumMismatch` when an applied file changed,
     ///   `.transactionControl` when a pending file begins, commits or rolls back a
     ///   transaction itself (nothing is applied in either case), `.migrationFailed` when
     ///   a migration's SQL fails (earlier migrations of the run stay applied; the error's
@@ -201,7 +200,7 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(on connection: Connection, upTo version: Int? = nil) throws -> [Migration] {
         guard connection.pooling != .transaction else {
-            throw MigrationError(reason: .transactionPooledConnection(endpoint: connection.configuration.description))
+            throw MigrationError.transactionPooledConnection(endpoint: connection.configuration.description)
         }
         try connection.execute("SELECT pg_advisory_lock($1)", [Migrator.advisoryLockKey])
         defer {
@@ -216,10 +215,9 @@ public struct Migrator: Sendable {
         let applied = try appliedMigrations(on: connection)
         for migration in migrations {
             if let record = applied[migration.version], record.checksum != migration.checksum {
-                throw MigrationError(
-                    reason: .checksumMismatch(
-                        version: migration.version, name: migration.name, recorded: record.checksum,
-                        current: migration.checksum))
+                throw MigrationError.checksumMismatch(
+                    version: migration.version, name: migration.name, recorded: record.checksum,
+                    current: migration.checksum)
             }
         }
         let toApply = migrations.filter { migration in
@@ -229,9 +227,8 @@ public struct Migrator: Sendable {
         // first two applied and the third half done.
         for migration in toApply {
             if let statement = migration.transactionControlStatements().first {
-                throw MigrationError(
-                    reason: .transactionControl(
-                        version: migration.version, name: migration.name, command: statement.command),
+                throw MigrationError.transactionControl(
+                    version: migration.version, name: migration.name, command: statement.command,
                     location: migration.location(ofCharacterAt: statement.offset))
             }
         }
@@ -252,15 +249,14 @@ public struct Migrator: Sendable {
                         ])
                 }
             } catch let error as PostgresError where error.sqlState == .insufficientPrivilege {
-                throw MigrationError(
-                    reason: .missingPrivilege(
-                        role: try Migrator.currentRole(on: connection),
-                        privileges: try lackingMigrationRights(on: connection),
-                        neededFor: "apply migration \(migration.version) (\(migration.name))", underlying: error),
+                throw MigrationError.missingPrivilege(
+                    role: try Migrator.currentRole(on: connection),
+                    privileges: try lackingMigrationRights(on: connection),
+                    neededFor: "apply migration \(migration.version) (\(migration.name))", underlying: error,
                     location: MigrationError.Location(file: migration.path ?? migration.fileName))
             } catch let error as PostgresError {
-                throw MigrationError(
-                    reason: .migrationFailed(version: migration.version, name: migration.name, underlying: error),
+                throw MigrationError.migrationFailed(
+                    version: migration.version, name: migration.name, underlying: error,
                     location: error.position.map { migration.location(ofCharacterAt: $0 - 1) }
                         ?? MigrationError.Location(file: migration.path ?? migration.fileName))
             }
@@ -284,10 +280,9 @@ public struct Migrator: Sendable {
             [Connection.quoteIdentifier(Migrator.tableName)])[0]
         guard try ledger.decode(Bool.self, at: 0) else { return [:] }
         guard try ledger.decode(Bool?.self, at: 1) == true else {
-            throw MigrationError(
-                reason: .missingPrivilege(
-                    role: try Migrator.currentRole(on: connection), privileges: ["SELECT on \(Migrator.tableName)"],
-                    neededFor: "read which migrations are applied", underlying: nil))
+            throw MigrationError.missingPrivilege(
+                role: try Migrator.currentRole(on: connection), privileges: ["SELECT on \(Migrator.tableName)"],
+                neededFor: "read which migrations are applied", underlying: nil)
         }
         let rows = try connection.query(
             "SELECT version, name, checksum, applied_at FROM "

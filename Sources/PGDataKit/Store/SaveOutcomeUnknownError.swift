@@ -31,25 +31,36 @@
 ///     }
 /// }
 /// ```
-public struct SaveOutcomeUnknownError: Error, Sendable, CustomStringConvertible {
+public struct SaveOutcomeUnknownError: Error, Sendable, DescribedError {
     /// Why the lookup could not tell.
-    public enum Reason: Sendable, Equatable, CustomStringConvertible {
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+
+        private init(_ name: String) { self.name = name }
+
         /// No new connection could be opened before the timeout.
-        case serverUnreachable
+        public static let serverUnreachable = Code("serverUnreachable")
         /// The transaction was still in progress at the timeout (its server process
         /// lives on, and could not be ended).
-        case stillInProgress
+        public static let stillInProgress = Code("stillInProgress")
         /// The server does not know the transaction's status: it is too old (the
         /// status is kept for a limited number of transactions), or the server is a
         /// standby that has not caught up with it.
-        case statusUnavailable
+        public static let statusUnavailable = Code("statusUnavailable")
 
-        /// The reason in words.
-        public var description: String {
+        /// The code's name, such as `serverUnreachable`.
+        public var description: String { name }
+
+        /// The reason in words, for the message.
+        var phrase: String {
             switch self {
             case .serverUnreachable: return "the server could not be reached to look it up"
             case .stillInProgress: return "the transaction was still in progress"
             case .statusUnavailable: return "the server does not know the transaction's status"
+            default: return "its status could not be looked up (\(name))"
             }
         }
     }
@@ -60,7 +71,7 @@ public struct SaveOutcomeUnknownError: Error, Sendable, CustomStringConvertible 
     /// happen in practice.)
     public let transactionID: UInt64
     /// Why its outcome is unknown.
-    public let reason: Reason
+    public let code: Code
     /// The error that broke the connection at the `COMMIT`.
     public let commitError: PostgresError
     /// The last error met while looking the transaction up, if any (such as why no
@@ -80,19 +91,20 @@ public struct SaveOutcomeUnknownError: Error, Sendable, CustomStringConvertible 
 
     /// Creates an error; the library makes these, tests and wrappers may too.
     public init(
-        transactionID: UInt64, reason: Reason, commitError: PostgresError, lookupError: (any Error)? = nil,
+        transactionID: UInt64, code: Code, commitError: PostgresError, lookupError: (any Error)? = nil,
         changeRecordID: Int64? = nil
     ) {
         self.transactionID = transactionID
-        self.reason = reason
+        self.code = code
         self.commitError = commitError
         self.lookupError = lookupError
         self.changeRecordID = changeRecordID
     }
 
     /// What happened and what to do, without data.
-    public var description: String {
-        var text = "the outcome of a save is unknown: the connection broke at its COMMIT (\(commitError)) and \(reason)"
+    public var message: String {
+        var text =
+            "the outcome of a save is unknown: the connection broke at its COMMIT (\(commitError)) and \(code.phrase)"
         if let lookupError { text += " (\(lookupError))" }
         if let changeRecordID {
             return text
@@ -102,5 +114,12 @@ public struct SaveOutcomeUnknownError: Error, Sendable, CustomStringConvertible 
         return text
             + "; transaction \(transactionID) may have committed: check SELECT pg_xact_status('\(transactionID)'::xid8) "
             + "before saving again"
+    }
+
+    var contextFields: [ErrorContextField?] {
+        [
+            .name("transactionID", transactionID), .name("changeRecordID", changeRecordID),
+            .underlying("commitError", commitError), .underlying("lookupError", lookupError),
+        ]
     }
 }

@@ -38,7 +38,7 @@ extension StoreCoordinator {
     enum CommitResolution: Sendable {
         case committed
         case notCommitted
-        case unknown(SaveOutcomeUnknownError.Reason, lookupError: (any Error)?)
+        case unknown(SaveOutcomeUnknownError.Code, lookupError: (any Error)?)
     }
 
     /// Commits a write transaction and returns its connection to the pool; a `BEGIN`
@@ -164,14 +164,14 @@ extension StoreCoordinator {
         case nil:
             // A failure of the client's own before the answer was read (not a lost
             // session): the server may have gone on to the COMMIT.
-            throw SaveOutcomeUnknownError(transactionID: 0, reason: .statusUnavailable, commitError: failure)
+            throw SaveOutcomeUnknownError(transactionID: 0, code: .statusUnavailable, commitError: failure)
         case .none?:
             // The transaction wrote nothing: committed or not, the database is the same.
             logger.debug("the connection broke at a COMMIT of a transaction that wrote nothing: \(failure)")
             pool.release(connection)
             return
         case .unreadable?:
-            throw SaveOutcomeUnknownError(transactionID: 0, reason: .statusUnavailable, commitError: failure)
+            throw SaveOutcomeUnknownError(transactionID: 0, code: .statusUnavailable, commitError: failure)
         case .id(let id, let record)?:
             transactionID = id
             recordID = record
@@ -185,9 +185,9 @@ extension StoreCoordinator {
             logger.debug("transaction \(transactionID) did not commit")
             throw failure.notCommitted()
         case .unknown(let reason, let lookupError):
-            logger.warning("the outcome of transaction \(transactionID) is unknown: \(reason)")
+            logger.warning("the outcome of transaction \(transactionID) is unknown: \(reason.phrase)")
             throw SaveOutcomeUnknownError(
-                transactionID: transactionID, reason: reason, commitError: failure, lookupError: lookupError,
+                transactionID: transactionID, code: reason, commitError: failure, lookupError: lookupError,
                 changeRecordID: recordID)
         }
     }

@@ -100,8 +100,8 @@ extension StoreCoordinator {
         for row in rows.values {
             guard let text = try Self.keyText(of: uniqueAttribute, in: row) else {
                 throw PostgresValueError(
-                    reason: .unencodable("an upsert needs a value for the unique key"), swiftType: uniqueAttribute.swiftTypeName,
-                    column: "\(entity.name).\(uniqueAttribute.name)")
+                    code: .unencodable, swiftType: uniqueAttribute.swiftTypeName,
+                    column: "\(entity.name).\(uniqueAttribute.name)", reason: "an upsert needs a value for the unique key")
             }
             texts.append(text)
         }

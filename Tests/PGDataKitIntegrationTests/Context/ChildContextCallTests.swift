@@ -15,8 +15,8 @@ struct ChildContextCallTests {
             _ = try saveUsers([("u1", "Ann", 20)], in: manager)
             let child = manager.mainContext.newChildContext()
             func refused(_ error: any Error) -> String? {
-                guard case .unsupported(let call, _) = error as? ChildContextError else { return nil }
-                return call
+                guard let error = error as? ChildContextError, error.code == .unsupported else { return nil }
+                return error.call
             }
             try child.performAndWait { () throws in
                 do {

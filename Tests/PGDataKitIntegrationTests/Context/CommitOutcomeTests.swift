@@ -428,7 +428,7 @@ struct CommitOutcomeTests {
                     try context.save()
                     Issue.record("the save succeeded")
                 } catch let error as SaveOutcomeUnknownError {
-                    #expect(error.reason == .serverUnreachable)
+                    #expect(error.code == .serverUnreachable)
                     #expect(error.lookupError != nil)
                     #expect("\(error)".contains("\(error.transactionID)"))
                     let status = try rig.admin.query("SELECT pg_xact_status($1::xid8)", [String(error.transactionID)])[0]

@@ -72,8 +72,8 @@ struct DeepJSONAttributeTests {
                 #expect {
                     try sample.setValue(deep, forKey: "json")
                 } throws: { error in
-                    guard case ManagedObjectError.typeMismatch(let entity, let key, let expected, _) = error else { return false }
-                    return entity == "Sample" && key == "json" && expected.contains("512")
+                    guard let error = error as? ManagedObjectError, error.code == .typeMismatch else { return false }
+                    return error.entity == "Sample" && error.key == "json" && error.expected?.contains("512") == true
                 }
                 JSONValue.dismantle(&deep)
                 #expect(sample.json == ["before": true])
@@ -101,9 +101,10 @@ struct DeepJSONAttributeTests {
                 #expect {
                     try Profile.importRecords(records, mapper: ObjectMapper(uniqueKey: \.handle), in: context)
                 } throws: { error in
-                    guard case ImportError.typeMismatch(1, "settings", "Profile", "settings", let expected, let actual) = error
+                    guard let error = error as? ImportError, error.code == .typeMismatch, error.recordIndex == 1,
+                        error.key == "settings", error.entity == "Profile", error.attribute == "settings"
                     else { return false }
-                    return expected.contains("512") && actual == "JSON nested deeper"
+                    return error.expected?.contains("512") == true && error.actual == "JSON nested deeper"
                 }
             }
             for index in records.indices { JSONValue.dismantle(&records[index]) }

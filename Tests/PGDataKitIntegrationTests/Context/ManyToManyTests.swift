@@ -305,8 +305,8 @@ struct ManyToManyTests {
                 #expect {
                     try denied.save()
                 } throws: { error in
-                    guard case ManagedObjectError.deleteDenied(let entity, let relationship, _, let count) = error else { return false }
-                    return entity == "Topic" && relationship == "stories" && count == 3
+                    guard let error = error as? ManagedObjectError, error.code == .deleteDenied else { return false }
+                    return error.entity == "Topic" && error.key == "stories" && error.relatedCount == 3
                 }
                 denied.rollback()
             }

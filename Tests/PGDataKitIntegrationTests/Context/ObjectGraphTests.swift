@@ -225,13 +225,10 @@ struct ObjectGraphTests {
                     try context.save()
                     Issue.record("expected the deny rule to refuse")
                 } catch let error as ManagedObjectError {
-                    guard case .deleteDenied(let entity, let relationship, _, let count) = error else {
-                        Issue.record("unexpected \(error)")
-                        return
-                    }
-                    #expect(entity == "Vault")
-                    #expect(relationship == "items")
-                    #expect(count == 1)
+                    #expect(error.code == .deleteDenied, "\(error)")
+                    #expect(error.entity == "Vault")
+                    #expect(error.key == "items")
+                    #expect(error.relatedCount == 1)
                 }
                 #expect(context.hasChanges)
                 // Removing the item first lets the delete through.

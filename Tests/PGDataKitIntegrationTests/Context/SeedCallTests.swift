@@ -203,8 +203,8 @@ struct MapperOptionTests {
                 #expect {
                     try User.importRecords([["userID": "u3"], ["userID": "u4", "nickname": "x"]], mapper: mapper, in: context)
                 } throws: { error in
-                    guard case .unknownMember(1, "nickname", "User") = error as? ImportError else { return false }
-                    return true
+                    guard let error = error as? ImportError, error.code == .unknownMember else { return false }
+                    return error.recordIndex == 1 && error.key == "nickname" && error.entity == "User"
                 }
                 #expect(try User.importRecords([["user_id": "u5", "name": "Bo"]], mapper: mapper, in: context).count == 1)
                 // Export: nil as null by default, left out with the option.
@@ -229,7 +229,7 @@ extension MapperOptionTests {
                 #expect(throws: ImportError.self) { try User.importRecords(records, mapper: mapper, in: context) }
                 let skipped = Mutex<[String]>([])
                 mapper.onMalformedValue = { error in
-                    guard case .typeMismatch(let index, let key, _, _, _, _) = error else { return }
+                    guard error.code == .typeMismatch, let index = error.recordIndex, let key = error.key else { return }
                     skipped.withLock { $0.append("\(index):\(key)") }
                 }
                 let users = try User.importRecords(records, mapper: mapper, in: context)

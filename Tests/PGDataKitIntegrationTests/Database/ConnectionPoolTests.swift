@@ -14,7 +14,7 @@ struct ConnectionPoolTests {
                 _ = try pool.acquire(timeout: .milliseconds(300))
                 Issue.record("expected a timeout")
             } catch let error as ConnectionPoolError {
-                #expect(error.reason == .timedOut(waited: .milliseconds(300), maximumConnections: 2))
+                #expect(error == .timedOut(waited: .milliseconds(300), maximumConnections: 2))
                 #expect(error.description.contains("2"))
             }
             let elapsed = ContinuousClock.now - started

@@ -217,7 +217,7 @@ struct ValueRoundTripTests {
                 _ = try row.decode(String.self, named: "nickname")
                 Issue.record("expected an error")
             } catch let error as PostgresValueError {
-                #expect(error.reason == .unexpectedNull)
+                #expect(error.code == .unexpectedNull)
                 #expect(error.column == "nickname")
                 #expect(error.description.contains("nickname"))
             }

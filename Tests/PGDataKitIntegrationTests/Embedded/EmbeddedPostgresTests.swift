@@ -67,13 +67,13 @@ struct EmbeddedPostgresTests {
         #expect(server.remainingServerProcesses().count > 1, "the new server's own processes")
         #expect(try DBState.notes(at: server.url) == ["still here"])
         // A running server is neither restarted nor moved.
-        let running = EmbeddedPostgresError.Reason.alreadyRunning(directory: server.directory.path)
+        let running = EmbeddedPostgresError.alreadyRunning(directory: server.directory.path)
         for attempt in [{ try server.restart() }, { _ = try server.moveAside() }] {
             do {
                 try attempt()
                 Issue.record("expected \(running)")
             } catch let error as EmbeddedPostgresError {
-                #expect(error.reason == running)
+                #expect(error == running)
             }
         }
         #expect(FileManager.default.fileExists(atPath: server.dataDirectory.path))

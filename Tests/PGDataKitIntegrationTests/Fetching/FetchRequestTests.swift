@@ -240,10 +240,10 @@ struct FetchRequestTests {
                 #expect {
                     try context.fetch(FetchRequest<Sample>())
                 } throws: { error in
-                    guard case ManagedObjectError.invalidStoredValue(let entity, let key, let primaryKey, _) = error else {
+                    guard let error = error as? ManagedObjectError, error.code == .invalidStoredValue else {
                         return false
                     }
-                    return entity == "Sample" && key == "int" && primaryKey == 7
+                    return error.entity == "Sample" && error.key == "int" && error.primaryKey == 7
                 }
             }
         }

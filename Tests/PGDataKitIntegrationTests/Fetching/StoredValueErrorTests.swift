@@ -31,11 +31,8 @@ struct StoredValueErrorTests {
                     _ = try context.fetchAll(Sample.self)
                     Issue.record("the fetch read a value Decimal cannot hold")
                 } catch let error as ManagedObjectError {
-                    guard case .invalidStoredValue(let entity, let key, let primaryKey, _) = error else {
-                        Issue.record("\(error)")
-                        return
-                    }
-                    #expect(entity == "Sample" && key == "decimal" && primaryKey == Int64(hugeKey))
+                    #expect(error.code == .invalidStoredValue, "\(error)")
+                    #expect(error.entity == "Sample" && error.key == "decimal" && error.primaryKey == Int64(hugeKey))
                     #expect(!"\(error)".contains(digits))
                 }
             }

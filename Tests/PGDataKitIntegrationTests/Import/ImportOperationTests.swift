@@ -166,11 +166,11 @@ struct ImportOperationTests {
             records[250] = ["Name": "no key"]
             let failing = manager.importOperation(records, mapper: userMapper, options: ImportOptions(batchSize: 100))
             failing.start()
-            guard case .missingKey(let index, _, _, _)? = failing.error as? ImportError else {
+            guard let error = failing.error as? ImportError, error.code == .missingKey else {
                 Issue.record("expected a missing key, got \(String(describing: failing.error))")
                 return
             }
-            #expect(index == 250)
+            #expect(error.recordIndex == 250)
             #expect(failing.summary?.records == 200)
         }
     }

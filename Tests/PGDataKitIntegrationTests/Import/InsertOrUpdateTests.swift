@@ -195,11 +195,12 @@ struct InsertOrUpdateTests {
                             ImportSchema.setUser)
                         Issue.record("expected an error")
                     } catch let error as ImportError {
-                        guard case .missingKey(let index, let key, let entity, let attribute) = error else {
+                        guard error.code == .missingKey else {
                             Issue.record("unexpected \(error)")
                             continue
                         }
-                        #expect(index == 4 && key == "UserID" && entity == "User" && attribute == "userID")
+                        #expect(error.recordIndex == 4 && error.key == "UserID" && error.entity == "User")
+                        #expect(error.attribute == "userID")
                         #expect(error.description.contains("record 4"))
                     }
                     #expect(!context.hasChanges)
@@ -230,9 +231,9 @@ struct InsertOrUpdateTests {
                         if record["Title"] != nil { throw Refused() }
                     }
                     Issue.record("expected the setter's error")
-                } catch ImportError.recordFailed(let index, let underlying) {
-                    #expect(index == 2)
-                    #expect(underlying is Refused)
+                } catch let error as ImportError where error.code == .recordFailed {
+                    #expect(error.recordIndex == 2)
+                    #expect(error.underlying is Refused)
                 }
                 #expect(!context.hasChanges)
                 #expect(context.deletedObjects.isEmpty)
@@ -266,10 +267,11 @@ struct InsertOrUpdateTests {
                         try Account.insertOrUpdate(
                             [["number": 1], ["number": value]], uniqueModelKey: \.number, uniqueRemoteKey: "number", in: context)
                         Issue.record("expected a type mismatch for \(value)")
-                    } catch ImportError.typeMismatch(let index, let key, let entity, let attribute, let expected, let got) {
-                        #expect(index == 1 && key == "number" && entity == "Account" && attribute == "number")
-                        #expect(expected == "Int")
-                        #expect(got.contains(actual))
+                    } catch let error as ImportError where error.code == .typeMismatch {
+                        #expect(error.recordIndex == 1 && error.key == "number" && error.entity == "Account")
+                        #expect(error.attribute == "number")
+                        #expect(error.expected == "Int")
+                        #expect(error.actual?.contains(actual) == true)
                     }
                     #expect(!context.hasChanges)
                 }
@@ -291,8 +293,8 @@ struct InsertOrUpdateTests {
                 #expect {
                     try User.insertOrUpdate([["Name": "x"]], uniqueModelKey: \.name, uniqueRemoteKey: "Name", in: context)
                 } throws: { error in
-                    guard case ImportError.notUniqueKey(let entity, let attribute) = error else { return false }
-                    return entity == "User" && attribute == "name"
+                    guard let error = error as? ImportError, error.code == .notUniqueKey else { return false }
+                    return error.entity == "User" && error.attribute == "name"
                 }
             }
         }

@@ -64,8 +64,10 @@ struct ObjectMapperTests {
                     #expect {
                         try Account.importRecords([["number": 1, "opened_at": bad]], mapper: ObjectMapper(uniqueKey: \.number), in: context)
                     } throws: { error in
-                        guard case ImportError.typeMismatch(0, "opened_at", "Account", "openedAt", let expected, _) = error else { return false }
-                        return expected.contains("ISO 8601")
+                        guard let error = error as? ImportError, error.code == .typeMismatch, error.recordIndex == 0,
+                            error.key == "opened_at", error.entity == "Account", error.attribute == "openedAt"
+                        else { return false }
+                        return error.expected?.contains("ISO 8601") == true
                     }
                 }
             }
@@ -80,9 +82,10 @@ struct ObjectMapperTests {
                 do {
                     try Account.importRecords([["number": 0], record], mapper: ObjectMapper(uniqueKey: \.number), in: context)
                     Issue.record("expected a type mismatch")
-                } catch ImportError.typeMismatch(let index, let key, let entity, let attribute, let expected, let actual) {
-                    #expect(index == 1 && key == "balance" && entity == "Account" && attribute == "balance")
-                    #expect(expected == "Decimal?" && actual == "a string")
+                } catch let error as ImportError where error.code == .typeMismatch {
+                    #expect(error.recordIndex == 1 && error.key == "balance" && error.entity == "Account")
+                    #expect(error.attribute == "balance")
+                    #expect(error.expected == "Decimal?" && error.actual == "a string")
                 }
                 #expect(!context.hasChanges)  // nothing of the batch, not even record 0
                 let parsing = ObjectMapper<Account>(uniqueKey: \.number, parsesNumbersFromStrings: true)
@@ -193,8 +196,8 @@ struct ObjectMapperTests {
                 #expect {
                     try Account.importRecords([["number": 1]], mapper: bad, in: context)
                 } throws: { error in
-                    guard case ImportError.unknownKey("Account", "nothing") = error else { return false }
-                    return true
+                    guard let error = error as? ImportError, error.code == .unknownKey else { return false }
+                    return error.entity == "Account" && error.key == "nothing"
                 }
                 let toMany = ObjectMapper<User>(uniqueKey: \.userID, maps: [.relationship("x", to: "posts", matching: "postID")])
                 #expect(throws: ImportError.self) { try User.importRecords([["userID": "u"]], mapper: toMany, in: context) }

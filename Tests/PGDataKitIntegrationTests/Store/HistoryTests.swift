@@ -184,8 +184,8 @@ struct HistoryTests {
             #expect {
                 _ = try manager.coordinator.history(after: ahead, limit: 10)
             } throws: { error in
-                guard case HistoryError.tokenAhead(let token, _)? = error as? HistoryError else { return false }
-                return token == ahead
+                guard let error = error as? HistoryError, error.code == .tokenAhead else { return false }
+                return error.token == ahead
             }
         }
     }
@@ -275,8 +275,9 @@ struct HistoryTests {
             do {
                 _ = try coordinator.history(after: start, limit: 10)
                 Issue.record("expected historyExpired")
-            } catch HistoryError.historyExpired(let token, let oldest) {
-                #expect(token == start)
+            } catch let error as HistoryError where error.code == .historyExpired {
+                #expect(error.token == start)
+                let oldest = try #require(error.oldestAvailable)
                 #expect(try coordinator.history(after: oldest, limit: 10).records.count == 2)
             }
             // A sequence fails the same way, rather than skipping.

@@ -195,15 +195,14 @@ struct LeastPrivilegeTests {
                 try migrator.migrate(on: application)
                 Issue.record("expected a missing privilege")
             } catch let error as MigrationError {
-                guard case .missingPrivilege(let reportedRole, let privileges, let neededFor, let underlying) = error.reason
-                else {
+                guard error.code == .missingPrivilege else {
                     Issue.record("unexpected \(error)")
                     return
                 }
-                #expect(reportedRole == role)
-                #expect(privileges == ["CREATE on schema public", "INSERT on pgdatakit_migrations"])
-                #expect(neededFor == "apply migration 2 (add_tags)")
-                #expect(underlying?.sqlState == .insufficientPrivilege)
+                #expect(error.role == role)
+                #expect(error.privileges == ["CREATE on schema public", "INSERT on pgdatakit_migrations"])
+                #expect(error.neededFor == "apply migration 2 (add_tags)")
+                #expect(error.underlying?.sqlState == .insufficientPrivilege)
                 #expect(
                     error.description.hasPrefix(
                         "0002_add_tags.sql: role \(role) may not apply migration 2 (add_tags): it lacks "
@@ -245,11 +244,11 @@ struct LeastPrivilegeTests {
                     try attempt()
                     Issue.record("expected a missing privilege")
                 } catch let error as MigrationError {
-                    guard case .missingPrivilege(_, let privileges, _, _) = error.reason else {
+                    guard error.code == .missingPrivilege else {
                         Issue.record("unexpected \(error)")
                         continue
                     }
-                    #expect(privileges == ["SELECT on pgdatakit_migrations"])
+                    #expect(error.privileges == ["SELECT on pgdatakit_migrations"])
                     #expect(error.description.contains("may not read which migrations are applied"), "\(error)")
                 }
             }
@@ -270,12 +269,12 @@ struct LeastPrivilegeTests {
                 try migrator.migrate(on: application)
                 Issue.record("expected a missing privilege")
             } catch let error as MigrationError {
-                guard case .missingPrivilege(_, let privileges, let neededFor, _) = error.reason else {
+                guard error.code == .missingPrivilege else {
                     Issue.record("unexpected \(error)")
                     return
                 }
-                #expect(privileges == ["ownership of table pgdatakit_changes"])
-                #expect(neededFor == "install the library's schema (missing: index pgdatakit_changes_created_at)")
+                #expect(error.privileges == ["ownership of table pgdatakit_changes"])
+                #expect(error.neededFor == "install the library's schema (missing: index pgdatakit_changes_created_at)")
             }
             #expect(try migrator.migrate(on: owner).isEmpty)
             #expect(try owner.query("SELECT to_regclass('pgdatakit_changes_created_at') IS NOT NULL")[0].decode(Bool.self, at: 0))
@@ -286,12 +285,12 @@ struct LeastPrivilegeTests {
             do {
                 try Migrator.installLibrarySchema(on: application)
             } catch let error as MigrationError {
-                guard case .missingPrivilege(_, let privileges, let neededFor, _) = error.reason else {
+                guard error.code == .missingPrivilege else {
                     Issue.record("unexpected \(error)")
                     return
                 }
-                #expect(privileges == ["CREATE on schema public"])
-                #expect(neededFor == "install the library's schema (missing: table pgdatakit_changes)")
+                #expect(error.privileges == ["CREATE on schema public"])
+                #expect(error.neededFor == "install the library's schema (missing: table pgdatakit_changes)")
             }
         }
     }

@@ -55,12 +55,12 @@ struct MigratorTests {
                 try migrator.migrate(on: connection)
                 Issue.record("expected a checksum mismatch")
             } catch let error as MigrationError {
-                guard case .checksumMismatch(let version, let name, _, _) = error.reason else {
+                guard error.code == .checksumMismatch else {
                     Issue.record("unexpected \(error)")
                     return
                 }
-                #expect(version == 1)
-                #expect(name == "create_widgets")
+                #expect(error.version == 1)
+                #expect(error.name == "create_widgets")
                 #expect(error.description.contains("changed after it was applied"))
             }
             // Nothing else was applied.
@@ -79,12 +79,12 @@ struct MigratorTests {
                 try migrator.migrate(on: connection)
                 Issue.record("expected a failure")
             } catch let error as MigrationError {
-                guard case .migrationFailed(let version, _, let underlying) = error.reason else {
+                guard error.code == .migrationFailed else {
                     Issue.record("unexpected \(error)")
                     return
                 }
-                #expect(version == 2)
-                #expect(underlying.sqlState == .undefinedTable)
+                #expect(error.version == 2)
+                #expect(error.underlying?.sqlState == .undefinedTable)
                 // PostgreSQL's error position, as line and column of the file.
                 #expect(error.description.hasPrefix("0002_broken.sql:2:15: "), "\(error)")
             }

@@ -122,7 +122,7 @@ struct PgBouncerTests {
                     try Migrator(migrations: []).migrate(on: connection)
                     Issue.record("expected the pooled connection to be refused")
                 } catch let error as MigrationError {
-                    guard case .transactionPooledConnection = error.reason else {
+                    guard error.code == .transactionPooledConnection else {
                         Issue.record("unexpected \(error)")
                         return
                     }

@@ -150,7 +150,7 @@ struct ValueEncodingTests {
 
     @Test func errorsNameColumnRowAndType() {
         let error = PostgresValueError(
-            reason: .invalidText("abc"), swiftType: "Int", column: "age", row: 3, typeOID: 25)
+            code: .invalidText, swiftType: "Int", column: "age", row: 3, typeOID: 25, text: "abc")
         #expect(error.description.contains("\"age\""))
         #expect(error.description.contains("row 3"))
         #expect(error.description.contains("Int"))

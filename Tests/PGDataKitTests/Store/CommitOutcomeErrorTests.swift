@@ -27,7 +27,7 @@ struct CommitOutcomeErrorTests {
         var commitError = PostgresError(kind: .connectionLost, message: "server closed the connection", statement: "COMMIT")
         commitError.parameterDescriptions = ["'secret@example.com'"]
         let error = SaveOutcomeUnknownError(
-            transactionID: 4_242, reason: .serverUnreachable, commitError: commitError,
+            transactionID: 4_242, code: .serverUnreachable, commitError: commitError,
             lookupError: PostgresError(kind: .connectionFailed, message: "connection refused"))
         let text = "\(error)"
         #expect(text.contains("4242") && text.contains("pg_xact_status('4242'::xid8)"))
@@ -38,7 +38,7 @@ struct CommitOutcomeErrorTests {
         // A save that wrote a change record: the record is what tells, also after a
         // failover (when the transaction id may belong to another transaction).
         let recorded = SaveOutcomeUnknownError(
-            transactionID: 4_242, reason: .serverUnreachable, commitError: commitError, changeRecordID: 77)
+            transactionID: 4_242, code: .serverUnreachable, commitError: commitError, changeRecordID: 77)
         #expect("\(recorded)".contains("record 77 with transaction_id 4242"))
         #expect(!"\(recorded)".contains("secret"))
     }

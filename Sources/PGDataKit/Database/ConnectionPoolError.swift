@@ -1,0 +1,58 @@
+/// The pool could not hand out a connection.
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     try pool.withConnection { connection in … }
+/// } catch let error as ConnectionPoolError where error.code == .timedOut {
+///     print(error)   // no connection became free within 5.0 seconds (all 10 in use); …
+/// }
+/// ```
+public struct ConnectionPoolError: Error, Sendable, Equatable, DescribedError {
+    /// Why no connection was handed out.
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        private let name: String
+
+        private init(_ name: String) { self.name = name }
+
+        /// Every connection (`maximumConnections`) stayed busy for the whole timeout
+        /// (`waited`).
+        public static let timedOut = Code("timedOut")
+        /// The pool was closed.
+        public static let closed = Code("closed")
+
+        /// The code's name, such as `timedOut`.
+        public var description: String { name }
+    }
+
+    /// Why no connection was handed out.
+    public let code: Code
+    /// Says how long it waited and how large the pool is.
+    public let message: String
+    /// How long the caller waited (`timedOut`).
+    public private(set) var waited: Duration?
+    /// The pool's size (`timedOut`).
+    public private(set) var maximumConnections: Int?
+
+    var contextFields: [ErrorContextField?] {
+        [.name("waited", waited), .name("maximumConnections", maximumConnections)]
+    }
+
+    /// Every connection stayed busy for the whole timeout.
+    public static func timedOut(waited: Duration, maximumConnections: Int) -> ConnectionPoolError {
+        ConnectionPoolError(
+            code: .timedOut,
+            message: "no connection became free within \(waited) (all \(maximumConnections) in use); "
+                + "release connections sooner or raise maximumConnections",
+            waited: waited, maximumConnections: maximumConnections)
+    }
+
+    /// The pool was closed.
+    public static var closed: ConnectionPoolError {
+        ConnectionPoolError(code: .closed, message: "the connection pool was closed")
+    }
+}
