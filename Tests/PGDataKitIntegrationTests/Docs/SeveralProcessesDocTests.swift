@@ -41,14 +41,14 @@ struct SeveralProcessesDocTests {
         let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
         let other = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
         defer { other.close() }
-        let watcher = Task {
+        let watcher = Task(executorPreference: OwnThreadExecutor.current) {   // not the busy shared pool
             for await record in manager.coordinator.remoteChanges() {
                 print(record.changes.deleted)
             }
         }
         try saveElsewhere("remote", other, seenBy: manager)
         // A stream asked for after the coordinator closed would never end: close once the
-        // loop has its stream (the task may start late while other tests hold the threads).
+        // loop has its stream.
         let start = ContinuousClock.now
         while manager.coordinator.remoteStreams.withLock({ $0.isEmpty }) {
             if start.duration(to: .now) > .seconds(120) { throw TestFailure("the loop never asked for its stream") }
