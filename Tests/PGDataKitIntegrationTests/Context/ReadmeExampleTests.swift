@@ -2,18 +2,20 @@ import Foundation
 @testable import PGDataKit
 import Testing
 
-/// The README's first program, run as written (with the test's own database URL).
+/// The first program of the README and GettingStarted.md, run as written (with the
+/// test's own database URL).
 @Suite("README examples")
 struct ReadmeExampleTests {
-    @Test func firstProgramInTheReadmeIsTheExampleProgram() throws {
-        let readme = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+    @Test func firstProgramInTheReadmeAndTheArticleIsTheExampleProgram() throws {
         let source = try String(
             contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("Sources/pgdatakit-example/main.swift"),
             encoding: .utf8)
-        let section = try #require(readme.range(of: "## A first program"))
-        let start = try #require(readme.range(of: "```swift\n", range: section.upperBound..<readme.endIndex))
-        let end = try #require(readme.range(of: "```\n", range: start.upperBound..<readme.endIndex))
-        #expect(String(readme[start.upperBound..<end.lowerBound]) == source)
+        let readme = try DocSnippets.swiftBlocks(in: "README.md", section: "## A first program")
+        let article = try DocSnippets.swiftBlocks(in: "\(DocSnippets.catalog)/GettingStarted.md", section: "### A first program")
+        #expect(readme.count == 1 && article.count == 1)
+        for block in readme + article {
+            #expect(block + "\n" == source)
+        }
     }
 
     /// The first program, built as `pgdatakit-example`, run from a folder that is not the
@@ -35,36 +37,6 @@ struct ReadmeExampleTests {
                 #expect(outcome.output == "[\"Ada\"]\n")
                 #expect(outcome.error.isEmpty)
             }
-            let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
-            defer { manager.close() }
-            let count = try runThreadSnippet(manager)
-            #expect(count == 1)
-        }
-    }
-
-    /// The README's async and thread snippets.
-    private func runThreadSnippet(_ manager: ContextManager) throws -> Int {
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            let context = manager.newPrivateContext()
-            try? context.performAndWait {
-                User(context: context).userID = "from-a-thread"
-                try context.save()
-            }
-            done.signal()
-        }
-        done.wait()
-        return try manager.mainContext.performAndWait {
-            try manager.mainContext.fetchAll(User.self).filter { $0.userID == "from-a-thread" }.count
-        }
-    }
-
-    @Test(.onItsOwnThread) func asyncPerform() async throws {
-        try await ExampleSchema.withManagerAsync { manager in
-            let count = try await manager.mainContext.perform {
-                try manager.mainContext.fetchAll(User.self).count
-            }
-            #expect(count == 0)
         }
     }
 }

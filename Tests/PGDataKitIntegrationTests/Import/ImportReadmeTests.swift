@@ -2,8 +2,8 @@ import Foundation
 import PGDataKit
 import Testing
 
-// The README's "Importing" examples, compiled and run here; `readmeExamplesAreThisCode`
-// checks that every Swift block of that section appears in this file.
+// The examples of Importing.md, compiled and run here; `articleExamplesAreThisCode`
+// checks that every Swift block of the article appears in this file.
 
 extension User: MappableModel {
     static var objectMapper: ObjectMapper<User> {
@@ -13,22 +13,13 @@ extension User: MappableModel {
 // try User.importRecords([["user_id": "u5", "name": "Eve", "age": 41]], in: context)
 // let record = try user.exportRecord()   // {"user_id": "u5", "name": "Eve", "age": 41}
 
-@Suite("README: Importing")
+@Suite("Docs: Importing")
 struct ImportReadmeTests {
-    @Test func readmeExamplesAreThisCode() throws {
-        let readme = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let source = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
-        func normalized(_ text: some StringProtocol) -> String {
-            text.split(separator: "\n", omittingEmptySubsequences: false)
-                .map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: "\n")
-        }
-        let section = try #require(readme.range(of: "\n## Importing\n"))
-        let end = readme.range(of: "\n## ", range: section.upperBound..<readme.endIndex)?.lowerBound ?? readme.endIndex
-        let text = readme[section.upperBound..<end]
-        let blocks = text.components(separatedBy: "```swift\n").dropFirst().compactMap { $0.components(separatedBy: "```").first }
-        #expect(blocks.count == 7)
-        for block in blocks {
-            #expect(normalized(source).contains(normalized(block)), "not in ImportReadmeTests.swift:\n\(block)")
+    @Test func articleExamplesAreThisCode() throws {
+        let file = "\(DocSnippets.catalog)/Importing.md"
+        #expect(try DocSnippets.swiftBlocks(in: file).count == 7)
+        for block in try DocSnippets.blocksMissing(from: #filePath, in: file) {
+            Issue.record("Importing.md block not in ImportReadmeTests.swift:\n\(block)")
         }
     }
 

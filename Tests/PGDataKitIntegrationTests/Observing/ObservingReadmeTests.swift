@@ -3,27 +3,15 @@ import Testing
 
 @testable import PGDataKit
 
-/// The README's "Observing" examples compile and run: each Swift block of that section
-/// appears below, line for line, in `runTheExamples`.
-@Suite("README: Observing examples")
+/// The examples of Observing.md compile and run: each Swift block of the article appears
+/// below, line for line, in `runTheExamples`.
+@Suite("Docs: Observing examples")
 struct ObservingReadmeTests {
-    @Test func everySwiftBlockOfTheSectionIsInThisFile() throws {
-        let readme = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let start = try #require(readme.range(of: "\n## Observing\n"))
-        let end = readme.range(of: "\n## ", range: start.upperBound..<readme.endIndex)?.lowerBound ?? readme.endIndex
-        let section = readme[start.upperBound..<end]
-        let blocks = section.components(separatedBy: "```swift\n").dropFirst().compactMap {
-            $0.components(separatedBy: "```").first
-        }
-        #expect(blocks.count == 4)
-        let source = try String(contentsOfFile: #filePath, encoding: .utf8)
-        let sourceLines = source.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        for block in blocks {
-            let lines = block.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            let found = sourceLines.indices.contains { index in
-                index + lines.count <= sourceLines.count && Array(sourceLines[index..<(index + lines.count)]) == lines
-            }
-            #expect(found, "README block not in this file:\n\(block)")
+    @Test func everySwiftBlockOfTheArticleIsInThisFile() throws {
+        let file = "\(DocSnippets.catalog)/Observing.md"
+        #expect(try DocSnippets.swiftBlocks(in: file).count == 4)
+        for block in try DocSnippets.blocksMissing(from: #filePath, in: file) {
+            Issue.record("Observing.md block not in this file:\n\(block)")
         }
     }
 
@@ -95,7 +83,7 @@ struct ObservingReadmeTests {
         }
         // keep `watched` and `token` while you observe; token.cancel() ends it
 
-        // Not in the README: a save reaches them, then everything ends.
+        // Not in the article: a save reaches them, then everything ends.
         try ControllerTesting.insertUsers(manager, [("u3", 40)])
         try ControllerTesting.wait("the adults controller sees u3", on: main) { adults.objects.contains { $0.userID == "u3" } }
         #expect(main.performAndWait { adults.objects.map(\.userID) } == ["u1", "u3"])

@@ -178,7 +178,7 @@ struct FailoverTests {
                     for line in report.retries.prefix(3) { print("  " + line) }
                 }
                 // Targets on the 2-core development machine (shared with other work): 5 s
-                // and 10 s; measured well below (see the README, "Failover").
+                // and 10 s; measured well below (see Deployment.md, "Failover to a standby").
                 #expect(firstSave - killed <= 5_000, "\(summary)")
                 #expect(converged - killed <= 10_000, "\(summary)")
             }

@@ -5,26 +5,15 @@ import Testing
 
 @testable import PGDataKit
 
-/// The README's "Feeding another service (history)" examples compile and run: each Swift
-/// block of that section appears below, line for line.
-@Suite("README: history examples")
+/// The examples of DurableHistory.md ("Feeding another service") compile and run: each
+/// Swift block of the article appears below, line for line.
+@Suite("Docs: history examples")
 struct HistoryReadmeTests {
-    @Test func everySwiftBlockOfTheSectionIsInThisFile() throws {
-        let readme = try String(contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        let start = try #require(readme.range(of: "\n## Feeding another service (history)\n"))
-        let end = readme.range(of: "\n## ", range: start.upperBound..<readme.endIndex)?.lowerBound ?? readme.endIndex
-        let blocks = readme[start.upperBound..<end].components(separatedBy: "```swift\n").dropFirst().compactMap {
-            $0.components(separatedBy: "```").first
-        }
-        #expect(blocks.count == 5)
-        let source = try String(contentsOfFile: #filePath, encoding: .utf8)
-        let sourceLines = source.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        for block in blocks {
-            let lines = block.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-            let found = sourceLines.indices.contains { index in
-                index + lines.count <= sourceLines.count && Array(sourceLines[index..<(index + lines.count)]) == lines
-            }
-            #expect(found, "README block not in this file:\n\(block)")
+    @Test func everySwiftBlockOfTheArticleIsInThisFile() throws {
+        let file = "\(DocSnippets.catalog)/DurableHistory.md"
+        #expect(try DocSnippets.swiftBlocks(in: file).count == 5)
+        for block in try DocSnippets.blocksMissing(from: #filePath, in: file) {
+            Issue.record("DurableHistory.md block not in this file:\n\(block)")
         }
     }
 

@@ -30,7 +30,7 @@ struct LeastPrivilegeTests {
         }
     }
 
-    /// The grants the README's deployment section lists.
+    /// The grants Security.md ("Least-privilege deployment") lists.
     func grantDocumentedPrivileges(to role: String, on owner: Connection) throws {
         try owner.executeScript(
             """
@@ -42,7 +42,7 @@ struct LeastPrivilegeTests {
             """)
     }
 
-    /// The README's grants for history readers, and for pruning with history installed.
+    /// Security.md's grants for history readers, and for pruning with history installed.
     func grantDocumentedHistoryPrivileges(to role: String, pruning: Bool, on owner: Connection) throws {
         try owner.executeScript(
             """

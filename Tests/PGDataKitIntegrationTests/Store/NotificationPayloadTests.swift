@@ -124,7 +124,7 @@ extension Duration {
     var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
-/// A process that only writes opens no listening session (the README's advice past the
+/// A process that only writes opens no listening session (SeveralProcesses.md's advice past the
 /// notification ceiling: fewer listening sessions per host).
 @Suite("Writers that do not merge do not listen")
 struct WriterWithoutListenerTests {
