@@ -1,5 +1,6 @@
 import Foundation
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 import Testing
 
 /// The README's first program, run as written (with the test's own database URL).

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The README's "Observing" examples compile and run: each Swift block of that section
 /// appears below, line for line, in `runTheExamples`.

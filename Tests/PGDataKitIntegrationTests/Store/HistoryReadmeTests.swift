@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The README's "Feeding another service (history)" examples compile and run: each Swift
 /// block of that section appears below, line for line.
