@@ -6,6 +6,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "PGDataKit", targets: ["PGDataKit"]),
+        // The PostgreSQL client alone: connections, pool, values, errors, notifications
+        // and the throwaway server, over libpq (`import PGDataKit` re-exports it).
+        .library(name: "PGDataKitPostgres", targets: ["PGDataKitPostgres"]),
         .executable(name: "pgdatakit", targets: ["pgdatakit"]),
         .executable(name: "pgdatakit-bench", targets: ["pgdatakit-bench"]),
     ],
@@ -24,10 +27,19 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // The libpq layer: the only target that imports CLibPQ.
+        .target(
+            name: "PGDataKitPostgres",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The object graph over it; what it needs of the layer below is `package` API.
         .target(
             name: "PGDataKit",
             dependencies: [
-                "CLibPQ",
+                "PGDataKitPostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
@@ -71,12 +83,13 @@ let package = Package(
         ),
         .testTarget(
             name: "PGDataKitTests",
-            dependencies: ["PGDataKit"]
+            dependencies: ["PGDataKit", "PGDataKitPostgres"]
         ),
         .testTarget(
             name: "PGDataKitIntegrationTests",
             dependencies: [
-                "PGDataKit", "pgdatakit", "pgdatakit-test-helper", "pgdatakit-bench", "pgdatakit-example",
+                "PGDataKit", "PGDataKitPostgres", "pgdatakit", "pgdatakit-test-helper", "pgdatakit-bench",
+                "pgdatakit-example",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

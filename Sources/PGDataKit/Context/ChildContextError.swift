@@ -44,7 +44,7 @@ public struct ChildContextError: Error, Sendable, Equatable, DescribedError {
     /// The object the parent no longer has (`objectGoneFromParent`).
     public private(set) var objectID: ObjectID?
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [.name("call", call), .name("advice", advice), .name("objectID", objectID)]
     }
 

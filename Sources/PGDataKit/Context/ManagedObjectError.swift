@@ -75,7 +75,7 @@ public struct ManagedObjectError: Error, Sendable, Equatable, DescribedError {
         self.message = message
     }
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [
             .name("entity", entity), .name("key", key), .name("expected", expected), .name("actual", actual),
             .name("objectID", objectID), .name("primaryKey", primaryKey), .name("reason", reason),

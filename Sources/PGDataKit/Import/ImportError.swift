@@ -88,7 +88,7 @@ public struct ImportError: Error, Sendable, DescribedError {
         self.message = message
     }
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [
             .name("recordIndex", recordIndex), .name("key", key), .name("entity", entity),
             .name("attribute", attribute), .name("expected", expected), .name("actual", actual),

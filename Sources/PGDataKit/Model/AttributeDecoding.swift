@@ -1,4 +1,3 @@
-import CLibPQ
 
 /// How fetches decode an attribute's column without generic dispatch: the common scalar
 /// types are read straight from the result's text; the rest go through the attribute's

@@ -54,7 +54,7 @@ public struct ManagedObjectControllerError: Error, Sendable, Equatable, Describe
         self.message = message
     }
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [
             .name("sectionNameKeyPath", sectionNameKeyPath), .name("firstSortKey", firstSortKey),
             .name("objectID", objectID), .name("pageSize", pageSize),

@@ -40,7 +40,7 @@ public struct ChangeListenerError: Error, Sendable, Equatable, DescribedError {
     /// (`notificationsNotDelivered`).
     public private(set) var waited: Duration?
 
-    var contextFields: [ErrorContextField?] { [.name("endpoint", endpoint), .name("waited", waited)] }
+    package var contextFields: [ErrorContextField?] { [.name("endpoint", endpoint), .name("waited", waited)] }
 
     /// The listener's session goes through a pooler that does not deliver notifications.
     public static func notificationsNotDelivered(endpoint: String, waited: Duration) -> ChangeListenerError {

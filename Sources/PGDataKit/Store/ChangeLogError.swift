@@ -51,7 +51,7 @@ public struct ChangeLogError: Error, Sendable, Equatable, DescribedError {
         self.message = message
     }
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [.name("recordID", recordID), .name("reason", reason), .name("table", table), .names("privileges", privileges)]
     }
 

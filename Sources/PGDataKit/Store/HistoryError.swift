@@ -75,7 +75,7 @@ public struct HistoryError: Error, Sendable, Equatable, DescribedError {
         self.message = message
     }
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [
             .name("token", token), .name("oldestAvailable", oldestAvailable), .name("current", current),
             .name("readerName", readerName), .name("reason", reason), .name("recordID", recordID),

@@ -115,7 +115,7 @@ public struct MigrationError: Error, Sendable, DescribedError {
         self.location = location
     }
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [
             .name("location", location), .name("path", path), .name("reason", reason), .name("file", file),
             .names("files", files), .name("version", version), .name("name", name),

@@ -116,7 +116,7 @@ public struct SaveOutcomeUnknownError: Error, Sendable, DescribedError {
             + "before saving again"
     }
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [
             .name("transactionID", transactionID), .name("changeRecordID", changeRecordID),
             .underlying("commitError", commitError), .underlying("lookupError", lookupError),

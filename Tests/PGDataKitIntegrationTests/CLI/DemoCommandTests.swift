@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("pgdatakit demo (the built binary)")
 struct DemoCommandTests {

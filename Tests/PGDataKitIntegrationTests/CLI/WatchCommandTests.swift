@@ -1,5 +1,6 @@
 import Foundation
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 import Testing
 
 @Suite("pgdatakit watch (the built binary)")

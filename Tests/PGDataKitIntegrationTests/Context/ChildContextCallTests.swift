@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// What a child context routes through its parent, what it refuses, and what it keeps
 /// from other processes (issue 30).

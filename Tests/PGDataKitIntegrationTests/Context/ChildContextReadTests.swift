@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Saved users for child-context tests: `(userID, name, age)` each, saved by a private
 /// context; their IDs in order.

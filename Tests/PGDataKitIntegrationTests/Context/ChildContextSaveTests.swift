@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A child context's save pushes into its parent, not the database (issue 30).
 @Suite("Child contexts: saving into the parent")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("Confinement: contexts and objects off their queue stop a debug build")
 struct ConfinementTests {

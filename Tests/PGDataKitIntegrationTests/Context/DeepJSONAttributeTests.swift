@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// An entity with a JSON attribute and a unique key, for imports.
 final class Profile: ManagedObject {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A one-to-many relationship read from many owners costs one pass over the registry
 /// per change, not one per owner (it used to scan every registered object per call),

@@ -1,5 +1,6 @@
 import Foundation
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 import Testing
 
 /// Two private contexts read the same user; `first` changes name and age, `second`

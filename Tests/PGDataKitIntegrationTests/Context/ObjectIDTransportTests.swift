@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Object IDs travel between processes as URIs or JSON (SQKDataKit's and Core Data's
 /// `uriRepresentation` / `managedObjectID(forURIRepresentation:)`).

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Saves that update one row: one statement with the change record, one round trip.
 @Suite("One-row saves: one round trip, nothing written on a version miss")

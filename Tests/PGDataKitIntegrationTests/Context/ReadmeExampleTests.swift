@@ -1,5 +1,6 @@
 import Foundation
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 import Testing
 
 /// The first program of the README and GettingStarted.md, run as written (with the

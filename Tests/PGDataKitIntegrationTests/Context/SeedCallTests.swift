@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Calls the seed helpers had that ported code expects (issue 30).
 @Suite("Seed calls: insertOrFetch(where:), clone()")

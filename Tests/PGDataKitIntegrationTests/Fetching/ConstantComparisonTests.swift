@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Comparisons of two constants are answered as `NSPredicate` answers them, the same in
 /// SQL (saved rows) and in memory (unsaved objects): RHManagedObject's examples match

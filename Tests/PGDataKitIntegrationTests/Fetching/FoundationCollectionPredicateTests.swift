@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// `#Predicate` over to-many relationships: `contains(where:)`, `allSatisfy`,
 /// `filter(_:).count` and `isEmpty` become the format string's `SUBQUERY` and `@count`,

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A text key means what PostgreSQL's unique index says: "café" with a precomposed é and
 /// with e plus a combining accent are two rows (a deterministic collation compares

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Stories s1…s4 with topics, editors curating stories, people following each other
 /// with passports:

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A small deterministic random generator (SplitMix64), so failures can be replayed.
 struct SeededGenerator: RandomNumberGenerator {

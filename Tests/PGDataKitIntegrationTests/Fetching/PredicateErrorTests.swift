@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Predicates both engines refuse with the same `FetchPredicateError`, before any SQL
 /// reaches the server.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The operator families of issue 13, each case with the objects it selects written
 /// out, each run in SQL (saved rows) and in memory (the same objects, and unsaved

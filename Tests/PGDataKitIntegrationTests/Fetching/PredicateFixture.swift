@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A writer with numbers of several types, for numeric predicates (the example schema's
 /// users and posts have one integer between them).

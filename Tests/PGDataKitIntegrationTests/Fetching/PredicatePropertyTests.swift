@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Random format-string predicates over users/posts and writers/articles, on random
 /// data: the saved rows in SQL, the same objects in memory, and unsaved copies in

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Values another program wrote that the model cannot hold fail only the fetches that
 /// read them, with an error naming the entity, the row and the attribute.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Imports in real OS processes (`pgdatakit-test-helper import-race` / `import-memory`).
 @Suite("Imports across processes and at scale")

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Keeps every message logged through it.
 final class RecordingLogHandler: LogHandler, Sendable {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// `pgdatakit-bench controller` runs with two processes and ends with its RESULT line
 /// (small sizes: figures come from release builds, not from tests).

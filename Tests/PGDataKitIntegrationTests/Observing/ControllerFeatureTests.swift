@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Sections, paging, large changes, pending changes and controllers of given objects.
 @Suite("Object controllers: sections, paging, large changes")

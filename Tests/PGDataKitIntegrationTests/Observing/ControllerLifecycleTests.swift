@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// How controllers and object observers end (released, stopped, manager closed), the
 /// async stream, and per-object observation.

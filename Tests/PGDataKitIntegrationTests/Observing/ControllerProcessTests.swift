@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Object controllers with real OS processes (`pgdatakit-test-helper controller-save` and
 /// `controller-watch`): saves of another process reach a controller through the change

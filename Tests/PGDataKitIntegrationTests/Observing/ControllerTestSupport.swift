@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Records what a controller reports — delegate calls and closure calls in the order they
 /// came, every change set, and whether each call ran on the context's queue. Used on the

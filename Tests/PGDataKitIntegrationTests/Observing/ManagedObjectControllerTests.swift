@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Object controllers over a manager's main context, with saves from private contexts of
 /// the same process (other processes: `ControllerProcessTests`).

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The examples of Observing.md compile and run: each Swift block of the article appears
 /// below, line for line, in `runTheExamples`.

@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A save's batch statements find their rows through an index whatever the planner
 /// knows of the table: an `UPDATE … FROM unnest(…)` joined on the primary key is planned

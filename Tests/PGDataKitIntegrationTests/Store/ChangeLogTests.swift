@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The change log, the listener and merging within one test process; two coordinators on
 /// one database stand for two programs where a real second process is not the point.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Contract 10: failover to a promoted synchronous standby, with real worker processes.
 ///

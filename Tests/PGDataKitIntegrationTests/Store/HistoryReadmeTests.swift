@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The examples of DurableHistory.md ("Feeding another service") compile and run: each
 /// Swift block of the article appears below, line for line.

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The change log's durable history within one test process: reads after a token,
 /// paging, the live sequence, expiry and the registered readers that pruning respects.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 import Synchronization
 import Testing
 

@@ -4,6 +4,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 #if canImport(Glibc)
     import Glibc

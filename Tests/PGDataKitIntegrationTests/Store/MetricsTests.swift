@@ -1,5 +1,6 @@
 import Foundation
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 import Testing
 
 /// What PGDataKit reports through swift-metrics, counted in a process of its own (the

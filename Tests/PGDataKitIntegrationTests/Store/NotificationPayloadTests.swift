@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Notifications carry the change record itself when it fits, so a process that holds
 /// none of the changed objects does no work for another process's save.

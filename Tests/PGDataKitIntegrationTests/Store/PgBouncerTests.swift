@@ -3,6 +3,7 @@ import Logging
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The production topology of DESIGN.md's contract 10: each worker's pool goes through
 /// PgBouncer in transaction mode (PgBouncer 1.18, Debian 12's: no protocol-level prepared

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Contract 5 with real OS processes: the test process (or helper writers) saves, a
 /// `pgdatakit-test-helper watch` process merges into its main context and prints what it

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Runs the built `pgdatakit` binary as a separate process.
 enum CLI {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A running `pgdatakit-test-helper` process (another worker), whose output lines the
 /// test reads while it runs.

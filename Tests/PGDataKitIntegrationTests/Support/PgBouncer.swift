@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A real PgBouncer in front of the test server, for one test: its ini and user list in a
 /// folder of its own (owned by the unprivileged `postgres` account when the tests run as

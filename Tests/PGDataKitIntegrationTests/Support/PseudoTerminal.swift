@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Runs a program on a pseudo-terminal, through util-linux's `script` (in every Debian
 /// installation), to see what it draws on a real terminal.

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("ConnectionConfiguration and errors without a server")
 struct ConnectionConfigurationTests {

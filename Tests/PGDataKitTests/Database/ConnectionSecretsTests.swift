@@ -1,6 +1,7 @@
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Every rendering of a value a person might log: description, debug description and
 /// `dump`.

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Values nested far deeper than a stack can recurse: nothing the library does with them
 /// recurses, and what it cannot store is a typed error (they used to overflow the stack

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("PreparedStatementCache without a server")
 struct PreparedStatementCacheTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// Decodes `text` as `T` the way a result column would be.
 private func decode<T: PostgresDecodable>(_ type: T.Type, from text: String?) throws -> T {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The `PostgresValueError` a value's encoding throws, if any.
 private func encodingError(_ value: any PostgresEncodable) -> PostgresValueError? {

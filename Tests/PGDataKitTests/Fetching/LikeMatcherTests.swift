@@ -1,6 +1,7 @@
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// `LIKE` over scalars, as the in-memory evaluator runs it.
 private func like(_ text: String, _ pattern: String) -> Bool {

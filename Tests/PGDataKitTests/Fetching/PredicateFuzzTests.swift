@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 private final class Widget: ManagedObject {
     @Attribute var name: String?

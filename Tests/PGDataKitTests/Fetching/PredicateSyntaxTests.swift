@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 private typealias Expression = FetchPredicate.Expression
 private typealias KeyPath = FetchPredicate.KeyPath

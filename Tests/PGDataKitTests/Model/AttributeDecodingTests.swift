@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("Fetch fast path: decoding attribute text without generic dispatch")
 struct AttributeDecodingTests {

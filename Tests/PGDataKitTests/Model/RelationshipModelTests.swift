@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 private final class Essay: ManagedObject {
     override class var tableName: String { "essays" }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// A model object with one attribute of each scalar type the fast paths read.
 private final class Sample: ManagedObject {

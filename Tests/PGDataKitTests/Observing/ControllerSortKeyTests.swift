@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The byte encoding of controller sort keys orders values as PostgreSQL's `ORDER BY`
 /// does for the fetch (`NULLS FIRST` ascending, `NULLS LAST` descending, strings by code

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// The controller's diff engine, without a database: random batches of leaving, staying
 /// (re-keyed) and entering members, checked against sorting from scratch and against

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("Notification payloads and the listener's position, without a server")
 struct ChangeFeedPositionTests {

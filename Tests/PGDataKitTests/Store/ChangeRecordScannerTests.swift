@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("Reading change records and payloads without JSONDecoder")
 struct ChangeRecordScannerTests {

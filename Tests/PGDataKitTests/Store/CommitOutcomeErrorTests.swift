@@ -1,6 +1,7 @@
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("Errors of a save whose COMMIT went unanswered, without a server")
 struct CommitOutcomeErrorTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("History tokens, without a server")
 struct HistoryTokenTests {

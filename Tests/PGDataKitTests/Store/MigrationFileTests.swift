@@ -1,6 +1,7 @@
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 @Suite("Migration files and checksums without a server")
 struct MigrationFileTests {

@@ -279,7 +279,7 @@ extension JSONValue: PostgresCodable {
 
     /// Whether arrays and objects nest deeper than `maximumDepth` (a worklist that stops
     /// at the first such level; every other value is visited once).
-    var nestsTooDeep: Bool {
+    package var nestsTooDeep: Bool {
         var pending: [(value: JSONValue, depth: Int)] = [(self, 0)]
         while let (value, depth) = pending.popLast() {
             switch value {
@@ -298,7 +298,7 @@ extension JSONValue: PostgresCodable {
     /// What an object keeps instead of a value that nests deeper than `maximumDepth`: one
     /// level deeper than that (so saving it is refused the same way), shallow enough to
     /// release anywhere.
-    static let tooDeepStandIn: JSONValue = {
+    package static let tooDeepStandIn: JSONValue = {
         var value = JSONValue.array([])
         for _ in 0..<maximumDepth { value = [value] }
         return value
@@ -309,15 +309,15 @@ extension JSONValue: PostgresCodable {
     /// keeps one: the property's caller may still release its own reference after the
     /// library's code ran (the compiler's accessor does), and whichever reference goes
     /// last releases the value — this keeper's, with a worklist, not recursion.
-    final class Keeper: @unchecked Sendable {
+    package final class Keeper: @unchecked Sendable {
         // Unchecked: used on its object's context queue only, like the object.
         private var value: JSONValue = .null
 
-        init() {}
+        package init() {}
 
         /// Keeps `newValue`, taking apart the value kept before (its setter has long
         /// returned, so this reference is the last unless the caller kept its own).
-        func keep(_ newValue: consuming JSONValue) {
+        package func keep(_ newValue: consuming JSONValue) {
             var previous = value
             value = newValue
             JSONValue.dismantle(&previous)

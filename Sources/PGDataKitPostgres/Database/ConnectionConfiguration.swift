@@ -1,4 +1,4 @@
-import CLibPQ
+internal import CLibPQ
 
 /// Where and how to connect: a `postgres://` URL or a libpq `key=value` string, plus
 /// parameters that override it.
@@ -109,7 +109,7 @@ public struct ConnectionConfiguration: Sendable, CustomStringConvertible {
 
     /// The same configuration with `application_name` set, so that `pg_stat_activity`
     /// shows what a session is from its start.
-    func named(_ applicationName: String) -> ConnectionConfiguration {
+    package func named(_ applicationName: String) -> ConnectionConfiguration {
         var copy = self
         copy.overrides["application_name"] = applicationName
         return copy

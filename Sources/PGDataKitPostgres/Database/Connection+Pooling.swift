@@ -1,4 +1,4 @@
-import CLibPQ
+internal import CLibPQ
 import Synchronization
 
 /// What the library told this process once about pooled connections, by message.

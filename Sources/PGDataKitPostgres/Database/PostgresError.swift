@@ -101,13 +101,13 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// The server's hint, if any.
     public internal(set) var hint: String?
     /// The statement that failed, if a statement was running.
-    public internal(set) var statement: String?
+    public package(set) var statement: String?
     /// The name of the constraint involved, if the server reported one.
     public internal(set) var constraint: String?
     /// The table involved, if the server reported one.
-    public internal(set) var table: String?
+    public package(set) var table: String?
     /// The column involved, if the server reported one.
-    public internal(set) var column: String?
+    public package(set) var column: String?
     /// Where in the statement's text the server located the error: a 1-based index
     /// counted in characters (Unicode code points), not bytes; `nil` when the server
     /// gave none (most errors that are not about the text, such as a unique violation).
@@ -125,7 +125,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     /// run is never reported this way (see `SaveOutcomeUnknownError`).
     public internal(set) var transactionDidNotCommit = false
     /// A redacted rendering of the bound parameters, shown only by `debugDescription`.
-    var parameterDescriptions: [String]?
+    package var parameterDescriptions: [String]?
 
     /// Creates an error; the library makes these, tests and wrappers may too.
     public init(
@@ -154,7 +154,7 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
     public var isTransient: Bool { (sqlState?.isTransient ?? false) || transactionDidNotCommit }
 
     /// This error as a lost connection whose transaction is known not to have committed.
-    func notCommitted() -> PostgresError {
+    package func notCommitted() -> PostgresError {
         var error = self
         if !error.isConnectionError { error.kind = .connectionLost }
         error.transactionDidNotCommit = true

@@ -119,14 +119,14 @@ func arrayText(of strings: [String?]) throws -> String {
 /// Writes a one-dimensional array literal in PostgreSQL's text form, element by element,
 /// as bytes (appending to a `String` piece by piece costs far more per element): every
 /// element quoted, `"` and `\` escaped, `NULL` bare.
-struct ArrayLiteralBuilder: ~Copyable {
+package struct ArrayLiteralBuilder: ~Copyable {
     /// The literal so far, `count` bytes of `capacity` (grown by doubling).
     private var base: UnsafeMutablePointer<UInt8>
     private var capacity: Int
     private var count = 0
 
     /// Starts an empty literal with room for about `capacity` short elements.
-    init(capacity: Int) {
+    package init(capacity: Int) {
         self.capacity = Swift.max(64, Swift.min(capacity, 1 << 24) &* 12)
         base = .allocate(capacity: self.capacity)
         base[0] = UInt8(ascii: "{")
@@ -160,7 +160,7 @@ struct ArrayLiteralBuilder: ~Copyable {
     }
 
     /// Appends `NULL`.
-    mutating func appendNull() {
+    package mutating func appendNull() {
         reserve(5)
         separate()
         for byte in "NULL".utf8 {
@@ -172,7 +172,7 @@ struct ArrayLiteralBuilder: ~Copyable {
     /// Appends a string, quoted and escaped.
     ///
     /// - Throws: `PostgresValueError` with code `.containsNUL`.
-    mutating func append(_ text: String) throws {
+    package mutating func append(_ text: String) throws {
         var text = text
         // One pass to check and count the bytes to escape, then one copy.
         let (length, escapes) = try text.withUTF8 { utf8 -> (Int, Int) in
@@ -209,7 +209,7 @@ struct ArrayLiteralBuilder: ~Copyable {
     }
 
     /// Appends an integer, quoted.
-    mutating func append(_ value: Int64) {
+    package mutating func append(_ value: Int64) {
         reserve(24)
         separate()
         base[count] = UInt8(ascii: "\"")
@@ -220,7 +220,7 @@ struct ArrayLiteralBuilder: ~Copyable {
     }
 
     /// Closes the literal and returns it (call once, last).
-    mutating func text() -> String {
+    package mutating func text() -> String {
         reserve(1)
         base[count] = UInt8(ascii: "}")
         count += 1
@@ -230,18 +230,22 @@ struct ArrayLiteralBuilder: ~Copyable {
 
 /// An array parameter already written as its literal (`ArrayLiteralBuilder`), sent with
 /// the type of an array of `Element`.
-struct ArrayLiteral<Element: PostgresEncodable>: PostgresEncodable {
-    let text: String
+package struct ArrayLiteral<Element: PostgresEncodable>: PostgresEncodable {
+    package let text: String
 
-    static var postgresType: PostgresType { [Element?].postgresType }
+    package init(text: String) { self.text = text }
 
-    func postgresText() throws -> String? { text }
+    /// The type of an array of `Element`.
+    package static var postgresType: PostgresType { [Element?].postgresType }
+
+    /// The literal.
+    package func postgresText() throws -> String? { text }
 }
 
 /// Appends an integer's decimal digits (with a leading `-` when negative) to `bytes`:
 /// statements and change records write thousands of keys, and `String(value)` per key
 /// allocates.
-func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+package func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
     if value >= 0 && value < 100 {  // (versions, small counts: the common case)
         if value >= 10 { bytes.append(UInt8(ascii: "0") + UInt8(value / 10)) }
         bytes.append(UInt8(ascii: "0") + UInt8(value % 10))

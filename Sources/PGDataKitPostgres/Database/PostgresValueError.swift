@@ -100,7 +100,7 @@ public struct PostgresValueError: Error, Sendable, Equatable, DescribedError {
         return place.isEmpty ? "value \(what)" : "value of\(place) \(what)"
     }
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [
             .name("swiftType", swiftType), .name("column", column), .name("row", row), .name("typeOID", typeOID),
             .name("reason", reason), .value("text", text),

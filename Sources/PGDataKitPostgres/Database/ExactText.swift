@@ -74,12 +74,12 @@ public struct ExactText: Hashable, Comparable, Sendable, CustomStringConvertible
 
 /// Texts copied once into one buffer of UTF-8, for sorting and comparing many of them
 /// byte for byte (`ExactText`'s order) without touching each `String` per comparison.
-struct PackedTexts {
+package struct PackedTexts {
     private var bytes: [UInt8] = []
     /// Where text `i` starts in `bytes`; text `i` ends where `i + 1` starts.
     private var starts: [Int] = [0]
 
-    init(_ texts: [String]) {
+    package init(_ texts: [String]) {
         starts.reserveCapacity(texts.count + 1)
         for text in texts {
             bytes.append(contentsOf: text.utf8)
@@ -95,7 +95,7 @@ struct PackedTexts {
     /// Keys of one batch tend to share a prefix (`user-00…`): past the prefix all texts
     /// share, each text's next eight bytes, as one big-endian integer (zero-padded), order
     /// most pairs with one integer comparison; only equal integers compare the texts.
-    func sortedIndices() -> [Int] {
+    package func sortedIndices() -> [Int] {
         let count = self.count
         guard count > 1 else { return Array(0..<count) }
         return bytes.withUnsafeBufferPointer { bytes in
@@ -136,7 +136,7 @@ struct PackedTexts {
 
     /// Text `i` against `other` in `ExactText` order: negative, zero (the same bytes) or
     /// positive.
-    func compare(_ i: Int, with other: UnsafeBufferPointer<UInt8>) -> Int {
+    package func compare(_ i: Int, with other: UnsafeBufferPointer<UInt8>) -> Int {
         bytes.withUnsafeBufferPointer { bytes in
             let start = starts[i]
             let count = starts[i + 1] - start
@@ -150,7 +150,7 @@ struct PackedTexts {
     }
 
     /// Whether texts `i` and `j` have the same bytes.
-    func equal(_ i: Int, _ j: Int) -> Bool {
+    package func equal(_ i: Int, _ j: Int) -> Bool {
         bytes.withUnsafeBufferPointer { bytes in
             starts.withUnsafeBufferPointer { starts in PackedTexts.compare(bytes, starts, i, j) == 0 }
         }

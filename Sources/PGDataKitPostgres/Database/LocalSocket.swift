@@ -6,20 +6,20 @@ import Foundation
 
 /// The few Unix-domain socket and `poll` calls the notification relay needs, with errors
 /// that say which call failed and why.
-enum LocalSocket {
+package enum LocalSocket {
     /// A system call that failed: its name, the path it concerned (if any) and `errno`'s text.
-    struct Failure: Error, CustomStringConvertible {
+    package struct Failure: Error, CustomStringConvertible {
         var call: String
         var path: String?
-        var code: Int32
+        package var code: Int32
 
-        init(_ call: String, path: String? = nil, code: Int32 = errno) {
+        package init(_ call: String, path: String? = nil, code: Int32 = errno) {
             self.call = call
             self.path = path
             self.code = code
         }
 
-        var description: String {
+        package var description: String {
             "\(call)\(path.map { " \($0)" } ?? ""): \(String(cString: strerror(code)))"
         }
     }
@@ -159,7 +159,7 @@ enum LocalSocket {
 
     /// Waits until one of `descriptors` is ready for what its events ask, or `timeout`
     /// passes; returns each descriptor's returned events (all 0 on timeout).
-    static func poll(_ descriptors: [(descriptor: Int32, events: Int16)], timeout: Duration) throws -> [Int16] {
+    package static func poll(_ descriptors: [(descriptor: Int32, events: Int16)], timeout: Duration) throws -> [Int16] {
         var entries = descriptors.map { pollfd(fd: $0.descriptor, events: $0.events, revents: 0) }
         let milliseconds = Int32(clamping: max(0, timeout.milliseconds))
         while true {

@@ -49,9 +49,9 @@ extension Date: PostgresCodable {
 }
 
 /// Conversion between microseconds since 1970 and PostgreSQL's ISO timestamp text.
-enum TimestampText {
+package enum TimestampText {
     /// Days since 1970-01-01 to a proleptic Gregorian civil date (Hinnant's algorithm).
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+    package static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let dayOfEra = z - era * 146_097
@@ -64,7 +64,7 @@ enum TimestampText {
     }
 
     /// A proleptic Gregorian civil date to days since 1970-01-01.
-    static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
+    package static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yearOfEra = y - era * 400

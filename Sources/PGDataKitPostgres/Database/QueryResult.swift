@@ -1,4 +1,4 @@
-import CLibPQ
+internal import CLibPQ
 
 /// The rows and command status of one statement.
 ///
@@ -62,7 +62,7 @@ public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
     /// The bytes of a field without the column's name and type, for hot loops that
     /// redo a failed decode with `cell(row:column:)` to get a descriptive error.
     @inline(__always)
-    func bareCell(row: Int, column: Int) -> PostgresCell {
+    package func bareCell(row: Int, column: Int) -> PostgresCell {
         guard PQgetisnull(handle, Int32(row), Int32(column)) == 0,
             let pointer = UnsafeRawPointer(PQgetvalue(handle, Int32(row), Int32(column)))
         else { return PostgresCell(bytes: nil) }
@@ -140,7 +140,7 @@ extension Row {
     ///
     /// - Throws: `PostgresValueError` (NULL, not an integer, out of range, no such column).
     @inline(__always)
-    func int64(at column: Int) throws -> Int64 {
+    package func int64(at column: Int) throws -> Int64 {
         if let bytes = result.bareCell(row: index, column: column).bytes, let value = Self.decimal(bytes) { return value }
         return try decode(Int64.self, at: column)
     }
@@ -149,7 +149,7 @@ extension Row {
     ///
     /// - Throws: `PostgresValueError` (NULL, no such column).
     @inline(__always)
-    func string(at column: Int) throws -> String {
+    package func string(at column: Int) throws -> String {
         if let bytes = result.bareCell(row: index, column: column).bytes { return String(decoding: bytes, as: UTF8.self) }
         return try decode(String.self, at: column)
     }
@@ -158,7 +158,7 @@ extension Row {
     ///
     /// - Throws: `PostgresValueError` (NULL, no such column), or what `body` throws.
     @inline(__always)
-    func withBytes<R>(at column: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) throws -> R {
+    package func withBytes<R>(at column: Int, _ body: (UnsafeBufferPointer<UInt8>) throws -> R) throws -> R {
         if let bytes = result.bareCell(row: index, column: column).bytes { return try body(bytes) }
         var text = try decode(String.self, at: column)
         return try text.withUTF8 { try body($0) }
@@ -168,7 +168,7 @@ extension Row {
     ///
     /// - Throws: `PostgresValueError` (NULL, not a boolean, no such column).
     @inline(__always)
-    func bool(at column: Int) throws -> Bool {
+    package func bool(at column: Int) throws -> Bool {
         if let bytes = result.bareCell(row: index, column: column).bytes, bytes.count == 1 {
             if bytes[0] == UInt8(ascii: "t") { return true }
             if bytes[0] == UInt8(ascii: "f") { return false }
@@ -179,7 +179,7 @@ extension Row {
     /// A decimal integer in PostgreSQL's text form, or `nil` (empty, stray characters,
     /// overflow).
     @inline(__always)
-    static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+    package static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard !bytes.isEmpty else { return nil }
         let negative = bytes[0] == UInt8(ascii: "-")
         var index = negative ? 1 : 0

@@ -82,7 +82,7 @@ public struct EmbeddedPostgresError: Error, Sendable, Equatable, DescribedError 
     }
 
     // (`output` and `log` are left out: the message holds them in full.)
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [
             .names("searched", searched), .name("user", user), .name("command", command), .name("status", status),
             .name("reason", reason), .name("directory", directory), .names("pids", pids), .name("port", port),

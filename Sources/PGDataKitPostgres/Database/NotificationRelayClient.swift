@@ -9,13 +9,13 @@ import Foundation
 /// the moment the relay's key arrived.
 // Unchecked: used by one thread at a time (the listener's; `ChangeListener.start()` hands
 // it over once, before that thread starts).
-final class NotificationRelayClient: @unchecked Sendable {
+package final class NotificationRelayClient: @unchecked Sendable {
     /// How long a relay may stay silent (it sends a heartbeat every second) before the
     /// connection counts as lost.
-    static let silenceLimit: Duration = .seconds(10)
+    package static let silenceLimit: Duration = .seconds(10)
 
     /// The socket.
-    let descriptor: Int32
+    package let descriptor: Int32
     /// The channel the relay listens on (its notifications carry it).
     private let channel: String
     /// Bytes of a message not complete yet.
@@ -27,7 +27,7 @@ final class NotificationRelayClient: @unchecked Sendable {
     ///
     /// - Throws: `LocalSocket.Failure` when the relay does not answer in time, answers
     ///   for another key, or the socket fails.
-    static func connect(
+    package static func connect(
         to endpoint: NotificationRelayEndpoint, channel: String, timeout: Duration
     ) throws -> NotificationRelayClient? {
         guard let descriptor = try LocalSocket.connect(to: endpoint.socketPath) else { return nil }
@@ -56,13 +56,13 @@ final class NotificationRelayClient: @unchecked Sendable {
     deinit { close(descriptor) }
 
     /// How long since the relay last sent anything.
-    var silence: Duration { lastHeard.duration(to: .now) }
+    package var silence: Duration { lastHeard.duration(to: .now) }
 
     /// The notifications that have arrived (empty when none has).
     ///
     /// - Throws: `LocalSocket.Failure` when the relay closed the connection (it lost its
     ///   session, or this process fell too far behind) or sent something unreadable.
-    func receive() throws -> [PostgresNotification] {
+    package func receive() throws -> [PostgresNotification] {
         try read()
         var notifications: [PostgresNotification] = []
         var offset = 0

@@ -1,4 +1,4 @@
-import CLibPQ
+internal import CLibPQ
 import Foundation
 
 /// A notification delivered by `NOTIFY` or `pg_notify`.
@@ -76,7 +76,7 @@ extension Connection {
 
     /// `waitForNotification(timeout:)` that also returns `nil` as soon as
     /// `wakeDescriptor` becomes readable (the listener's stop pipe); `-1` for none.
-    func waitForNotification(timeout: Duration, wakeDescriptor: Int32) throws -> PostgresNotification? {
+    package func waitForNotification(timeout: Duration, wakeDescriptor: Int32) throws -> PostgresNotification? {
         lock.lock()
         defer { lock.unlock() }
         let handle = try requireHandle()
@@ -105,14 +105,14 @@ extension Connection {
     }
 
     /// The session's socket, for waiting on it beside other descriptors; -1 when closed.
-    var socketDescriptor: Int32 {
+    package var socketDescriptor: Int32 {
         lock.lock()
         defer { lock.unlock() }
         return handle.map { PQsocket($0) } ?? -1
     }
 
     /// Every notification that has arrived, without reading the socket again.
-    func drainNotifications() throws -> [PostgresNotification] {
+    package func drainNotifications() throws -> [PostgresNotification] {
         lock.lock()
         defer { lock.unlock() }
         return drainNotifications(try requireHandle())

@@ -1,4 +1,4 @@
-import CLibPQ
+internal import CLibPQ
 import Foundation
 import Logging
 
@@ -411,7 +411,7 @@ public final class Connection: @unchecked Sendable {
     /// - Returns: each statement's result, in order.
     /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
     ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
-    func executePipeline(
+    package func executePipeline(
         _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])],
         onResult: ((Int, QueryResult) -> Void)? = nil
     ) throws -> [QueryResult] {
@@ -562,7 +562,7 @@ public final class Connection: @unchecked Sendable {
     /// statements is sent and before its results are read, so that client work (such as
     /// releasing a context's previous objects) overlaps the server's; `nil` cancels it.
     /// Nothing runs if no pipeline is sent.
-    func doWhileWaiting(_ work: (() -> Void)?) {
+    package func doWhileWaiting(_ work: (() -> Void)?) {
         lock.lock()
         defer { lock.unlock() }
         workWhileWaiting = work
@@ -572,7 +572,7 @@ public final class Connection: @unchecked Sendable {
     /// round trip (a transaction's snapshot is taken at its first statement anyway).
     /// `commit()` or `rollback()` before any statement end it without a round trip;
     /// `transactionStatus` reports it as open.
-    func beginWithNextStatement(isolation: IsolationLevel? = nil, readOnly: Bool = false) {
+    package func beginWithNextStatement(isolation: IsolationLevel? = nil, readOnly: Bool = false) {
         lock.lock()
         defer { lock.unlock() }
         pendingBegin = Connection.beginSQL(isolation: isolation, readOnly: readOnly)

@@ -14,7 +14,7 @@
 ///
 /// A type lists its context in `contextFields`: `.name` fields (safe to log) and
 /// `.value` fields (data: only `debugDescription` shows them).
-protocol DescribedError: Error, CustomStringConvertible, CustomDebugStringConvertible {
+package protocol DescribedError: Error, CustomStringConvertible, CustomDebugStringConvertible {
     /// The type of the error's code (a struct of named values).
     associatedtype Code: CustomStringConvertible
     /// What went wrong, broadly.
@@ -27,25 +27,25 @@ protocol DescribedError: Error, CustomStringConvertible, CustomDebugStringConver
 }
 
 /// One named piece of an error's context, as `debugDescription` shows it.
-struct ErrorContextField: Sendable {
+package struct ErrorContextField: Sendable {
     /// The property's name, such as `entity` or `recordIndex`.
     var label: String
     /// Its text.
     var text: String
 
     /// A field that names things (an entity, a key, a type, a count): never data.
-    static func name(_ label: String, _ value: (any CustomStringConvertible)?) -> ErrorContextField? {
+    package static func name(_ label: String, _ value: (any CustomStringConvertible)?) -> ErrorContextField? {
         value.map { ErrorContextField(label: label, text: "\($0)") }
     }
 
     /// A list of names, left out when empty.
-    static func names(_ label: String, _ values: [some CustomStringConvertible]) -> ErrorContextField? {
+    package static func names(_ label: String, _ values: [some CustomStringConvertible]) -> ErrorContextField? {
         values.isEmpty ? nil : ErrorContextField(label: label, text: "[" + values.map { "\($0)" }.joined(separator: ", ") + "]")
     }
 
     /// A value that may be personal data (a record member, text the server sent), quoted
     /// and cut at 60 characters.
-    static func value(_ label: String, _ value: String?) -> ErrorContextField? {
+    package static func value(_ label: String, _ value: String?) -> ErrorContextField? {
         value.map { value in
             let shown = value.count > 60 ? String(value.prefix(60)) + "…" : value
             return ErrorContextField(label: label, text: "\"" + shown + "\"")
@@ -53,7 +53,7 @@ struct ErrorContextField: Sendable {
     }
 
     /// An underlying error, by its debug description.
-    static func underlying(_ label: String, _ error: (any Error)?) -> ErrorContextField? {
+    package static func underlying(_ label: String, _ error: (any Error)?) -> ErrorContextField? {
         error.map { ErrorContextField(label: label, text: String(reflecting: $0)) }
     }
 }

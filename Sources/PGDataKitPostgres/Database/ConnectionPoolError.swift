@@ -38,7 +38,7 @@ public struct ConnectionPoolError: Error, Sendable, Equatable, DescribedError {
     /// The pool's size (`timedOut`).
     public private(set) var maximumConnections: Int?
 
-    var contextFields: [ErrorContextField?] {
+    package var contextFields: [ErrorContextField?] {
         [.name("waited", waited), .name("maximumConnections", maximumConnections)]
     }
 

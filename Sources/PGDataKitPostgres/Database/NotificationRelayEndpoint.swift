@@ -12,7 +12,7 @@ import Foundation
 /// connect to its socket. The relay's first message repeats the endpoint's `key`, and a
 /// follower that reads another key goes its own way, so a name clash can never hand one
 /// database's notifications to a listener of another.
-struct NotificationRelayEndpoint: Sendable, Equatable {
+package struct NotificationRelayEndpoint: Sendable, Equatable {
     /// What the relay stands for: endpoints, database, user and channel, one per line.
     let key: String
     /// The socket's path.
@@ -26,7 +26,7 @@ struct NotificationRelayEndpoint: Sendable, Equatable {
     ///
     /// - Throws: `LocalSocket.Failure` when the directory cannot be made or is not safe
     ///   (another owner, a symbolic link, open to others).
-    init?(configuration: ConnectionConfiguration, channel: String, directory: String) throws {
+    package init?(configuration: ConnectionConfiguration, channel: String, directory: String) throws {
         guard let parameters = configuration.parameters() else { return nil }
         let user = parameters["user"] ?? ""
         let database = parameters["dbname"] ?? user
@@ -45,7 +45,7 @@ struct NotificationRelayEndpoint: Sendable, Equatable {
 
     /// The default directory: `pgdatakit-relay-<uid>` in `$TMPDIR` (or `/tmp` when that
     /// is unset or too long for a socket path).
-    static var defaultDirectory: String {
+    package static var defaultDirectory: String {
         let name = "pgdatakit-relay-\(geteuid())"
         if let temporary = ProcessInfo.processInfo.environment["TMPDIR"], !temporary.isEmpty,
             temporary.utf8.count + name.utf8.count + 40 <= LocalSocket.maximumPathLength
@@ -74,7 +74,7 @@ struct NotificationRelayEndpoint: Sendable, Equatable {
 
     /// Takes the hosting lock without waiting: its descriptor (held while hosting; closing
     /// it lets another process host), or `nil` when another holds it.
-    func tryLock() throws -> Int32? {
+    package func tryLock() throws -> Int32? {
         let descriptor = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else { throw LocalSocket.Failure("open", path: lockPath) }
         while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {

@@ -24,7 +24,7 @@ import Synchronization
 /// log, as after losing a session of its own) and reconnects before accepting again.
 /// A follower whose unread messages pass `maximumBacklog` (16 MiB by default) is dropped
 /// the same way.
-final class NotificationRelay: Sendable {
+package final class NotificationRelay: Sendable {
     /// How long the relay stays silent before it sends a heartbeat.
     static let heartbeatInterval: Duration = .seconds(1)
     /// The shortest time between two sends to the followers during a burst: while
@@ -96,7 +96,7 @@ final class NotificationRelay: Sendable {
 
     /// A relay for `endpoint` (whose lock `lockDescriptor` holds; the relay closes it when
     /// it stops), listening on `channel` with sessions of `configuration`.
-    init(
+    package init(
         endpoint: NotificationRelayEndpoint, lockDescriptor: Int32, configuration: ConnectionConfiguration,
         channel: String, logger: Logger, maximumBacklog: Int = defaultMaximumBacklog
     ) throws {
@@ -122,7 +122,7 @@ final class NotificationRelay: Sendable {
 
     /// Whether the relay's thread has ended (stopped, or given up on an error of `poll`):
     /// its socket is gone and its lock released.
-    var hasEnded: Bool { ended.load(ordering: .acquiring) }
+    package var hasEnded: Bool { ended.load(ordering: .acquiring) }
 
     /// Connects and `LISTEN`s, opens the socket, then serves on a thread of its own.
     ///
@@ -130,7 +130,7 @@ final class NotificationRelay: Sendable {
     ///   `LocalSocket.Failure`; a session through a connection pooler is refused (a
     ///   pooler may not keep the `LISTEN`, and each process checks that on its own
     ///   session). After a failure, call `stop()` to release the lock.
-    func start() throws {
+    package func start() throws {
         let connection = try connect()
         if connection.isBehindPooler {
             connection.close()
@@ -158,7 +158,7 @@ final class NotificationRelay: Sendable {
 
     /// Stops serving (every follower's socket closes), removes the socket and releases the
     /// lock, so another process can host.
-    func stop() {
+    package func stop() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         if started.load(ordering: .acquiring) {
             var byte: UInt8 = 1

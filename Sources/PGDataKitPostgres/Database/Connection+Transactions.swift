@@ -1,4 +1,4 @@
-import CLibPQ
+internal import CLibPQ
 
 /// The isolation level of a transaction.
 public enum IsolationLevel: String, Sendable, CaseIterable {
@@ -86,7 +86,7 @@ extension Connection {
 
     /// Whether the transaction's `BEGIN` still waits for its first statement: the server
     /// has not started it, so it has nothing to commit.
-    var beginIsPending: Bool {
+    package var beginIsPending: Bool {
         lock.lock()
         defer { lock.unlock() }
         return pendingBegin != nil
