@@ -3,15 +3,18 @@ import Foundation
 /// The Swift code blocks of the README and the DocC articles, and where the tests hold
 /// them: every block must appear, line for line, in a test that compiles and runs it.
 enum DocSnippets {
-    /// The DocC catalog, relative to the repository root.
+    /// The object graph's DocC catalog, relative to the repository root.
     static let catalog = "Sources/PGDataKit/PGDataKit.docc"
+    /// The PostgreSQL client module's DocC catalog.
+    static let clientCatalog = "Sources/PGDataKitPostgres/PGDataKitPostgres.docc"
 
-    /// README.md and every article of the catalog, relative to the repository root.
+    /// README.md and every article of both catalogs, relative to the repository root.
     static func documentationFiles() throws -> [String] {
-        let folder = TestDatabase.repositoryRoot.appendingPathComponent(catalog)
-        let articles = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-            .filter { $0.hasSuffix(".md") }.sorted()
-        return ["README.md"] + articles.map { "\(catalog)/\($0)" }
+        try ["README.md"] + [catalog, clientCatalog].flatMap { catalog in
+            let folder = TestDatabase.repositoryRoot.appendingPathComponent(catalog)
+            return try FileManager.default.contentsOfDirectory(atPath: folder.path)
+                .filter { $0.hasSuffix(".md") }.sorted().map { "\(catalog)/\($0)" }
+        }
     }
 
     /// The text of a file of the repository (`"README.md"`, `"\(catalog)/Fetching.md"`).
