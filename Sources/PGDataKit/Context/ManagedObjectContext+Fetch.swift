@@ -153,7 +153,7 @@ extension ManagedObjectContext {
         values.reserveCapacity(count)
         for index in 0..<count {
             let column = index + 2
-            guard let bytes = result.bareCell(row: row.index, column: column).bytes else {
+            guard let bytes = result.fieldBytes(row: row.index, column: column) else {
                 guard entity.attributeOptionality[index] else {
                     throw ManagedObjectError.invalidStoredValue(
                         entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
@@ -208,7 +208,7 @@ extension ManagedObjectContext {
     /// A `bigint` key or version column, read straight from the result text.
     @inline(__always)
     static func decodeInteger(_ row: Row, column: Int) throws -> Int64 {
-        if let bytes = row.result.bareCell(row: row.index, column: column).bytes,
+        if let bytes = row.result.fieldBytes(row: row.index, column: column),
             let value = AttributeDecoding.integer(bytes)
         {
             return Int64(value)

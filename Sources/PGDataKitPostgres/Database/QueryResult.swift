@@ -70,6 +70,16 @@ public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
         return PostgresCell(bytes: UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: UInt8.self), count: length))
     }
 
+    /// A field's bytes, `nil` for `NULL`: `bareCell(row:column:)`'s bytes without the
+    /// cell around them, for the object graph's per-field loops in the other module (a
+    /// call that returns two words; the `NULL` check only for empty fields).
+    package func fieldBytes(row: Int, column: Int) -> UnsafeBufferPointer<UInt8>? {
+        let length = Int(PQgetlength(handle, Int32(row), Int32(column)))
+        if length == 0 && PQgetisnull(handle, Int32(row), Int32(column)) != 0 { return nil }
+        guard let pointer = UnsafeRawPointer(PQgetvalue(handle, Int32(row), Int32(column))) else { return nil }
+        return UnsafeBufferPointer(start: pointer.assumingMemoryBound(to: UInt8.self), count: length)
+    }
+
     func cell(row: Int, column: Int) -> PostgresCell {
         let isNull = PQgetisnull(handle, Int32(row), Int32(column)) == 1
         let bytes: UnsafeBufferPointer<UInt8>?
