@@ -27,7 +27,8 @@ extension StoreCoordinator {
     }
 
     /// Every later save of another process, as an async sequence; see
-    /// `observeRemoteChanges(_:)`. The stream ends when the coordinator is closed.
+    /// `observeRemoteChanges(_:)`. The stream ends when the coordinator is closed (at once
+    /// when it is closed already).
     ///
     /// For example:
     ///
@@ -38,11 +39,19 @@ extension StoreCoordinator {
     /// ```
     public func remoteChanges() -> AsyncStream<ChangeRecord> {
         let (stream, continuation) = AsyncStream.makeStream(of: ChangeRecord.self)
+        guard !isClosed else {
+            continuation.finish()
+            return stream
+        }
         let token = observeRemoteChangeBatches { records in
             for record in records { continuation.yield(record) }
         }
-        remoteStreams.withLock { $0.append(continuation) }
-        continuation.onTermination = { _ in token.cancel() }
+        // Ended by close(), or at once when close() ran since the check above.
+        let closing = closeObservers.add { continuation.finish() }
+        continuation.onTermination = { _ in
+            token.cancel()
+            closing.cancel()
+        }
         return stream
     }
 
@@ -93,11 +102,6 @@ extension StoreCoordinator {
     /// until they finish; nothing new can be borrowed afterwards.
     public func close() {
         listener.stop()
-        let streams = remoteStreams.withLock { streams in
-            defer { streams.removeAll() }
-            return streams
-        }
-        streams.forEach { $0.finish() }
         pool.close()
         closeObservers.close()
     }

@@ -42,7 +42,7 @@ public final class StoreCoordinator: Sendable {
     /// Where saves, retries and merges are counted (swift-metrics; see
     /// `PGDataKitMetrics`).
     let metrics: StoreMetrics
-    let remoteStreams = Mutex<[AsyncStream<ChangeRecord>.Continuation]>([])
+
     /// Told when the coordinator is closed (object controllers stop then).
     let closeObservers = CloseObservers()
     private let commitOutcomeTimeoutStorage = Mutex<Duration>(.seconds(10))

@@ -170,6 +170,29 @@ struct ChangeLogTests {
         }
     }
 
+    /// A stream asked for after the coordinator closed ends at once (it used to be kept
+    /// open for good: close() had already ended the streams it knew).
+    @Test(.onItsOwnThread) func aStreamOfAClosedCoordinatorEnds() async throws {
+        let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
+        defer { cleanup() }
+        let coordinator = try StoreCoordinator(model: try Model(entities: [User.self, Post.self]), configuration: configuration)
+        coordinator.close()
+        let stream = coordinator.remoteChanges()
+        let ended = Task(executorPreference: OwnThreadExecutor.current) {
+            var count = 0
+            for await _ in stream { count += 1 }
+            return count
+        }
+        let watchdog = Task(executorPreference: OwnThreadExecutor.current) {
+            try await Task.sleep(for: .seconds(20))
+            ended.cancel()
+        }
+        defer { watchdog.cancel() }
+        let start = ContinuousClock.now
+        #expect(await ended.value == 0)
+        #expect(start.duration(to: .now) < .seconds(10), "the stream ended only when its task was cancelled")
+    }
+
     @Test(.onItsOwnThread) func remoteChangesStreamAndTurningAutomaticMergingOff() async throws {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
