@@ -17,8 +17,8 @@ public enum MissingRelatedObject: Sendable, Equatable {
 /// (Vokoder's `VOKManagedObjectMap`).
 ///
 /// The remote side is a dotted key path through nested objects (`"author.id"`). An
-/// attribute map converts the value to the attribute's type (see "Importing" in the
-/// README for the rules); a relationship map finds the related object by a unique key
+/// attribute map converts the value to the attribute's type (see "Mapping records" in
+/// the Importing article for the rules); a relationship map finds the related object by a unique key
 /// of its entity, within the one-query-per-batch discipline of the import.
 ///
 /// For example:

@@ -8,8 +8,8 @@ import Foundation
 ///
 /// PostgreSQL wakes every listening session on every notifying commit: with one listener
 /// per process, each save costs the server one wakeup, queue read and send per process,
-/// and each notifying commit waits for them (see "Write rate as processes grow" in the
-/// README). With a relay (the default), the first process of a host to listen hosts one
+/// and each notifying commit waits for them (see "Write rate and its ceiling" in the
+/// Several processes article). With a relay (the default), the first process of a host to listen hosts one
 /// `LISTEN` session and passes its notifications on over a Unix socket to the host's
 /// other processes that use the same server, database, user and channel; each process
 /// still keeps its own session for reading the change log, its own position and
