@@ -75,6 +75,15 @@ struct DemoCommand: ParsableCommand {
         }
     }
 
+    /// Whether each running worker's latest report lists every other running worker among
+    /// those it merged saves from.
+    static func everyWorkerMergedEveryOther(_ board: DemoProcesses.Board) -> Bool {
+        let pids = Set(board.latest.values.map(\.pid))
+        return board.latest.values.allSatisfy { report in
+            pids.subtracting([report.pid]).isSubset(of: report.counters.mergedFrom)
+        }
+    }
+
     func run() throws {
         let place = try DemoDatabase(options: database, keep: keepDatabase)
         defer { place.close() }
@@ -121,6 +130,16 @@ struct DemoCommand: ParsableCommand {
         let writing = Date().timeIntervalSince(started)
         for (worker, message) in processes.board.withLock({ $0.failures }).sorted(by: { $0.key < $1.key }) {
             printError("worker \(worker) failed: \(message)")
+        }
+
+        // A worker that started late (a replacement under --chaos, on a loaded machine) may
+        // not have merged a save of every other yet: the others go on saving until it has
+        // (up to 30 s), so the proof checks the merging, not the timing.
+        if !stop.isFired, !Self.everyWorkerMergedEveryOther(processes.board.withLock { $0 }) {
+            view.note("waiting until every worker merged a save of every other…")
+            _ = processes.wait(seconds: 30) { board in
+                Self.everyWorkerMergedEveryOther(board) || !board.failures.isEmpty || !board.exited.isEmpty
+            }
         }
 
         // Stop; one marker save after everyone stopped; wait until everyone merged it.

@@ -6,7 +6,7 @@ import PGDataKit
 /// so that the command works from any folder (a test checks that the two are the same).
 enum ExampleSchema {
     static let migration = Migration(version: 1, name: "create_users_and_posts", sql: """
-        -- The example dataset of the docs, the demo and the tests: users with a unique remote
+        -- The example dataset of the README, the demo and the tests: users with a unique remote
         -- id, and their posts (the SQKDataKit README example). Every table has a version column
         -- for optimistic locking.
 
