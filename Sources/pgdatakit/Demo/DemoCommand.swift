@@ -16,7 +16,9 @@ struct DemoCommand: ParsableCommand {
             main context and the change log, and shows rows per entity, saves per second
             per worker, merge latency, conflicts settled per policy and the last changes.
 
-            After --duration seconds (or Ctrl-C) the workers stop, one of them saves a
+            After --duration seconds (or Ctrl-C) — and, without Ctrl-C, once every worker
+            has merged a save of every other (a late replacement gets up to 30 s more) —
+            the workers stop, one of them saves a
             marker, and every process waits until the marker is merged into its main
             context; then the summary shows what that proves: each main context, kept
             current only by merges, equals a fresh fetch (the same checksum in every
