@@ -53,11 +53,7 @@ struct ControllerBenchmark: ParsableCommand {
     func run() throws {
         let database = try BenchDatabase()
         defer { database.drop() }
-        let loader = try Connection(database.configuration)
-        try loader.copy(
-            into: "users", columns: ["user_id", "name", "age"],
-            rows: (0..<rows).map { index in ["user-\(index)", "Name \(index)", index % 100] })
-        loader.close()
+        try load(database)
 
         let manager = try ContextManager(configuration: database.configuration, entities: [BenchUser.self])
         defer { manager.close() }
@@ -68,22 +64,7 @@ struct ControllerBenchmark: ParsableCommand {
         let mergeToken = main.observeObjectsDidChange { _ in timing.merged(at: monotonicNanoseconds()) }
         defer { mergeToken.cancel() }
 
-        var open: [ManagedObjectController<BenchUser>] = []
-        let band = max(1, 100 / controllers)
-        for index in 0..<controllers {
-            let low = index * band
-            let high = index == controllers - 1 ? 100 : low + band
-            let request = FetchRequest<BenchUser>(
-                predicate: try FetchPredicate(format: "age >= %d AND age < %d", low, high),
-                sortDescriptors: [FetchSortDescriptor("age"), FetchSortDescriptor("userID")])
-            let controller = ManagedObjectController(fetchRequest: request, context: main)
-            controller.onChange = { _, changes in
-                guard changes.kind == .changed else { return }
-                timing.controllerChanged(index, at: monotonicNanoseconds())
-            }
-            try main.performAndWait { try controller.performFetch() }
-            open.append(controller)
-        }
+        let open = try openControllers(on: main, timing: timing)
         let shown = main.performAndWait { open.map(\.objects.count).reduce(0, +) }
 
         guard let url = database.configuration.renderedConnectionString() else {
@@ -95,21 +76,8 @@ struct ControllerBenchmark: ParsableCommand {
         defer { writer.stop() }
         guard writer.nextLine() == "ready" else { throw ValidationError("the writer process did not start") }
 
-        /// Saves batch `number` in the writer and waits until this process merged it and
-        /// every controller has been told; returns the times and statements.
         func run(batch number: Int) throws -> (sent: Int64, measured: BatchTiming.Measured) {
-            timing.begin(statements: coordinator.statementCount)
-            writer.send("batch \(number)")
-            let sent = try writer.time(of: "sent", number)
-            let deadline = ContinuousClock.now + .seconds(30)
-            while timing.mergeCount <= number {
-                guard ContinuousClock.now < deadline else {
-                    throw ValidationError("batch \(number) was not merged within 30 seconds")
-                }
-                usleep(50)
-            }
-            main.performAndWait {}  // the merge's block, controllers included, has finished
-            return (sent, timing.end(statements: coordinator.statementCount))
+            try runBatch(number, writer: writer, timing: timing, main: main, coordinator: coordinator)
         }
 
         var refresh: [Double] = []

@@ -99,20 +99,7 @@ struct FanoutBenchmark: ParsableCommand {
         let roles = StatementCountingRoles.create([FanoutKind.holder.rawValue, FanoutKind.idle.rawValue], on: admin)
         defer { roles.drop(on: admin) }
 
-        print(
-            "fanout: \(processes) processes on one database (writing: \(writers), holding the written rows: "
-                + "\(layout.holders), idle observers: \(layout.idle)); \(format(seconds, 1)) s measured after "
-                + "\(format(warmup, 1)) s of warm-up")
-        print(
-            "each main context holds \(FanoutLayout.heldObjects) of \(rows) users and a controller over "
-                + "\(FanoutLayout.controllerRows) rows nobody writes; a save renames one of the \(FanoutLayout.heldObjects) "
-                + "users every holder holds")
-        print("server: \(try ContentionBenchmark.settings(admin))\(database.isThrowaway ? " (throwaway server)" : "")")
-        if let reason = roles.unavailableReason {
-            print("statements per remote save: not counted: \(reason)")
-        } else {
-            print("statements per remote save: counted by pg_stat_statements for the holders' and idle observers' roles")
-        }
+        try printHeader(layout, roles: roles, admin: admin, database: database)
         fflush(nil)
 
         var children: [(kind: FanoutKind, process: BenchProcess)] = []
@@ -163,6 +150,27 @@ struct FanoutBenchmark: ParsableCommand {
         let maximum = try admin.query("SELECT current_setting('max_connections')::int")[0].decode(Int.self, at: 0)
         try summarise(reports, layout: layout, roles: roles, before: before, after: after,
                       connections: (connections, maximum))
+    }
+
+    /// Prints what is measured, on what: the processes, the objects each holds, the
+    /// server's settings and how remote saves' statements are counted.
+    func printHeader(
+        _ layout: FanoutLayout, roles: StatementCountingRoles, admin: Connection, database: BenchDatabase
+    ) throws {
+        print(
+            "fanout: \(processes) processes on one database (writing: \(writers), holding the written rows: "
+                + "\(layout.holders), idle observers: \(layout.idle)); \(format(seconds, 1)) s measured after "
+                + "\(format(warmup, 1)) s of warm-up")
+        print(
+            "each main context holds \(FanoutLayout.heldObjects) of \(rows) users and a controller over "
+                + "\(FanoutLayout.controllerRows) rows nobody writes; a save renames one of the \(FanoutLayout.heldObjects) "
+                + "users every holder holds")
+        print("server: \(try ContentionBenchmark.settings(admin))\(database.isThrowaway ? " (throwaway server)" : "")")
+        if let reason = roles.unavailableReason {
+            print("statements per remote save: not counted: \(reason)")
+        } else {
+            print("statements per remote save: counted by pg_stat_statements for the holders' and idle observers' roles")
+        }
     }
 
     /// Prints the table and the RESULT line; exits with 2 when a holder ended out of step

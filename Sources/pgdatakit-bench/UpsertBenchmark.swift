@@ -53,62 +53,7 @@ struct UpsertBenchmark: ParsableCommand {
         let size = max(1, batch)
         let batches = (records + size - 1) / size
 
-        /// This thread's CPU seconds by pass (the context runs on the calling thread).
-        var cpu: [String: Double] = [:]
-        /// The batches of a generation of records.
-        func chunks(_ input: [JSONValue]) -> [ArraySlice<JSONValue>] {
-            stride(from: 0, to: input.count, by: size).map { input[$0..<min(input.count, $0 + size)] }
-        }
-        /// One batch of insertOrUpdate, saved, the context reset: seconds.
-        func objectBatch(_ chunk: ArraySlice<JSONValue>, in context: ManagedObjectContext, _ name: String) throws -> Double {
-            let cpuStart = threadCPUSeconds()
-            defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
-            return try context.performAndWait {
-                try measure {
-                    try BenchUser.insertOrUpdate(
-                        Array(chunk), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, batchSize: size
-                    ) { record, user in
-                        user.name = record["Name"]?.stringValue
-                        user.age = record["Age"]?.intValue
-                    }
-                    try context.save()
-                    context.reset()
-                }
-            }
-        }
-        /// One batch of the floor: the same rows as one raw upsert statement, into a table
-        /// of its own (`users_floor`, made like `users`): seconds.
-        func floorBatch(_ chunk: ArraySlice<JSONValue>, _ name: String) throws -> Double {
-            let ids = chunk.map { $0["UserID"]?.stringValue ?? "" }
-            let names = chunk.map { $0["Name"]?.stringValue }
-            let ages = chunk.map { $0["Age"]?.intValue }
-            let cpuStart = threadCPUSeconds()
-            defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
-            return try measure {
-                try raw.execute(
-                    """
-                    INSERT INTO users_floor (user_id, name, age) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
-                    ON CONFLICT (user_id) DO UPDATE SET name = EXCLUDED.name, age = EXCLUDED.age, version = users_floor.version + 1
-                    """, [ids, names, ages])
-            }
-        }
-        /// One pass: the object path's batches and, when named, the floor's batches of the
-        /// same records, alternating batch by batch (which goes first alternates too), so
-        /// both meet the same moments of a shared machine. Seconds of each and statements.
-        func pass(_ input: [JSONValue], object: String, floor: String?) throws -> (floor: Double, object: Double, statements: Int) {
-            let context = manager.newPrivateContext(name: "bench")
-            var floorSeconds = 0.0
-            var objectSeconds = 0.0
-            var objectStatements = 0
-            for (index, chunk) in chunks(input).enumerated() {
-                if let floor, index % 2 == 1 { floorSeconds += try floorBatch(chunk, floor) }
-                let statementsBefore = manager.coordinator.statementCount
-                objectSeconds += try objectBatch(chunk, in: context, object)
-                objectStatements += manager.coordinator.statementCount - statementsBefore
-                if let floor, index % 2 == 0 { floorSeconds += try floorBatch(chunk, floor) }
-            }
-            return (floorSeconds, objectSeconds, objectStatements)
-        }
+        var passes = UpsertPasses(manager: manager, raw: raw, size: size)
 
         func scalar(_ sql: String) throws -> Int { try raw.query(sql)[0].decode(Int.self, at: 0) }
 
@@ -122,11 +67,11 @@ struct UpsertBenchmark: ParsableCommand {
         print("upsert of \(records) records in batches of \(size), \(runs) runs")
         for run in 1...max(1, runs) {
             try raw.execute("TRUNCATE users, users_floor CASCADE")
-            let insert = try pass(inputs[0], object: "object insert", floor: "floor insert")
-            let update = try pass(inputs[1], object: "object update", floor: "floor update")
+            let insert = try passes.pass(inputs[0], object: "object insert", floor: "floor insert")
+            let update = try passes.pass(inputs[1], object: "object update", floor: "floor update")
             let versions = try scalar("SELECT sum(version)::bigint FROM users")
             let changes = try scalar("SELECT count(*) FROM pgdatakit_changes")
-            let identical = try pass(inputs[1], object: "object identical", floor: nil)
+            let identical = try passes.pass(inputs[1], object: "object identical", floor: nil)
             identicalWrites += try scalar("SELECT sum(version)::bigint FROM users") - versions
             identicalWrites += try scalar("SELECT count(*) FROM pgdatakit_changes") - changes
             guard try scalar("SELECT count(*) FROM users") == records, try scalar("SELECT count(*) FROM users_floor") == records else {
@@ -145,28 +90,14 @@ struct UpsertBenchmark: ParsableCommand {
             print(String(format: "  run %d: insert %.2f of floor, update %.2f of floor", run, insertRatios.last ?? 0, updateRatios.last ?? 0))
         }
 
-        // The naive pattern: one fetch and one save per record, on new keys.
-        let naiveInput = generation(0, count: naive, prefix: "naive")
-        let context = manager.newPrivateContext(name: "naive")
-        let naiveSeconds = try context.performAndWait {
-            try measure {
-                for record in naiveInput {
-                    let id = record["UserID"]?.stringValue ?? ""
-                    let user = try BenchUser.first(in: context, where: "userID == %@", id) ?? BenchUser(context: context)
-                    user.userID = id
-                    user.name = record["Name"]?.stringValue
-                    user.age = record["Age"]?.intValue
-                    try context.save()
-                }
-            }
-        }
+        let naiveSeconds = try naivePass(manager)
         let naiveRate = Double(naive) / naiveSeconds
         let objectInsertRate = median(rates["object insert"] ?? [])
-        let passes = Double(max(1, runs) * batches)
+        let batchCount = Double(max(1, runs) * batches)
         func show(_ name: String) {
             print(
                 "  \(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median(rates[name] ?? []))) rows/s"
-                    + String(format: "   client CPU %5.2f ms per batch", 1000 * (cpu[name] ?? 0) / passes))
+                    + String(format: "   client CPU %5.2f ms per batch", 1000 * (passes.cpu[name] ?? 0) / batchCount))
         }
         ["floor insert", "object insert", "floor update", "object update", "object identical"].forEach(show)
         print("  naive (\(naive) rows)    \(String(format: "%10.0f", naiveRate)) rows/s")
@@ -178,6 +109,24 @@ struct UpsertBenchmark: ParsableCommand {
             "RESULT upsert insert_ratio=\(String(format: "%.2f", median(insertRatios))) update_ratio=\(String(format: "%.2f", median(updateRatios))) "
                 + "naive_speedup=\(String(format: "%.1f", objectInsertRate / naiveRate)) statements_per_batch=\(String(format: "%.0f", perBatch("insert").rounded(.up)))"
         )
+    }
+
+    /// The naive pattern: one fetch and one save per record, on new keys. Seconds.
+    func naivePass(_ manager: ContextManager) throws -> Double {
+        let naiveInput = generation(0, count: naive, prefix: "naive")
+        let context = manager.newPrivateContext(name: "naive")
+        return try context.performAndWait {
+            try measure {
+                for record in naiveInput {
+                    let id = record["UserID"]?.stringValue ?? ""
+                    let user = try BenchUser.first(in: context, where: "userID == %@", id) ?? BenchUser(context: context)
+                    user.userID = id
+                    user.name = record["Name"]?.stringValue
+                    user.age = record["Age"]?.intValue
+                    try context.save()
+                }
+            }
+        }
     }
 }
 

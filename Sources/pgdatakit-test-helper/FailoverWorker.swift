@@ -31,7 +31,6 @@ func failoverWorker(_ manager: ContextManager, _ arguments: [String]) -> Never {
     else { fail("usage: failover-worker DATABASE_URL WORKER COUNTERS PHASE_DIRECTORY POST_FAILOVER_SAVES") }
     let phase = URL(fileURLWithPath: arguments[5])
     func exists(_ name: String) -> Bool { FileManager.default.fileExists(atPath: phase.appendingPathComponent(name).path) }
-    @Sendable func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
 
     let seen = SeenRecords()
     let recordToken = manager.coordinator.observeRemoteChanges { record in
@@ -71,51 +70,61 @@ func failoverWorker(_ manager: ContextManager, _ arguments: [String]) -> Never {
         let key = "w\(worker)-\(saved)"
         let counterID = "counter-\((saved + worker) % counters)"
         let afterFailover = exists("failover")
-        while true {
-            do {
-                try context.performAndWait {
-                    guard let counter = try HelperUser.first(in: context, where: "userID == %@", counterID) else {
-                        fail("\(counterID) is missing")
-                    }
-                    counter.age = (counter.age ?? 0) + 1
-                    let user = HelperUser(context: context)
-                    user.userID = key
-                    user.age = saved
-                    try context.save()
-                }
-                emit("ack \(key) \(counterID) t=\(now())")
-                break
-            } catch is MergeConflictError {
-                context.performAndWait { context.rollback() }
-                emit("conflict \(key)")
-            } catch let error as SaveOutcomeUnknownError {
-                // Never redone blindly: it may have committed. The test counts these.
-                context.performAndWait { context.rollback() }
-                emit("unknown \(key) xid=\(error.transactionID) t=\(now())")
-                break
-            } catch {
-                // A save that did not commit (transient: a lost connection before or at its
-                // COMMIT), a fetch whose connection broke or that found no server accepting
-                // writes yet: nothing was written, redo it. Anything else is reported as
-                // `other` (and redone all the same, so that the test sees the rest).
-                context.performAndWait { context.rollback() }
-                let kind: String
-                switch error {
-                case let error as PostgresError where error.isTransient: kind = "transient"
-                case let error as PostgresError where error.isConnectionError: kind = "connection"
-                default: kind = "other"
-                }
-                let line = "\(error)".replacingOccurrences(of: "\n", with: " ").replacingOccurrences(of: "\t", with: " ")
-                emit("retry \(key) t=\(now()) kind=\(kind) \(line.prefix(300))")
-                usleep(20_000)
-            }
-        }
+        saveUnitOfWork(key: key, counterID: counterID, age: saved, in: context)
         saved += 1
         if afterFailover { savedAfterFailover += 1 }
     }
     emit("done-saving t=\(now())")
     while true {
         withExtendedLifetime((recordToken, changeToken)) { _ = sleep(60) }
+    }
+}
+
+/// Wall-clock milliseconds since 1970.
+private func now() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }
+
+/// Saves one unit of work in `context` (the counter's `age` plus one and a new user
+/// `key`), redoing it after a conflict or an error that wrote nothing, and prints what
+/// happened (`ack`, `conflict`, `unknown`, `retry`).
+private func saveUnitOfWork(key: String, counterID: String, age: Int, in context: ManagedObjectContext) {
+    while true {
+        do {
+            try context.performAndWait {
+                guard let counter = try HelperUser.first(in: context, where: "userID == %@", counterID) else {
+                    fail("\(counterID) is missing")
+                }
+                counter.age = (counter.age ?? 0) + 1
+                let user = HelperUser(context: context)
+                user.userID = key
+                user.age = age
+                try context.save()
+            }
+            emit("ack \(key) \(counterID) t=\(now())")
+            break
+        } catch is MergeConflictError {
+            context.performAndWait { context.rollback() }
+            emit("conflict \(key)")
+        } catch let error as SaveOutcomeUnknownError {
+            // Never redone blindly: it may have committed. The test counts these.
+            context.performAndWait { context.rollback() }
+            emit("unknown \(key) xid=\(error.transactionID) t=\(now())")
+            break
+        } catch {
+            // A save that did not commit (transient: a lost connection before or at its
+            // COMMIT), a fetch whose connection broke or that found no server accepting
+            // writes yet: nothing was written, redo it. Anything else is reported as
+            // `other` (and redone all the same, so that the test sees the rest).
+            context.performAndWait { context.rollback() }
+            let kind: String
+            switch error {
+            case let error as PostgresError where error.isTransient: kind = "transient"
+            case let error as PostgresError where error.isConnectionError: kind = "connection"
+            default: kind = "other"
+            }
+            let line = "\(error)".replacingOccurrences(of: "\n", with: " ").replacingOccurrences(of: "\t", with: " ")
+            emit("retry \(key) t=\(now()) kind=\(kind) \(line.prefix(300))")
+            usleep(20_000)
+        }
     }
 }
 

@@ -111,26 +111,7 @@ struct MatchesPattern {
                 afterLazy = false
                 continue
             case "(":
-                if peek(1) == "?" {
-                    let first = peek(2)
-                    let second = peek(3)
-                    if first == ":" {
-                        groups.append(false)
-                        index += 3
-                    } else if first == "=" || first == "!" {
-                        groups.append(true)
-                        index += 3
-                    } else if first == "<" && (second == "=" || second == "!") {
-                        groups.append(true)
-                        index += 4
-                    } else {
-                        return "the group '(?\(first.map { String($0) } ?? "")' is not supported; use (…), (?:…), "
-                            + "(?=…), (?!…), (?<=…) or (?<!…) (and MATCHES[c] for case-insensitive matching)"
-                    }
-                } else {
-                    groups.append(false)
-                    index += 1
-                }
+                if let problem = groupProblem(scalars, at: &index, groups: &groups) { return problem }
                 afterQuantifier = false
                 afterLazy = false
                 continue
@@ -167,6 +148,37 @@ struct MatchesPattern {
             index += 1
         }
         return groups.isEmpty ? nil : "a group is not closed"
+    }
+
+    /// Checks the group opening at `index` (a `(`), records whether it is a look-around
+    /// in `groups` and moves past it.
+    private static func groupProblem(
+        _ scalars: [Unicode.Scalar], at index: inout Int, groups: inout [Bool]
+    ) -> String? {
+        func peek(_ offset: Int) -> Unicode.Scalar? {
+            index + offset < scalars.count ? scalars[index + offset] : nil
+        }
+        guard peek(1) == "?" else {
+            groups.append(false)
+            index += 1
+            return nil
+        }
+        let first = peek(2)
+        let second = peek(3)
+        if first == ":" {
+            groups.append(false)
+            index += 3
+        } else if first == "=" || first == "!" {
+            groups.append(true)
+            index += 3
+        } else if first == "<" && (second == "=" || second == "!") {
+            groups.append(true)
+            index += 4
+        } else {
+            return "the group '(?\(first.map { String($0) } ?? "")' is not supported; use (…), (?:…), "
+                + "(?=…), (?!…), (?<=…) or (?<!…) (and MATCHES[c] for case-insensitive matching)"
+        }
+        return nil
     }
 
     /// Checks the escape at `index` (a backslash, then `next`) and moves past it.

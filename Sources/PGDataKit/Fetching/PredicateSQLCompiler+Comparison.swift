@@ -237,19 +237,7 @@ extension PredicateSQLCompiler {
         let left = try operand(plan.left, alias: alias, memberAlias: memberAlias)
         switch plan.operator {
         case .in:
-            guard case .list(let items) = plan.right, let l = left.sql else { throw error("IN needs a list") }
-            let present = items.compactMap { $0 }
-            var parts: [String] = []
-            if !present.isEmpty {
-                if options.isEmpty {
-                    for array in PredicateValues.arrays(present) { parts.append("\(l) = ANY(\(bind(array)))") }
-                } else {
-                    let folded = present.map { fold(bind($0) + "::text", options) }
-                    parts.append("\(fold(l, options)) IN (\(folded.joined(separator: ", ")))")
-                }
-            }
-            if items.contains(where: { $0 == nil }) { parts.append("\(l) IS NULL") }
-            return parts.isEmpty ? "FALSE" : wrap("(" + parts.joined(separator: " OR ") + ")", strict)
+            return try renderIn(plan, left: left, strict: strict)
         case .between:
             guard case .bounds(let lowSide, let highSide) = plan.right else { throw error("BETWEEN needs {low, high}") }
             let low = try operand(lowSide, alias: alias, memberAlias: memberAlias)
@@ -310,6 +298,25 @@ extension PredicateSQLCompiler {
         case .in, .between:
             throw error("\(plan.operator.rawValue) needs a list")
         }
+    }
+
+    /// `key IN {…}`: `= ANY` of bound arrays (or `IN` of folded texts with `[c]`/`[d]`),
+    /// and `IS NULL` when the list holds `nil`.
+    private mutating func renderIn(_ plan: ComparisonPlan, left: Operand, strict: Bool) throws -> String {
+        let options = plan.options
+        guard case .list(let items) = plan.right, let l = left.sql else { throw error("IN needs a list") }
+        let present = items.compactMap { $0 }
+        var parts: [String] = []
+        if !present.isEmpty {
+            if options.isEmpty {
+                for array in PredicateValues.arrays(present) { parts.append("\(l) = ANY(\(bind(array)))") }
+            } else {
+                let folded = present.map { fold(bind($0) + "::text", options) }
+                parts.append("\(fold(l, options)) IN (\(folded.joined(separator: ", ")))")
+            }
+        }
+        if items.contains(where: { $0 == nil }) { parts.append("\(l) IS NULL") }
+        return parts.isEmpty ? "FALSE" : wrap("(" + parts.joined(separator: " OR ") + ")", strict)
     }
 
     /// `nil == key` (a constant `nil` on the left; planning puts keys on the left, so

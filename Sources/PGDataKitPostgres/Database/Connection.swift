@@ -33,13 +33,14 @@ public final class Connection: @unchecked Sendable {
     /// Where this connection goes.
     public let configuration: ConnectionConfiguration
     let logger: Logger
-    private var executedStatements = 0
+    /// How many statements were sent. Under `lock`.
+    var executedStatements = 0
     /// A `BEGIN` to send with the next statement (`beginWithNextStatement`). Under `lock`.
     var pendingBegin: String?
     /// Set when the server sent a FATAL error outside a query: the session is over.
     var serverEndedSession = false
     /// Work to do once while the server runs the next pipeline. Under `lock`.
-    private var workWhileWaiting: (() -> Void)?
+    var workWhileWaiting: (() -> Void)?
     /// This session's named prepared statements. Under `lock`.
     var preparedStatements: PreparedStatementCache
     /// Whether a pooler sits between this session and the server (seen at connect).
@@ -344,7 +345,7 @@ public final class Connection: @unchecked Sendable {
     /// transaction is open (a failure inside one would fail the transaction). A
     /// statement the server no longer has counts as dropped; one that fails otherwise
     /// (the connection is in trouble) stays listed for the next time. Call under `lock`.
-    private func dropEvictedStatements(_ handle: OpaquePointer) {
+    func dropEvictedStatements(_ handle: OpaquePointer) {
         guard !preparedStatements.evicted.isEmpty, PQtransactionStatus(handle) == PQTRANS_IDLE else { return }
         var dropped: [String] = []
         for name in preparedStatements.evicted {
@@ -360,7 +361,7 @@ public final class Connection: @unchecked Sendable {
     /// Forgets the prepared statement of `key` when `error` says the server no longer has
     /// it (every statement is forgotten then: `DISCARD ALL` or a pooler drops them all) or
     /// that its result columns changed. Returns whether it did. Call under `lock`.
-    private func forgetPreparedStatement(_ key: PreparedStatementCache.Key, after error: PostgresError) -> Bool {
+    func forgetPreparedStatement(_ key: PreparedStatementCache.Key, after error: PostgresError) -> Bool {
         switch error.sqlState {
         case .invalidSQLStatementName?:
             preparedStatements.removeAll()
@@ -398,174 +399,6 @@ public final class Connection: @unchecked Sendable {
             throw error
         }
         return (texts, types)
-    }
-
-    /// Runs statements in one round trip (libpq's pipeline mode): all are sent, then all
-    /// results are read. When one fails, PostgreSQL skips the ones after it and its error
-    /// is thrown; an open transaction is then failed (roll it back). For short sequences
-    /// whose results are small (a save's change record and its `COMMIT`): the statements
-    /// are sent before any result is read.
-    ///
-    /// - Parameter onResult: called with each statement's index and result as soon as it
-    ///   is read, before the results of the statements after it.
-    /// - Returns: each statement's result, in order.
-    /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
-    ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
-    package func executePipeline(
-        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])],
-        onResult: ((Int, QueryResult) -> Void)? = nil
-    ) throws -> [QueryResult] {
-        var encoded: [PipelineStatement] = []
-        defer { for statement in encoded { statement.texts.forEach { free($0) } } }
-        for statement in statements {
-            let (texts, types) = try Connection.encode(statement.parameters)
-            encoded.append((statement.sql, texts, types, statement.parameters))
-        }
-        lock.lock()
-        defer { lock.unlock() }
-        let handle = try requireHandle()
-        if let begin = pendingBegin {
-            pendingBegin = nil
-            let opening = beginStatements(begin)
-            return Array(
-                try runPipeline(handle, opening + encoded) { onResult?($0 - opening.count, $1) }.dropFirst(opening.count))
-        }
-        return try runPipeline(handle, encoded) { onResult?($0, $1) }
-    }
-
-    /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
-    /// caller) with their type OIDs, and the parameters themselves for error messages.
-    typealias PipelineStatement = (
-        sql: String, texts: [UnsafeMutablePointer<CChar>?], types: [UInt32], parameters: [(any PostgresEncodable)?]
-    )
-
-    /// Sends the statements in pipeline mode and reads every result. Call under `lock`.
-    private func runPipeline(
-        _ handle: OpaquePointer, _ statements: [PipelineStatement], onResult: ((Int, QueryResult) -> Void)? = nil
-    ) throws -> [QueryResult] {
-        func lost() -> PostgresError {
-            PostgresError(
-                kind: PQstatus(handle) == CONNECTION_BAD ? .connectionLost : .client,
-                message: String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines),
-                statement: statements.last?.sql)
-        }
-        guard PQenterPipelineMode(handle) == 1 else { throw lost() }
-        var sent = 0
-        dropEvictedStatements(handle)
-        // Per statement, the key of the `Parse` sent before it, if it was not prepared yet.
-        var parsed: [PreparedStatementCache.Key?] = []
-        var unconfirmed: Set<PreparedStatementCache.Key> = []
-        sending: for statement in statements {
-            var parse: PreparedStatementCache.Key?
-            defer { parsed.append(parse) }
-            var name: String?
-            if !statement.types.isEmpty {
-                let key = PreparedStatementCache.Key(sql: statement.sql, types: statement.types)
-                name = preparedStatements.name(for: key)
-                if name == nil, let fresh = preparedStatements.add(key) {
-                    unconfirmed.insert(key)
-                    parse = key
-                    guard PQsendPrepare(handle, fresh, statement.sql, Int32(statement.types.count), statement.types) == 1
-                    else { break sending }
-                    name = fresh
-                }
-            }
-            let queued = statement.texts.withUnsafeBufferPointer { values in
-                values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                    if let name {
-                        PQsendQueryPrepared(handle, name, Int32(statement.types.count), values.baseAddress, nil, nil, 0)
-                    } else {
-                        PQsendQueryParams(
-                            handle, statement.sql, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
-                    }
-                }
-            }
-            guard queued == 1 else { break }
-            sent += 1
-            // With a result handler, each result is asked for as soon as it is ready
-            // (the server otherwise holds the results until the end of the pipeline).
-            if onResult != nil && sent < statements.count { _ = PQsendFlushRequest(handle) }
-        }
-        executedStatements += sent
-        let synced = PQpipelineSync(handle) == 1
-        if synced, let work = workWhileWaiting {
-            workWhileWaiting = nil
-            _ = PQflush(handle)
-            work()
-        }
-        // Every result must be read before the pipeline can end: per statement its
-        // results up to a NULL, then the sync point.
-        var results: [QueryResult] = []
-        var failure: PostgresError?
-        defer {
-            // A statement whose `Parse` did not succeed is not prepared.
-            for key in unconfirmed { preparedStatements.remove(key) }
-        }
-        for (index, parse) in parsed.enumerated() {
-            if let parse {
-                while let result = PQgetResult(handle) {
-                    switch PQresultStatus(result) {
-                    case PGRES_COMMAND_OK:
-                        unconfirmed.remove(parse)
-                    case PGRES_PIPELINE_ABORTED:
-                        break
-                    default:
-                        if failure == nil {
-                            var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
-                            error.parameterDescriptions = Connection.describe(statements[index].parameters)
-                            failure = error
-                        }
-                    }
-                    PQclear(result)
-                }
-                if PQstatus(handle) == CONNECTION_BAD { break }
-            }
-            guard index < sent else { break }
-            while let result = PQgetResult(handle) {
-                switch PQresultStatus(result) {
-                case PGRES_COMMAND_OK, PGRES_TUPLES_OK, PGRES_EMPTY_QUERY:
-                    let read = QueryResult(handle: result)
-                    results.append(read)
-                    if failure == nil { onResult?(index, read) }
-                case PGRES_PIPELINE_ABORTED:
-                    PQclear(result)
-                default:
-                    if failure == nil {
-                        var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
-                        error.parameterDescriptions = Connection.describe(statements[index].parameters)
-                        if !statements[index].types.isEmpty {
-                            _ = forgetPreparedStatement(
-                                PreparedStatementCache.Key(sql: statements[index].sql, types: statements[index].types),
-                                after: error)
-                        }
-                        failure = error
-                    }
-                    PQclear(result)
-                }
-            }
-            if PQstatus(handle) == CONNECTION_BAD { break }
-        }
-        if synced && PQstatus(handle) != CONNECTION_BAD {
-            while let result = PQgetResult(handle) {
-                let status = PQresultStatus(result)
-                PQclear(result)
-                if status == PGRES_PIPELINE_SYNC { break }
-            }
-        }
-        let exited = PQexitPipelineMode(handle) == 1
-        if let failure { throw failure }
-        guard sent == statements.count, synced, exited, results.count == statements.count else { throw lost() }
-        return results
-    }
-
-    /// Runs `work` once, on the calling thread, right after the next pipeline of
-    /// statements is sent and before its results are read, so that client work (such as
-    /// releasing a context's previous objects) overlaps the server's; `nil` cancels it.
-    /// Nothing runs if no pipeline is sent.
-    package func doWhileWaiting(_ work: (() -> Void)?) {
-        lock.lock()
-        defer { lock.unlock() }
-        workWhileWaiting = work
     }
 
     /// Opens a transaction with the next statement: its `BEGIN` is sent in the same

@@ -203,34 +203,17 @@ package final class NotificationRelay: Sendable {
         var delay: Duration = .milliseconds(50)
         defer {
             connection?.close()
-            for follower in followers { close(follower.descriptor) }
-            state.withLock {
-                $0.backendPID = nil
-                $0.followers = 0
-            }
+            dropFollowers(&followers)
         }
         while !stopping.load(ordering: .relaxed) {
             guard let session = connection else {
                 // Followers were dropped with the session; reconnect before accepting
                 // again (a follower registered now must miss nothing after its key).
                 if waitForWake(delay) { break }
-                do {
-                    connection = try connect()
-                    delay = .milliseconds(50)
-                    logger.debug("the notification relay reconnected")
-                } catch {
-                    delay = min(delay * 2, .seconds(5))
-                    logger.warning("the notification relay could not reconnect, retrying in \(delay): \(error)")
-                }
+                connection = reconnect(delay: &delay)
                 continue
             }
-            var entries: [(descriptor: Int32, events: Int16)] = [
-                (wakeRead, Int16(POLLIN)), (session.socketDescriptor, Int16(POLLIN)), (listening, Int16(POLLIN)),
-            ]
-            for follower in followers {
-                let wantsOut = follower.sent < follower.pending.count
-                entries.append((follower.descriptor, Int16(POLLIN) | (wantsOut ? Int16(POLLOUT) : 0)))
-            }
+            let entries = pollEntries(session, listening: listening, followers: followers)
             let sinceSent = lastSent.duration(to: .now)
             let window = lastCount > 1 ? Self.coalescingWindow : .zero
             let timeout = outgoing.isEmpty ? Self.heartbeatInterval - sinceSent : window - sinceSent
@@ -252,14 +235,9 @@ package final class NotificationRelay: Sendable {
                     logger.warning("the notification relay lost its session; its processes catch up: \(error)")
                     session.close()
                     connection = nil
-                    for follower in followers { close(follower.descriptor) }
-                    followers = []
+                    dropFollowers(&followers)
                     outgoing = []
                     outgoingCount = 0
-                    state.withLock {
-                        $0.backendPID = nil
-                        $0.followers = 0
-                    }
                     continue
                 }
             }
@@ -274,25 +252,72 @@ package final class NotificationRelay: Sendable {
             } else if outgoing.isEmpty, lastSent.duration(to: now) >= Self.heartbeatInterval {
                 Message.encode(Message.heartbeat, [], into: &batch)
             }
-            var index = followers.count
-            while index > 0 {
-                index -= 1
-                let revents = events[3 + index]
-                if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0, !drain(followers[index].descriptor) {
-                    close(followers[index].descriptor)
-                    followers.remove(at: index)
-                    continue
-                }
-                followers[index].pending += batch
-                if !flush(&followers[index]) {
-                    close(followers[index].descriptor)
-                    followers.remove(at: index)
-                }
-            }
+            pass(batch, to: &followers, events: events)
             if !batch.isEmpty { lastSent = now }
             if events[2] != 0 { accept(listening, into: &followers) }
             let count = followers.count
             state.withLock { $0.followers = count }
+        }
+    }
+
+    /// Opens the session again, or returns `nil` and doubles `delay` (up to 5 seconds).
+    private func reconnect(delay: inout Duration) -> Connection? {
+        do {
+            let connection = try connect()
+            delay = .milliseconds(50)
+            logger.debug("the notification relay reconnected")
+            return connection
+        } catch {
+            delay = min(delay * 2, .seconds(5))
+            logger.warning("the notification relay could not reconnect, retrying in \(delay): \(error)")
+            return nil
+        }
+    }
+
+    /// What to poll: the wake pipe, the session, the listening socket, then each
+    /// follower (for writing too when it has bytes waiting).
+    private func pollEntries(
+        _ session: Connection, listening: Int32, followers: [Follower]
+    ) -> [(descriptor: Int32, events: Int16)] {
+        var entries: [(descriptor: Int32, events: Int16)] = [
+            (wakeRead, Int16(POLLIN)), (session.socketDescriptor, Int16(POLLIN)), (listening, Int16(POLLIN)),
+        ]
+        for follower in followers {
+            let wantsOut = follower.sent < follower.pending.count
+            entries.append((follower.descriptor, Int16(POLLIN) | (wantsOut ? Int16(POLLOUT) : 0)))
+        }
+        return entries
+    }
+
+    /// Queues `batch` for every follower and writes what it can take; a follower that
+    /// hung up or cannot be written to is closed and dropped. `events` are the poll's,
+    /// the followers' from index 3.
+    private func pass(_ batch: [UInt8], to followers: inout [Follower], events: [Int16]) {
+        var index = followers.count
+        while index > 0 {
+            index -= 1
+            let revents = events[3 + index]
+            if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0, !drain(followers[index].descriptor) {
+                close(followers[index].descriptor)
+                followers.remove(at: index)
+                continue
+            }
+            followers[index].pending += batch
+            if !flush(&followers[index]) {
+                close(followers[index].descriptor)
+                followers.remove(at: index)
+            }
+        }
+    }
+
+    /// Closes every follower (they catch up from the change log) and clears what the
+    /// relay reports about its session.
+    private func dropFollowers(_ followers: inout [Follower]) {
+        for follower in followers { close(follower.descriptor) }
+        followers = []
+        state.withLock {
+            $0.backendPID = nil
+            $0.followers = 0
         }
     }
 

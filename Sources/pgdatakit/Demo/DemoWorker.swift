@@ -92,30 +92,8 @@ struct DemoWorker: ParsableCommand {
         while !commands.has(WorkerCommand.stop) {
             let step = Int.random(in: 0..<10, using: &generator)
             let context = manager.newPrivateContext(name: "worker \(index)")
-            do {
-                try perform(
-                    step: step, in: context, policy: policy, counters: counters, state: setState,
-                    using: &generator)
-            } catch let error as PostgresError where error.isTransient {
-                // Overlapping keys written in different orders can deadlock: PostgreSQL
-                // cancels one transaction, and the step is simply done again later (as
-                // after a lost connection that did not commit; an unknown outcome,
-                // SaveOutcomeUnknownError, is not transient and stops the worker).
-                context.performAndWait { context.reset() }
-                counters.withLock { $0.conflictsRetried += 1 }
-            } catch is SaveOutcomeUnknownError where chaos {
-                // An import, rename or delete that may or may not have committed: the
-                // checksums cover whatever the database holds, so it is counted and
-                // left (an increment's is counted as unknown by `increment`).
-                context.performAndWait { context.reset() }
-                counters.withLock { $0.savesUnknown += 1 }
-            } catch let error where chaos && !(error is SaveOutcomeUnknownError) {
-                // Chaos: the server restarts or the backend was terminated outside a
-                // commit. Nothing was committed by this step; do another one shortly.
-                context.performAndWait { context.reset() }
-                counters.withLock { $0.chaosRetries += 1 }
-                Thread.sleep(forTimeInterval: 0.1)
-            }
+            try attempt(
+                step: step, in: context, policy: policy, counters: counters, state: setState, using: &generator)
             if lastStatus.duration(to: .now) > .milliseconds(200) {
                 report.send(status())
                 lastStatus = .now
@@ -124,6 +102,38 @@ struct DemoWorker: ParsableCommand {
         state = "stopped"
         report.send(WorkerReport(kind: .stopped, worker: index, pid: getpid(), state: state, counters: current()))
         try verify(manager: manager, dataset: dataset, commands: commands, counters: current, report: report)
+    }
+
+    /// Does one step; one that failed the way overlapping writers (or, under `--chaos`, a
+    /// restarting server) make steps fail is counted and left, to be done again later.
+    private func attempt(
+        step: Int, in context: ManagedObjectContext, policy: MergePolicy, counters: borrowing Mutex<WorkerCounters>,
+        state: (_ now: String, _ tell: Bool) -> Void, using generator: inout SeededGenerator
+    ) throws {
+        do {
+            try perform(
+                step: step, in: context, policy: policy, counters: counters, state: state,
+                using: &generator)
+        } catch let error as PostgresError where error.isTransient {
+            // Overlapping keys written in different orders can deadlock: PostgreSQL
+            // cancels one transaction, and the step is simply done again later (as
+            // after a lost connection that did not commit; an unknown outcome,
+            // SaveOutcomeUnknownError, is not transient and stops the worker).
+            context.performAndWait { context.reset() }
+            counters.withLock { $0.conflictsRetried += 1 }
+        } catch is SaveOutcomeUnknownError where chaos {
+            // An import, rename or delete that may or may not have committed: the
+            // checksums cover whatever the database holds, so it is counted and
+            // left (an increment's is counted as unknown by `increment`).
+            context.performAndWait { context.reset() }
+            counters.withLock { $0.savesUnknown += 1 }
+        } catch let error where chaos && !(error is SaveOutcomeUnknownError) {
+            // Chaos: the server restarts or the backend was terminated outside a
+            // commit. Nothing was committed by this step; do another one shortly.
+            context.performAndWait { context.reset() }
+            counters.withLock { $0.chaosRetries += 1 }
+            Thread.sleep(forTimeInterval: 0.1)
+        }
     }
 
     /// One step of the work: import (40%), rename (30%), increment (20%), delete (10%).

@@ -1,0 +1,192 @@
+internal import CLibPQ
+import Foundation
+
+extension Connection {
+    /// Runs statements in one round trip (libpq's pipeline mode): all are sent, then all
+    /// results are read. When one fails, PostgreSQL skips the ones after it and its error
+    /// is thrown; an open transaction is then failed (roll it back). For short sequences
+    /// whose results are small (a save's change record and its `COMMIT`): the statements
+    /// are sent before any result is read.
+    ///
+    /// - Parameter onResult: called with each statement's index and result as soon as it
+    ///   is read, before the results of the statements after it.
+    /// - Returns: each statement's result, in order.
+    /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
+    ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
+    package func executePipeline(
+        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])],
+        onResult: ((Int, QueryResult) -> Void)? = nil
+    ) throws -> [QueryResult] {
+        var encoded: [PipelineStatement] = []
+        defer { for statement in encoded { statement.texts.forEach { free($0) } } }
+        for statement in statements {
+            let (texts, types) = try Connection.encode(statement.parameters)
+            encoded.append((statement.sql, texts, types, statement.parameters))
+        }
+        lock.lock()
+        defer { lock.unlock() }
+        let handle = try requireHandle()
+        if let begin = pendingBegin {
+            pendingBegin = nil
+            let opening = beginStatements(begin)
+            return Array(
+                try runPipeline(handle, opening + encoded) { onResult?($0 - opening.count, $1) }.dropFirst(opening.count))
+        }
+        return try runPipeline(handle, encoded) { onResult?($0, $1) }
+    }
+
+    /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
+    /// caller) with their type OIDs, and the parameters themselves for error messages.
+    typealias PipelineStatement = (
+        sql: String, texts: [UnsafeMutablePointer<CChar>?], types: [UInt32], parameters: [(any PostgresEncodable)?]
+    )
+
+    /// Runs `work` once, on the calling thread, right after the next pipeline of
+    /// statements is sent and before its results are read, so that client work (such as
+    /// releasing a context's previous objects) overlaps the server's; `nil` cancels it.
+    /// Nothing runs if no pipeline is sent.
+    package func doWhileWaiting(_ work: (() -> Void)?) {
+        lock.lock()
+        defer { lock.unlock() }
+        workWhileWaiting = work
+    }
+
+    /// Sends the statements in pipeline mode and reads every result. Call under `lock`.
+    ///
+    /// The bookkeeping (which result belongs to which statement, what a failure skips,
+    /// how the pipeline ended) is `PipelineStateMachine`'s; the libpq calls are here.
+    func runPipeline(
+        _ handle: OpaquePointer, _ statements: [PipelineStatement], onResult: ((Int, QueryResult) -> Void)? = nil
+    ) throws -> [QueryResult] {
+        func lost() -> PostgresError {
+            PostgresError(
+                kind: PQstatus(handle) == CONNECTION_BAD ? .connectionLost : .client,
+                message: String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines),
+                statement: statements.last?.sql)
+        }
+        guard PQenterPipelineMode(handle) == 1 else { throw lost() }
+        var machine = PipelineStateMachine<PreparedStatementCache.Key>(
+            statementCount: statements.count, streamsResults: onResult != nil)
+        dropEvictedStatements(handle)
+        sendPipeline(handle, statements, &machine)
+        executedStatements += machine.sent
+        let synced = PQpipelineSync(handle) == 1
+        if synced, let work = workWhileWaiting {
+            workWhileWaiting = nil
+            _ = PQflush(handle)
+            work()
+        }
+        defer {
+            // A statement whose `Parse` did not succeed is not prepared.
+            for key in machine.unconfirmed { preparedStatements.remove(key) }
+        }
+        // Every result must be read before the pipeline can end: per statement its
+        // results up to a NULL, then the sync point.
+        var results: [QueryResult] = []
+        let failure = readPipeline(handle, statements, &machine, synced: synced, into: &results, onResult: onResult)
+        let exited = PQexitPipelineMode(handle) == 1
+        switch machine.outcome(exited: exited) {
+        case .succeeded: return results
+        case .failed: throw failure ?? lost()
+        case .lost: throw lost()
+        }
+    }
+
+    /// Queues the statements (each after its `Parse` when not prepared yet), stopping at
+    /// the first libpq refuses. Call under `lock`.
+    private func sendPipeline(
+        _ handle: OpaquePointer, _ statements: [PipelineStatement],
+        _ machine: inout PipelineStateMachine<PreparedStatementCache.Key>
+    ) {
+        sending: for statement in statements {
+            var parse: PreparedStatementCache.Key?
+            defer { machine.attempted(parse: parse) }
+            var name: String?
+            if !statement.types.isEmpty {
+                let key = PreparedStatementCache.Key(sql: statement.sql, types: statement.types)
+                name = preparedStatements.name(for: key)
+                if name == nil, let fresh = preparedStatements.add(key) {
+                    parse = key
+                    guard PQsendPrepare(handle, fresh, statement.sql, Int32(statement.types.count), statement.types) == 1
+                    else { break sending }
+                    name = fresh
+                }
+            }
+            let queued = statement.texts.withUnsafeBufferPointer { values in
+                values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
+                    if let name {
+                        PQsendQueryPrepared(handle, name, Int32(statement.types.count), values.baseAddress, nil, nil, 0)
+                    } else {
+                        PQsendQueryParams(
+                            handle, statement.sql, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
+                    }
+                }
+            }
+            guard queued == 1 else { break }
+            // With a result handler, each result is asked for as soon as it is ready
+            // (the server otherwise holds the results until the end of the pipeline).
+            if machine.queued() { _ = PQsendFlushRequest(handle) }
+        }
+    }
+
+    /// Reads every result of a sent pipeline, doing what `machine` says with each, and
+    /// returns the first failing statement's error. Call under `lock`.
+    private func readPipeline(
+        _ handle: OpaquePointer, _ statements: [PipelineStatement],
+        _ machine: inout PipelineStateMachine<PreparedStatementCache.Key>, synced: Bool,
+        into results: inout [QueryResult], onResult: ((Int, QueryResult) -> Void)?
+    ) -> PostgresError? {
+        var failure: PostgresError?
+        var step = machine.pipelineSynced(synced)
+        while true {
+            switch step {
+            case .parseResults, .statementResults:
+                while let result = PQgetResult(handle) {
+                    switch machine.received(Connection.pipelineStatus(result)) {
+                    case .keep(let index, let deliver):
+                        let read = QueryResult(handle: result)
+                        results.append(read)
+                        if deliver { onResult?(index, read) }
+                    case .recordFailure(let index, let inParse):
+                        var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
+                        error.parameterDescriptions = Connection.describe(statements[index].parameters)
+                        if !inParse && !statements[index].types.isEmpty {
+                            _ = forgetPreparedStatement(
+                                PreparedStatementCache.Key(sql: statements[index].sql, types: statements[index].types),
+                                after: error)
+                        }
+                        failure = error
+                        PQclear(result)
+                    case .discard, .endOfPipeline:
+                        PQclear(result)
+                    }
+                }
+                step = machine.resultsEnded(connectionBroken: PQstatus(handle) == CONNECTION_BAD)
+            case .syncPoint:
+                guard PQstatus(handle) != CONNECTION_BAD else { return failure }
+                while let result = PQgetResult(handle) {
+                    let action = machine.received(Connection.pipelineStatus(result))
+                    PQclear(result)
+                    if case .endOfPipeline = action { break }
+                }
+                return failure
+            case .exit:
+                return failure
+            }
+        }
+    }
+
+    /// A result's status as the pipeline's bookkeeping sees it.
+    private static func pipelineStatus(
+        _ result: OpaquePointer
+    ) -> PipelineStateMachine<PreparedStatementCache.Key>.ResultStatus {
+        switch PQresultStatus(result) {
+        case PGRES_COMMAND_OK: .commandOK
+        case PGRES_TUPLES_OK: .tuplesOK
+        case PGRES_EMPTY_QUERY: .emptyQuery
+        case PGRES_PIPELINE_ABORTED: .pipelineAborted
+        case PGRES_PIPELINE_SYNC: .pipelineSync
+        default: .failed
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import PGDataKit
+
+/// The passes of `UpsertBenchmark` over one database: the object path's batches and the
+/// floor's, with this thread's CPU time by pass.
+struct UpsertPasses {
+    let manager: ContextManager
+    let raw: Connection
+    /// Records per batch.
+    let size: Int
+    /// This thread's CPU seconds by pass (the context runs on the calling thread).
+    var cpu: [String: Double] = [:]
+
+    /// The batches of a generation of records.
+    func chunks(_ input: [JSONValue]) -> [ArraySlice<JSONValue>] {
+        stride(from: 0, to: input.count, by: size).map { input[$0..<min(input.count, $0 + size)] }
+    }
+
+    /// One batch of insertOrUpdate, saved, the context reset: seconds.
+    mutating func objectBatch(_ chunk: ArraySlice<JSONValue>, in context: ManagedObjectContext, _ name: String) throws -> Double {
+        let cpuStart = threadCPUSeconds()
+        defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
+        let size = size
+        return try context.performAndWait {
+            try measure {
+                try BenchUser.insertOrUpdate(
+                    Array(chunk), uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, batchSize: size
+                ) { record, user in
+                    user.name = record["Name"]?.stringValue
+                    user.age = record["Age"]?.intValue
+                }
+                try context.save()
+                context.reset()
+            }
+        }
+    }
+
+    /// One batch of the floor: the same rows as one raw upsert statement, into a table
+    /// of its own (`users_floor`, made like `users`): seconds.
+    mutating func floorBatch(_ chunk: ArraySlice<JSONValue>, _ name: String) throws -> Double {
+        let ids = chunk.map { $0["UserID"]?.stringValue ?? "" }
+        let names = chunk.map { $0["Name"]?.stringValue }
+        let ages = chunk.map { $0["Age"]?.intValue }
+        let cpuStart = threadCPUSeconds()
+        defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
+        return try measure {
+            try raw.execute(
+                """
+                INSERT INTO users_floor (user_id, name, age) SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+                ON CONFLICT (user_id) DO UPDATE SET name = EXCLUDED.name, age = EXCLUDED.age, version = users_floor.version + 1
+                """, [ids, names, ages])
+        }
+    }
+
+    /// One pass: the object path's batches and, when named, the floor's batches of the
+    /// same records, alternating batch by batch (which goes first alternates too), so
+    /// both meet the same moments of a shared machine. Seconds of each and statements.
+    mutating func pass(_ input: [JSONValue], object: String, floor: String?) throws -> (floor: Double, object: Double, statements: Int) {
+        let context = manager.newPrivateContext(name: "bench")
+        var floorSeconds = 0.0
+        var objectSeconds = 0.0
+        var objectStatements = 0
+        for (index, chunk) in chunks(input).enumerated() {
+            if let floor, index % 2 == 1 { floorSeconds += try floorBatch(chunk, floor) }
+            let statementsBefore = manager.coordinator.statementCount
+            objectSeconds += try objectBatch(chunk, in: context, object)
+            objectStatements += manager.coordinator.statementCount - statementsBefore
+            if let floor, index % 2 == 0 { floorSeconds += try floorBatch(chunk, floor) }
+        }
+        return (floorSeconds, objectSeconds, objectStatements)
+    }
+}
