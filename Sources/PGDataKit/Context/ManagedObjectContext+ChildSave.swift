@@ -194,17 +194,7 @@ extension ManagedObjectContext {
             throw ChildContextError.objectGoneFromParent(missing, call: "save()")
         }
         // The sets to change, loaded now: applying must not need to read.
-        var owners: [String: (relationship: RelationshipDescription, owners: [ManagedObject])] = [:]
-        for pushed in changes.updated {
-            guard let owner = objects[pushed.objectID] else { continue }
-            for join in pushed.joins {
-                let relationship = pushed.entity.relationships[join.index]
-                owners["\(pushed.entity.name).\(relationship.name)", default: (relationship, [])].owners.append(owner)
-            }
-        }
-        for (_, entry) in owners.sorted(by: { $0.key < $1.key }) {
-            try loadRelationship(entry.relationship, of: entry.owners)
-        }
+        try loadChangedSets(of: changes.updated, objects: objects)
 
         // Nothing below throws.
         for pushed in changes.inserted {
@@ -255,5 +245,21 @@ extension ManagedObjectContext {
         }
         saved.deleted = Set(changes.deleted)
         return saved
+    }
+
+    /// Loads the many-to-many sets that updated objects' pushed join changes edit, one
+    /// relationship at a time in a fixed order.
+    private func loadChangedSets(of updated: [PushedObject], objects: [ObjectID: ManagedObject]) throws {
+        var owners: [String: (relationship: RelationshipDescription, owners: [ManagedObject])] = [:]
+        for pushed in updated {
+            guard let owner = objects[pushed.objectID] else { continue }
+            for join in pushed.joins {
+                let relationship = pushed.entity.relationships[join.index]
+                owners["\(pushed.entity.name).\(relationship.name)", default: (relationship, [])].owners.append(owner)
+            }
+        }
+        for (_, entry) in owners.sorted(by: { $0.key < $1.key }) {
+            try loadRelationship(entry.relationship, of: entry.owners)
+        }
     }
 }

@@ -50,12 +50,12 @@ extension ManagedObjectContext {
     /// and the save is refused as a unique violation
     /// (`refuseKeyedInsertsMeetingPlainOnes`).
     /// Imports create one object per key, so values are compared only after an imported
-    /// object's key was changed (`keyedInsertKeysChanged`).
+    /// object's key was changed (`keysChanged`: the context's `keyedInsertKeysChanged`).
     ///
     /// - Returns: also the keyed objects that need reserved primary keys: those of an
     ///   entity with a to-one relationship to itself, which objects of the same statement
     ///   may reference (the others get theirs from the upsert).
-    func partitionKeyedInserts(_ objects: [ManagedObject], of entity: EntityDescription) -> (
+    static func partitionKeyedInserts(_ objects: [ManagedObject], of entity: EntityDescription, keysChanged: Bool) -> (
         plain: [ManagedObject], keyed: [ManagedObject], keyedNeedingKeys: [ManagedObject]
     ) {
         var plain: [ManagedObject] = []
@@ -67,7 +67,7 @@ extension ManagedObjectContext {
                 plain.append(object)
                 continue
             }
-            guard keyedInsertKeysChanged else {
+            guard keysChanged else {
                 keyed.append(object)
                 continue
             }
@@ -123,39 +123,30 @@ extension ManagedObjectContext {
         entity.toOneRelationships.contains { $0.destinationEntityName == entity.name }
     }
 
-    /// Writes keyed inserts of one entity: one upsert statement per unique attribute and
-    /// set of written properties (usually one), plus, only when some keys existed, one
-    /// statement that reads those rows back.
-    ///
-    /// On a conflict the existing row takes the attributes that differ from a new
-    /// object's defaults and the to-one relationships that are set: what the import's
-    /// records set, so an object that only carries its key (a stub) leaves the row as it
-    /// is. The rows are updated only where they differ.
-    ///
-    /// - Parameter rows: builds the batch of all columns for objects (with the
-    ///   attribute and to-one indexes to write).
-    /// - Returns: the objects inserted (with their primary keys) and the ones that met
-    ///   existing rows.
-    func upsertKeyedInserts(
-        _ objects: [ManagedObject], of entity: EntityDescription, on connection: Connection,
-        rows: ([ManagedObject], [Int], [Int]) -> RowBatch
-    ) throws -> (inserted: [(object: ManagedObject, primaryKey: Int64)], merged: [MergedInsert]) {
-        struct Shape: Hashable {
-            let unique: Int
-            let attributes: [Int]
-            let toOne: [Int]
+    /// The columns a group of keyed inserts writes: its unique attribute, and the
+    /// attributes and to-one relationships that an existing row takes on a conflict.
+    struct KeyedInsertShape: Hashable {
+        let unique: Int
+        let attributes: [Int]
+        let toOne: [Int]
 
-            /// A fixed order for the statements (unique attribute, then columns).
-            static func precedes(_ a: Shape, _ b: Shape) -> Bool {
-                if a.unique != b.unique { return a.unique < b.unique }
-                if a.attributes != b.attributes { return a.attributes.lexicographicallyPrecedes(b.attributes) }
-                return a.toOne.lexicographicallyPrecedes(b.toOne)
-            }
+        /// A fixed order for the statements (unique attribute, then columns).
+        static func precedes(_ a: KeyedInsertShape, _ b: KeyedInsertShape) -> Bool {
+            if a.unique != b.unique { return a.unique < b.unique }
+            if a.attributes != b.attributes { return a.attributes.lexicographicallyPrecedes(b.attributes) }
+            return a.toOne.lexicographicallyPrecedes(b.toOne)
         }
-        // Grouped by shape; neighbours usually share one, so the last group is tried
-        // before the dictionary.
-        var groups: [(shape: Shape, members: [ManagedObject])] = []
-        var groupIndexes: [Shape: Int] = [:]
+    }
+
+    /// Keyed inserts grouped by shape, in order of first appearance: the attributes
+    /// that differ from a new object's defaults and the to-one relationships that are
+    /// set (none for an object that keeps an existing row). Neighbours usually share a
+    /// shape, so the last group is tried before the dictionary.
+    static func keyedInsertGroups(
+        _ objects: [ManagedObject], of entity: EntityDescription
+    ) -> [(shape: KeyedInsertShape, members: [ManagedObject])] {
+        var groups: [(shape: KeyedInsertShape, members: [ManagedObject])] = []
+        var groupIndexes: [KeyedInsertShape: Int] = [:]
         let attributeDescriptions = entity.attributes
         let defaults = entity.defaultValues
         let toOneIndexes = entity.toOneIndexes
@@ -198,7 +189,7 @@ extension ManagedObjectContext {
                 groups[last].members.append(object)
                 continue
             }
-            let shape = Shape(unique: unique, attributes: attributes, toOne: toOne)
+            let shape = KeyedInsertShape(unique: unique, attributes: attributes, toOne: toOne)
             if let index = groupIndexes[shape] {
                 groups[index].members.append(object)
             } else {
@@ -206,30 +197,34 @@ extension ManagedObjectContext {
                 groups.append((shape, [object]))
             }
         }
+        return groups
+    }
+
+    /// Writes keyed inserts of one entity: one upsert statement per unique attribute and
+    /// set of written properties (usually one), plus, only when some keys existed, one
+    /// statement that reads those rows back.
+    ///
+    /// On a conflict the existing row takes the attributes that differ from a new
+    /// object's defaults and the to-one relationships that are set: what the import's
+    /// records set, so an object that only carries its key (a stub) leaves the row as it
+    /// is. The rows are updated only where they differ.
+    ///
+    /// - Parameter rows: builds the batch of all columns for objects (with the
+    ///   attribute and to-one indexes to write).
+    /// - Returns: the objects inserted (with their primary keys) and the ones that met
+    ///   existing rows.
+    func upsertKeyedInserts(
+        _ objects: [ManagedObject], of entity: EntityDescription, on connection: Connection,
+        rows: ([ManagedObject], [Int], [Int]) -> RowBatch
+    ) throws -> (inserted: [(object: ManagedObject, primaryKey: Int64)], merged: [MergedInsert]) {
+        let groups = Self.keyedInsertGroups(objects, of: entity)
         var inserted: [(object: ManagedObject, primaryKey: Int64)] = []
         var existing: [(object: ManagedObject, key: Int64, changedKeys: Set<String>?)] = []
         let allAttributes = Array(entity.attributes.indices)
         let allToOne = entity.toOneRelationships.map(\.index)
         inserted.reserveCapacity(objects.count)
-        // Keys of one unique attribute spread over several statements would be locked
-        // key by key in each, not in one order across them: a first statement claims
-        // them all in key order (inserting the new rows, leaving existing ones), and the
-        // statements by shape then update only the rows that existed.
-        var claimed: [ObjectIdentifier: Int64] = [:]
-        for unique in Set(groups.map(\.shape.unique)).sorted() {
-            let sharing = groups.filter { $0.shape.unique == unique }
-            guard sharing.count > 1 else { continue }
-            let members = sharing.flatMap(\.members)
-            var batch = rows(members, allAttributes, allToOne)
-            batch.versions = []
-            if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }
-            let results = try coordinator.upsertRows(
-                into: entity, batch, uniqueAttribute: entity.attributes[unique], updating: [], on: connection)
-            for (object, result) in zip(members, results) where result.outcome == .inserted {
-                claimed[ObjectIdentifier(object)] = result.primaryKey
-            }
-        }
-        for (shape, all) in groups.sorted(by: { Shape.precedes($0.shape, $1.shape) }) {
+        let claimed = try claimKeyedInsertKeys(groups, of: entity, on: connection) { rows($0, allAttributes, allToOne) }
+        for (shape, all) in groups.sorted(by: { KeyedInsertShape.precedes($0.shape, $1.shape) }) {
             var members = all
             if !claimed.isEmpty {
                 members = []
@@ -261,7 +256,44 @@ extension ManagedObjectContext {
             }
         }
         guard !existing.isEmpty else { return (inserted, []) }
-        // Read the rows the objects now stand for (values, foreign keys and versions).
+        return (inserted, try readMergedRows(existing, of: entity, on: connection))
+    }
+
+    /// Keys of one unique attribute spread over several statements would be locked key
+    /// by key in each, not in one order across them: a first statement claims them all
+    /// in key order (inserting the new rows, leaving existing ones), and the statements
+    /// by shape then update only the rows that existed.
+    ///
+    /// - Returns: the primary keys of the rows inserted, by object.
+    private func claimKeyedInsertKeys(
+        _ groups: [(shape: KeyedInsertShape, members: [ManagedObject])], of entity: EntityDescription,
+        on connection: Connection, rows: ([ManagedObject]) -> RowBatch
+    ) throws -> [ObjectIdentifier: Int64] {
+        var claimed: [ObjectIdentifier: Int64] = [:]
+        for unique in Set(groups.map(\.shape.unique)).sorted() {
+            let sharing = groups.filter { $0.shape.unique == unique }
+            guard sharing.count > 1 else { continue }
+            let members = sharing.flatMap(\.members)
+            var batch = rows(members)
+            batch.versions = []
+            if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }
+            let results = try coordinator.upsertRows(
+                into: entity, batch, uniqueAttribute: entity.attributes[unique], updating: [], on: connection)
+            for (object, result) in zip(members, results) where result.outcome == .inserted {
+                claimed[ObjectIdentifier(object)] = result.primaryKey
+            }
+        }
+        return claimed
+    }
+
+    /// Reads the rows keyed inserts met (values, foreign keys and versions), which the
+    /// objects stand for after the commit.
+    ///
+    /// - Throws: `UpsertVanishedRowError` when a row is gone, `PostgresError`.
+    private func readMergedRows(
+        _ existing: [(object: ManagedObject, key: Int64, changedKeys: Set<String>?)], of entity: EntityDescription,
+        on connection: Connection
+    ) throws -> [MergedInsert] {
         let result = try coordinator.selectObjects(of: entity, .keys(existing.map(\.key), of: entity), on: connection)
         var stored: [Int64: ManagedObject] = [:]
         for row in result {
@@ -278,7 +310,7 @@ extension ManagedObjectContext {
             }
             merged.append(MergedInsert(object: object, primaryKey: key, row: row, changedKeys: changedKeys))
         }
-        return (inserted, merged)
+        return merged
     }
 
     /// After the commit: a keyed insert that met an existing row becomes that row's

@@ -65,6 +65,10 @@ struct RecordImport {
     /// Imports one batch of records into the context: returns one object per distinct
     /// key (in order of first appearance), or one per record without a key.
     ///
+    /// The batch is planned first (`BatchKeys`: which records share a key, in what
+    /// order), before anything changes; then the links are resolved, the objects found
+    /// (in the context, then with one fetch) or inserted, and the records applied.
+    ///
     /// - Throws: `ImportError` naming the record (the context is then left with the
     ///   batch's partial changes, which `undo` reverts), `PostgresError`.
     func importBatch(
@@ -72,57 +76,15 @@ struct RecordImport {
         undo: ImportUndo, formatters: DateFormatters, stubs: inout [Stub]
     ) throws -> [ManagedObject] {
         // Keys first: a missing or mistyped key fails the batch before anything changes.
-        // Records of one key form a chain through `nextOffset`, from the first (in
-        // `order`) to the last (`lastOffset` of the first).
-        var order: [Int] = []
-        var firstOffset: [UniqueValue: Int] = [:]
-        var storedKeys: [StoredValue] = []
-        var nextOffset = [Int](repeating: -1, count: records.count)
-        var lastOffset = [Int](repeating: -1, count: records.count)
-        if let key {
-            order.reserveCapacity(records.count)
-            firstOffset.reserveCapacity(records.count)
-            storedKeys.reserveCapacity(records.count)
-            for (offset, record) in records.enumerated() {
-                let index = firstIndex + offset
-                guard let raw = value(in: record, at: keyPaths), raw != .null else {
-                    throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
-                }
-                let stored: StoredValue
-                let hash: UniqueValue
-                if key.decoding == .string, case .string(let text) = raw {
-                    // The common key: text for a string attribute, taken as it is.
-                    stored = text
-                    hash = .string(ExactText(text))
-                } else {
-                    do {
-                        stored = try ValueConversion.key.storedValue(raw, for: key, formatters: formatters)
-                    } catch {
-                        throw ImportError.typeMismatch(
-                            recordIndex: index, key: keyName, entity: entity.name, attribute: key.name,
-                            expected: error.expected, actual: error.actual, value: raw.importErrorText)
-                    }
-                    guard let converted = UniqueValue(stored) else {
-                        throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entity.name, attribute: key.name)
-                    }
-                    hash = converted
-                }
-                storedKeys.append(stored)
-                // One hash per record: the slot is read and, for a new key, written.
-                let first = Self.firstOffset(of: offset, in: &firstOffset[hash, default: -1])
-                if first != offset {
-                    nextOffset[lastOffset[first]] = offset
-                    lastOffset[first] = offset
-                } else {
-                    lastOffset[offset] = offset
-                    order.append(offset)
-                }
-            }
+        let batch = try key.map { key in
+            try BatchKeys(
+                records, firstIndex: firstIndex, key: key, at: keyPaths, keyName: keyName, entityName: entity.name,
+                formatters: formatters)
         }
         let linkTargets = try resolveLinks(
             records, firstIndex: firstIndex, in: context, cache: cache, undo: undo, formatters: formatters, stubs: &stubs)
 
-        guard let key else {
+        guard let key, let batch else {
             return try records.indices.map { offset in
                 let object = entity.objectClass.init()
                 context.insert(object)
@@ -131,42 +93,14 @@ struct RecordImport {
                 return object
             }
         }
-
-        // Objects the context holds already: unsaved ones by their current key. Found
-        // objects are kept by the offset of their key's first record.
-        var found = [ManagedObject?](repeating: nil, count: records.count)
-        let pendingObjects = context.insertedSet.union(context.changedSet).union(context.deletedSet)
-        for object in pendingObjects where object.entity.name == entity.name && object.values.count > key.index {
-            guard let hash = UniqueValue(object.values[key.index]), let first = firstOffset[hash] else { continue }
-            if object.deletedFlag {
-                throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
-            }
-            found[first] = object
-        }
-        // The rest from the database: one statement for the batch. Objects of a context
-        // that held none yet need no copy of their state for undoing.
-        let missing = order.filter { found[$0] == nil }
-        var fresh: [Bool] = []
-        if !guaranteedInsert && !missing.isEmpty {
-            if context.registered.isEmpty { fresh = [Bool](repeating: false, count: records.count) }
-            let fetched = try context.fetchObjects(entity: entity, whereUnique: key, isIn: missing.map { storedKeys[$0] })
-            for object in fetched {
-                guard let hash = UniqueValue(object.values[key.index]), let first = firstOffset[hash], found[first] == nil
-                else { continue }
-                if object.deletedFlag {
-                    throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
-                }
-                found[first] = object
-                if !fresh.isEmpty { fresh[first] = true }
-            }
-        }
+        let (found, fresh) = try existingObjects(for: batch, key: key, count: records.count, firstIndex: firstIndex, in: context)
 
         var objects: [ManagedObject] = []
-        objects.reserveCapacity(order.count)
-        let existingCount = order.reduce(0) { $0 + (found[$1] == nil ? 0 : 1) }
-        context.reserveCapacity(inserting: order.count - existingCount, changing: existingCount)
-        undo.reserveInserted(order.count - existingCount)
-        for first in order {
+        objects.reserveCapacity(batch.order.count)
+        let existingCount = batch.order.reduce(0) { $0 + (found[$1] == nil ? 0 : 1) }
+        context.reserveCapacity(inserting: batch.order.count - existingCount, changing: existingCount)
+        undo.reserveInserted(batch.order.count - existingCount)
+        for first in batch.order {
             let object: ManagedObject
             if let existing = found[first] {
                 if !updatesExisting && !context.insertedSet.contains(existing) {
@@ -183,7 +117,7 @@ struct RecordImport {
                 object = entity.objectClass.init()
                 context.insertNew(object, entity: entity)
                 undo.noteInserted(object)
-                object.initializeValue(storedKeys[first], at: key.index)
+                object.initializeValue(batch.storedKeys[first], at: key.index)
                 object.upsertAttributeIndex = key.index
                 object.upsertKeepsExisting = !updatesExisting
             }
@@ -192,19 +126,47 @@ struct RecordImport {
                 try applyRecord(
                     records[offset], to: object, index: firstIndex + offset, links: linkTargets, offset: offset,
                     context: context, formatters: formatters)
-                offset = nextOffset[offset]
+                offset = batch.nextOffset[offset]
             }
             objects.append(object)
         }
         return objects
     }
 
-    /// The offset of the first record of a key: the slot's, or `offset` for a new key
-    /// (the slot holds -1 then and takes `offset`).
-    @inline(__always)
-    private static func firstOffset(of offset: Int, in slot: inout Int) -> Int {
-        if slot < 0 { slot = offset }
-        return slot
+    /// The objects of a batch's keys that exist, by the offset of their key's first
+    /// record: unsaved ones in the context by their current key, the rest from the
+    /// database with one statement. `fresh` marks those fetched into a context that held
+    /// no objects yet (they need no copy of their state for undoing); it is empty
+    /// otherwise.
+    ///
+    /// - Throws: `ImportError.deletedInContext`, `PostgresError`.
+    private func existingObjects(
+        for batch: BatchKeys, key: AttributeDescription, count: Int, firstIndex: Int, in context: ManagedObjectContext
+    ) throws -> (found: [ManagedObject?], fresh: [Bool]) {
+        var found = [ManagedObject?](repeating: nil, count: count)
+        let pendingObjects = context.insertedSet.union(context.changedSet).union(context.deletedSet)
+        for object in pendingObjects where object.entity.name == entity.name && object.values.count > key.index {
+            guard let hash = UniqueValue(object.values[key.index]), let first = batch.firstOffset[hash] else { continue }
+            if object.deletedFlag {
+                throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
+            }
+            found[first] = object
+        }
+        let missing = batch.order.filter { found[$0] == nil }
+        var fresh: [Bool] = []
+        guard !guaranteedInsert && !missing.isEmpty else { return (found, fresh) }
+        if context.registered.isEmpty { fresh = [Bool](repeating: false, count: count) }
+        let fetched = try context.fetchObjects(entity: entity, whereUnique: key, isIn: missing.map { batch.storedKeys[$0] })
+        for object in fetched {
+            guard let hash = UniqueValue(object.values[key.index]), let first = batch.firstOffset[hash], found[first] == nil
+            else { continue }
+            if object.deletedFlag {
+                throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
+            }
+            found[first] = object
+            if !fresh.isEmpty { fresh[first] = true }
+        }
+        return (found, fresh)
     }
 
     /// Sets the links of one record, then applies the record.
@@ -272,93 +234,124 @@ struct RecordImport {
         guard !links.isEmpty else { return [] }
         var resolved: [([LinkValue], [UniqueValue: Target])] = []
         for link in links {
-            var values: [LinkValue] = []
-            values.reserveCapacity(records.count)
-            var wanted: [UniqueValue: StoredValue] = [:]
-            var firstUse: [UniqueValue: Int] = [:]
-            for (offset, record) in records.enumerated() {
-                guard let raw = value(in: record, at: link.paths) else {
-                    values.append(.absent)
-                    continue
-                }
-                if raw == .null {
-                    values.append(.null)
-                    continue
-                }
-                let stored: StoredValue
-                do {
-                    stored = try ValueConversion.key.storedValue(raw, for: link.destinationKey, formatters: formatters)
-                } catch {
-                    throw ImportError.typeMismatch(
-                        recordIndex: firstIndex + offset, key: link.remoteName, entity: link.destination.name,
-                        attribute: link.destinationKey.name, expected: error.expected, actual: error.actual,
-                        value: raw.importErrorText)
-                }
-                guard let hash = UniqueValue(stored) else {
-                    values.append(.null)
-                    continue
-                }
-                values.append(.key(hash))
-                if wanted[hash] == nil {
-                    wanted[hash] = stored
-                    firstUse[hash] = firstIndex + offset
-                }
-            }
-            var targets: [UniqueValue: Target] = [:]
-            let keyIndex = link.destinationKey.index
-            for object in context.insertedSet.union(context.changedSet)
-            where object.entity.name == link.destination.name && !object.deletedFlag && object.values.count > keyIndex {
-                if let hash = UniqueValue(object.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
-            }
-            var remaining: [UniqueValue] = []
-            for hash in wanted.keys where targets[hash] == nil {
-                if let primaryKey = cache?.primaryKey(
-                    entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
-                {
-                    targets[hash] = .key(primaryKey)
-                } else {
-                    remaining.append(hash)
-                }
-            }
-            if !remaining.isEmpty {
-                // (In a child context, as its parent sees them: its unsaved objects too.)
-                let pairs = try context.uniqueObjectIDs(
-                    of: link.destination, where: link.destinationKey, isIn: remaining.map { wanted[$0] ?? nil })
-                for (id, value) in pairs {
-                    guard let hash = UniqueValue(value), wanted[hash] != nil else { continue }
-                    guard let primaryKey = id.primaryKey else {
-                        targets[hash] = .object(try context.object(with: id))
-                        continue
-                    }
-                    targets[hash] = .key(primaryKey)
-                    cache?.store(primaryKey, entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
-                }
-            }
-            for hash in remaining where targets[hash] == nil {
-                switch link.whenMissing {
-                case .createStub:
-                    let stub = link.destination.objectClass.init()
-                    context.insert(stub)
-                    undo.noteInserted(stub)
-                    stub.setStoredValue(wanted[hash] ?? nil, at: keyIndex)
-                    stub.upsertAttributeIndex = keyIndex
-                    stubs.append(Stub(entity: link.destination.name, attribute: link.destinationKey.name, value: hash, object: stub))
-                    targets[hash] = .object(stub)
-                case .leaveNil:
-                    targets[hash] = Target.none
-                case .fail:
-                    throw ImportError.unresolvedRelationship(
-                        recordIndex: firstUse[hash] ?? firstIndex, key: link.remoteName, entity: entity.name,
-                        relationship: link.relationship.name)
-                }
-            }
-            resolved.append((values, targets))
+            let keys = try linkKeys(of: link, in: records, firstIndex: firstIndex, formatters: formatters)
+            let targets = try targets(
+                of: link, for: keys, firstIndex: firstIndex, in: context, cache: cache, undo: undo, stubs: &stubs)
+            resolved.append((keys.values, targets))
         }
         return resolved
     }
 
+    /// A link's remote keys in a batch: each record's value, and the distinct keys (as
+    /// stored) with the index of the first record that names each.
+    private struct LinkKeys {
+        var values: [LinkValue] = []
+        var wanted: [UniqueValue: StoredValue] = [:]
+        var firstUse: [UniqueValue: Int] = [:]
+    }
+
+    /// Reads a link's remote keys from the records.
+    ///
+    /// - Throws: `ImportError.typeMismatch`.
+    private func linkKeys(
+        of link: Link, in records: [JSONValue], firstIndex: Int, formatters: DateFormatters
+    ) throws -> LinkKeys {
+        var keys = LinkKeys()
+        keys.values.reserveCapacity(records.count)
+        for (offset, record) in records.enumerated() {
+            guard let raw = Self.value(in: record, at: link.paths) else {
+                keys.values.append(.absent)
+                continue
+            }
+            if raw == .null {
+                keys.values.append(.null)
+                continue
+            }
+            let stored: StoredValue
+            do {
+                stored = try ValueConversion.key.storedValue(raw, for: link.destinationKey, formatters: formatters)
+            } catch {
+                throw ImportError.typeMismatch(
+                    recordIndex: firstIndex + offset, key: link.remoteName, entity: link.destination.name,
+                    attribute: link.destinationKey.name, expected: error.expected, actual: error.actual,
+                    value: raw.importErrorText)
+            }
+            guard let hash = UniqueValue(stored) else {
+                keys.values.append(.null)
+                continue
+            }
+            keys.values.append(.key(hash))
+            if keys.wanted[hash] == nil {
+                keys.wanted[hash] = stored
+                keys.firstUse[hash] = firstIndex + offset
+            }
+        }
+        return keys
+    }
+
+    /// Finds what a link's keys point at: objects in the context, keys in the cache,
+    /// then one key lookup for the rest; what is still missing becomes a stub, `nil` or
+    /// an error, as the link says.
+    ///
+    /// - Throws: `ImportError.unresolvedRelationship`, `PostgresError`.
+    private func targets(
+        of link: Link, for keys: LinkKeys, firstIndex: Int, in context: ManagedObjectContext, cache: ImportKeyCache?,
+        undo: ImportUndo, stubs: inout [Stub]
+    ) throws -> [UniqueValue: Target] {
+        let wanted = keys.wanted
+        var targets: [UniqueValue: Target] = [:]
+        let keyIndex = link.destinationKey.index
+        for object in context.insertedSet.union(context.changedSet)
+        where object.entity.name == link.destination.name && !object.deletedFlag && object.values.count > keyIndex {
+            if let hash = UniqueValue(object.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
+        }
+        var remaining: [UniqueValue] = []
+        for hash in wanted.keys where targets[hash] == nil {
+            if let primaryKey = cache?.primaryKey(
+                entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
+            {
+                targets[hash] = .key(primaryKey)
+            } else {
+                remaining.append(hash)
+            }
+        }
+        if !remaining.isEmpty {
+            // (In a child context, as its parent sees them: its unsaved objects too.)
+            let pairs = try context.uniqueObjectIDs(
+                of: link.destination, where: link.destinationKey, isIn: remaining.map { wanted[$0] ?? nil })
+            for (id, value) in pairs {
+                guard let hash = UniqueValue(value), wanted[hash] != nil else { continue }
+                guard let primaryKey = id.primaryKey else {
+                    targets[hash] = .object(try context.object(with: id))
+                    continue
+                }
+                targets[hash] = .key(primaryKey)
+                cache?.store(primaryKey, entity: link.destination.name, attribute: link.destinationKey.name, value: hash)
+            }
+        }
+        for hash in remaining where targets[hash] == nil {
+            switch link.whenMissing {
+            case .createStub:
+                let stub = link.destination.objectClass.init()
+                context.insert(stub)
+                undo.noteInserted(stub)
+                stub.setStoredValue(wanted[hash] ?? nil, at: keyIndex)
+                stub.upsertAttributeIndex = keyIndex
+                stubs.append(Stub(entity: link.destination.name, attribute: link.destinationKey.name, value: hash, object: stub))
+                targets[hash] = .object(stub)
+            case .leaveNil:
+                targets[hash] = Target.none
+            case .fail:
+                throw ImportError.unresolvedRelationship(
+                    recordIndex: keys.firstUse[hash] ?? firstIndex, key: link.remoteName, entity: entity.name,
+                    relationship: link.relationship.name)
+            }
+        }
+        return targets
+    }
+
     /// The value at the first of the paths present in the record.
-    private func value(in record: JSONValue, at paths: [RemoteKeyPath]) -> JSONValue? {
+    static func value(in record: JSONValue, at paths: [RemoteKeyPath]) -> JSONValue? {
         for path in paths {
             if let value = path.value(in: record) { return value }
         }

@@ -46,7 +46,51 @@ public final class Model: Sendable {
                 }
             }
         }
-        // Resolve relationship destinations and inverses.
+        Model.resolveDestinations(of: entities, byClass: byClass, problems: &problems)
+        // Fill in inverses declared on one side only.
+        for entity in entities {
+            for relationship in entity.relationships where relationship.inverseName == nil {
+                guard let destination = byName[relationship.destinationEntityName] else { continue }
+                if let inverse = destination.relationships.first(where: {
+                    $0.inverseName == relationship.name && $0.destinationEntityName == entity.name
+                }) {
+                    relationship.inverseName = inverse.name
+                }
+            }
+        }
+        // One-to-one foreign keys and many-to-many join tables (only once the inverses
+        // above are sound: the rules read both sides).
+        var joinTables: [ModelJoinTable] = []
+        if problems.isEmpty {
+            joinTables = Model.resolvePairs(entities, byName: byName, problems: &problems)
+        }
+        for entity in entities {
+            entity.relationshipsResolved()
+            let columns = entity.attributes.map(\.columnName) + entity.relationships.compactMap(\.columnName)
+            for column in Set(columns).sorted() where columns.filter({ $0 == column }).count > 1 {
+                problems.append(.duplicateColumn(entity: entity.name, column: column))
+            }
+            for reserved in [entity.primaryKeyColumn, entity.versionColumn] where columns.contains(reserved) {
+                problems.append(.reservedColumn(entity: entity.name, column: reserved))
+            }
+        }
+        if !problems.isEmpty { throw ModelError(problems: problems) }
+        self.entities = entities
+        self.byName = byName
+        self.byClass = byClass
+        self.insertOrder = Model.sortByDependency(entities)
+        self.joinTables = joinTables
+    }
+
+    /// The entity with a name.
+    public func entity(named name: String) -> EntityDescription? { byName[name] }
+
+    /// Resolves relationship destinations and checks the declared inverses, noting
+    /// each problem found.
+    private static func resolveDestinations(
+        of entities: [EntityDescription], byClass: [ObjectIdentifier: EntityDescription],
+        problems: inout [ModelError.Problem]
+    ) {
         for entity in entities {
             for relationship in entity.relationships {
                 guard let destination = byClass[ObjectIdentifier(relationship.destinationType)] else {
@@ -85,43 +129,7 @@ public final class Model: Sendable {
                 }
             }
         }
-        // Fill in inverses declared on one side only.
-        for entity in entities {
-            for relationship in entity.relationships where relationship.inverseName == nil {
-                guard let destination = byName[relationship.destinationEntityName] else { continue }
-                if let inverse = destination.relationships.first(where: {
-                    $0.inverseName == relationship.name && $0.destinationEntityName == entity.name
-                }) {
-                    relationship.inverseName = inverse.name
-                }
-            }
-        }
-        // One-to-one foreign keys and many-to-many join tables (only once the inverses
-        // above are sound: the rules read both sides).
-        var joinTables: [ModelJoinTable] = []
-        if problems.isEmpty {
-            joinTables = Model.resolvePairs(entities, byName: byName, problems: &problems)
-        }
-        for entity in entities {
-            entity.relationshipsResolved()
-            let columns = entity.attributes.map(\.columnName) + entity.relationships.compactMap(\.columnName)
-            for column in Set(columns).sorted() where columns.filter({ $0 == column }).count > 1 {
-                problems.append(.duplicateColumn(entity: entity.name, column: column))
-            }
-            for reserved in [entity.primaryKeyColumn, entity.versionColumn] where columns.contains(reserved) {
-                problems.append(.reservedColumn(entity: entity.name, column: reserved))
-            }
-        }
-        if !problems.isEmpty { throw ModelError(problems: problems) }
-        self.entities = entities
-        self.byName = byName
-        self.byClass = byClass
-        self.insertOrder = Model.sortByDependency(entities)
-        self.joinTables = joinTables
     }
-
-    /// The entity with a name.
-    public func entity(named name: String) -> EntityDescription? { byName[name] }
 
     /// The entity of a class.
     public func entity(for objectClass: ManagedObject.Type) -> EntityDescription? {

@@ -401,47 +401,7 @@ final class ChangeListener: Sendable {
                 if isStopping { break }
                 if let notifications = arrived {
                     lastNotification = .now
-                    var records: [ChangeRecord] = []
-                    var readLast = false
-                    for note in notifications {
-                        switch ChangeLog.payload(of: note.payload) {
-                        case .record(let record, let transaction, let snapshot):
-                            readLast = false
-                            if record.origin != origin, !position.covers(transaction) {
-                                position.noteDelivered(transaction)
-                                records.append(record)
-                            }
-                            // After the record: the writer's snapshot may see its own
-                            // transaction as committed.
-                            if let snapshot { position.advance(to: snapshot) }
-                        case .reference(let id):
-                            // A record too large for its notification (or an older writer's):
-                            // read the log, after handing on what came before, in order.
-                            if isOwnRecord(id) {
-                                readLast = false
-                                continue
-                            }
-                            deliver(records)
-                            records = []
-                            position = try catchUp(on: current, from: position)
-                            readLast = true
-                        case .unreadable:
-                            deliver(records)
-                            records = []
-                            position = try catchUp(on: current, from: position)
-                            readLast = true
-                        }
-                    }
-                    deliver(records)
-                    wake()
-                    if position.delivered.count >= Self.maximumDelivered {
-                        position = try catchUp(on: current, from: position)
-                        readLast = true
-                    }
-                    // Payloads with snapshots keep the position moving and the set
-                    // small: no read is needed once notifications go quiet unless the
-                    // set grew (payloads of earlier writers carry no snapshot).
-                    let compact = readLast || position.delivered.count <= Self.quietReadThreshold
+                    let compact = try handle(notifications, position: &position, on: current)
                     unreadSince = compact ? nil : (unreadSince ?? .now)
                 } else if unreadSince != nil, lastNotification.duration(to: .now) >= Self.quietReadDelay {
                     position = try catchUp(on: current, from: position)
@@ -455,19 +415,75 @@ final class ChangeListener: Sendable {
                 connection?.close()
                 connection = nil
                 state.withLock { $0.backendPID = nil }
-                if error is LocalSocket.Failure, delay == options.reconnectDelay {
-                    // The host's relay went away (its process ended, its session dropped,
-                    // or this process fell behind): an ordinary handover. Reconnect at
-                    // once; the catch-up brings what passed meanwhile.
-                    logger.info("the host's notification relay went away; reconnecting and catching up: \(error)")
-                    delay = min(delay * 2, options.maximumReconnectDelay)
-                    continue
-                }
-                logger.warning("change listener lost its connection, reconnecting in \(delay): \(error)")
-                sleepUnlessWoken(delay)
-                delay = min(delay * 2, options.maximumReconnectDelay)
+                waitBeforeReconnecting(after: error, delay: &delay)
             }
         }
+    }
+
+    /// Hands on the records of notifications that arrived, reading the log where a
+    /// payload does not carry its record, and moves the position on.
+    ///
+    /// - Returns: whether the delivered set is compact (the log was read last, or
+    ///   payloads with snapshots kept the set small), so no quiet read is needed.
+    private func handle(
+        _ notifications: [PostgresNotification], position: inout ChangeFeedPosition, on current: Connection
+    ) throws -> Bool {
+        var records: [ChangeRecord] = []
+        var readLast = false
+        for note in notifications {
+            switch ChangeLog.payload(of: note.payload) {
+            case .record(let record, let transaction, let snapshot):
+                readLast = false
+                if record.origin != origin, !position.covers(transaction) {
+                    position.noteDelivered(transaction)
+                    records.append(record)
+                }
+                // After the record: the writer's snapshot may see its own
+                // transaction as committed.
+                if let snapshot { position.advance(to: snapshot) }
+            case .reference(let id):
+                // A record too large for its notification (or an older writer's):
+                // read the log, after handing on what came before, in order.
+                if isOwnRecord(id) {
+                    readLast = false
+                    continue
+                }
+                deliver(records)
+                records = []
+                position = try catchUp(on: current, from: position)
+                readLast = true
+            case .unreadable:
+                deliver(records)
+                records = []
+                position = try catchUp(on: current, from: position)
+                readLast = true
+            }
+        }
+        deliver(records)
+        wake()
+        if position.delivered.count >= Self.maximumDelivered {
+            position = try catchUp(on: current, from: position)
+            readLast = true
+        }
+        // Payloads with snapshots keep the position moving and the set small: no read
+        // is needed once notifications go quiet unless the set grew (payloads of
+        // earlier writers carry no snapshot).
+        return readLast || position.delivered.count <= Self.quietReadThreshold
+    }
+
+    /// After the session was lost: reconnects at once when the host's relay went away
+    /// (an ordinary handover), otherwise after `delay`; doubles the delay either way.
+    private func waitBeforeReconnecting(after error: any Error, delay: inout Duration) {
+        if error is LocalSocket.Failure, delay == options.reconnectDelay {
+            // The host's relay went away (its process ended, its session dropped, or
+            // this process fell behind): an ordinary handover. Reconnect at once; the
+            // catch-up brings what passed meanwhile.
+            logger.info("the host's notification relay went away; reconnecting and catching up: \(error)")
+        } else {
+            logger.warning("change listener lost its connection, reconnecting in \(delay): \(error)")
+            sleepUnlessWoken(delay)
+        }
+        delay = min(delay * 2, options.maximumReconnectDelay)
     }
 
     /// Deletes records older than the retention. A role without the `DELETE` grant is

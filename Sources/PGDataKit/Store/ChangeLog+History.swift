@@ -155,6 +155,50 @@ extension ChangeLog {
     ///   `ChangeLogError.notInstalled` (no history tables), `PostgresError`.
     static func readHistory(after token: HistoryToken, limit: Int, on connection: Connection) throws -> HistoryPage {
         let limit = min(max(limit, 1), maximumHistoryPage)
+        let (sql, parameters) = historyQuery(after: token, limit: limit)
+        let result = try mappingHistoryErrors { try sealedRead((sql, parameters), on: connection) }
+        guard result.count > 0 else { throw HistoryError.malformedToken(reason: "the server returned no row") }
+        let header = result[0]
+        let snapshot = try HistoryToken(
+            snapshot: try header.decode(String.self, at: 0), floor: try header.decode(Int64?.self, at: 1) ?? 0)
+        let full = try header.decode(Int.self, at: 2) >= limit
+        if try header.decode(Bool.self, at: 4) {
+            throw HistoryError.historyExpired(token: token, oldestAvailable: try oldestToken(on: connection))
+        }
+        guard snapshot.hasSeen(everythingUpTo: token) else {
+            throw HistoryError.tokenAhead(token: token, current: snapshot)
+        }
+        let beyond = try header.decode(String?.self, at: 5).map(parseTransactionList) ?? []
+        var entries: [PageEntry] = []
+        var records: [ChangeRecord] = []
+        entries.reserveCapacity(result.count)
+        records.reserveCapacity(result.count)
+        for row in result where !row.isNull(at: 6) {
+            let id = try row.int64(at: 6)
+            let changes: ContextChanges
+            do {
+                changes = try decode(try row.string(at: 13))
+            } catch {
+                throw ChangeLogError.unreadableRecord(id: id, reason: "\(error)")
+            }
+            let transaction = try transactionID(row, at: 8)
+            entries.append(PageEntry(id: id, transaction: transaction, extra: try row.bool(at: 7)))
+            records.append(
+                ChangeRecord(
+                    id: id, origin: try row.decode(UUID.self, at: 9), originProcessID: try row.decode(Int32.self, at: 10),
+                    originBackendPID: try row.decode(Int32.self, at: 11), time: try row.decode(Date.self, at: 12),
+                    changes: changes, transactionID: transaction))
+        }
+        let tokens = HistoryToken.tokens(after: token, read: snapshot, page: entries, beyond: beyond, full: full)
+        return HistoryPage(
+            records: zip(records, tokens.records).map { $0.with(historyToken: $1) }, token: tokens.end, hasMore: full)
+    }
+
+    /// The statement `readHistory` sends: the page of records after a token (one
+    /// statement, one round trip), with the header row that moves the token on.
+    private static func historyQuery(
+        after token: HistoryToken, limit: Int
+    ) -> (sql: String, parameters: [(any PostgresEncodable)?]) {
         let first: String
         var parameters: [(any PostgresEncodable)?] = [token.snapshotText, limit, "{" + token.running.map(String.init).joined(separator: ",") + "}"]
         if let floor = token.floor {
@@ -222,42 +266,7 @@ extension ChangeLog {
             LEFT JOIN (page AS p JOIN \(table) AS c ON c.id = p.id) ON true
             ORDER BY p.id
             """
-        let result = try mappingHistoryErrors { try sealedRead((sql, parameters), on: connection) }
-        guard result.count > 0 else { throw HistoryError.malformedToken(reason: "the server returned no row") }
-        let header = result[0]
-        let snapshot = try HistoryToken(
-            snapshot: try header.decode(String.self, at: 0), floor: try header.decode(Int64?.self, at: 1) ?? 0)
-        let full = try header.decode(Int.self, at: 2) >= limit
-        if try header.decode(Bool.self, at: 4) {
-            throw HistoryError.historyExpired(token: token, oldestAvailable: try oldestToken(on: connection))
-        }
-        guard snapshot.hasSeen(everythingUpTo: token) else {
-            throw HistoryError.tokenAhead(token: token, current: snapshot)
-        }
-        let beyond = try header.decode(String?.self, at: 5).map(parseTransactionList) ?? []
-        var entries: [PageEntry] = []
-        var records: [ChangeRecord] = []
-        entries.reserveCapacity(result.count)
-        records.reserveCapacity(result.count)
-        for row in result where !row.isNull(at: 6) {
-            let id = try row.int64(at: 6)
-            let changes: ContextChanges
-            do {
-                changes = try decode(try row.string(at: 13))
-            } catch {
-                throw ChangeLogError.unreadableRecord(id: id, reason: "\(error)")
-            }
-            let transaction = try transactionID(row, at: 8)
-            entries.append(PageEntry(id: id, transaction: transaction, extra: try row.bool(at: 7)))
-            records.append(
-                ChangeRecord(
-                    id: id, origin: try row.decode(UUID.self, at: 9), originProcessID: try row.decode(Int32.self, at: 10),
-                    originBackendPID: try row.decode(Int32.self, at: 11), time: try row.decode(Date.self, at: 12),
-                    changes: changes, transactionID: transaction))
-        }
-        let tokens = HistoryToken.tokens(after: token, read: snapshot, page: entries, beyond: beyond, full: full)
-        return HistoryPage(
-            records: zip(records, tokens.records).map { $0.with(historyToken: $1) }, token: tokens.end, hasMore: full)
+        return (sql, parameters)
     }
 
     /// The most records one history read returns.

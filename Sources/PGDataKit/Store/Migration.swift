@@ -197,14 +197,9 @@ struct SQLStatementScanner {
                 index = skipQuoted(from: index, quote: "\"", backslashEscapes: false)
                 add(.other, at: start)
             case "$":
-                if let end = skipDollarQuoted(from: index) {
-                    index = end
-                    add(.string, at: start)
-                } else {
-                    index += 1
-                    while index < scalars.count, Self.isDigit(scalars[index]) { index += 1 }
-                    add(.other, at: start)
-                }
+                let (end, isString) = skipDollar(from: index)
+                index = end
+                add(isString ? .string : .other, at: start)
             case "(":
                 parenthesisDepth += 1
                 index += 1
@@ -227,19 +222,10 @@ struct SQLStatementScanner {
                 add(.word(word), at: start)
                 if words.count < 4 { words.append(word) }
                 if parenthesisDepth == 0, Self.isCreateRoutine(words) {
-                    switch word {
-                    case "begin": beginDepth += 1
-                    case "case" where beginDepth > 0: beginDepth += 1
-                    case "end" where beginDepth > 0: beginDepth -= 1
-                    default: break
-                    }
+                    beginDepth += Self.blockDepthChange(at: word, inBlock: beginDepth > 0)
                 }
             case _ where Self.isDigit(scalar):
-                while index < scalars.count,
-                    Self.isIdentifierPart(scalars[index]) || scalars[index] == "."
-                {
-                    index += 1
-                }
+                index = skipNumber(from: index)
                 add(.other, at: start)
             default:
                 index += 1
@@ -248,6 +234,34 @@ struct SQLStatementScanner {
         }
         endStatement()
         return statements
+    }
+
+    /// Past a `$…$` dollar-quoted string (`isString`), or past a `$n` parameter.
+    private func skipDollar(from start: Int) -> (end: Int, isString: Bool) {
+        if let end = skipDollarQuoted(from: start) { return (end, true) }
+        var index = start + 1
+        while index < scalars.count, Self.isDigit(scalars[index]) { index += 1 }
+        return (index, false)
+    }
+
+    /// Past a number (digits, letters of an exponent or base, a decimal point).
+    private func skipNumber(from start: Int) -> Int {
+        var index = start
+        while index < scalars.count, Self.isIdentifierPart(scalars[index]) || scalars[index] == "." {
+            index += 1
+        }
+        return index
+    }
+
+    /// How a word in a routine's body changes the depth of `BEGIN … END` blocks
+    /// (`CASE … END` counts inside a block).
+    private static func blockDepthChange(at word: String, inBlock: Bool) -> Int {
+        switch word {
+        case "begin": return 1
+        case "case" where inBlock: return 1
+        case "end" where inBlock: return -1
+        default: return 0
+        }
     }
 
     private func peek(_ index: Int) -> Unicode.Scalar? {

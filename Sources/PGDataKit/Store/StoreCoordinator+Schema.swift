@@ -124,48 +124,61 @@ extension StoreCoordinator {
         }
         var mismatches: [SchemaMismatchError.Mismatch] = missingGrants
         for entity in model.entities {
-            guard let tableColumns = columns[entity.tableName] else {
-                mismatches.append(.missingTable(entity: entity.name, table: entity.tableName))
-                continue
-            }
-            func check(_ column: String, accepted: Set<String>, expected: String) {
-                guard let actual = tableColumns[column] else {
-                    mismatches.append(.missingColumn(entity: entity.name, table: entity.tableName, column: column))
-                    return
-                }
-                if !accepted.contains(actual) {
-                    mismatches.append(
-                        .wrongType(entity: entity.name, column: "\(entity.tableName).\(column)", expected: expected, actual: actual))
-                }
-            }
-            let integer: Set<String> = ["int8", "int4"]
-            check(entity.primaryKeyColumn, accepted: integer, expected: "bigint")
-            check(entity.versionColumn, accepted: integer, expected: "bigint")
-            for attribute in entity.attributes {
-                check(attribute.columnName, accepted: attribute.type.acceptedColumnTypes, expected: attribute.type.sqlType)
-            }
-            for relationship in entity.toOneRelationships {
-                if let column = relationship.columnName { check(column, accepted: integer, expected: "bigint") }
-            }
-            if tableColumns[entity.primaryKeyColumn] != nil, sequences[entity.tableName] == false {
-                mismatches.append(
-                    .primaryKeyWithoutSequence(entity: entity.name, table: entity.tableName, column: entity.primaryKeyColumn))
-            }
-            for key in entity.uniqueKeys {
-                let keyColumns = key.compactMap { entity.attribute(named: $0)?.columnName }
-                if !(uniqueSets[entity.tableName] ?? []).contains(Set(keyColumns)) {
-                    mismatches.append(
-                        .missingUniqueConstraint(entity: entity.name, table: entity.tableName, columns: keyColumns))
-                }
-            }
-            for column in oneToOneForeignKeys(of: entity) where tableColumns[column] != nil {
-                if !(uniqueSets[entity.tableName] ?? []).contains([column]) {
-                    mismatches.append(.missingUniqueConstraint(entity: entity.name, table: entity.tableName, columns: [column]))
-                }
-            }
+            mismatches += schemaMismatches(of: entity, columns: columns, uniqueSets: uniqueSets, sequences: sequences)
         }
         mismatches += joinTableMismatches(columns: columns, uniqueSets: uniqueSets)
         if !mismatches.isEmpty { throw SchemaMismatchError(mismatches: mismatches) }
+    }
+}
+
+extension StoreCoordinator {
+    /// How an entity's table differs from the model, from what the schema queries
+    /// returned (columns and their types by table, unique column sets by table, whether
+    /// each table's primary key has a sequence).
+    private func schemaMismatches(
+        of entity: EntityDescription, columns: [String: [String: String]], uniqueSets: [String: [Set<String>]],
+        sequences: [String: Bool]
+    ) -> [SchemaMismatchError.Mismatch] {
+        guard let tableColumns = columns[entity.tableName] else {
+            return [.missingTable(entity: entity.name, table: entity.tableName)]
+        }
+        var mismatches: [SchemaMismatchError.Mismatch] = []
+        func check(_ column: String, accepted: Set<String>, expected: String) {
+            guard let actual = tableColumns[column] else {
+                mismatches.append(.missingColumn(entity: entity.name, table: entity.tableName, column: column))
+                return
+            }
+            if !accepted.contains(actual) {
+                mismatches.append(
+                    .wrongType(entity: entity.name, column: "\(entity.tableName).\(column)", expected: expected, actual: actual))
+            }
+        }
+        let integer: Set<String> = ["int8", "int4"]
+        check(entity.primaryKeyColumn, accepted: integer, expected: "bigint")
+        check(entity.versionColumn, accepted: integer, expected: "bigint")
+        for attribute in entity.attributes {
+            check(attribute.columnName, accepted: attribute.type.acceptedColumnTypes, expected: attribute.type.sqlType)
+        }
+        for relationship in entity.toOneRelationships {
+            if let column = relationship.columnName { check(column, accepted: integer, expected: "bigint") }
+        }
+        if tableColumns[entity.primaryKeyColumn] != nil, sequences[entity.tableName] == false {
+            mismatches.append(
+                .primaryKeyWithoutSequence(entity: entity.name, table: entity.tableName, column: entity.primaryKeyColumn))
+        }
+        for key in entity.uniqueKeys {
+            let keyColumns = key.compactMap { entity.attribute(named: $0)?.columnName }
+            if !(uniqueSets[entity.tableName] ?? []).contains(Set(keyColumns)) {
+                mismatches.append(
+                    .missingUniqueConstraint(entity: entity.name, table: entity.tableName, columns: keyColumns))
+            }
+        }
+        for column in oneToOneForeignKeys(of: entity) where tableColumns[column] != nil {
+            if !(uniqueSets[entity.tableName] ?? []).contains([column]) {
+                mismatches.append(.missingUniqueConstraint(entity: entity.name, table: entity.tableName, columns: [column]))
+            }
+        }
+        return mismatches
     }
 }
 

@@ -93,43 +93,10 @@ extension StoreCoordinator {
                 kind: .client,
                 message: "upsert into \(entity.name): the unique key \(uniqueAttribute.name) is not among the batch's columns")
         }
-        // Sorted by key text; the last row of a repeated key is sent. A NULL key never
-        // conflicts: such rows are plain inserts, which the column's NOT NULL refuses.
-        var texts: [String] = []
-        texts.reserveCapacity(rows.values.count)
-        for row in rows.values {
-            guard let text = try Self.keyText(of: uniqueAttribute, in: row) else {
-                throw PostgresValueError(
-                    code: .unencodable, swiftType: uniqueAttribute.swiftTypeName,
-                    column: "\(entity.name).\(uniqueAttribute.name)", reason: "an upsert needs a value for the unique key")
-            }
-            texts.append(text)
-        }
-        // Any order all processes share serves: the bytes' (`ExactText`). Texts are one
-        // key when their bytes are equal, as for the unique index (not when Swift's
-        // `String` holds them equal: canonically equivalent texts are two keys).
-        // Equal neighbours are one key: its last row (highest index) is sent, and stands
-        // for the others (`sentRow`).
+        // Sorted by key text; the last row of a repeated key is sent.
+        let texts = try Self.keyTexts(of: rows, uniqueAttribute: uniqueAttribute, entity: entity)
         let packed = PackedTexts(texts)
-        let sorted = packed.sortedIndices()
-        var pending: [Int] = []
-        pending.reserveCapacity(sorted.count)
-        var sentRow: [Int] = []  // (empty while no key repeats)
-        var runStart = 0
-        while runStart < sorted.count {
-            var runEnd = runStart + 1
-            var sent = sorted[runStart]
-            while runEnd < sorted.count, packed.equal(sorted[runEnd], sorted[runStart]) {
-                sent = Swift.max(sent, sorted[runEnd])
-                runEnd += 1
-            }
-            if runEnd - runStart > 1 {
-                if sentRow.isEmpty { sentRow = Array(texts.indices) }
-                for position in runStart..<runEnd { sentRow[sorted[position]] = sent }
-            }
-            pending.append(sent)
-            runStart = runEnd
-        }
+        var (pending, sentRow) = Self.sendOrder(packed, count: texts.count)
         let sent = pending  // sorted by text, one row per key
         // The row sent with a key text (rows mostly come back in the order sent, so the
         // next one is tried before a binary search).
@@ -188,6 +155,57 @@ extension StoreCoordinator {
             upserted.append(result)
         }
         return upserted
+    }
+
+    /// The rows' unique keys as text, as sent. A NULL key never conflicts (such rows
+    /// would be plain inserts, which the column's NOT NULL refuses): it is refused here.
+    ///
+    /// - Throws: `PostgresValueError` naming `Entity.attribute`.
+    private static func keyTexts(
+        of rows: RowBatch, uniqueAttribute: AttributeDescription, entity: EntityDescription
+    ) throws -> [String] {
+        var texts: [String] = []
+        texts.reserveCapacity(rows.values.count)
+        for row in rows.values {
+            guard let text = try keyText(of: uniqueAttribute, in: row) else {
+                throw PostgresValueError(
+                    code: .unencodable, swiftType: uniqueAttribute.swiftTypeName,
+                    column: "\(entity.name).\(uniqueAttribute.name)", reason: "an upsert needs a value for the unique key")
+            }
+            texts.append(text)
+        }
+        return texts
+    }
+
+    /// The rows an upsert sends, in the order it sends them: sorted by key text, one row
+    /// per key.
+    ///
+    /// Any order all processes share serves: the bytes' (`ExactText`). Texts are one
+    /// key when their bytes are equal, as for the unique index (not when Swift's
+    /// `String` holds them equal: canonically equivalent texts are two keys). Equal
+    /// neighbours are one key: its last row (highest index) is sent, and stands for the
+    /// others (`sentRow`, the row sent for each row; empty while no key repeats).
+    private static func sendOrder(_ packed: PackedTexts, count: Int) -> (sent: [Int], sentRow: [Int]) {
+        let sorted = packed.sortedIndices()
+        var pending: [Int] = []
+        pending.reserveCapacity(sorted.count)
+        var sentRow: [Int] = []
+        var runStart = 0
+        while runStart < sorted.count {
+            var runEnd = runStart + 1
+            var sent = sorted[runStart]
+            while runEnd < sorted.count, packed.equal(sorted[runEnd], sorted[runStart]) {
+                sent = Swift.max(sent, sorted[runEnd])
+                runEnd += 1
+            }
+            if runEnd - runStart > 1 {
+                if sentRow.isEmpty { sentRow = Array(0..<count) }
+                for position in runStart..<runEnd { sentRow[sorted[position]] = sent }
+            }
+            pending.append(sent)
+            runStart = runEnd
+        }
+        return (pending, sentRow)
     }
 
     /// A row's unique key as text, as sent (`nil` for `NULL`): strings as they are, read

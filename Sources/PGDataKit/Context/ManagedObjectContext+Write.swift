@@ -1,0 +1,179 @@
+/// A save's writes: `SavePlan` decides them, the functions here send them on the
+/// save's connection and collect what the server answered.
+extension ManagedObjectContext {
+    /// What a save's statements did, for the commit and the objects' bookkeeping.
+    struct WriteOutcome {
+        /// The objects inserted, with their primary keys (reserved, or assigned by their
+        /// upsert).
+        var inserted: [(object: ManagedObject, primaryKey: Int64)] = []
+        /// The objects updated, with the keys written and the rows' new versions.
+        var updated: [(object: ManagedObject, keys: Set<String>, version: Int64)] = []
+        var deleted: [ManagedObject] = []
+        var conflicts: [ManagedObject] = []
+        /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
+        var merged: [MergedInsert] = []
+    }
+
+    /// The primary keys a save's statements use for new objects: reserved ones, and the
+    /// ones upserts assigned.
+    struct SaveKeys {
+        /// Reserved keys, and upserted ones once one was looked up.
+        var keys: [ObjectIdentifier: Int64]
+        /// The keys upserts gave their objects: folded into `keys` only when one is looked
+        /// up (a later entity's foreign key, an update); an import's save usually never is.
+        var upserted: [(object: ManagedObject, primaryKey: Int64)] = []
+
+        /// A new object's key, if it has one yet.
+        @inline(__always)
+        mutating func knownKey(of object: ManagedObject) -> Int64? {
+            if let key = keys[ObjectIdentifier(object)] { return key }
+            guard !upserted.isEmpty else { return nil }
+            keys.reserveCapacity(keys.count + upserted.count)
+            for (object, key) in upserted { keys[ObjectIdentifier(object)] = key }
+            upserted.removeAll()
+            return keys[ObjectIdentifier(object)]
+        }
+
+        /// The object's primary key: its permanent ID's, or its new key.
+        @inline(__always)
+        mutating func key(of object: ManagedObject) -> Int64 {
+            object.objectID.primaryKey ?? knownKey(of: object) ?? 0
+        }
+
+        /// The foreign key a to-one relationship of the object writes.
+        @inline(__always)
+        mutating func foreignKey(_ object: ManagedObject, _ index: Int) -> Int64? {
+            switch object.toOne[index] {
+            case .none: return nil
+            case .key(let key): return key
+            case .object(let target):
+                if target.deletedFlag && target.objectID.isTemporaryID { return nil }
+                return target.objectID.primaryKey ?? knownKey(of: target)
+            }
+        }
+
+        /// The rows of objects of one entity, with the attributes and to-one
+        /// relationships given by index.
+        mutating func rows(
+            _ objects: [ManagedObject], _ entity: EntityDescription, attributes: [Int], toOne: [Int], withKeys: Bool = true
+        ) -> RowBatch {
+            RowBatch(
+                keys: withKeys ? objects.map { key(of: $0) } : [], versions: objects.map(\.version),
+                attributes: attributes.map { entity.attributes[$0] }, values: objects.map(\.values),
+                foreignKeys: toOne.compactMap { index in
+                    entity.relationships[index].columnName.map { ($0, objects.map { foreignKey($0, index) }) }
+                })
+        }
+    }
+
+    /// Plans what a save writes (`SavePlan`) and has the Store send it on a connection
+    /// inside a transaction: keys, row locks in the global order (`lockRowsInOrder`,
+    /// unless `locksTaken`), inserts in foreign-key order, updates grouped by shape,
+    /// join rows, deletes children first.
+    func writeChanges(
+        on connection: Connection, reservedKeys: inout [ObjectIdentifier: Int64],
+        overwrite: Set<ObjectIdentifier>, locksTaken: Bool
+    ) throws -> WriteOutcome {
+        let plan = SavePlan(
+            model: coordinator.model, inserted: insertedSet, changed: changedSet, deleted: deletedSet,
+            overwrite: overwrite, reservedKeys: reservedKeys, keyedInsertKeysChanged: keyedInsertKeysChanged)
+        // Keyed inserts (imports) get their primary keys from their upsert.
+        for inserts in plan.inserts where !inserts.needingKeys.isEmpty {
+            let keys = try coordinator.reserveKeys(for: inserts.entity, count: inserts.needingKeys.count, on: connection)
+            for (object, key) in zip(inserts.needingKeys, keys) { reservedKeys[ObjectIdentifier(object)] = key }
+        }
+        var keys = SaveKeys(keys: reservedKeys)
+        if !locksTaken {
+            // The main context's imports looked for their keys in earlier transactions:
+            // rows committed since then, which its keyed inserts would meet (and lock) out
+            // of order, are looked up and locked in order first. A private context looked
+            // in this same transaction: under repeatable read such a row cannot be
+            // written (the save is redone read-committed, which looks them up too); under
+            // read committed (imports) only a row committed between the import's fetch
+            // and its save can be met, and the lock timeout bounds that wait.
+            try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
+        }
+        try releaseOneToOneKeys(on: connection)
+        var outcome = WriteOutcome()
+        for inserts in plan.inserts {
+            try writeInserts(inserts, keys: &keys, outcome: &outcome, on: connection)
+        }
+        try writeUpdates(plan.updates, keys: &keys, outcome: &outcome, on: connection)
+        try writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
+        try writeDeletes(plan.deletes, keys: &keys, outcome: &outcome, on: connection)
+        return outcome
+    }
+
+    /// Inserts an entity's new objects: the plain ones in key order with one `INSERT`,
+    /// the keyed ones as upserts.
+    private func writeInserts(
+        _ inserts: SavePlan.Inserts, keys: inout SaveKeys, outcome: inout WriteOutcome, on connection: Connection
+    ) throws {
+        let entity = inserts.entity
+        let plain = inserts.plain.sorted { keys.key(of: $0) < keys.key(of: $1) }
+        if !plain.isEmpty {
+            var batch = keys.rows(
+                plain, entity, attributes: Array(entity.attributes.indices), toOne: entity.toOneRelationships.map(\.index))
+            batch.versions = Array(repeating: 1, count: plain.count)
+            try coordinator.insertRows(into: entity, batch, on: connection)
+            outcome.inserted += plain.map { ($0, keys.key(of: $0)) }
+        }
+        guard !inserts.keyed.isEmpty else { return }
+        let sendsKeys = Self.keyedInsertsSendKeys(entity)
+        let upserted = try upsertKeyedInserts(inserts.keyed, of: entity, on: connection) { objects, attributes, toOne in
+            keys.rows(objects, entity, attributes: attributes, toOne: toOne, withKeys: sendsKeys)
+        }
+        if !upserted.merged.isEmpty {
+            try refuseKeyedInsertsMeetingPlainOnes(upserted.merged, plain: plain, of: entity) { keys.key(of: $0) }
+        }
+        if outcome.inserted.isEmpty { outcome.inserted = upserted.inserted } else { outcome.inserted += upserted.inserted }
+        outcome.merged += upserted.merged
+        if keys.upserted.isEmpty { keys.upserted = upserted.inserted } else { keys.upserted += upserted.inserted }
+        keys.upserted += upserted.merged.map { ($0.object, $0.primaryKey) }
+    }
+
+    /// Updates changed objects, one statement per shape; a row not at the version read
+    /// is a conflict.
+    private func writeUpdates(
+        _ groups: [(shape: SavePlan.UpdateShape, objects: [ManagedObject])], keys: inout SaveKeys,
+        outcome: inout WriteOutcome, on connection: Connection
+    ) throws {
+        for (shape, objects) in groups {
+            guard let entity = objects.first?.entity else { continue }
+            let written = try coordinator.updateRows(
+                of: entity, keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes),
+                checksVersion: !shape.overwrite, on: connection)
+            var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
+            changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
+            for object in objects {
+                guard let newVersion = written[keys.key(of: object)] else {
+                    outcome.conflicts.append(object)
+                    continue
+                }
+                outcome.updated.append((object, changedKeys, newVersion))
+            }
+        }
+    }
+
+    /// Deletes objects entity by entity; a row not deleted is a conflict.
+    private func writeDeletes(
+        _ deletes: [SavePlan.Deletes], keys: inout SaveKeys, outcome: inout WriteOutcome, on connection: Connection
+    ) throws {
+        for delete in deletes {
+            var removed: Set<Int64> = []
+            for (checksVersion, batch) in delete.batches {
+                removed.formUnion(
+                    try coordinator.deleteRows(
+                        of: delete.entity, keys: batch.map { keys.key(of: $0) }, versions: batch.map(\.version),
+                        checksVersion: checksVersion, on: connection))
+            }
+            for object in delete.objects {
+                if removed.contains(keys.key(of: object)) {
+                    outcome.deleted.append(object)
+                } else {
+                    outcome.conflicts.append(object)
+                }
+            }
+        }
+    }
+}
