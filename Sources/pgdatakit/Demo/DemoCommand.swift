@@ -77,6 +77,15 @@ struct DemoCommand: ParsableCommand {
         }
     }
 
+    /// Lets the workers go on (up to 30 s) until each has merged a save of every other.
+    static func waitForEveryMerge(_ processes: DemoProcesses, _ view: DemoView) {
+        guard !everyWorkerMergedEveryOther(processes.board.withLock { $0 }) else { return }
+        view.note("waiting until every worker merged a save of every other…")
+        _ = processes.wait(seconds: 30) { board in
+            everyWorkerMergedEveryOther(board) || !board.failures.isEmpty || !board.exited.isEmpty
+        }
+    }
+
     /// Whether each running worker's latest report lists every other running worker among
     /// those it merged saves from.
     static func everyWorkerMergedEveryOther(_ board: DemoProcesses.Board) -> Bool {
@@ -137,12 +146,7 @@ struct DemoCommand: ParsableCommand {
         // A worker that started late (a replacement under --chaos, on a loaded machine) may
         // not have merged a save of every other yet: the others go on saving until it has
         // (up to 30 s), so the proof checks the merging, not the timing.
-        if !stop.isFired, !Self.everyWorkerMergedEveryOther(processes.board.withLock { $0 }) {
-            view.note("waiting until every worker merged a save of every other…")
-            _ = processes.wait(seconds: 30) { board in
-                Self.everyWorkerMergedEveryOther(board) || !board.failures.isEmpty || !board.exited.isEmpty
-            }
-        }
+        if !stop.isFired { Self.waitForEveryMerge(processes, view) }
 
         // Stop; one marker save after everyone stopped; wait until everyone merged it.
         view.note("stopping the workers…")
