@@ -77,7 +77,9 @@ struct DemoCommand: ParsableCommand {
         }
     }
 
-    /// Lets the workers go on (up to 30 s) until each has merged a save of every other.
+    /// Lets the workers go on (up to 30 s) until each has merged a save of every other: a
+    /// worker that started late (a replacement under --chaos, on a loaded machine) is then
+    /// judged on its merging, not on its start-up time.
     static func waitForEveryMerge(_ processes: DemoProcesses, _ view: DemoView) {
         guard !everyWorkerMergedEveryOther(processes.board.withLock { $0 }) else { return }
         view.note("waiting until every worker merged a save of every other…")
@@ -143,9 +145,6 @@ struct DemoCommand: ParsableCommand {
             printError("worker \(worker) failed: \(message)")
         }
 
-        // A worker that started late (a replacement under --chaos, on a loaded machine) may
-        // not have merged a save of every other yet: the others go on saving until it has
-        // (up to 30 s), so the proof checks the merging, not the timing.
         if !stop.isFired { Self.waitForEveryMerge(processes, view) }
 
         // Stop; one marker save after everyone stopped; wait until everyone merged it.
