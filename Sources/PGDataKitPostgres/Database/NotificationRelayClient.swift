@@ -21,6 +21,13 @@ package final class NotificationRelayClient: @unchecked Sendable {
     /// Bytes of a message not complete yet.
     private var buffer: [UInt8] = []
     private var lastHeard = ContinuousClock.now
+    /// The relay closed the connection; the buffer may still hold what it sent before.
+    private var peerClosed = false
+
+    /// The relay closed the connection and nothing it sent is left to hand out.
+    private static var closedByRelay: LocalSocket.Failure {
+        LocalSocket.Failure("the notification relay closed the connection", code: ECONNRESET)
+    }
 
     /// Connects to the relay at `endpoint` and waits (up to `timeout`) for its key. `nil`
     /// when no relay listens there.
@@ -82,6 +89,7 @@ package final class NotificationRelayClient: @unchecked Sendable {
             }
         }
         buffer.removeSubrange(0..<offset)
+        if notifications.isEmpty && peerClosed { throw Self.closedByRelay }
         return notifications
     }
 
@@ -89,18 +97,23 @@ package final class NotificationRelayClient: @unchecked Sendable {
     private func readKey() throws -> String? {
         try read()
         var offset = 0
-        guard let (type, body) = try message(at: &offset) else { return nil }
+        guard let (type, body) = try message(at: &offset) else {
+            if peerClosed { throw Self.closedByRelay }
+            return nil
+        }
         guard type == NotificationRelay.Message.key else { throw Self.unreadable }
         let key = String(decoding: body, as: UTF8.self)
         buffer.removeSubrange(0..<offset)
         return key
     }
 
-    /// Appends what has arrived to the buffer.
+    /// Appends what has arrived to the buffer; notes when the relay closed the connection
+    /// (what it sent before is still handed out).
     private func read() throws {
-        while true {
+        while !peerClosed {
             guard let bytes = try LocalSocket.receive(descriptor) else {
-                throw LocalSocket.Failure("the notification relay closed the connection", code: ECONNRESET)
+                peerClosed = true
+                return
             }
             if bytes.isEmpty { return }
             lastHeard = .now

@@ -25,6 +25,10 @@ struct ControllerLifecycleTests {
                 try await main.perform { try controller.performFetch() }
                 released = controller
             }
+            // `perform` resumes this task from inside the queue's block, which lets go of its
+            // closure (and the controller it captured) only when it returns: wait for that.
+            let start = ContinuousClock.now
+            while released != nil, start.duration(to: .now) < .seconds(10) { try await Task.sleep(for: .milliseconds(5)) }
             #expect(released == nil, "nothing else holds a controller: no cycle through the context")
             var received: [ControllerChanges.Kind] = []
             for await changes in try #require(stream) { received.append(changes.kind) }

@@ -41,7 +41,7 @@ struct HistoryProcessTests {
                     // The earlier transaction of the last pair commits after the restart.
                     if let pending = pendingEarlier, let pair = reversed.last {
                         // Once the restarted consumer has the later id, the earlier commits.
-                        try consumer.waitUntil("the consumer has record \(pair.later) (seed \(seed))", timeout: .seconds(60)) { _ in
+                        try consumer.waitUntil("the consumer has record \(pair.later) (seed \(seed))", timeout: .seconds(180)) { _ in
                             (try? consumedIDs(output).contains(pair.later)) ?? false
                         }
                         try pending.commit()
@@ -50,7 +50,7 @@ struct HistoryProcessTests {
                     if round % 7 == 3 {
                         usleep(UInt32.random(in: 0..<150_000, using: &random))  // maybe before it started
                     } else {
-                        try consumer.waitUntil("the consumer started (round \(round), seed \(seed))", timeout: .seconds(60)) {
+                        try consumer.waitUntil("the consumer started (round \(round), seed \(seed))", timeout: .seconds(180)) {
                             $0.contains("started")
                         }
                         usleep(UInt32.random(in: 20_000..<500_000, using: &random))

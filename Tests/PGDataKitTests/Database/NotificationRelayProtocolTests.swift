@@ -109,6 +109,43 @@ struct NotificationRelayProtocolTests {
         }
     }
 
+    /// A relay that sends and closes at once: what it sent is handed out first, then the
+    /// close is reported (whether the close is seen in the same read as the last bytes or
+    /// already while the key is read). It used to throw with the notifications unread.
+    @Test func notificationsSentBeforeTheRelayClosedAreHandedOutFirst() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            var stream: [UInt8] = []
+            NotificationRelay.Message.encode(NotificationRelay.Message.key, Array(endpoint.key.utf8), into: &stream)
+            var sent: [PostgresNotification] = []
+            // Exactly 65,536 bytes, a full read: the next one meets the close.
+            while 65_536 - stream.count > 0 {
+                let room = 65_536 - stream.count - 9
+                let payload = String(repeating: "x", count: room > 2_000 ? 1_000 : room)
+                let notification = PostgresNotification(channel: "pgdatakit_changes", payload: payload, senderPID: Int32(sent.count))
+                NotificationRelay.Message.encode(notification, into: &stream)
+                sent.append(notification)
+            }
+            #expect(stream.count == 65_536)
+            let bytes = stream
+            let relay = try FakeRelay(at: endpoint.socketPath) { descriptor in FakeRelay.write(descriptor, bytes) }
+            let client = try #require(
+                try NotificationRelayClient.connect(to: endpoint, channel: "pgdatakit_changes", timeout: .seconds(5)))
+            relay.done.wait()  // sent and closed before the client reads on
+            var received: [PostgresNotification] = []
+            var closed = false
+            while !closed {
+                do {
+                    _ = try LocalSocket.poll([(client.descriptor, Int16(POLLIN))], timeout: .seconds(1))
+                    received += try client.receive()
+                } catch is LocalSocket.Failure {
+                    closed = true
+                }
+            }
+            #expect(received == sent)
+        }
+    }
+
     @Test func aRelayForAnotherKeyIsRefused() throws {
         try withDirectory { directory in
             let endpoint = try endpoint(in: directory)
