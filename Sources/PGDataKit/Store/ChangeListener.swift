@@ -147,26 +147,23 @@ final class ChangeListener: Sendable {
 
     /// Adds a batch observer and starts listening if not yet started.
     func add(_ observer: @escaping @Sendable ([ChangeRecord]) -> Void) -> Int {
-        let (id, mustStart) = state.withLock { state -> (Int, Bool) in
-            let id = state.nextObserverID
-            state.nextObserverID += 1
-            state.observers[id] = observer
-            let mustStart = !state.isRunning && !state.isStopping
-            if mustStart { state.isRunning = true }
-            return (id, mustStart)
-        }
-        if mustStart { start() }
-        return id
+        register { state, id in state.observers[id] = observer }
     }
 
     /// Adds a waker (see `State.wakers`) and starts listening if not yet started: once
     /// this returns, every later commit of a change record wakes it (or the reconnection
     /// after a dropped session does).
     func addWaker(_ waker: @escaping @Sendable () -> Void) -> Int {
+        register { state, id in state.wakers[id] = waker }
+    }
+
+    /// Stores an observer or waker under a new id (`store`), starting the listener if it
+    /// is neither running nor stopping.
+    private func register(_ store: (inout State, Int) -> Void) -> Int {
         let (id, mustStart) = state.withLock { state -> (Int, Bool) in
             let id = state.nextObserverID
             state.nextObserverID += 1
-            state.wakers[id] = waker
+            store(&state, id)
             let mustStart = !state.isRunning && !state.isStopping
             if mustStart { state.isRunning = true }
             return (id, mustStart)
