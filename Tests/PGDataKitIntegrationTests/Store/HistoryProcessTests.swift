@@ -41,8 +41,10 @@ struct HistoryProcessTests {
                     // The earlier transaction of the last pair commits after the restart.
                     if let pending = pendingEarlier, let pair = reversed.last {
                         // Once the restarted consumer has the later id, the earlier commits.
-                        try consumer.waitUntil("the consumer has record \(pair.later) (seed \(seed))", timeout: .seconds(180)) { _ in
-                            (try? consumedIDs(output).contains(pair.later)) ?? false
+                        try withSessions(admin) {
+                            try consumer.waitUntil("the consumer has record \(pair.later) (seed \(seed))", timeout: .seconds(180)) { _ in
+                                (try? consumedIDs(output).contains(pair.later)) ?? false
+                            }
                         }
                         try pending.commit()
                         pendingEarlier = nil
@@ -50,8 +52,10 @@ struct HistoryProcessTests {
                     if round % 7 == 3 {
                         usleep(UInt32.random(in: 0..<150_000, using: &random))  // maybe before it started
                     } else {
-                        try consumer.waitUntil("the consumer started (round \(round), seed \(seed))", timeout: .seconds(180)) {
-                            $0.contains("started")
+                        try withSessions(admin) {
+                            try consumer.waitUntil("the consumer started (round \(round), seed \(seed))", timeout: .seconds(180)) {
+                                $0.contains("started")
+                            }
                         }
                         usleep(UInt32.random(in: 20_000..<500_000, using: &random))
                     }
@@ -116,6 +120,23 @@ struct HistoryProcessTests {
     }
 
     /// A transaction on `connection` that has written a change record and not committed.
+    /// Runs `body`; when it throws, adds what every session of the test database was doing
+    /// (state, wait event, statement) to the error: a consumer that never started once
+    /// timed out here in full runs with nothing printed, and could not be reproduced alone.
+    func withSessions(_ admin: Connection, _ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch {
+            let sessions = (try? admin.query(
+                """
+                SELECT concat_ws(' | ', pid, application_name, state, wait_event_type, wait_event,
+                                 now() - xact_start, left(query, 160))
+                FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+                """).map { try $0.decode(String.self, at: 0) }.joined(separator: "\n")) ?? "(not readable)"
+            throw TestFailure("\(error)\nsessions of the test database:\n\(sessions)")
+        }
+    }
+
     func openTransactionWithRecord(on connection: Connection) throws -> Int64 {
         var changes = ContextChanges()
         changes.deleted = [ObjectID(entityName: "User", primaryKey: 1)]
