@@ -91,7 +91,7 @@ extension StoreCoordinator {
     /// For example, when the listener was given PgBouncer's address in transaction mode:
     ///
     /// ```swift
-    /// if case .notificationsNotDelivered? = coordinator.listenerError {
+    /// if coordinator.listenerError?.code == .notificationsNotDelivered {
     ///     // point listenerConfiguration at the server itself
     /// }
     /// ```
