@@ -246,14 +246,6 @@ open class ManagedObject: Hashable, CustomStringConvertible {
         return typed
     }
 
-    @usableFromInline
-    func storedValue(at slot: Int) -> StoredValue {
-        checkQueue()
-        if values.isEmpty { prepareStorage() }
-        if recordsAccess { lastAccess = (true, slot) }
-        return values[slot]
-    }
-
     /// The value at `slot` as its scalar type, read where it is stored (no copy of the
     /// stored box): what an attribute's getter reads. Inlinable, so that the read is
     /// specialized for the getter's type.
