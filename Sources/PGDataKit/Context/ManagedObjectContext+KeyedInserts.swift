@@ -200,21 +200,27 @@ extension ManagedObjectContext {
         return groups
     }
 
-    /// Writes keyed inserts of one entity: one upsert statement per unique attribute and
-    /// set of written properties (usually one), plus, only when some keys existed, one
-    /// statement that reads those rows back.
+    /// Writes keyed inserts of one entity: one statement per unique attribute that
+    /// claims the new keys (`claimKeyedInsertKeys`), and, only when some keys existed,
+    /// one statement that locks those rows, one upsert per set of written properties
+    /// (usually one) and one that reads the rows back.
     ///
     /// On a conflict the existing row takes the attributes that differ from a new
     /// object's defaults and the to-one relationships that are set: what the import's
     /// records set, so an object that only carries its key (a stub) leaves the row as it
     /// is. The rows are updated only where they differ.
     ///
-    /// - Parameter rows: builds the batch of all columns for objects (with the
-    ///   attribute and to-one indexes to write).
+    /// - Parameters:
+    ///   - lockedInOrder: whether the save looked up the rows with its keys and locked
+    ///     them in the global order before (`lockRowsInOrder(keyedRows: true)`).
+    ///   - rows: builds the batch of all columns for objects (with the attribute and
+    ///     to-one indexes to write).
     /// - Returns: the objects inserted (with their primary keys) and the ones that met
     ///   existing rows.
+    /// - Throws: `KeyedInsertsMetUnlockedRows` when a key existed, and its row is held
+    ///   by another transaction; `PostgresError`.
     func upsertKeyedInserts(
-        _ objects: [ManagedObject], of entity: EntityDescription, on connection: Connection,
+        _ objects: [ManagedObject], of entity: EntityDescription, lockedInOrder: Bool, on connection: Connection,
         rows: ([ManagedObject], [Int], [Int]) -> RowBatch
     ) throws -> (inserted: [(object: ManagedObject, primaryKey: Int64)], merged: [MergedInsert]) {
         let groups = Self.keyedInsertGroups(objects, of: entity)
@@ -223,20 +229,19 @@ extension ManagedObjectContext {
         let allAttributes = Array(entity.attributes.indices)
         let allToOne = entity.toOneRelationships.map(\.index)
         inserted.reserveCapacity(objects.count)
-        let claimed = try claimKeyedInsertKeys(groups, of: entity, on: connection) { rows($0, allAttributes, allToOne) }
+        let claimed = try claimKeyedInsertKeys(groups, of: entity, lockedInOrder: lockedInOrder, on: connection) {
+            rows($0, allAttributes, allToOne)
+        }
         for (shape, all) in groups.sorted(by: { KeyedInsertShape.precedes($0.shape, $1.shape) }) {
-            var members = all
-            if !claimed.isEmpty {
-                members = []
-                for object in all {
-                    if let key = claimed[ObjectIdentifier(object)] {
-                        inserted.append((object, key))
-                    } else {
-                        members.append(object)
-                    }
+            var members: [ManagedObject] = []
+            for object in all {
+                if let key = claimed[ObjectIdentifier(object)] {
+                    inserted.append((object, key))
+                } else {
+                    members.append(object)
                 }
-                if members.isEmpty { continue }
             }
+            if members.isEmpty { continue }
             var batch = rows(members, allAttributes, allToOne)
             batch.versions = []  // (the upsert writes 1)
             if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }  // the sequence assigns them
@@ -259,28 +264,59 @@ extension ManagedObjectContext {
         return (inserted, try readMergedRows(existing, of: entity, on: connection))
     }
 
-    /// Keys of one unique attribute spread over several statements would be locked key
-    /// by key in each, not in one order across them: a first statement claims them all
-    /// in key order (inserting the new rows, leaving existing ones), and the statements
-    /// by shape then update only the rows that existed.
+    /// Claims the new keys of keyed inserts, one statement per unique attribute with all
+    /// its keys in key order (`StoreCoordinator.claimRows`): their rows are inserted, and
+    /// rows that exist are neither written nor waited for. The global lock order puts
+    /// existing rows before new keys; a save that wrote (and so locked) a row it did not
+    /// know of while holding new keys could wait for a transaction that waits for one of
+    /// those keys — the deadlock of two imports, or of an import and an edit, that meet
+    /// a row committed since one of them looked.
+    ///
+    /// The keys that existed are left to the upserts that follow, once this has locked
+    /// their rows without waiting (`NOWAIT`): a lock taken out of order but without
+    /// waiting cannot close a cycle, and the writes after it wait only for new keys.
+    /// Rows the save locked in order already (`lockRowsInOrder(keyedRows: true)`, when
+    /// `lockedInOrder`) are taken at once. A row another transaction holds fails the
+    /// statement (`55P03`), thrown as `KeyedInsertsMetUnlockedRows`: the save is redone
+    /// in a transaction that looks the rows up and waits for them in order, before it
+    /// claims new keys.
     ///
     /// - Returns: the primary keys of the rows inserted, by object.
     private func claimKeyedInsertKeys(
         _ groups: [(shape: KeyedInsertShape, members: [ManagedObject])], of entity: EntityDescription,
-        on connection: Connection, rows: ([ManagedObject]) -> RowBatch
+        lockedInOrder: Bool, on connection: Connection, rows: ([ManagedObject]) -> RowBatch
     ) throws -> [ObjectIdentifier: Int64] {
         var claimed: [ObjectIdentifier: Int64] = [:]
         for unique in Set(groups.map(\.shape.unique)).sorted() {
             let sharing = groups.filter { $0.shape.unique == unique }
-            guard sharing.count > 1 else { continue }
             let members = sharing.flatMap(\.members)
             var batch = rows(members)
             batch.versions = []
             if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }
-            let results = try coordinator.upsertRows(
-                into: entity, batch, uniqueAttribute: entity.attributes[unique], updating: [], on: connection)
-            for (object, result) in zip(members, results) where result.outcome == .inserted {
-                claimed[ObjectIdentifier(object)] = result.primaryKey
+            let attribute = entity.attributes[unique]
+            let keys = try coordinator.claimRows(into: entity, batch, uniqueAttribute: attribute, on: connection)
+            var met: (updating: [StoredValue], keeping: [StoredValue]) = ([], [])
+            var position = 0  // in `members`, and so in `keys`
+            for group in sharing {
+                let updates = !group.shape.attributes.isEmpty || !group.shape.toOne.isEmpty
+                for object in group.members {
+                    defer { position += 1 }
+                    if let key = keys[position] {
+                        claimed[ObjectIdentifier(object)] = key
+                    } else if updates {
+                        met.updating.append(object.values[unique])
+                    } else {
+                        met.keeping.append(object.values[unique])
+                    }
+                }
+            }
+            for (values, mode) in [(met.updating, RowLockMode.noKeyUpdate), (met.keeping, .keyShare)] where !values.isEmpty {
+                do {
+                    try coordinator.lockRowsWithoutWaiting(
+                        of: entity, whereUnique: attribute, isIn: values, mode: mode, on: connection)
+                } catch let error as PostgresError where error.sqlState == .lockNotAvailable {
+                    throw KeyedInsertsMetUnlockedRows(entity: entity.name, lockError: error)
+                }
             }
         }
         return claimed
@@ -331,5 +367,21 @@ extension ManagedObjectContext {
         object.snapshotKeys = merged.row.snapshotKeys
         object.version = merged.row.version
         object.upsertAttributeIndex = nil
+    }
+}
+
+/// Keyed inserts of a save met rows that exist, that the save did not lock in the global
+/// order (rows committed since the import, or the save's redo, looked for its keys, or
+/// an import that did not look), and that another transaction holds: the transaction is
+/// rolled back, and the save redone in a read-committed transaction that looks those
+/// rows up and locks them first (`lockRowsInOrder(keyedRows: true)`). Handled inside
+/// `save()`, which throws `lockError` after three redos; it never reaches the caller.
+struct KeyedInsertsMetUnlockedRows: Error, CustomStringConvertible {
+    let entity: String
+    /// The `55P03` of the statement that tried to lock the rows without waiting.
+    let lockError: PostgresError
+
+    var description: String {
+        "keyed inserts of \(entity) met rows the save had not locked; the save is redone locking them first"
     }
 }

@@ -188,11 +188,18 @@ extension ManagedObjectContext {
     }
 
     /// Ends a save's first transaction after `error`. Returns when the save is to be
-    /// redone resolving conflicts (a transient failure other than a lock timeout); throws
-    /// `error` otherwise — also a lost connection when the attempt included the `COMMIT`
+    /// redone resolving conflicts (a transient failure other than a lock timeout, or
+    /// keyed inserts that met rows the attempt had not locked); throws `error`
+    /// otherwise — also a lost connection when the attempt included the `COMMIT`
     /// (`committing`), which is thrown as from any commit (see `save()`).
     private func abandonFirstAttempt(_ connection: Connection, after error: any Error, committing: Bool) throws {
         abortWriteTransaction(connection)
+        if let met = error as? KeyedInsertsMetUnlockedRows {
+            // Not a failure the server reported: the save's keyed inserts need their
+            // rows locked in order first, which the redo does.
+            logger.debug("\(met)")
+            return
+        }
         coordinator.metrics.transientFailure(TransientCause(error))
         guard let failure = error as? PostgresError, failure.isTransient, failure.sqlState != .lockNotAvailable,
             !(committing && failure.isConnectionError)
@@ -226,7 +233,32 @@ extension ManagedObjectContext {
 
     /// Redoes the save in a read-committed transaction: locks the rows of updated and
     /// deleted objects, compares versions, applies the merge policy, writes, commits.
+    ///
+    /// Keyed inserts that meet a row committed after the redo looked them up (while it
+    /// waited for its locks) and held by another transaction
+    /// (`KeyedInsertsMetUnlockedRows`) make it start over, up to three times, each time
+    /// looking the rows up again; then it throws the `55P03` that stopped it.
     private func saveResolvingConflicts(
+        reservedKeys: inout [ObjectIdentifier: Int64], overwrite: inout Set<ObjectIdentifier>
+    ) throws {
+        var attempt = 1
+        while true {
+            do {
+                try resolveConflictsAndCommit(reservedKeys: &reservedKeys, overwrite: &overwrite)
+                return
+            } catch let met as KeyedInsertsMetUnlockedRows {
+                guard attempt < 3 else {
+                    coordinator.metrics.transientFailure(TransientCause(met.lockError))
+                    throw met.lockError
+                }
+                attempt += 1
+                logger.debug("\(met)")
+            }
+        }
+    }
+
+    /// One transaction of `saveResolvingConflicts`.
+    private func resolveConflictsAndCommit(
         reservedKeys: inout [ObjectIdentifier: Int64], overwrite: inout Set<ObjectIdentifier>
     ) throws {
         let connection = try coordinator.beginTransaction(isolation: .readCommitted)
@@ -252,7 +284,9 @@ extension ManagedObjectContext {
             resolvedConflicts = settled
         } catch {
             abortWriteTransaction(connection)
-            coordinator.metrics.transientFailure(error is MergeConflictError ? .conflict : TransientCause(error))
+            if !(error is KeyedInsertsMetUnlockedRows) {
+                coordinator.metrics.transientFailure(error is MergeConflictError ? .conflict : TransientCause(error))
+            }
             throw error
         }
     }

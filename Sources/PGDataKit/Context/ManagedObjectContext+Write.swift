@@ -87,16 +87,19 @@ extension ManagedObjectContext {
             // The main context's imports looked for their keys in earlier transactions:
             // rows committed since then, which its keyed inserts would meet (and lock) out
             // of order, are looked up and locked in order first. A private context looked
-            // in this same transaction: under repeatable read such a row cannot be
-            // written (the save is redone read-committed, which looks them up too); under
-            // read committed (imports) only a row committed between the import's fetch
-            // and its save can be met, and the lock timeout bounds that wait.
+            // in this same transaction, so its keyed inserts rarely meet a row: one
+            // committed since fails its claim at once under repeatable read (`40001`);
+            // under read committed it is locked without waiting, and when another
+            // transaction holds it (`KeyedInsertsMetUnlockedRows`) the save is redone
+            // read-committed, looking such rows up first (`saveResolvingConflicts`).
             try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
         }
         try releaseOneToOneKeys(on: connection)
         var outcome = WriteOutcome()
         for inserts in plan.inserts {
-            try writeInserts(inserts, keys: &keys, outcome: &outcome, on: connection)
+            try writeInserts(
+                inserts, keys: &keys, outcome: &outcome, lockedInOrder: locksTaken || concurrencyType == .main,
+                on: connection)
         }
         try writeUpdates(plan.updates, keys: &keys, outcome: &outcome, on: connection)
         try writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
@@ -107,7 +110,8 @@ extension ManagedObjectContext {
     /// Inserts an entity's new objects: the plain ones in key order with one `INSERT`,
     /// the keyed ones as upserts.
     private func writeInserts(
-        _ inserts: SavePlan.Inserts, keys: inout SaveKeys, outcome: inout WriteOutcome, on connection: Connection
+        _ inserts: SavePlan.Inserts, keys: inout SaveKeys, outcome: inout WriteOutcome, lockedInOrder: Bool,
+        on connection: Connection
     ) throws {
         let entity = inserts.entity
         let plain = inserts.plain.sorted { keys.key(of: $0) < keys.key(of: $1) }
@@ -120,7 +124,7 @@ extension ManagedObjectContext {
         }
         guard !inserts.keyed.isEmpty else { return }
         let sendsKeys = Self.keyedInsertsSendKeys(entity)
-        let upserted = try upsertKeyedInserts(inserts.keyed, of: entity, on: connection) { objects, attributes, toOne in
+        let upserted = try upsertKeyedInserts(inserts.keyed, of: entity, lockedInOrder: lockedInOrder, on: connection) { objects, attributes, toOne in
             keys.rows(objects, entity, attributes: attributes, toOne: toOne, withKeys: sendsKeys)
         }
         if !upserted.merged.isEmpty {

@@ -56,9 +56,13 @@ struct RowLockSet {
 ///    existing rows the save's new or changed foreign keys point at `FOR KEY SHARE` —
 ///    the lock the foreign-key check would take later, taken now in order.
 /// 2. Then new unique keys, entity by entity in the same order, each entity's keys in
-///    ascending byte order in one statement (`INSERT … ON CONFLICT`, which waits for a
-///    concurrent insert of the same key). When an entity's keyed inserts need more than
-///    one statement, a first statement claims all their keys in that order.
+///    ascending byte order in one statement (`claimRows`: `INSERT … ON CONFLICT DO
+///    NOTHING`, which waits for a concurrent insert of the same key and never for a row
+///    that exists). Keys whose rows exist are written by upserts after the claim, once
+///    their rows are locked: in step 1 when the save looked them up
+///    (`lockRowsInOrder(keyedRows: true)`), otherwise after the claim without waiting
+///    (`NOWAIT`, which cannot close a cycle); a row held elsewhere sends the save to a
+///    redo that looks it up first (`KeyedInsertsMetUnlockedRows`).
 /// 3. Then the writes themselves (inserts, updates, deletes, join rows), which find
 ///    every row they lock already locked by the save. (A save that only updates one row
 ///    sends no lock statement: waiting for that row while holding nothing else, it
@@ -88,5 +92,23 @@ extension StoreCoordinator {
                 + "AND u.\(primaryKey) = k.v \(mode.clause)) AS l\(mode.rawValue) ON true"
         }
         return sql
+    }
+
+    /// Locks the rows whose unique `attribute` is one of `values`, in `mode`, without
+    /// waiting (`NOWAIT`): rows a save's keyed inserts met after claiming their new keys
+    /// (see `claimKeyedInsertKeys`). Rows the save locked already are taken at once;
+    /// waiting for any other, while holding new keys, could close a cycle.
+    ///
+    /// - Throws: `PostgresError` with `.lockNotAvailable` (`55P03`, transient) when
+    ///   another transaction holds one of the rows; `PostgresValueError`.
+    func lockRowsWithoutWaiting(
+        of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
+        mode: RowLockMode, on connection: Connection
+    ) throws {
+        let column = Connection.quoteIdentifier(attribute.columnName)
+        try execute(
+            "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t WHERE t.\(column) = ANY($1::\(attribute.type.sqlType)[]) "
+                + "\(mode.clause) NOWAIT) AS locked",
+            [try attribute.encodeColumn(values)], on: connection)
     }
 }

@@ -88,6 +88,46 @@ extension StoreCoordinator {
         into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
         on connection: Connection
     ) throws -> [UpsertedRow] {
+        let results = try upsertPasses(
+            into: entity, rows, uniqueAttribute: uniqueAttribute, updating: updating, lookingUpExisting: true,
+            on: connection)
+        var upserted: [UpsertedRow] = []
+        upserted.reserveCapacity(results.count)
+        for result in results {
+            guard let result else { throw UpsertVanishedRowError(entity: entity.name, attribute: uniqueAttribute.name) }
+            upserted.append(result)
+        }
+        return upserted
+    }
+
+    /// Inserts the rows whose unique key is new, with one `INSERT … SELECT FROM
+    /// unnest(…) ON CONFLICT (unique) DO NOTHING`, keys in the order `upsertRows` sends
+    /// them, and leaves the others: a save claims its new keys so, in the global lock
+    /// order (see `StoreCoordinator`'s lock order), before it writes the rows that
+    /// existed.
+    ///
+    /// The statement waits only for concurrent inserts (or deletes) of the same keys,
+    /// never for a row another transaction merely locked; under repeatable read a row
+    /// committed after the snapshot fails it at once (`40001`).
+    ///
+    /// - Returns: for each row of `rows`, in order, the primary key it was inserted
+    ///   with, or `nil` when a row with its key exists.
+    /// - Throws: as `upsertRows`.
+    func claimRows(
+        into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, on connection: Connection
+    ) throws -> [Int64?] {
+        try upsertPasses(
+            into: entity, rows, uniqueAttribute: uniqueAttribute, updating: [], lookingUpExisting: false, on: connection
+        ).map { $0?.primaryKey }
+    }
+
+    /// The work of `upsertRows` and `claimRows`: the upsert, and (`lookingUpExisting`)
+    /// the lookup of rows it left, up to three times while rows vanish in between.
+    /// Returns what happened to each row of `rows` (`nil`: not found).
+    private func upsertPasses(
+        into entity: EntityDescription, _ rows: RowBatch, uniqueAttribute: AttributeDescription, updating: [String],
+        lookingUpExisting: Bool, on connection: Connection
+    ) throws -> [UpsertedRow?] {
         guard rows.attributes.contains(where: { $0 === uniqueAttribute }) else {
             throw PostgresError(
                 kind: .client,
@@ -127,7 +167,7 @@ extension StoreCoordinator {
                 results[index] = UpsertedRow(primaryKey: primaryKey, version: version, outcome: inserted ? .inserted : .updated)
             }
             pending = pending.filter { results[$0] == nil }
-            guard !pending.isEmpty else { break }
+            guard lookingUpExisting, !pending.isEmpty else { break }
             // Existing rows left as they were: one lookup by the unique attribute.
             let quote = Connection.quoteIdentifier
             let found = try execute(
@@ -146,15 +186,8 @@ extension StoreCoordinator {
             if pending.isEmpty { break }
         }
         // Rows of a repeated key share the result of the row sent.
-        var upserted: [UpsertedRow] = []
-        upserted.reserveCapacity(texts.count)
-        for index in texts.indices {
-            guard let result = results[sentRow.isEmpty ? index : sentRow[index]] else {
-                throw UpsertVanishedRowError(entity: entity.name, attribute: uniqueAttribute.name)
-            }
-            upserted.append(result)
-        }
-        return upserted
+        guard !sentRow.isEmpty else { return results }
+        return texts.indices.map { results[sentRow[$0]] }
     }
 
     /// The rows' unique keys as text, as sent. A NULL key never conflicts (such rows

@@ -50,6 +50,60 @@ struct LockOrderTests {
         }
     }
 
+    /// The demo's deadlock: an import in a private context whose keyed inserts (keys it
+    /// did not find) meet a row committed since it looked, which another transaction
+    /// holds — and that transaction then inserts one of the import's new keys. The
+    /// upsert used to insert the new key and wait for the held row in one statement,
+    /// each side then waiting for the other. Now the new keys are claimed without
+    /// waiting for existing rows, and a row met that was not locked in order sends the
+    /// save to a fresh transaction that looks such rows up and locks them first.
+    @Test(arguments: [IsolationLevel.repeatableRead, .readCommitted])
+    func anImportMeetingAHeldRowDoesNotHoldItsNewKeysWhileWaitingForIt(isolation: IsolationLevel) throws {
+        try withDeadlockProneManager { manager, run in
+            let importer = manager.newPrivateContext(name: "importer")
+            importer.isolationLevel = isolation
+            importer.mergePolicy = .mergeByPropertyObjectTrump
+            try importer.performAndWait {
+                let records: [JSONValue] = ["a", "u"].map { .object(["UserID": .string($0), "Name": "imported"]) }
+                _ = try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: importer) {
+                    record, user in user.name = record["Name"]?.stringValue
+                }
+            }
+            // "u" committed after the import looked, then held by another transaction.
+            let held = try run.insertUser("u")
+            let holder = try Connection(run.configuration)
+            defer { holder.close() }
+            try holder.execute("BEGIN")
+            try holder.execute("SELECT 1 FROM users WHERE id = $1 FOR NO KEY UPDATE", [held])
+            let errors = Mutex<[String]>([])
+            let group = DispatchGroup()
+            group.enter()
+            DispatchQueue.global().async {
+                defer { group.leave() }
+                do { try importer.performAndWait { try importer.save() } } catch {
+                    errors.withLock { $0.append("importer: \(error)") }
+                }
+            }
+            try run.waitForLockWaits(1, sourceLocation: #_sourceLocation)
+            // The holder now inserts the import's new key, and commits.
+            group.enter()
+            DispatchQueue.global().async {
+                defer { group.leave() }
+                do {
+                    try holder.execute("INSERT INTO users (user_id, name) VALUES ('a', 'holder')")
+                    try holder.execute("COMMIT")
+                } catch {
+                    errors.withLock { $0.append("holder: \(error)") }
+                }
+            }
+            guard try run.finishWithoutCycle(group, errors: errors) else { return }
+            let names = try run.admin.query("SELECT user_id, name FROM users ORDER BY user_id").map {
+                "\(try $0.decode(String.self, at: 0))=\(try $0.decode(String?.self, at: 1) ?? "nil")"
+            }
+            #expect(names == ["a=imported", "u=imported"])
+        }
+    }
+
     /// A save that updates a post and its user against an import of that user (by
     /// key) that also updates the post: updates went entity by entity in name order
     /// (posts, then users), keyed inserts in insert order (users, then posts).
@@ -177,6 +231,15 @@ struct LockRace {
         start("second", second)
         try waitForLockWaits(2, sourceLocation: sourceLocation)
         try blocker.execute("COMMIT")
+        return try finishWithoutCycle(group, errors: errors, sourceLocation: sourceLocation)
+    }
+
+    /// Waits until the work of `group` finishes, or its sessions wait for each other in
+    /// a cycle (`pg_blocking_pids`; then they are terminated). Records an issue for a
+    /// cycle and for each error; returns false for a cycle.
+    func finishWithoutCycle(
+        _ group: DispatchGroup, errors: borrowing Mutex<[String]>, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> Bool {
         // Both finish, or they wait for each other.
         let deadline = ContinuousClock.now + .seconds(30)
         var deadlocked = false
@@ -200,7 +263,7 @@ struct LockRace {
     }
 
     /// Waits (up to 10 s) until `count` sessions of the database wait for a lock.
-    private func waitForLockWaits(_ count: Int, sourceLocation: SourceLocation) throws {
+    func waitForLockWaits(_ count: Int, sourceLocation: SourceLocation) throws {
         let deadline = ContinuousClock.now + .seconds(10)
         while ContinuousClock.now < deadline {
             let waiting = try admin.query(

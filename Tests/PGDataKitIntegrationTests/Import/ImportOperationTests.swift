@@ -237,8 +237,9 @@ struct ImportOperationTests {
             run.start()
             #expect(run.error == nil)
             let summary = try #require(run.summary)
-            // begin, the upsert, re-read the 5 rows that existed, change record, commit
-            #expect(manager.coordinator.statementCount - statements == 5)
+            // begin, the claim of new keys, the lock (without waiting) of the 5 rows that
+            // existed, their upsert, their re-read, change record, commit
+            #expect(manager.coordinator.statementCount - statements == 7)
             #expect(summary.inserted == 10)
             #expect(summary.updated == 5)
             #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 20)
