@@ -202,7 +202,7 @@ extension ChangeLog {
         let first: String
         var parameters: [(any PostgresEncodable)?] = [token.snapshotText, limit, "{" + token.running.map(String.init).joined(separator: ",") + "}"]
         if let floor = token.floor {
-            parameters += [floor, token.lookupLiteral]
+            parameters += [floor, token.lookupLiteral, String(token.lookupFrom)]
             first = """
                 SELECT id, transaction_id FROM (
                     (SELECT id, transaction_id FROM \(table)
@@ -210,7 +210,7 @@ extension ChangeLog {
                      ORDER BY id LIMIT $2)
                     UNION ALL
                     (SELECT id, transaction_id FROM \(table)
-                     WHERE transaction_id = ANY($5::text::xid8[]) AND id <= $4
+                     WHERE (transaction_id = ANY($5::text::xid8[]) OR transaction_id >= $6::text::xid8) AND id <= $4
                        AND NOT pg_visible_in_snapshot(transaction_id, $1::pg_snapshot))
                 ) AS u ORDER BY id LIMIT $2
                 """
@@ -289,7 +289,8 @@ extension ChangeLog {
 
     /// The position after everything committed so far (sealed), with its read hint: the
     /// highest record id visible (every record not covered is of a transaction running
-    /// now, or one that starts later and so draws a higher id).
+    /// now — listed in the snapshot, or at or above its xmax, `lookupFrom` — or of one
+    /// that gets its id later and so draws a higher record id).
     static func currentToken(on connection: Connection) throws -> HistoryToken {
         let row = try sealedRead(
             ("SELECT pg_current_snapshot()::text, (SELECT max(id) FROM \(table))", []), on: connection)[0]

@@ -21,10 +21,13 @@
 ///
 /// The read hint of token k (see `floor`): every record not covered has an id above
 /// record k's (ids of the page are ascending; records left for later have higher ids
-/// than the page's first part; a transaction starting after S draws a higher id, see
-/// `ChangeLog.writeStatement`), unless its transaction was running in S, or is partly
-/// delivered (several records in one transaction): those go to `lookup` when not
-/// below xmax. A record that does not complete its transaction covers nothing new and
+/// than the page's first part; a transaction that gets its id after S draws a higher
+/// record id, see `ChangeLog.writeStatement`), unless its transaction was running in
+/// S, or is partly delivered (several records in one transaction): those go to `lookup`
+/// when not below xmax — or its transaction is at or above S's xmax, running in S
+/// although S does not list it (it had its id before S, but no transaction with a
+/// higher id had ended yet), which may have drawn its record id before S:
+/// `lookupFrom` is S's xmax. A record that does not complete its transaction covers nothing new and
 /// carries the token before it, so that tokens along a feed never go back.
 extension HistoryToken {
     static func tokens(
@@ -77,7 +80,8 @@ extension HistoryToken {
             var lookup = Array(running[lowerBound(running, xmax)...])
             for value in partial where value >= xmax { lookup.append(value) }
             let floor = min(entry.id, firstPartEnd ?? entry.id)
-            tokens.append(HistoryToken(xmax: xmax, running: list, floor: floor, lookup: lookup))
+            tokens.append(
+                HistoryToken(xmax: xmax, running: list, floor: floor, lookup: lookup, lookupFrom: snapshot.xmax))
         }
         if full, let last = tokens.last { return (tokens, last) }
         tokens[tokens.count - 1] = snapshot

@@ -42,12 +42,20 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
     /// Transactions in `[xmin, xmax)` that are not covered, ascending.
     let running: [UInt64]
     /// A hint for reading after the token: every record that the token does not cover
-    /// has an id above this, or belongs to a transaction in `running` or `lookup`. `nil`
+    /// has an id above this, or belongs to a transaction in `running` or `lookup`, or
+    /// to one from `lookupFrom` on. `nil`
     /// when unknown (the read then looks at every record of an uncovered transaction).
     let floor: Int64?
     /// Transactions from `xmax` on whose records may have ids at or below `floor`
     /// (transactions that were running when the token was made), ascending.
     let lookup: [UInt64]
+    /// Every transaction from this one on may also have records at or below `floor`:
+    /// the `xmax` of the snapshot of the read that made the token. A snapshot lists the
+    /// transactions running below its `xmax` (`lookup`), not those running from it on —
+    /// transactions that had their id, and may have drawn their record's id, before the
+    /// snapshot, but that no transaction with a higher id had ended before yet. At least
+    /// `xmax`.
+    let lookupFrom: UInt64
 
     /// The first word of a token's text: the format's version.
     static let version = "h1"
@@ -57,22 +65,25 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
 
     /// A token from its parts, in canonical form: `xmin` is the oldest transaction left
     /// out (or `xmax`), so that tokens that cover the same transactions are equal.
-    init(xmax: UInt64, running: [UInt64], floor: Int64?, lookup: [UInt64] = []) {
+    init(xmax: UInt64, running: [UInt64], floor: Int64?, lookup: [UInt64] = [], lookupFrom: UInt64? = nil) {
         let sorted = Self.ascendingDistinct(running.filter { $0 < xmax })
+        let from = Swift.max(lookupFrom ?? xmax, xmax)
         self.xmin = sorted.first ?? xmax
         self.xmax = xmax
         self.running = sorted
         self.floor = floor
         self.lookup = Self.ascendingDistinct(lookup.filter { $0 >= xmax })
+        self.lookupFrom = from
     }
 
     /// A token exactly as given (parsed text and snapshots keep their `xmin`).
-    private init(xmin: UInt64, xmax: UInt64, running: [UInt64], floor: Int64?, lookup: [UInt64]) {
+    private init(xmin: UInt64, xmax: UInt64, running: [UInt64], floor: Int64?, lookup: [UInt64], lookupFrom: UInt64) {
         self.xmin = xmin
         self.xmax = xmax
         self.running = running
         self.floor = floor
         self.lookup = lookup
+        self.lookupFrom = lookupFrom
     }
 
     private static func ascendingDistinct(_ values: [UInt64]) -> [UInt64] {
@@ -87,14 +98,16 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
     // MARK: - Text
 
     /// The token's text: `h1:<xmin>:<xmax − xmin>:<running, as offsets from xmin>`, then,
-    /// when the token has a read hint, `:<floor>:<lookup, as offsets from xmax>`. Lists
-    /// are comma-separated and may be empty (an empty running list may also be left out
-    /// with its colon when reading). No spaces, nothing a shell must quote.
+    /// when the token has a read hint, `:<floor>:<lookup, as offsets from xmax>`, and
+    /// `:<lookupFrom − xmax>` when that is not 0 (text without it reads as 0). Lists are
+    /// comma-separated and may be empty (an empty running list may also be left out with
+    /// its colon when reading). No spaces, nothing a shell must quote.
     public var description: String {
         var text = "\(Self.version):\(xmin):\(xmax - xmin):"
         text += running.map { String($0 - xmin) }.joined(separator: ",")
         if let floor {
             text += ":\(floor):" + lookup.map { String($0 - xmax) }.joined(separator: ",")
+            if lookupFrom > xmax { text += ":\(lookupFrom - xmax)" }
         }
         return text
     }
@@ -117,8 +130,8 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
         guard fields.first == Substring(Self.version) else {
             throw HistoryError.malformedToken(reason: "it does not start with \(Self.version):")
         }
-        guard fields.count == 3 || fields.count == 4 || fields.count == 6 else {
-            throw HistoryError.malformedToken(reason: "expected 3, 4 or 6 colon-separated fields, found \(fields.count)")
+        guard [3, 4, 6, 7].contains(fields.count) else {
+            throw HistoryError.malformedToken(reason: "expected 3, 4, 6 or 7 colon-separated fields, found \(fields.count)")
         }
         let xmin = try Self.number(fields[1], "the oldest transaction")
         guard xmin >= 1 else { throw HistoryError.malformedToken(reason: "the oldest transaction is 0") }
@@ -128,11 +141,19 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
         let running = fields.count > 3 ? try Self.offsets(fields[3], from: xmin, below: xmax, "the running transactions") : []
         var floor: Int64?
         var lookup: [UInt64] = []
-        if fields.count == 6 {
+        var lookupFrom = xmax
+        if fields.count >= 6 {
             floor = Int64(try Self.number(fields[4], "the read hint"))
+            if fields.count == 7 {
+                let offset = try Self.number(fields[6], "the lookup start")
+                guard offset <= UInt64(Int64.max) - xmax else {
+                    throw HistoryError.malformedToken(reason: "the lookup start is too large")
+                }
+                lookupFrom = xmax + offset
+            }
             lookup = try Self.offsets(fields[5], from: xmax, below: UInt64(Int64.max), "the lookup transactions")
         }
-        self.init(xmin: xmin, xmax: xmax, running: running, floor: floor, lookup: lookup)
+        self.init(xmin: xmin, xmax: xmax, running: running, floor: floor, lookup: lookup, lookupFrom: lookupFrom)
     }
 
     /// A decimal number up to `Int64.max` (transaction ids and record ids fit both
@@ -184,7 +205,7 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
         }
         self.init(
             xmin: xmin, xmax: xmax, running: running, floor: floor,
-            lookup: Self.ascendingDistinct(lookup.filter { $0 >= xmax }))
+            lookup: Self.ascendingDistinct(lookup.filter { $0 >= xmax }), lookupFrom: xmax)
     }
 
     /// The token's coverage as PostgreSQL's `pg_snapshot` text.
@@ -248,7 +269,7 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
         guard !finished.isEmpty else { return self }
         return HistoryToken(
             xmax: xmax, running: running.filter { !finished.contains($0) }, floor: floor,
-            lookup: lookup.filter { !finished.contains($0) })
+            lookup: lookup.filter { !finished.contains($0) }, lookupFrom: lookupFrom)
     }
 
     // MARK: - Order
@@ -261,7 +282,8 @@ public struct HistoryToken: Sendable, Hashable, Comparable, Codable, CustomStrin
         if left.running != right.running { return left.running.lexicographicallyPrecedes(right.running) }
         if left.floor != right.floor { return (left.floor ?? -1) < (right.floor ?? -1) }
         if left.lookup.count != right.lookup.count { return left.lookup.count > right.lookup.count }
-        return left.lookup.lexicographicallyPrecedes(right.lookup)
+        if left.lookup != right.lookup { return left.lookup.lexicographicallyPrecedes(right.lookup) }
+        return left.lookupFrom < right.lookupFrom
     }
 
     // MARK: - Codable

@@ -6,7 +6,7 @@ import Testing
 
 @Suite("History tokens, without a server")
 struct HistoryTokenTests {
-    @Test(arguments: ["h1:100:10:", "h1:100:10:2,5", "h1:100:0:", "h1:100:10:0,9:4711:", "h1:3:7::0:0,2,40"])
+    @Test(arguments: ["h1:100:10:", "h1:100:10:2,5", "h1:100:0:", "h1:100:10:0,9:4711:", "h1:3:7::0:0,2,40", "h1:100:10:0,9:4711::25"])
     func textRoundTrips(_ text: String) throws {
         let token = try HistoryToken(parsing: text)
         #expect(token.description == text)
@@ -30,8 +30,8 @@ struct HistoryTokenTests {
     @Test(arguments: [
         ("", "it does not start with h1:"),
         ("h2:100:10:", "it does not start with h1:"),
-        ("h1:100", "expected 3, 4 or 6 colon-separated fields, found 2"),
-        ("h1:100:10::5", "expected 3, 4 or 6 colon-separated fields, found 5"),
+        ("h1:100", "expected 3, 4, 6 or 7 colon-separated fields, found 2"),
+        ("h1:100:10::5", "expected 3, 4, 6 or 7 colon-separated fields, found 5"),
         ("h1:0:10:", "the oldest transaction is 0"),
         ("h1:-5:10:", "the oldest transaction is not a decimal number up to 2^63 − 1"),
         ("h1:+5:10:", "the oldest transaction is not a decimal number up to 2^63 − 1"),
@@ -44,6 +44,8 @@ struct HistoryTokenTests {
         ("h1:100:10:5,", "an offset in the running transactions is not a decimal number up to 2^63 − 1"),
         ("h1:100:10::x:", "the read hint is not a decimal number up to 2^63 − 1"),
         ("h1:100:10::7:3,1", "the lookup transactions are not in ascending order"),
+        ("h1:100:10::7::x", "the lookup start is not a decimal number up to 2^63 − 1"),
+        ("h1:100:10::7::9223372036854775807", "the lookup start is too large"),
     ])
     func malformedTextIsATypedError(_ text: String, _ reason: String) {
         #expect(throws: HistoryError.malformedToken(reason: reason)) { try HistoryToken(parsing: text) }
