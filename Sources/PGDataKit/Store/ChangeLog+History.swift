@@ -196,6 +196,15 @@ extension ChangeLog {
 
     /// The statement `readHistory` sends: the page of records after a token (one
     /// statement, one round trip), with the header row that moves the token on.
+    ///
+    /// With a read hint, the first part of the page comes from three index scans: ids
+    /// above the floor (the primary key), and ids at or below it of the lookup
+    /// transactions and of every transaction from `lookupFrom` on (the transaction-id
+    /// index, a range that holds only what committed since the token's read; `id + 0`
+    /// keeps a generic plan from scanning the primary key up to the floor instead). The
+    /// page's rows are then read by primary key, one probe each (`OFFSET 0` keeps a
+    /// generic plan, which cannot know the page is small, from hashing the whole table
+    /// instead).
     private static func historyQuery(
         after token: HistoryToken, limit: Int
     ) -> (sql: String, parameters: [(any PostgresEncodable)?]) {
@@ -210,7 +219,11 @@ extension ChangeLog {
                      ORDER BY id LIMIT $2)
                     UNION ALL
                     (SELECT id, transaction_id FROM \(table)
-                     WHERE (transaction_id = ANY($5::text::xid8[]) OR transaction_id >= $6::text::xid8) AND id <= $4
+                     WHERE transaction_id = ANY($5::text::xid8[]) AND id <= $4
+                       AND NOT pg_visible_in_snapshot(transaction_id, $1::pg_snapshot))
+                    UNION ALL
+                    (SELECT id, transaction_id FROM \(table)
+                     WHERE transaction_id >= $6::text::xid8 AND id + 0 <= $4
                        AND NOT pg_visible_in_snapshot(transaction_id, $1::pg_snapshot))
                 ) AS u ORDER BY id LIMIT $2
                 """
@@ -263,7 +276,11 @@ extension ChangeLog {
                    p.id, p.extra, p.transaction_id::text, c.origin, c.origin_pid, c.backend_pid, c.created_at,
                    c.changes::text
             FROM (SELECT 1) AS one
-            LEFT JOIN (page AS p JOIN \(table) AS c ON c.id = p.id) ON true
+            LEFT JOIN (
+                page AS p CROSS JOIN LATERAL (
+                    SELECT c.origin, c.origin_pid, c.backend_pid, c.created_at, c.changes FROM \(table) AS c
+                    WHERE c.id = p.id OFFSET 0) AS c
+            ) ON true
             ORDER BY p.id
             """
         return (sql, parameters)
