@@ -3,50 +3,158 @@
 /// Mismatches of a many-to-many relationship's join table name the relationship pair
 /// (`Post.tags ↔ Tag.posts`) where the others name an entity.
 public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
-    /// One mismatch.
-    public enum Mismatch: Sendable, Hashable, CustomStringConvertible {
-        /// The entity's table does not exist.
-        case missingTable(entity: String, table: String)
-        /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does
-        /// not exist; it needs the two `bigint` columns and a primary key on the pair.
-        case missingJoinTable(relationship: String, table: String, columns: [String])
-        /// A column the model needs does not exist.
-        case missingColumn(entity: String, table: String, column: String)
-        /// A column's type does not fit the attribute.
-        case wrongType(entity: String, column: String, expected: String, actual: String)
-        /// A unique key of the model has no unique constraint or index.
-        /// (For a one-to-one relationship's foreign key, and for a join table's pair of
-        /// columns, too.)
-        case missingUniqueConstraint(entity: String, table: String, columns: [String])
-        /// The primary-key column has no sequence to draw new keys from.
-        case primaryKeyWithoutSequence(entity: String, table: String, column: String)
-        /// The role lacks a grant the library needs: `SELECT`, `INSERT`, `UPDATE` or
-        /// `DELETE` on the table, or `USAGE` on its key sequence (saves draw keys with
-        /// `nextval`).
-        case missingPrivilege(entity: String, object: String, privilege: String)
+    /// One mismatch between the model and the schema: a `code`, the sentence that says it
+    /// (`description`), and the names it is about.
+    ///
+    /// A struct rather than an enum, so a later version can add codes without breaking a caller's
+    /// `switch`; the static functions named like the codes build one, and values compare equal when
+    /// code and names are equal.
+    public struct Mismatch: Sendable, Hashable, CustomStringConvertible {
+        /// Which mismatch between the model and the schema.
+        public struct Code: Sendable, Hashable, CustomStringConvertible {
+            private let name: String
 
+            private init(_ name: String) { self.name = name }
+
+            /// The entity's table does not exist.
+            public static let missingTable = Code("missingTable")
+            /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does not
+            /// exist; it needs the two `bigint` columns and a primary key on the pair.
+            public static let missingJoinTable = Code("missingJoinTable")
+            /// A column the model needs does not exist.
+            public static let missingColumn = Code("missingColumn")
+            /// A column's type does not fit the attribute.
+            public static let wrongType = Code("wrongType")
+            /// A unique key of the model has no unique constraint or index. (For a one-to-one
+            /// relationship's foreign key, and for a join table's pair of columns, too.)
+            public static let missingUniqueConstraint = Code("missingUniqueConstraint")
+            /// The primary-key column has no sequence to draw new keys from.
+            public static let primaryKeyWithoutSequence = Code("primaryKeyWithoutSequence")
+            /// The role lacks a grant the library needs: `SELECT`, `INSERT`, `UPDATE` or `DELETE`
+            /// on the table, or `USAGE` on its key sequence (saves draw keys with `nextval`).
+            public static let missingPrivilege = Code("missingPrivilege")
+
+            /// The code's name, such as `missingTable`.
+            public var description: String { name }
+        }
+
+        /// Which mismatch between the model and the schema.
+        public let code: Code
         /// One sentence.
-        public var description: String {
-            switch self {
-            case .missingTable(let entity, let table):
-                return "table \(table) of entity \(entity) does not exist"
-            case .missingJoinTable(let relationship, let table, let columns):
-                return "join table \(table) of \(relationship) does not exist: CREATE TABLE \(table) ("
+        public let description: String
+        /// The entity (for a join table: the relationship pair, as in `relationship`).
+        public private(set) var entity: String?
+        /// The relationship pair of a join table (`Post.tags ↔ Tag.posts`, `missingJoinTable`).
+        public private(set) var relationship: String?
+        /// The table.
+        public private(set) var table: String?
+        /// The column (`missingColumn`, `wrongType`, `primaryKeyWithoutSequence`).
+        public private(set) var column: String?
+        /// The columns (`missingJoinTable`, `missingUniqueConstraint`).
+        public private(set) var columns: [String] = []
+        /// The column type the attribute needs (`wrongType`).
+        public private(set) var expected: String?
+        /// The column's type (`wrongType`).
+        public private(set) var actual: String?
+        /// The table or sequence a grant is missing on (`missingPrivilege`).
+        public private(set) var object: String?
+        /// The missing grant (`missingPrivilege`).
+        public private(set) var privilege: String?
+
+        private init(_ code: Code, _ description: String) {
+            self.code = code
+            self.description = description
+        }
+
+        /// The entity's table does not exist.
+        public static func missingTable(entity: String, table: String) -> Mismatch {
+            var value = Mismatch(.missingTable, "table \(table) of entity \(entity) does not exist")
+            value.entity = entity
+            value.table = table
+            return value
+        }
+
+        /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does not exist;
+        /// it needs the two `bigint` columns and a primary key on the pair.
+        public static func missingJoinTable(
+            relationship: String, table: String, columns: [String]
+        ) -> Mismatch {
+            var value = Mismatch(
+                .missingJoinTable,
+                "join table \(table) of \(relationship) does not exist: CREATE TABLE \(table) ("
                     + columns.map { "\($0) bigint NOT NULL" }.joined(separator: ", ")
-                    + ", PRIMARY KEY (\(columns.joined(separator: ", "))))"
-            case .missingColumn(let entity, let table, let column):
-                return "column \(table).\(column) of entity \(entity) does not exist"
-            case .wrongType(let entity, let column, let expected, let actual):
-                return "column \(column) of entity \(entity) is \(actual), expected \(expected)"
-            case .missingUniqueConstraint(let entity, let table, let columns):
-                return "entity \(entity) has unique key (\(columns.joined(separator: ", "))) "
-                    + "but table \(table) has no unique constraint on it"
-            case .primaryKeyWithoutSequence(let entity, let table, let column):
-                return "primary key \(table).\(column) of entity \(entity) has no sequence; "
-                    + "declare it GENERATED BY DEFAULT AS IDENTITY or bigserial"
-            case .missingPrivilege(let entity, let object, let privilege):
-                return "the role lacks \(privilege) on \(object) (entity \(entity)): GRANT \(privilege) ON \(object) TO …"
-            }
+                    + ", PRIMARY KEY (\(columns.joined(separator: ", "))))")
+            value.relationship = relationship
+            value.table = table
+            value.columns = columns
+            return value
+        }
+
+        /// A column the model needs does not exist.
+        public static func missingColumn(entity: String, table: String, column: String) -> Mismatch {
+            var value = Mismatch(
+                .missingColumn,
+                "column \(table).\(column) of entity \(entity) does not exist")
+            value.entity = entity
+            value.table = table
+            value.column = column
+            return value
+        }
+
+        /// A column's type does not fit the attribute.
+        public static func wrongType(
+            entity: String, column: String, expected: String, actual: String
+        ) -> Mismatch {
+            var value = Mismatch(
+                .wrongType,
+                "column \(column) of entity \(entity) is \(actual), expected \(expected)")
+            value.entity = entity
+            value.column = column
+            value.expected = expected
+            value.actual = actual
+            return value
+        }
+
+        /// A unique key of the model has no unique constraint or index. (For a one-to-one
+        /// relationship's foreign key, and for a join table's pair of columns, too.)
+        public static func missingUniqueConstraint(
+            entity: String, table: String, columns: [String]
+        ) -> Mismatch {
+            var value = Mismatch(
+                .missingUniqueConstraint,
+                "entity \(entity) has unique key (\(columns.joined(separator: ", "))) but table "
+                    + "\(table) has no unique constraint on it")
+            value.entity = entity
+            value.table = table
+            value.columns = columns
+            return value
+        }
+
+        /// The primary-key column has no sequence to draw new keys from.
+        public static func primaryKeyWithoutSequence(
+            entity: String, table: String, column: String
+        ) -> Mismatch {
+            var value = Mismatch(
+                .primaryKeyWithoutSequence,
+                "primary key \(table).\(column) of entity \(entity) has no sequence; declare it "
+                    + "GENERATED BY DEFAULT AS IDENTITY or bigserial")
+            value.entity = entity
+            value.table = table
+            value.column = column
+            return value
+        }
+
+        /// The role lacks a grant the library needs: `SELECT`, `INSERT`, `UPDATE` or `DELETE` on
+        /// the table, or `USAGE` on its key sequence (saves draw keys with `nextval`).
+        public static func missingPrivilege(entity: String, object: String, privilege: String) -> Mismatch {
+            var value = Mismatch(
+                .missingPrivilege,
+                "the role lacks \(privilege) on \(object) (entity \(entity)): GRANT \(privilege) "
+                    + "ON \(object) TO …")
+            value.entity = entity
+            value.object = object
+            value.privilege = privilege
+            return value
         }
     }
 

@@ -162,4 +162,27 @@ struct RelationshipModelTests {
         #expect(ModelError.Problem.joinColumnsCollide(entity: "A", relationship: "b", table: "a_a", column: "a_id").description
             .contains("name them with column: on both sides"))
     }
+
+    /// Problems and schema mismatches are structs with codes (no public error enums):
+    /// matched by code, their names read from fields, equal when code and names are.
+    @Test func problemsAndMismatchesCarryACodeAndTheirNames() {
+        let problem = ModelError.Problem.missingInverse(entity: "Post", relationship: "author", inverse: "writings")
+        #expect(problem.code == .missingInverse && problem.code != .ownInverse)
+        #expect(problem.entity == "Post" && problem.relationship == "author" && problem.inverse == "writings")
+        #expect(problem.column == nil && problem.tables.isEmpty)
+        #expect(problem == .missingInverse(entity: "Post", relationship: "author", inverse: "writings"))
+        #expect(problem != .missingInverse(entity: "Post", relationship: "author", inverse: "posts"))
+        #expect(problem.description == "Post.author: inverse writings does not exist")
+        #expect("\(problem.code)" == "missingInverse")
+        let shared = ModelError.Problem.joinTableShared(table: "tagging", relationships: ["A.tags", "B.tags"])
+        #expect(shared.entity == nil && shared.table == "tagging" && shared.relationships == ["A.tags", "B.tags"])
+
+        let mismatch = SchemaMismatchError.Mismatch.wrongType(entity: "User", column: "age", expected: "int8", actual: "text")
+        #expect(mismatch.code == .wrongType)
+        #expect(mismatch.entity == "User" && mismatch.column == "age" && mismatch.expected == "int8" && mismatch.actual == "text")
+        #expect(mismatch.description == "column age of entity User is text, expected int8")
+        let join = SchemaMismatchError.Mismatch.missingJoinTable(relationship: "Post.tags ↔ Tag.posts", table: "post_tags", columns: ["post_id", "tag_id"])
+        #expect(join.relationship == "Post.tags ↔ Tag.posts" && join.columns == ["post_id", "tag_id"])
+        #expect(join.description.hasSuffix("CREATE TABLE post_tags (post_id bigint NOT NULL, tag_id bigint NOT NULL, PRIMARY KEY (post_id, tag_id))"))
+    }
 }
