@@ -31,7 +31,7 @@ struct HistoryUnlistedTransactionTests {
         func transactionID(_ connection: Connection) throws -> UInt64 {
             UInt64(try connection.query("SELECT pg_current_xact_id()::text")[0].decode(String.self, at: 0)) ?? 0
         }
-        for _ in 0..<50 {
+        for attempt in 0..<50 {
             let start = try coordinator.currentHistoryToken()
             try b.begin()
             let bTransaction = try transactionID(b)
@@ -47,6 +47,7 @@ struct HistoryUnlistedTransactionTests {
                 try t.commit()
                 continue
             }
+            print("unlisted transaction arranged at attempt \(attempt + 1)")
             #expect(first.records.map(\.id) == [late])
             #expect(!first.token.covers(tTransaction))
             try t.commit()
