@@ -64,10 +64,11 @@ extension Connection {
                 message: String(cString: PQerrorMessage(handle)).trimmingCharacters(in: .whitespacesAndNewlines),
                 statement: statements.last?.sql)
         }
+        // Before pipeline mode: libpq refuses its synchronous DEALLOCATEs inside it.
+        dropEvictedStatements(handle)
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
         var machine = PipelineStateMachine<PreparedStatementCache.Key>(
             statementCount: statements.count, streamsResults: onResult != nil)
-        dropEvictedStatements(handle)
         sendPipeline(handle, statements, &machine)
         executedStatements += machine.sent
         let synced = PQpipelineSync(handle) == 1

@@ -65,6 +65,25 @@ struct PreparedStatementTests {
         }
     }
 
+    /// Saves run in pipelines only: statements the cache evicted are dropped from the
+    /// server before the next pipeline (libpq refuses a synchronous `DEALLOCATE` inside
+    /// pipeline mode, where they used to wait for a plain `execute()`).
+    @Test func pipelinesAloneDropEvictedStatements() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let connection = try connect(configuration, cacheSize: 2)
+            defer { connection.close() }
+            for factor in 2...7 {
+                _ = try connection.executePipeline([("SELECT $1::int8 * \(factor)", [1])])
+                // At most the one this pipeline evicted waits for the next.
+                #expect(connection.preparedStatements.evicted.count <= 1, "after * \(factor)")
+            }
+            let left = try prepared(connection)
+            #expect(left.count <= 3)
+            #expect(left.contains("SELECT $1::int8 * 7"))
+            #expect(!left.contains("SELECT $1::int8 * 2"))
+        }
+    }
+
     @Test func cacheSizeZeroPreparesNothing() throws {
         try TestDatabase.withFreshDatabase { configuration in
             let connection = try connect(configuration, cacheSize: 0)
