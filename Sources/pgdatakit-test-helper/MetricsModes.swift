@@ -55,6 +55,7 @@ func metricsRun(_ metrics: TestMetrics, url: String) throws {
         }
     }
     try holder.execute("ROLLBACK")
+    try importMeetingAHeldRow(manager, holder: holder)
     // Another coordinator's save, merged into this manager's main context.
     let other = waiter.newPrivateContext()
     try other.performAndWait {
@@ -80,4 +81,35 @@ func metricsRun(_ metrics: TestMetrics, url: String) throws {
         "lockTimeoutThrown": .bool(timedOut),
     ]
     emit(JSONValue.object(report).jsonText)
+}
+
+/// An import whose key another session committed since it looked, and holds: the save is
+/// redone, locking that row in order (waiting for it) before its new keys.
+func importMeetingAHeldRow(_ manager: ContextManager, holder: Connection) throws {
+    let importer = manager.newPrivateContext()
+    importer.isolationLevel = .readCommitted
+    importer.mergePolicy = .mergeByPropertyObjectTrump
+    try importer.performAndWait {
+        _ = try HelperUser.insertOrUpdate(
+            [.object(["UserID": "held"])], uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: importer
+        ) { _, user in user.name = "imported" }
+    }
+    try holder.execute("INSERT INTO users (user_id) VALUES ('held')")
+    try holder.execute("BEGIN")
+    try holder.execute("SELECT 1 FROM users WHERE user_id = 'held' FOR NO KEY UPDATE")
+    let importing = DispatchGroup()
+    importing.enter()
+    DispatchQueue.global().async {
+        defer { importing.leave() }
+        do { try importer.performAndWait { try importer.save() } } catch { fail("the held-row import failed: \(error)") }
+    }
+    let waitDeadline = Date().addingTimeInterval(10)
+    while Date() < waitDeadline {
+        let waiting = try holder.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+        if try waiting[0].decode(Int.self, at: 0) > 0 { break }
+        Thread.sleep(forTimeInterval: 0.005)
+    }
+    try holder.execute("ROLLBACK")
+    importing.wait()
 }

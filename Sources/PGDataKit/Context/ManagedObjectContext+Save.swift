@@ -195,9 +195,11 @@ extension ManagedObjectContext {
     private func abandonFirstAttempt(_ connection: Connection, after error: any Error, committing: Bool) throws {
         abortWriteTransaction(connection)
         if let met = error as? KeyedInsertsMetUnlockedRows {
-            // Not a failure the server reported: the save's keyed inserts need their
-            // rows locked in order first, which the redo does.
+            // The save's keyed inserts need their rows locked in order first, which the
+            // redo does.
             logger.debug("\(met)")
+            coordinator.metrics.transientFailure(.rowHeld)
+            coordinator.metrics.retry(.rowHeld, unit: "save")
             return
         }
         coordinator.metrics.transientFailure(TransientCause(error))
@@ -247,11 +249,10 @@ extension ManagedObjectContext {
                 try resolveConflictsAndCommit(reservedKeys: &reservedKeys, overwrite: &overwrite)
                 return
             } catch let met as KeyedInsertsMetUnlockedRows {
-                guard attempt < 3 else {
-                    coordinator.metrics.transientFailure(TransientCause(met.lockError))
-                    throw met.lockError
-                }
+                coordinator.metrics.transientFailure(.rowHeld)
+                guard attempt < 3 else { throw met.lockError }
                 attempt += 1
+                coordinator.metrics.retry(.rowHeld, unit: "save")
                 logger.debug("\(met)")
             }
         }

@@ -31,7 +31,10 @@ public enum PGDataKitMetrics {
     /// `conflict` (a row changed since it was read), `serialization` (`40001`),
     /// `deadlock` (`40P01`), `lock_timeout` (`55P03`, see
     /// `ConnectionConfiguration.lockTimeout`), `statement_lost` (`26000`),
-    /// `connection_lost` (the connection broke before the commit: nothing was written).
+    /// `connection_lost` (the connection broke before the commit: nothing was written),
+    /// `row_held` (an import's keyed insert met a row committed since it looked, held by
+    /// another transaction: the save is redone locking it in order, see
+    /// `ManagedObjectContext.save()`).
     public static let transientFailures = "pgdatakit_transient_failures_total"
     /// Counter: units of work the library redid. Dimensions `cause` (as for
     /// `transientFailures`) and `unit`: `save` (a save redone in a read-committed
@@ -61,6 +64,8 @@ enum TransientCause: String, Sendable {
     case statementLost = "statement_lost"
     /// The connection broke before the transaction committed (`PostgresError.transactionDidNotCommit`).
     case connectionLost = "connection_lost"
+    /// Keyed inserts met a row another transaction holds (`KeyedInsertsMetUnlockedRows`).
+    case rowHeld = "row_held"
     case other
 
     /// The cause of a database error, `nil` when a retry cannot help (callers above the

@@ -19,10 +19,15 @@ struct MetricsTests {
                 counters[label + "|" + dimensions]?.intValue ?? 0
             }
             // Three users, two edits of one (the second redone once), one import batch,
-            // one save of another coordinator; the save that timed out is not a save.
-            #expect(counter(PGDataKitMetrics.saves, "context=private") == 5, "\(counters)")
+            // one import that met a held row, one save of another coordinator; the save
+            // that timed out is not a save.
+            #expect(counter(PGDataKitMetrics.saves, "context=private") == 6, "\(counters)")
             #expect(counter(PGDataKitMetrics.savedObjects, "entity=User,kind=inserted") == 14)
-            #expect(counter(PGDataKitMetrics.savedObjects, "entity=User,kind=updated") == 2)
+            #expect(counter(PGDataKitMetrics.savedObjects, "entity=User,kind=updated") == 3)
+            // The import's first attempt met the held row (locked without waiting), and
+            // the redo locked it in order.
+            #expect(counter(PGDataKitMetrics.transientFailures, "cause=row_held") == 1)
+            #expect(counter(PGDataKitMetrics.retries, "cause=row_held,unit=save") == 1)
             // The second edit's snapshot predates the first's commit: serialization
             // failure, redone read-committed, settled by its merge policy.
             #expect(counter(PGDataKitMetrics.transientFailures, "cause=serialization") == 1)
