@@ -202,8 +202,8 @@ extension ManagedObjectContext {
 
     /// Writes keyed inserts of one entity: one statement per unique attribute that
     /// claims the new keys (`claimKeyedInsertKeys`), and, only when some keys existed,
-    /// one statement that locks those rows, one upsert per set of written properties
-    /// (usually one) and one that reads the rows back.
+    /// one statement that locks those rows (unless the save did), one upsert per set of
+    /// written properties (usually one) and one that reads the rows back.
     ///
     /// On a conflict the existing row takes the attributes that differ from a new
     /// object's defaults and the to-one relationships that are set: what the import's
@@ -211,8 +211,9 @@ extension ManagedObjectContext {
     /// is. The rows are updated only where they differ.
     ///
     /// - Parameters:
-    ///   - lockedInOrder: whether the save looked up the rows with its keys and locked
-    ///     them in the global order before (`lockRowsInOrder(keyedRows: true)`).
+    ///   - lockedRows: when the save looked up the rows with its keys and locked them in
+    ///     the global order before (`lockRowsInOrder(keyedRows: true)`), the objects
+    ///     whose rows it found; `nil` when it did not look.
     ///   - rows: builds the batch of all columns for objects (with the attribute and
     ///     to-one indexes to write).
     /// - Returns: the objects inserted (with their primary keys) and the ones that met
@@ -220,7 +221,8 @@ extension ManagedObjectContext {
     /// - Throws: `KeyedInsertsMetUnlockedRows` when a key existed, and its row is held
     ///   by another transaction; `PostgresError`.
     func upsertKeyedInserts(
-        _ objects: [ManagedObject], of entity: EntityDescription, lockedInOrder: Bool, on connection: Connection,
+        _ objects: [ManagedObject], of entity: EntityDescription, lockedRows: [ObjectIdentifier: Int64]?,
+        on connection: Connection,
         rows: ([ManagedObject], [Int], [Int]) -> RowBatch
     ) throws -> (inserted: [(object: ManagedObject, primaryKey: Int64)], merged: [MergedInsert]) {
         let groups = Self.keyedInsertGroups(objects, of: entity)
@@ -229,7 +231,7 @@ extension ManagedObjectContext {
         let allAttributes = Array(entity.attributes.indices)
         let allToOne = entity.toOneRelationships.map(\.index)
         inserted.reserveCapacity(objects.count)
-        let claimed = try claimKeyedInsertKeys(groups, of: entity, lockedInOrder: lockedInOrder, on: connection) {
+        let claimed = try claimKeyedInsertKeys(groups, of: entity, lockedRows: lockedRows ?? [:], on: connection) {
             rows($0, allAttributes, allToOne)
         }
         for (shape, all) in groups.sorted(by: { KeyedInsertShape.precedes($0.shape, $1.shape) }) {
@@ -272,24 +274,28 @@ extension ManagedObjectContext {
     /// those keys — the deadlock of two imports, or of an import and an edit, that meet
     /// a row committed since one of them looked.
     ///
-    /// The keys that existed are left to the upserts that follow, once this has locked
+    /// Keys whose rows the save found and locked in order already (`lockedRows`, from
+    /// `lockRowsInOrder(keyedRows: true)`) are neither claimed nor locked again. The
+    /// other keys that existed are left to the upserts that follow, once this has locked
     /// their rows without waiting (`NOWAIT`): a lock taken out of order but without
-    /// waiting cannot close a cycle, and the writes after it wait only for new keys.
-    /// Rows the save locked in order already (`lockRowsInOrder(keyedRows: true)`, when
-    /// `lockedInOrder`) are taken at once. A row another transaction holds fails the
-    /// statement (`55P03`), thrown as `KeyedInsertsMetUnlockedRows`: the save is redone
-    /// in a transaction that looks the rows up and waits for them in order, before it
-    /// claims new keys.
+    /// waiting cannot close a cycle, and the writes after it wait only for new keys. A
+    /// row another transaction holds fails the statement (`55P03`), thrown as
+    /// `KeyedInsertsMetUnlockedRows`: the save is redone in a transaction that looks the
+    /// rows up and waits for them in order, before it claims new keys.
     ///
     /// - Returns: the primary keys of the rows inserted, by object.
     private func claimKeyedInsertKeys(
         _ groups: [(shape: KeyedInsertShape, members: [ManagedObject])], of entity: EntityDescription,
-        lockedInOrder: Bool, on connection: Connection, rows: ([ManagedObject]) -> RowBatch
+        lockedRows: [ObjectIdentifier: Int64], on connection: Connection, rows: ([ManagedObject]) -> RowBatch
     ) throws -> [ObjectIdentifier: Int64] {
         var claimed: [ObjectIdentifier: Int64] = [:]
         for unique in Set(groups.map(\.shape.unique)).sorted() {
-            let sharing = groups.filter { $0.shape.unique == unique }
+            // (Rows the save locked already are met, not claimed.)
+            let sharing = groups.filter { $0.shape.unique == unique }.map { group in
+                (shape: group.shape, members: group.members.filter { lockedRows[ObjectIdentifier($0)] == nil })
+            }
             let members = sharing.flatMap(\.members)
+            guard !members.isEmpty else { continue }
             var batch = rows(members)
             batch.versions = []
             if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }

@@ -16,19 +16,26 @@ extension ManagedObjectContext {
     ///   locks (no inserts, deletes, join rows or references) sends no lock statement:
     ///   holding no other lock while it waits for that row, it cannot be part of a cycle,
     ///   and its `UPDATE` locks the row.
-    func lockRowsInOrder(on connection: Connection, keyedRows: Bool, beforeReading: Bool = false) throws {
+    ///
+    /// - Returns: with `keyedRows`, the keyed inserts whose rows were found and locked,
+    ///   with those rows' primary keys (see `upsertKeyedInserts`); `nil` without.
+    @discardableResult
+    func lockRowsInOrder(
+        on connection: Connection, keyedRows: Bool, beforeReading: Bool = false
+    ) throws -> [ObjectIdentifier: Int64]? {
         var locks = rowLocks()
         if !beforeReading, insertedSet.isEmpty, deletedSet.isEmpty, locks.count == 1, let only = locks.first?.value,
             only.count == 1, only.modes.first?.value != .keyShare,
             !changedSet.contains(where: \.hasJoinChanges)
         {
-            return
+            return keyedRows ? [:] : nil
         }
-        if keyedRows { try addKeyedInsertRows(to: &locks, on: connection) }
+        let found = keyedRows ? try addKeyedInsertRows(to: &locks, on: connection) : nil
         for entity in coordinator.model.insertOrder {
             guard let set = locks[entity.name], !set.isEmpty else { continue }
             try coordinator.lockRows(of: entity, set, on: connection)
         }
+        return found
     }
 
     /// The rows to lock, by entity name.
@@ -74,19 +81,29 @@ extension ManagedObjectContext {
 
     /// Adds the existing rows with the unique values of keyed inserts (one lookup per
     /// entity and unique attribute).
-    private func addKeyedInsertRows(to locks: inout [String: RowLockSet], on connection: Connection) throws {
-        var values: [String: [Int: [StoredValue]]] = [:]
+    ///
+    /// - Returns: the keyed inserts whose rows exist, with the rows' primary keys.
+    private func addKeyedInsertRows(
+        to locks: inout [String: RowLockSet], on connection: Connection
+    ) throws -> [ObjectIdentifier: Int64] {
+        var objects: [String: [Int: [UniqueValue: [ManagedObject]]]] = [:]
         for object in insertedSet {
-            guard let index = object.upsertAttributeIndex, object.values[index] != nil else { continue }
-            values[object.entity.name, default: [:]][index, default: []].append(object.values[index])
+            guard let index = object.upsertAttributeIndex, let value = UniqueValue(object.values[index]) else { continue }
+            objects[object.entity.name, default: [:]][index, default: [:]][value, default: []].append(object)
         }
+        var found: [ObjectIdentifier: Int64] = [:]
         for entity in coordinator.model.insertOrder {
-            guard let byAttribute = values[entity.name] else { continue }
-            for (index, keys) in byAttribute.sorted(by: { $0.key < $1.key }) {
-                let found = try coordinator.selectKeys(
-                    of: entity, where: entity.attributes[index], isIn: keys, on: connection)
-                for (key, _) in found { locks[entity.name, default: RowLockSet()].add(key, .noKeyUpdate) }
+            guard let byAttribute = objects[entity.name] else { continue }
+            for (index, byValue) in byAttribute.sorted(by: { $0.key < $1.key }) {
+                let rows = try coordinator.selectKeys(
+                    of: entity, where: entity.attributes[index], isIn: byValue.values.compactMap { $0.first?.values[index] },
+                    on: connection)
+                for (key, value) in rows {
+                    locks[entity.name, default: RowLockSet()].add(key, .noKeyUpdate)
+                    for object in UniqueValue(value).flatMap({ byValue[$0] }) ?? [] { found[ObjectIdentifier(object)] = key }
+                }
             }
         }
+        return found
     }
 }

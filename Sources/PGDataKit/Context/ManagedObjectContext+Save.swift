@@ -86,7 +86,7 @@ extension ManagedObjectContext {
         let first = try beginWriteTransaction()
         let outcome: WriteOutcome
         do {
-            outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite, locksTaken: false)
+            outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite, lockedKeyedRows: nil)
         } catch {
             try abandonFirstAttempt(first, after: error, committing: false)
             try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
@@ -264,7 +264,7 @@ extension ManagedObjectContext {
     ) throws {
         let connection = try coordinator.beginTransaction(isolation: .readCommitted)
         do {
-            let conflicts = try lockAndFindConflicts(on: connection)
+            let (conflicts, lockedKeyedRows) = try lockAndFindConflicts(on: connection)
             if !conflicts.isEmpty {
                 if mergePolicy == .error {
                     throw MergeConflictError(conflicts: conflicts.map(\.report))
@@ -272,7 +272,8 @@ extension ManagedObjectContext {
                 resolve(conflicts, overwrite: &overwrite)
             }
             let settled = conflicts.map(\.report)
-            let outcome = try writeChanges(on: connection, reservedKeys: &reservedKeys, overwrite: overwrite, locksTaken: true)
+            let outcome = try writeChanges(
+                on: connection, reservedKeys: &reservedKeys, overwrite: overwrite, lockedKeyedRows: lockedKeyedRows)
             guard outcome.conflicts.isEmpty else {
                 // The rows are locked, so this means they changed in a way we cannot see.
                 throw MergeConflictError(conflicts: outcome.conflicts.map {
@@ -305,9 +306,12 @@ extension ManagedObjectContext {
     /// Locks the rows the save writes in the global order (`lockRowsInOrder`, with the
     /// rows keyed inserts will meet), reads the updated and deleted ones (one query per
     /// entity, after the locks: what they read stays so until the commit), and returns
-    /// those whose version moved or whose row is gone.
-    private func lockAndFindConflicts(on connection: Connection) throws -> [Conflict] {
-        try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true)
+    /// those whose version moved or whose row is gone, with the keyed inserts whose rows
+    /// it found and locked.
+    private func lockAndFindConflicts(
+        on connection: Connection
+    ) throws -> (conflicts: [Conflict], lockedKeyedRows: [ObjectIdentifier: Int64]) {
+        let lockedKeyedRows = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true) ?? [:]
         let candidates = changedSet.filter { !insertedSet.contains($0) && $0.objectID.primaryKey != nil }
             .union(deletedSet)
         var conflicts: [Conflict] = []
@@ -355,7 +359,7 @@ extension ManagedObjectContext {
                     Conflict(object: object, storeVersion: storeVersion, storeValues: storeValues, storeKeys: storeKeys, report: report))
             }
         }
-        return conflicts
+        return (conflicts, lockedKeyedRows)
     }
 
     /// Applies the merge policy to conflicting objects in memory.

@@ -68,11 +68,12 @@ extension ManagedObjectContext {
 
     /// Plans what a save writes (`SavePlan`) and has the Store send it on a connection
     /// inside a transaction: keys, row locks in the global order (`lockRowsInOrder`,
-    /// unless `locksTaken`), inserts in foreign-key order, updates grouped by shape,
-    /// join rows, deletes children first.
+    /// unless the caller took them: `lockedKeyedRows` is then what it found of the keyed
+    /// inserts' rows), inserts in foreign-key order, updates grouped by shape, join rows,
+    /// deletes children first.
     func writeChanges(
         on connection: Connection, reservedKeys: inout [ObjectIdentifier: Int64],
-        overwrite: Set<ObjectIdentifier>, locksTaken: Bool
+        overwrite: Set<ObjectIdentifier>, lockedKeyedRows: [ObjectIdentifier: Int64]?
     ) throws -> WriteOutcome {
         let plan = SavePlan(
             model: coordinator.model, inserted: insertedSet, changed: changedSet, deleted: deletedSet,
@@ -83,7 +84,8 @@ extension ManagedObjectContext {
             for (object, key) in zip(inserts.needingKeys, keys) { reservedKeys[ObjectIdentifier(object)] = key }
         }
         var keys = SaveKeys(keys: reservedKeys)
-        if !locksTaken {
+        var lockedKeyedRows = lockedKeyedRows
+        if lockedKeyedRows == nil {
             // The main context's imports looked for their keys in earlier transactions:
             // rows committed since then, which its keyed inserts would meet (and lock) out
             // of order, are looked up and locked in order first. A private context looked
@@ -92,14 +94,12 @@ extension ManagedObjectContext {
             // under read committed it is locked without waiting, and when another
             // transaction holds it (`KeyedInsertsMetUnlockedRows`) the save is redone
             // read-committed, looking such rows up first (`saveResolvingConflicts`).
-            try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
+            lockedKeyedRows = try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
         }
         try releaseOneToOneKeys(on: connection)
         var outcome = WriteOutcome()
         for inserts in plan.inserts {
-            try writeInserts(
-                inserts, keys: &keys, outcome: &outcome, lockedInOrder: locksTaken || concurrencyType == .main,
-                on: connection)
+            try writeInserts(inserts, keys: &keys, outcome: &outcome, lockedKeyedRows: lockedKeyedRows, on: connection)
         }
         try writeUpdates(plan.updates, keys: &keys, outcome: &outcome, on: connection)
         try writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
@@ -110,8 +110,8 @@ extension ManagedObjectContext {
     /// Inserts an entity's new objects: the plain ones in key order with one `INSERT`,
     /// the keyed ones as upserts.
     private func writeInserts(
-        _ inserts: SavePlan.Inserts, keys: inout SaveKeys, outcome: inout WriteOutcome, lockedInOrder: Bool,
-        on connection: Connection
+        _ inserts: SavePlan.Inserts, keys: inout SaveKeys, outcome: inout WriteOutcome,
+        lockedKeyedRows: [ObjectIdentifier: Int64]?, on connection: Connection
     ) throws {
         let entity = inserts.entity
         let plain = inserts.plain.sorted { keys.key(of: $0) < keys.key(of: $1) }
@@ -124,7 +124,7 @@ extension ManagedObjectContext {
         }
         guard !inserts.keyed.isEmpty else { return }
         let sendsKeys = Self.keyedInsertsSendKeys(entity)
-        let upserted = try upsertKeyedInserts(inserts.keyed, of: entity, lockedInOrder: lockedInOrder, on: connection) { objects, attributes, toOne in
+        let upserted = try upsertKeyedInserts(inserts.keyed, of: entity, lockedRows: lockedKeyedRows, on: connection) { objects, attributes, toOne in
             keys.rows(objects, entity, attributes: attributes, toOne: toOne, withKeys: sendsKeys)
         }
         if !upserted.merged.isEmpty {
