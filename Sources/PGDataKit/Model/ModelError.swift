@@ -74,151 +74,135 @@ public struct ModelError: Error, Sendable, CustomStringConvertible {
         /// One sentence.
         public let description: String
         /// The entity the problem is in (all but `joinTableShared`).
-        public private(set) var entity: String?
+        public let entity: String?
         /// The relationship, by name, of the relationship problems.
-        public private(set) var relationship: String?
+        public let relationship: String?
         /// The inverse as named (`Entity.relationship`, or as declared).
-        public private(set) var inverse: String?
+        public let inverse: String?
         /// The class a relationship points at (`unknownDestination`).
-        public private(set) var destination: String?
+        public let destination: String?
         /// The entity the inverse points at (`inverseDestinationMismatch`).
-        public private(set) var inverseDestination: String?
+        public let inverseDestination: String?
         /// The unknown attribute a unique key names (`unknownUniqueKeyAttribute`).
-        public private(set) var attribute: String?
+        public let attribute: String?
         /// The column (`duplicateColumn`, `reservedColumn`, `joinColumnsCollide`).
-        public private(set) var column: String?
+        public let column: String?
         /// The join table (`joinColumnsCollide`, `joinTableShared`).
-        public private(set) var table: String?
+        public let table: String?
         /// The join tables the two sides name (`joinTableDisagreement`).
-        public private(set) var tables: [String] = []
+        public let tables: [String]
         /// The relationships sharing a join table, each as `Entity.relationship`
         /// (`joinTableShared`).
-        public private(set) var relationships: [String] = []
+        public let relationships: [String]
 
-        private init(_ code: Code, _ description: String) {
-            self.code = code
-            self.description = description
+        private init(
+            _ code: Code, _ description: String,
+            entity: String? = nil, relationship: String? = nil, inverse: String? = nil, destination: String? = nil,
+            inverseDestination: String? = nil, attribute: String? = nil, column: String? = nil,
+            table: String? = nil, tables: [String] = [], relationships: [String] = []
+        ) {
+            (self.code, self.description) = (code, description)
+            self.entity = entity
+            self.relationship = relationship
+            self.inverse = inverse
+            self.destination = destination
+            self.inverseDestination = inverseDestination
+            self.attribute = attribute
+            self.column = column
+            self.table = table
+            self.tables = tables
+            self.relationships = relationships
         }
 
         /// Two classes declare the same entity name.
         public static func duplicateEntity(entity: String) -> Problem {
-            var value = Problem(.duplicateEntity, "entity \(entity) is declared twice")
-            value.entity = entity
-            return value
+            Problem(.duplicateEntity, "entity \(entity) is declared twice", entity: entity)
         }
 
         /// The entity has no `@Attribute` or `@Relationship` property.
         public static func noProperties(entity: String) -> Problem {
-            var value = Problem(
+            Problem(
                 .noProperties,
-                "entity \(entity) declares no @Attribute or @Relationship properties")
-            value.entity = entity
-            return value
+                "entity \(entity) declares no @Attribute or @Relationship properties",
+                entity: entity)
         }
 
         /// Several properties map to one column.
         public static func duplicateColumn(entity: String, column: String) -> Problem {
-            var value = Problem(
+            Problem(
                 .duplicateColumn,
-                "entity \(entity) maps several properties to column \(column)")
-            value.entity = entity
-            value.column = column
-            return value
+                "entity \(entity) maps several properties to column \(column)",
+                entity: entity, column: column)
         }
 
         /// A property maps to the primary-key or version column.
         public static func reservedColumn(entity: String, column: String) -> Problem {
-            var value = Problem(
+            Problem(
                 .reservedColumn,
                 "entity \(entity): column \(column) is the primary key or version column; choose "
-                    + "another column for the property")
-            value.entity = entity
-            value.column = column
-            return value
+                    + "another column for the property",
+                entity: entity, column: column)
         }
 
         /// A unique key names an attribute the entity does not have.
         public static func unknownUniqueKeyAttribute(entity: String, attribute: String) -> Problem {
-            var value = Problem(
+            Problem(
                 .unknownUniqueKeyAttribute,
-                "entity \(entity): unique key names unknown attribute \(attribute)")
-            value.entity = entity
-            value.attribute = attribute
-            return value
+                "entity \(entity): unique key names unknown attribute \(attribute)",
+                entity: entity, attribute: attribute)
         }
 
         /// A relationship points at a class that is not an entity of the model.
-        public static func unknownDestination(
-            entity: String, relationship: String, destination: String
-        ) -> Problem {
-            var value = Problem(
+        public static func unknownDestination(entity: String, relationship: String, destination: String) -> Problem {
+            Problem(
                 .unknownDestination,
-                "\(entity).\(relationship) points at \(destination), which is not an entity of the "
-                    + "model")
-            value.entity = entity
-            value.relationship = relationship
-            value.destination = destination
-            return value
+                "\(entity).\(relationship) points at \(destination), "
+                    + "which is not an entity of the model",
+                entity: entity, relationship: relationship, destination: destination)
         }
 
         /// The named inverse (`Entity.relationship`) does not exist.
         public static func missingInverse(entity: String, relationship: String, inverse: String) -> Problem {
-            var value = Problem(
+            Problem(
                 .missingInverse,
-                "\(entity).\(relationship): inverse \(inverse) does not exist")
-            value.entity = entity
-            value.relationship = relationship
-            value.inverse = inverse
-            return value
+                "\(entity).\(relationship): inverse \(inverse) does not exist",
+                entity: entity, relationship: relationship, inverse: inverse)
         }
 
         /// The inverse points at another entity.
         public static func inverseDestinationMismatch(
             entity: String, relationship: String, inverse: String, inverseDestination: String
         ) -> Problem {
-            var value = Problem(
+            Problem(
                 .inverseDestinationMismatch,
                 "\(entity).\(relationship): inverse \(inverse) points at \(inverseDestination), "
-                    + "not \(entity)")
-            value.entity = entity
-            value.relationship = relationship
-            value.inverse = inverse
-            value.inverseDestination = inverseDestination
-            return value
+                    + "not \(entity)",
+                entity: entity, relationship: relationship, inverse: inverse, inverseDestination: inverseDestination)
         }
 
         /// The two sides name different inverses.
-        public static func inverseDisagreement(
-            entity: String, relationship: String, inverse: String
-        ) -> Problem {
-            var value = Problem(
+        public static func inverseDisagreement(entity: String, relationship: String, inverse: String) -> Problem {
+            Problem(
                 .inverseDisagreement,
-                "\(entity).\(relationship) and \(inverse) disagree about their inverse")
-            value.entity = entity
-            value.relationship = relationship
-            value.inverse = inverse
-            return value
+                "\(entity).\(relationship) and \(inverse) disagree about their inverse",
+                entity: entity, relationship: relationship, inverse: inverse)
         }
 
         /// A to-many relationship has no inverse.
         public static func toManyWithoutInverse(entity: String, relationship: String) -> Problem {
-            var value = Problem(
+            Problem(
                 .toManyWithoutInverse,
                 "\(entity).\(relationship): a to-many relationship needs an inverse (a to-one "
-                    + "relationship holding the foreign key, or a to-many relationship for many-to-many)")
-            value.entity = entity
-            value.relationship = relationship
-            return value
+                    + "relationship holding the foreign key, or a to-many relationship for many-to-many)",
+                entity: entity, relationship: relationship)
         }
 
         /// A relationship names itself as its inverse.
         public static func ownInverse(entity: String, relationship: String) -> Problem {
-            var value = Problem(
+            Problem(
                 .ownInverse,
-                "\(entity).\(relationship) names itself as its inverse; declare two relationships")
-            value.entity = entity
-            value.relationship = relationship
-            return value
+                "\(entity).\(relationship) names itself as its inverse; declare two relationships",
+                entity: entity, relationship: relationship)
         }
 
         /// Neither side of a one-to-one relationship (`Entity.relationship` and `inverse`) names
@@ -226,14 +210,11 @@ public struct ModelError: Error, Sendable, CustomStringConvertible {
         public static func oneToOneForeignKeyUnspecified(
             entity: String, relationship: String, inverse: String
         ) -> Problem {
-            var value = Problem(
+            Problem(
                 .oneToOneForeignKeyUnspecified,
                 "\(entity).\(relationship) and \(inverse) are one-to-one: give column: on the side "
-                    + "whose table holds the foreign key")
-            value.entity = entity
-            value.relationship = relationship
-            value.inverse = inverse
-            return value
+                    + "whose table holds the foreign key",
+                entity: entity, relationship: relationship, inverse: inverse)
         }
 
         /// Both sides of a one-to-one relationship name a `column:`; only one may hold the foreign
@@ -241,41 +222,32 @@ public struct ModelError: Error, Sendable, CustomStringConvertible {
         public static func oneToOneForeignKeyOnBothSides(
             entity: String, relationship: String, inverse: String
         ) -> Problem {
-            var value = Problem(
+            Problem(
                 .oneToOneForeignKeyOnBothSides,
                 "\(entity).\(relationship) and \(inverse) are one-to-one and both name a column: "
-                    + "only one side holds the foreign key; remove column: from the other")
-            value.entity = entity
-            value.relationship = relationship
-            value.inverse = inverse
-            return value
+                    + "only one side holds the foreign key; remove column: from the other",
+                entity: entity, relationship: relationship, inverse: inverse)
         }
 
         /// `joinTable:` or `column:` on a to-many relationship whose inverse is to-one (a
         /// one-to-many relationship has no join table; its inverse names the column).
         public static func joinTableWithoutManyToMany(entity: String, relationship: String) -> Problem {
-            var value = Problem(
+            Problem(
                 .joinTableWithoutManyToMany,
                 "\(entity).\(relationship): joinTable: and column: are for many-to-many "
-                    + "relationships; its inverse is to-one, so the inverse's foreign key holds it")
-            value.entity = entity
-            value.relationship = relationship
-            return value
+                    + "relationships; its inverse is to-one, so the inverse's foreign key holds it",
+                entity: entity, relationship: relationship)
         }
 
         /// The two sides of a many-to-many relationship name different join tables.
         public static func joinTableDisagreement(
             entity: String, relationship: String, inverse: String, tables: [String]
         ) -> Problem {
-            var value = Problem(
+            Problem(
                 .joinTableDisagreement,
                 "\(entity).\(relationship) and \(inverse) name different join tables: "
-                    + tables.joined(separator: ", "))
-            value.entity = entity
-            value.relationship = relationship
-            value.inverse = inverse
-            value.tables = tables
-            return value
+                    + tables.joined(separator: ", "),
+                entity: entity, relationship: relationship, inverse: inverse, tables: tables)
         }
 
         /// Both columns of a join table have the same name (a relationship between objects of one
@@ -283,27 +255,21 @@ public struct ModelError: Error, Sendable, CustomStringConvertible {
         public static func joinColumnsCollide(
             entity: String, relationship: String, table: String, column: String
         ) -> Problem {
-            var value = Problem(
+            Problem(
                 .joinColumnsCollide,
                 "\(entity).\(relationship): both columns of join table \(table) are named "
-                    + "\(column); name them with column: on both sides")
-            value.entity = entity
-            value.relationship = relationship
-            value.table = table
-            value.column = column
-            return value
+                    + "\(column); name them with column: on both sides",
+                entity: entity, relationship: relationship, column: column, table: table)
         }
 
         /// Several many-to-many relationships (each as `Entity.relationship`) use one join table;
         /// name the others' tables with `joinTable:`.
         public static func joinTableShared(table: String, relationships: [String]) -> Problem {
-            var value = Problem(
+            Problem(
                 .joinTableShared,
                 "join table \(table) is used by " + relationships.joined(separator: " and ")
-                    + "; name the others' tables with joinTable:")
-            value.table = table
-            value.relationships = relationships
-            return value
+                    + "; name the others' tables with joinTable:",
+                table: table, relationships: relationships)
         }
     }
 

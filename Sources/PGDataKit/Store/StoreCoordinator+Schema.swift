@@ -43,118 +43,101 @@ public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
         /// One sentence.
         public let description: String
         /// The entity (for a join table: the relationship pair, as in `relationship`).
-        public private(set) var entity: String?
+        public let entity: String?
         /// The relationship pair of a join table (`Post.tags ↔ Tag.posts`, `missingJoinTable`).
-        public private(set) var relationship: String?
+        public let relationship: String?
         /// The table.
-        public private(set) var table: String?
+        public let table: String?
         /// The column (`missingColumn`, `wrongType`, `primaryKeyWithoutSequence`).
-        public private(set) var column: String?
+        public let column: String?
         /// The columns (`missingJoinTable`, `missingUniqueConstraint`).
-        public private(set) var columns: [String] = []
+        public let columns: [String]
         /// The column type the attribute needs (`wrongType`).
-        public private(set) var expected: String?
+        public let expected: String?
         /// The column's type (`wrongType`).
-        public private(set) var actual: String?
+        public let actual: String?
         /// The table or sequence a grant is missing on (`missingPrivilege`).
-        public private(set) var object: String?
+        public let object: String?
         /// The missing grant (`missingPrivilege`).
-        public private(set) var privilege: String?
+        public let privilege: String?
 
-        private init(_ code: Code, _ description: String) {
-            self.code = code
-            self.description = description
+        private init(
+            _ code: Code, _ description: String,
+            entity: String? = nil, relationship: String? = nil, table: String? = nil, column: String? = nil,
+            columns: [String] = [], expected: String? = nil, actual: String? = nil, object: String? = nil,
+            privilege: String? = nil
+        ) {
+            (self.code, self.description) = (code, description)
+            self.entity = entity
+            self.relationship = relationship
+            self.table = table
+            self.column = column
+            self.columns = columns
+            self.expected = expected
+            self.actual = actual
+            self.object = object
+            self.privilege = privilege
         }
 
         /// The entity's table does not exist.
         public static func missingTable(entity: String, table: String) -> Mismatch {
-            var value = Mismatch(.missingTable, "table \(table) of entity \(entity) does not exist")
-            value.entity = entity
-            value.table = table
-            return value
+            Mismatch(.missingTable, "table \(table) of entity \(entity) does not exist", entity: entity, table: table)
         }
 
         /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does not exist;
         /// it needs the two `bigint` columns and a primary key on the pair.
-        public static func missingJoinTable(
-            relationship: String, table: String, columns: [String]
-        ) -> Mismatch {
-            var value = Mismatch(
+        public static func missingJoinTable(relationship: String, table: String, columns: [String]) -> Mismatch {
+            Mismatch(
                 .missingJoinTable,
                 "join table \(table) of \(relationship) does not exist: CREATE TABLE \(table) ("
                     + columns.map { "\($0) bigint NOT NULL" }.joined(separator: ", ")
-                    + ", PRIMARY KEY (\(columns.joined(separator: ", "))))")
-            value.relationship = relationship
-            value.table = table
-            value.columns = columns
-            return value
+                    + ", PRIMARY KEY (\(columns.joined(separator: ", "))))",
+                relationship: relationship, table: table, columns: columns)
         }
 
         /// A column the model needs does not exist.
         public static func missingColumn(entity: String, table: String, column: String) -> Mismatch {
-            var value = Mismatch(
+            Mismatch(
                 .missingColumn,
-                "column \(table).\(column) of entity \(entity) does not exist")
-            value.entity = entity
-            value.table = table
-            value.column = column
-            return value
+                "column \(table).\(column) of entity \(entity) does not exist",
+                entity: entity, table: table, column: column)
         }
 
         /// A column's type does not fit the attribute.
-        public static func wrongType(
-            entity: String, column: String, expected: String, actual: String
-        ) -> Mismatch {
-            var value = Mismatch(
+        public static func wrongType(entity: String, column: String, expected: String, actual: String) -> Mismatch {
+            Mismatch(
                 .wrongType,
-                "column \(column) of entity \(entity) is \(actual), expected \(expected)")
-            value.entity = entity
-            value.column = column
-            value.expected = expected
-            value.actual = actual
-            return value
+                "column \(column) of entity \(entity) is \(actual), expected \(expected)",
+                entity: entity, column: column, expected: expected, actual: actual)
         }
 
         /// A unique key of the model has no unique constraint or index. (For a one-to-one
         /// relationship's foreign key, and for a join table's pair of columns, too.)
-        public static func missingUniqueConstraint(
-            entity: String, table: String, columns: [String]
-        ) -> Mismatch {
-            var value = Mismatch(
+        public static func missingUniqueConstraint(entity: String, table: String, columns: [String]) -> Mismatch {
+            Mismatch(
                 .missingUniqueConstraint,
                 "entity \(entity) has unique key (\(columns.joined(separator: ", "))) but table "
-                    + "\(table) has no unique constraint on it")
-            value.entity = entity
-            value.table = table
-            value.columns = columns
-            return value
+                    + "\(table) has no unique constraint on it",
+                entity: entity, table: table, columns: columns)
         }
 
         /// The primary-key column has no sequence to draw new keys from.
-        public static func primaryKeyWithoutSequence(
-            entity: String, table: String, column: String
-        ) -> Mismatch {
-            var value = Mismatch(
+        public static func primaryKeyWithoutSequence(entity: String, table: String, column: String) -> Mismatch {
+            Mismatch(
                 .primaryKeyWithoutSequence,
                 "primary key \(table).\(column) of entity \(entity) has no sequence; declare it "
-                    + "GENERATED BY DEFAULT AS IDENTITY or bigserial")
-            value.entity = entity
-            value.table = table
-            value.column = column
-            return value
+                    + "GENERATED BY DEFAULT AS IDENTITY or bigserial",
+                entity: entity, table: table, column: column)
         }
 
         /// The role lacks a grant the library needs: `SELECT`, `INSERT`, `UPDATE` or `DELETE` on
         /// the table, or `USAGE` on its key sequence (saves draw keys with `nextval`).
         public static func missingPrivilege(entity: String, object: String, privilege: String) -> Mismatch {
-            var value = Mismatch(
+            Mismatch(
                 .missingPrivilege,
                 "the role lacks \(privilege) on \(object) (entity \(entity)): GRANT \(privilege) "
-                    + "ON \(object) TO …")
-            value.entity = entity
-            value.object = object
-            value.privilege = privilege
-            return value
+                    + "ON \(object) TO …",
+                entity: entity, object: object, privilege: privilege)
         }
     }
 
