@@ -35,7 +35,7 @@ enum RelatedReference {
 ///     try context.save()
 /// }
 /// ```
-open class ManagedObject: Hashable, CustomStringConvertible {
+open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// The entity name; the class name unless overridden.
     open class var entityName: String { String(describing: self) }
     /// The table; snake_case of the entity name unless overridden.
@@ -539,7 +539,7 @@ enum SlotMarker {
 enum EntityRegistry {
     private static let descriptions = Mutex<[ObjectIdentifier: EntityDescription]>([:])
 
-    static func description(for objectClass: ManagedObject.Type) -> EntityDescription {
+    static func description(for objectClass: any EntityObject.Type) -> EntityDescription {
         if let existing = descriptions.withLock({ $0[ObjectIdentifier(objectClass)] }) { return existing }
         // Built outside the lock: describing instantiates a prototype of the class.
         let built = EntityDescription(objectClass: objectClass)

@@ -217,7 +217,7 @@ extension ManagedObjectContext {
                 }
                 return existing
             }
-            let object = state.entity.objectClass.init()
+            let object = state.entity.makeObject()
             object.entityStorage = state.entity
             object.objectID = state.objectID
             object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)

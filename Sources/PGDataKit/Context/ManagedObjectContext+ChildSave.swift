@@ -198,7 +198,7 @@ extension ManagedObjectContext {
 
         // Nothing below throws.
         for pushed in changes.inserted {
-            let object = pushed.entity.objectClass.init()
+            let object = pushed.entity.makeObject()
             object.entityStorage = pushed.entity
             object.prepareStorage()
             object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)

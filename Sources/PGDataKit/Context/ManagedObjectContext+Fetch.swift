@@ -85,9 +85,13 @@ extension ManagedObjectContext {
         registered.reserveCapacity(registered.count + result.count)
         var objects: [T] = []
         objects.reserveCapacity(result.count)
+        // New objects are made as `T` directly when it is the entity's class (a typed fetch;
+        // a fetch by entity name asks for `ManagedObject`, a superclass of it).
+        let making: ManagedObject.Type? = ObjectIdentifier(T.self) == ObjectIdentifier(entity.objectClass) ? T.self : nil
         for row in result {
-            // Every object of `entity` is created as `entity.objectClass`.
-            objects.append(unsafeDowncast(try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered), to: T.self))
+            // Every object of `entity` is created as `entity.objectClass`, a `T`.
+            let object = try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered, making: making)
+            objects.append(unsafeDowncast(object, to: T.self))
         }
         return objects
     }
@@ -124,9 +128,15 @@ extension ManagedObjectContext {
     /// Decodes a row selected by `StoreCoordinator.selectObjects` into the registered object for
     /// its key, creating it if needed. Objects with unsaved changes are left as they are.
     ///
-    /// - Parameter mayBeRegistered: `false` when the context is known to hold no object
-    ///   of the row (a fresh context), which skips the lookup.
-    func register(row: Row, entity: EntityDescription, mayBeRegistered: Bool = true) throws -> ManagedObject {
+    /// - Parameters:
+    ///   - mayBeRegistered: `false` when the context is known to hold no object of the
+    ///     row (a fresh context), which skips the lookup.
+    ///   - objectClass: the entity's class, when the caller knows it as a
+    ///     `ManagedObject` subclass (a typed fetch): a new object is made without the
+    ///     cast `EntityDescription.makeObject()` checks.
+    func register(
+        row: Row, entity: EntityDescription, mayBeRegistered: Bool = true, making objectClass: ManagedObject.Type? = nil
+    ) throws -> ManagedObject {
         let key = try Self.decodeInteger(row, column: 0)
         let objectID = ObjectID(entityName: entity.name, primaryKey: key)
         if mayBeRegistered, let existing = registered[objectID] {
@@ -135,7 +145,7 @@ extension ManagedObjectContext {
             }
             return existing
         }
-        let object = entity.objectClass.init()
+        let object = objectClass?.init() ?? entity.makeObject()
         object.entityStorage = entity
         object.objectID = objectID
         object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)

@@ -340,7 +340,7 @@ extension ManagedObjectContext {
         var stored: [Int64: ManagedObject] = [:]
         for row in result {
             let key = try Self.decodeInteger(row, column: 0)
-            let scratch = entity.objectClass.init()
+            let scratch = entity.makeObject()
             scratch.entityStorage = entity
             try apply(row: row, to: scratch, entity: entity, key: key)
             stored[key] = scratch

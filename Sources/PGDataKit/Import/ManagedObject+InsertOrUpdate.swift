@@ -90,7 +90,7 @@ extension ManagedObjectQueries where Self: ManagedObject {
         context.assertOnQueue()
         let entity = try context.entityDescription(for: self)
         var importer = RecordImport(
-            entity: entity, key: try RecordImport.uniqueAttribute(uniqueModelKey, of: entity),
+            entity: entity, objectClass: self, key: try RecordImport.uniqueAttribute(uniqueModelKey, of: entity),
             keyPaths: [RemoteKeyPath(uniqueRemoteKey)], keyName: uniqueRemoteKey,
             links: try RecordImport.links(relationships, of: entity, model: context.coordinator.model, ignoresNull: false),
             apply: { record, object, _, _ in

@@ -290,7 +290,7 @@ extension ObjectMapper {
         let compiled = try CompiledMapper(self, entity: entity, model: context.coordinator.model)
         let afterImport = self.afterImport
         return RecordImport(
-            entity: entity, key: compiled.key, keyPaths: compiled.keyPaths,
+            entity: entity, objectClass: Object.self, key: compiled.key, keyPaths: compiled.keyPaths,
             keyName: compiled.keyPaths.first?.description ?? "", links: compiled.links,
             apply: { record, object, index, formatters in
                 try compiled.apply(record, to: object, index: index, formatters: formatters)

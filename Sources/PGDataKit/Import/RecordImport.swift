@@ -35,6 +35,9 @@ struct RecordImport {
     }
 
     let entity: EntityDescription
+    /// The entity's class, as the caller knows it (`entity.objectClass`): new objects are
+    /// made as it without the cast `EntityDescription.makeObject()` checks.
+    let objectClass: ManagedObject.Type
     /// The unique attribute records are matched on; `nil` inserts one object per record.
     let key: AttributeDescription?
     /// Where the key is in a record (the first path present wins).
@@ -86,7 +89,7 @@ struct RecordImport {
 
         guard let key, let batch else {
             return try records.indices.map { offset in
-                let object = entity.objectClass.init()
+                let object = objectClass.init()
                 context.insert(object)
                 undo.noteInserted(object)
                 try applyRecord(records[offset], to: object, index: firstIndex + offset, links: linkTargets, offset: offset, context: context, formatters: formatters)
@@ -114,7 +117,7 @@ struct RecordImport {
                 }
                 object = existing
             } else {
-                object = entity.objectClass.init()
+                object = objectClass.init()
                 context.insertNew(object, entity: entity)
                 undo.noteInserted(object)
                 object.initializeValue(batch.storedKeys[first], at: key.index)
@@ -332,7 +335,7 @@ struct RecordImport {
         for hash in remaining where targets[hash] == nil {
             switch link.whenMissing {
             case .createStub:
-                let stub = link.destination.objectClass.init()
+                let stub = link.destination.makeObject()
                 context.insert(stub)
                 undo.noteInserted(stub)
                 stub.setStoredValue(wanted[hash] ?? nil, at: keyIndex)

@@ -4,16 +4,17 @@ import Synchronization
 /// What the model knows about one entity: its class, table, attributes, relationships,
 /// unique keys and bookkeeping columns.
 ///
-/// Entities are described from their `ManagedObject` subclass by reflection: every
-/// `@Attribute` and `@Relationship` property, in declaration order.
+/// Entities are described from their class (a `ManagedObject` subclass, read through
+/// `EntityObject`) by reflection: every `@Attribute` and `@Relationship` property, in
+/// declaration order.
 public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
     // Sendable: everything is immutable after the model is built (`toOneRelationships`
     // and `selectColumns` are recomputed while it is built) except the slot table,
     // which is atomic, and its writers' list, which is a Mutex.
     /// The entity name (the class name unless `entityName` is overridden).
     public let name: String
-    /// The class of its objects.
-    public let objectClass: ManagedObject.Type
+    /// The class of its objects: a `ManagedObject` subclass.
+    public let objectClass: any EntityObject.Type
     /// The table.
     public let tableName: String
     /// The primary-key column (a `bigint` with a sequence, such as an identity column).
@@ -39,7 +40,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     private let slotTable: Atomic<Unmanaged<SlotTable>>
     private let slotTables: Mutex<[SlotTable]>
 
-    init(objectClass: ManagedObject.Type) {
+    init(objectClass: any EntityObject.Type) {
         self.objectClass = objectClass
         self.name = objectClass.entityName
         self.tableName = objectClass.tableName

@@ -1,4 +1,5 @@
-/// The entities a store holds, described from `ManagedObject` subclasses.
+/// The entities a store holds, described from `ManagedObject` subclasses (read through
+/// `EntityObject`).
 ///
 /// For example:
 ///
@@ -22,10 +23,11 @@ public final class Model: Sendable {
     private let byName: [String: EntityDescription]
     private let byClass: [ObjectIdentifier: EntityDescription]
 
-    /// Describes the given classes.
+    /// Describes the given classes (`init(entities:)`, in the Context layer, passes its
+    /// `ManagedObject` subclasses here).
     ///
     /// - Throws: `ModelError` listing every problem found.
-    public init(entities classes: [ManagedObject.Type]) throws {
+    init(describing classes: [any EntityObject.Type]) throws {
         var problems: [ModelError.Problem] = []
         var entities: [EntityDescription] = []
         for objectClass in classes {
@@ -132,7 +134,7 @@ public final class Model: Sendable {
     }
 
     /// The entity of a class.
-    public func entity(for objectClass: ManagedObject.Type) -> EntityDescription? {
+    public func entity(for objectClass: any EntityObject.Type) -> EntityDescription? {
         byClass[ObjectIdentifier(objectClass)]
     }
 

@@ -97,6 +97,23 @@ private final class Narcissus: ManagedObject {
 
 @Suite("Model: many-to-many and one-to-one relationships")
 struct RelationshipModelTests {
+    /// The Model layer reads classes through `EntityObject` (it names no Context type):
+    /// the classes it hands back are the declared subclasses, and the objects the context
+    /// makes of an entity are instances of them.
+    @Test func entitiesAndDestinationsAreTheDeclaredClasses() throws {
+        let model = try Model(entities: [Citizen.self, Card.self])
+        let citizen = try #require(model.entity(for: Citizen.self))
+        let card = try #require(model.entity(for: Card.self))
+        func id(_ type: (any EntityObject.Type)?) -> ObjectIdentifier? { type.map { ObjectIdentifier($0) } }
+        #expect(id(citizen.objectClass) == ObjectIdentifier(Citizen.self))
+        #expect(id(citizen.relationship(named: "card")?.destinationType) == ObjectIdentifier(Card.self))
+        #expect(id(citizen.relationship(named: "following")?.destinationType) == ObjectIdentifier(Citizen.self))
+        #expect(id(card.relationship(named: "holder")?.destinationType) == ObjectIdentifier(Citizen.self))
+        #expect(model.entity(for: Essay.self) == nil)
+        #expect(citizen.makeObject() is Citizen)
+        #expect(card.makeObject() is Card)
+    }
+
     @Test func manyToManyByConventionAndExplicitly() throws {
         let model = try Model(entities: [Essay.self, Keyword.self, Critic.self])
         let keywords = try #require(model.entity(named: "Essay")?.relationship(named: "keywords"))

@@ -1,0 +1,91 @@
+import Foundation
+
+/// Declares a stored attribute of a `ManagedObject` subclass.
+///
+/// The property name is the attribute name; its column is the snake_case of the name
+/// unless `column:` says otherwise. Optional types allow `NULL`; other types need a
+/// default value.
+///
+/// For example:
+///
+/// ```swift
+/// final class User: ManagedObject {
+///     override class var tableName: String { "users" }
+///     @Attribute(unique: true) var userID: String = ""
+///     @Attribute var name: String?
+///     @Attribute var age: Int?
+///     @Relationship(inverse: "user", deleteRule: .cascade) var posts: Set<Post>
+/// }
+/// ```
+///
+/// Reading and writing go through the object's context, which records changes for
+/// `save()`. Objects are confined to their context's queue (checked in debug builds).
+@propertyWrapper
+public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder {
+    @usableFromInline let defaultValue: Value?
+    let column: String?
+    let unique: Bool
+    /// A mark used while the model finds this property by reflection.
+    @usableFromInline var slot: Int = -1
+    @usableFromInline static var isAttribute: Bool { true }
+
+    /// Declares an attribute with a default value.
+    ///
+    /// - Parameters:
+    ///   - wrappedValue: the value of a new object.
+    ///   - column: the column name (default: snake_case of the property name).
+    ///   - unique: whether the attribute alone is a unique key (a unique constraint must
+    ///     exist in the database).
+    public init(wrappedValue: Value, column: String? = nil, unique: Bool = false) {
+        self.defaultValue = wrappedValue
+        self.column = column
+        self.unique = unique
+    }
+
+    /// Declares an optional attribute, `nil` by default.
+    public init(column: String? = nil, unique: Bool = false) where Value: ExpressibleByNilLiteral {
+        self.defaultValue = nil
+        self.column = column
+        self.unique = unique
+    }
+
+    /// Not available: `@Attribute` works only inside `ManagedObject` subclasses.
+    @available(*, unavailable, message: "@Attribute is only for properties of ManagedObject subclasses")
+    public var wrappedValue: Value {
+        get { preconditionFailure("@Attribute is only for properties of ManagedObject subclasses") }
+        // swiftlint:disable:next unused_setter_value
+        set { preconditionFailure("@Attribute is only for properties of ManagedObject subclasses") }
+    }
+
+    /// Reads and writes the attribute through the object's storage.
+    @inlinable
+    public static subscript<Object: ManagedObject>(
+        _enclosingInstance object: Object,
+        wrapped wrappedKeyPath: ReferenceWritableKeyPath<Object, Value>,
+        storage storageKeyPath: ReferenceWritableKeyPath<Object, Attribute<Value>>
+    ) -> Value {
+        get {
+            let slot = ManagedObject.slot(of: object, storageKeyPath)
+            if let value = Value.fromScalar(object.storedScalar(at: slot, as: Value.Scalar.self)) { return value }
+            // A non-optional attribute read before it was ever set holds its default.
+            return object[keyPath: storageKeyPath].defaultValue ?? object.missingValue(Value.self, slot: slot)
+        }
+        set {
+            let slot = ManagedObject.slot(of: object, storageKeyPath)
+            if Value.Scalar.self == JSONValue.self {
+                // Handed over, not copied: a value too deep to keep goes to the object's
+                // keeper, which must end up holding its last reference.
+                var scalar = (consume newValue).scalar
+                object.setStoredJSONValue(&scalar, at: slot)
+            } else {
+                object.setStoredValue(newValue.scalar, at: slot)
+            }
+        }
+    }
+
+    func describe(name: String, index: Int, entityName: String) -> AttributeDescription {
+        AttributeCoding.make(
+            Value.self, name: name, column: column, unique: unique, index: index,
+            defaultValue: defaultValue, entityName: entityName)
+    }
+}
