@@ -78,7 +78,7 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
                 var scalar = (consume newValue).scalar
                 object.setStoredJSONValue(&scalar, at: slot)
             } else {
-                object.setStoredValue(newValue.scalar, at: slot)
+                object.setStoredValue(StoredValue(newValue.scalar), at: slot)
             }
         }
     }

@@ -13,11 +13,11 @@ extension ManagedObject {
         if let (certain, maybe) = changeHints.masks(count: attributes.count) {
             if certain != 0 { return true }
             for index in attributes.indices where maybe & (1 << index) != 0 {
-                if !attributes[index].isEqual(snapshot[index], values[index]) { return true }
+                if snapshot[index] != values[index] { return true }
             }
             return false
         }
-        for index in attributes.indices where !attributes[index].isEqual(snapshot[index], values[index]) { return true }
+        for index in attributes.indices where snapshot[index] != values[index] { return true }
         return false
     }
 
@@ -37,7 +37,7 @@ extension ManagedObject {
                 // from their committed value do.
                 let (certain, candidates) = hints.map { ($0.certain, $0.maybe & ~$0.certain) } ?? (0, .max)
                 for index in attributes.indices where candidates & (1 << UInt64(index)) != 0 {
-                    if !attributes[index].isEqual(at: old + index, new + index) { mask |= 1 << UInt64(index) }
+                    if old[index] != new[index] { mask |= 1 << UInt64(index) }
                 }
                 return mask | certain
             }
@@ -58,13 +58,13 @@ extension ManagedObject {
                     // Only the attributes set since the snapshot can differ; those set once
                     // from their committed value do.
                     for index in attributes.indices where maybe & (1 << index) != 0 {
-                        if certain & (1 << index) != 0 || !attributes[index].isEqual(at: old + index, new + index) {
+                        if certain & (1 << index) != 0 || old[index] != new[index] {
                             changed.append(index)
                         }
                     }
                     return
                 }
-                for index in attributes.indices where !attributes[index].isEqual(at: old + index, new + index) {
+                for index in attributes.indices where old[index] != new[index] {
                     changed.append(index)
                 }
             }
@@ -95,7 +95,7 @@ extension ManagedObject {
         checkQueue()
         var changes: [String: Any?] = [:]
         for index in changedAttributeIndexes {
-            changes[entity.attributes[index].name] = .some(values[index])
+            changes[entity.attributes[index].name] = .some(values[index].anyValue)
         }
         for index in changedToOneIndexes {
             changes[entity.relationships[index].name] = .some(relatedObjects(at: index).first)
@@ -114,7 +114,7 @@ extension ManagedObject {
         var result: [String: Any?] = [:]
         let wanted = keys.map(Set.init)
         for attribute in entity.attributes where wanted?.contains(attribute.name) ?? true {
-            result[attribute.name] = .some(snapshot?[attribute.index] ?? nil)
+            result[attribute.name] = .some(snapshot?[attribute.index].anyValue)
         }
         for relationship in entity.toOneRelationships where wanted?.contains(relationship.name) ?? false {
             result[relationship.name] = .some(snapshotKeys.count > relationship.index ? snapshotKeys[relationship.index] : nil)

@@ -185,7 +185,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     public var description: String {
         prepareStorage()
         let fields = entity.attributes.map { attribute in
-            "\(attribute.name): \(values[attribute.index].map { "\($0)" } ?? "nil")"
+            "\(attribute.name): \(values[attribute.index].anyValue.map { "\($0)" } ?? "nil")"
         }
         return "\(objectID) {\(fields.joined(separator: ", "))}"
     }
@@ -256,7 +256,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
             guard let base = buffer.baseAddress, buffer.indices.contains(slot) else {
                 preconditionFailure("no attribute at position \(slot)")
             }
-            return unboxStored(at: base + slot, as: Scalar.self)
+            return base[slot].scalar(as: Scalar.self)
         }
     }
 
@@ -293,14 +293,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
             }
             return
         }
-        let attribute = entity.attributes[slot]
-        let unchanged = values.withUnsafeBufferPointer { current in
-            withUnsafePointer(to: value) { new in
-                guard let slotPointer = current.baseAddress.map({ $0 + slot }) else { return false }
-                let wasNull = StoredValueLayout.isNull(at: slotPointer)
-                return wasNull == StoredValueLayout.isNull(at: new) && (wasNull || attribute.isEqual(at: slotPointer, new))
-            }
-        }
+        let unchanged = values.withUnsafeBufferPointer { current in current.baseAddress.map { $0[slot] == value } ?? false }
         if unchanged { return }
         // An attribute set earlier since the snapshot (and still known to be) means the
         // context was told then: it keeps the object among its changed ones until the
@@ -324,9 +317,9 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// recursively and exhaust the stack; the property's synthesized accessor releases
     /// its own reference only after this returns).
     @usableFromInline
-    func setStoredJSONValue<Scalar: Sendable>(_ scalar: inout Scalar?, at slot: Int) {
+    func setStoredJSONValue<Scalar: AttributeScalar>(_ scalar: inout Scalar?, at slot: Int) {
         guard let json = scalar as? JSONValue, json.nestsTooDeep else {
-            setStoredValue(scalar, at: slot)
+            setStoredValue(StoredValue(scalar), at: slot)
             return
         }
         let keeper = jsonKeeper ?? JSONValue.Keeper()
@@ -335,7 +328,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         scalar = nil
         (contextReference?.logger ?? Logger(label: "pgdatakit")).error(
             "\(entity.name).\(entity.attributes[slot].name) set to a JSON value nested deeper than \(JSONValue.maximumDepth) levels (JSONValue.maximumDepth): not kept; saving the object throws until the attribute is set again")
-        setStoredValue(JSONValue.tooDeepStandIn, at: slot)
+        setStoredValue(.json(JSONValue.tooDeepStandIn), at: slot)
     }
 
     /// Sets an attribute of an object just inserted and never saved (an import writing
@@ -450,7 +443,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         checkQueue()
         if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }
         prepareStorage()
-        if let attribute = entity.attribute(named: key) { return values[attribute.index] }
+        if let attribute = entity.attribute(named: key) { return values[attribute.index].anyValue }
         if let relationship = entity.relationship(named: key) {
             let objects = relatedObjects(at: relationship.index)
             return relationship.isToMany ? objects : objects.first

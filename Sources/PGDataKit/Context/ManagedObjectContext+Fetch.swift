@@ -169,7 +169,7 @@ extension ManagedObjectContext {
                         entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
                         reason: "NULL in a non-optional attribute")
                 }
-                values.append(nil)
+                values.append(.null)
                 continue
             }
             // The common types are appended as themselves (no optional of the boxed value
@@ -177,10 +177,10 @@ extension ManagedObjectContext {
             // attribute's closure.
             switch entity.attributeDecodings[index] {
             case .string:
-                values.append(String(decoding: bytes, as: UTF8.self))
+                values.append(.string(String(decoding: bytes, as: UTF8.self)))
             case .int:
                 if let value = AttributeDecoding.integer(bytes) {
-                    values.append(value)
+                    values.append(.int(value))
                 } else {
                     values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index], entity: entity, key: key))
                 }

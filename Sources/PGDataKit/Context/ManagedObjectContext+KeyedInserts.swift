@@ -12,19 +12,24 @@ enum UniqueValue: Hashable {
     /// The key of a stored value; `nil` for `NULL`.
     @inline(__always)
     init?(_ stored: StoredValue) {
-        guard let stored else { return nil }
-        self = UniqueValue.make(stored)
+        switch stored {
+        case .null: return nil
+        case .string(let string): self = .string(ExactText(string))
+        case .int(let integer): self = .integer(Int64(integer))
+        case .int64(let integer): self = .integer(integer)
+        case .int32(let integer): self = .integer(Int64(integer))
+        case .int16(let integer): self = .integer(Int64(integer))
+        default:
+            guard let value = stored.anyValue else { return nil }
+            self = .other(Self.hashable(value))
+        }
     }
 
-    /// Opens the existential: a type check first, so that the casts of the common types
-    /// run only when they succeed (the runtime's same-type path).
-    private static func make<T: Sendable>(_ value: T) -> UniqueValue {
-        if T.self == String.self, let string = value as? String { return .string(ExactText(string)) }
-        if T.self == Int.self, let integer = value as? Int { return .integer(Int64(integer)) }
-        if T.self == Int64.self, let integer = value as? Int64 { return .integer(integer) }
-        if let value = value as? any BinaryInteger, let integer = Int64(exactly: value) { return .integer(integer) }
-        if let hashable = value as? AnyHashable { return .other(hashable) }
-        return .other(AnyHashable(String(describing: value)))
+    /// A scalar as `AnyHashable` when its type is hashable (every scalar type of the
+    /// library's is), its description otherwise.
+    private static func hashable<T: AttributeScalar>(_ value: T) -> AnyHashable {
+        if let hashable = value as? AnyHashable { return hashable }
+        return AnyHashable(String(describing: value))
     }
 }
 
@@ -165,11 +170,7 @@ extension ManagedObjectContext {
                         let values = valueBuffer.baseAddress, let defaults = defaultBuffer.baseAddress
                     else { return }
                     for index in attributeDescriptions.indices where index != unique {
-                        let differs =
-                            StoredValueLayout.isNull(at: defaults + index)
-                            ? !StoredValueLayout.isNull(at: values + index)
-                            : !attributeDescriptions[index].isEqual(at: values + index, defaults + index)
-                        if differs { attributes.append(index) }
+                        if values[index] != defaults[index] { attributes.append(index) }
                     }
                 }
             }

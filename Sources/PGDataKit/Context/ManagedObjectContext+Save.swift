@@ -326,10 +326,10 @@ extension ManagedObjectContext {
             for object in objects {
                 guard let key = object.objectID.primaryKey else { continue }
                 let snapshotValues = Dictionary(
-                    uniqueKeysWithValues: entity.attributes.map { ($0.name, object.snapshot?[$0.index] ?? nil) })
+                    uniqueKeysWithValues: entity.attributes.map { ($0.name, object.snapshot?[$0.index].anyValue) })
                 let objectValues = Dictionary(
                     uniqueKeysWithValues: object.changedAttributeIndexes.map {
-                        (entity.attributes[$0].name, object.values[$0])
+                        (entity.attributes[$0].name, object.values[$0].anyValue)
                     })
                 guard let row = rows[key] else {
                     let report = MergeConflict(
@@ -354,7 +354,7 @@ extension ManagedObjectContext {
                 let report = MergeConflict(
                     objectID: object.objectID, snapshotVersion: object.version, storeVersion: storeVersion,
                     snapshotValues: snapshotValues, objectValues: objectValues,
-                    storeValues: Dictionary(uniqueKeysWithValues: entity.attributes.map { ($0.name, storeValues[$0.index]) }))
+                    storeValues: Dictionary(uniqueKeysWithValues: entity.attributes.map { ($0.name, storeValues[$0.index].anyValue) }))
                 conflicts.append(
                     Conflict(object: object, storeVersion: storeVersion, storeValues: storeValues, storeKeys: storeKeys, report: report))
             }
@@ -383,8 +383,7 @@ extension ManagedObjectContext {
             case .mergeByPropertyStoreTrump:
                 for attribute in entity.attributes {
                     let index = attribute.index
-                    let storeChanged = !attribute.isEqual(storeValues[index], object.snapshot?[index] ?? nil)
-                        || (storeValues[index] == nil) != ((object.snapshot?[index] ?? nil) == nil)
+                    let storeChanged = storeValues[index] != (object.snapshot?[index] ?? .null)
                     if !changedAttributes.contains(index) || storeChanged { object.values[index] = storeValues[index] }
                 }
                 for index in entity.toOneRelationships.map(\.index) {

@@ -129,7 +129,7 @@ extension ManagedObjectContext {
             if let attribute {
                 decoders.append(attribute.decode)
             } else {
-                decoders.append { cell in try Int64?.decode(from: cell) }
+                decoders.append { cell in StoredValue(try Int64?.decode(from: cell)) }
             }
         }
         var query = StoreQuery(limit: request.fetchLimit, offset: request.fetchOffset)
@@ -147,7 +147,7 @@ extension ManagedObjectContext {
         return try result.map { row in
             var dictionary: [String: (any Sendable)?] = [:]
             for (index, key) in keys.enumerated() {
-                dictionary[key] = .some(try row.withCell(at: index) { try decoders[index]($0) })
+                dictionary[key] = .some(try row.withCell(at: index) { try decoders[index]($0) }.anyValue)
             }
             return dictionary
         }

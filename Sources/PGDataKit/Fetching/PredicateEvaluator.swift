@@ -74,7 +74,7 @@ struct PredicateEvaluator {
 
     /// What a key path without to-many hops reaches: the related object (for `.toOne`)
     /// or a stored scalar (`nil` for `NULL` or a missing hop).
-    static func reach(_ resolved: ResolvedKeyPath, from object: ManagedObject) -> (object: ManagedObject?, scalar: StoredValue) {
+    static func reach(_ resolved: ResolvedKeyPath, from object: ManagedObject) -> (object: ManagedObject?, scalar: (any Sendable)?) {
         var current: ManagedObject? = object
         for hop in resolved.hops {
             current = current?.relatedObjects(at: hop.relationship.index).first
@@ -83,7 +83,7 @@ struct PredicateEvaluator {
         switch resolved.end {
         case .attribute(let attribute):
             current.prepareStorage()
-            return (nil, current.values[attribute.index])
+            return (nil, current.values[attribute.index].anyValue)
         case .toOne(let relationship):
             return (current.relatedObjects(at: relationship.index).first, nil)
         case .object:
@@ -94,7 +94,7 @@ struct PredicateEvaluator {
     }
 
     /// What a key reads from an object.
-    private func value(of key: PlannedKey, from object: ManagedObject) throws -> StoredValue {
+    private func value(of key: PlannedKey, from object: ManagedObject) throws -> (any Sendable)? {
         switch key {
         case .attribute(let resolved, _):
             return Self.reach(resolved, from: object).scalar
@@ -131,7 +131,7 @@ struct PredicateEvaluator {
     /// are rounded once to `Double` for `@avg`; floating-point values add as `Double`.
     static func aggregate(
         _ function: FetchPredicate.CollectionOperator, of values: [any Sendable], floating: Bool
-    ) -> StoredValue {
+    ) -> (any Sendable)? {
         switch function {
         case .min, .max:
             var best: (any Sendable)?
@@ -160,7 +160,7 @@ struct PredicateEvaluator {
 
     // MARK: - Comparing
 
-    private func read(_ side: PlannedSide, object: ManagedObject, member: ManagedObject) throws -> StoredValue {
+    private func read(_ side: PlannedSide, object: ManagedObject, member: ManagedObject) throws -> (any Sendable)? {
         switch side {
         case .key(let key, let onMember): return try value(of: key, from: onMember ? member : object)
         case .constant(let constant): return constant

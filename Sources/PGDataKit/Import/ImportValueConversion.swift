@@ -31,9 +31,9 @@ struct ValueConversion {
         // The common cases without going through `Any` and `coerce` (every mapped value
         // of every record comes here).
         switch (attribute.decoding, value) {
-        case (.string, .string(let text)): return text
-        case (.int, .number(let number)): if let whole = Int(exactly: number) { return whole }
-        case (.int64, .number(let number)): if let whole = Int64(exactly: number) { return whole }
+        case (.string, .string(let text)): return .string(text)
+        case (.int, .number(let number)): if let whole = Int(exactly: number) { return .int(whole) }
+        case (.int64, .number(let number)): if let whole = Int64(exactly: number) { return .int64(whole) }
         default: break
         }
         let converted: Any?
@@ -143,21 +143,22 @@ struct ValueConversion {
     /// The record value of a stored attribute value, for export.
     func recordValue(_ stored: StoredValue, formatters: DateFormatters) -> JSONValue {
         switch stored {
-        case nil: return .null
-        case let value as String: return .string(value)
-        case let value as Int: return .number(Double(value))
-        case let value as Int64: return .number(Double(value))
-        case let value as Int32: return .number(Double(value))
-        case let value as Int16: return .number(Double(value))
-        case let value as Double: return .number(value)
-        case let value as Float: return .number(Double(value))
-        case let value as Decimal: return .number(NSDecimalNumber(decimal: value).doubleValue)
-        case let value as Bool: return .bool(value)
-        case let value as Date: return formatters.value(of: value, format: dateFormat)
-        case let value as UUID: return .string(value.uuidString.lowercased())
-        case let value as Data: return .string(value.base64EncodedString())
-        case let value as JSONValue: return value
-        case let value?: return .string("\(value)")
+        case .null: return .null
+        case .string(let value): return .string(value)
+        case .int(let value): return .number(Double(value))
+        case .int64(let value): return .number(Double(value))
+        case .int32(let value): return .number(Double(value))
+        case .int16(let value): return .number(Double(value))
+        case .double(let value): return .number(value)
+        case .float(let value): return .number(Double(value))
+        case .bool(let value): return .bool(value)
+        case .date(let value): return formatters.value(of: value, format: dateFormat)
+        case .uuid(let value): return .string(value.uuidString.lowercased())
+        case .data(let value): return .string(value.base64EncodedString())
+        case .json(let value): return value
+        case .other(let box):
+            if let value = box.value as? Decimal { return .number(NSDecimalNumber(decimal: value).doubleValue) }
+            return .string("\(box.value)")
         }
     }
 }

@@ -263,10 +263,10 @@ struct CompiledMapper {
                 }
             }
             guard let value = found else {
-                if missingMembersSetNil && map.attribute.isOptional { object.setStoredValue(nil, at: map.attribute.index) }
+                if missingMembersSetNil && map.attribute.isOptional { object.setStoredValue(.null, at: map.attribute.index) }
                 continue
             }
-            if value == .null && map.ignoresNull && object.values[map.attribute.index] != nil { continue }
+            if value == .null && map.ignoresNull && !object.values[map.attribute.index].isNull { continue }
             let stored: StoredValue
             do {
                 stored = try map.conversion.storedValue(value, for: map.attribute, formatters: formatters)

@@ -42,7 +42,7 @@ extension RecordImport {
                 let hash: UniqueValue
                 if key.decoding == .string, case .string(let text) = raw {
                     // The common key: text for a string attribute, taken as it is.
-                    stored = text
+                    stored = .string(text)
                     hash = .string(ExactText(text))
                 } else {
                     do {

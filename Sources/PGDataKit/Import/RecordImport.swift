@@ -321,7 +321,7 @@ struct RecordImport {
         if !remaining.isEmpty {
             // (In a child context, as its parent sees them: its unsaved objects too.)
             let pairs = try context.uniqueObjectIDs(
-                of: link.destination, where: link.destinationKey, isIn: remaining.map { wanted[$0] ?? nil })
+                of: link.destination, where: link.destinationKey, isIn: remaining.map { wanted[$0] ?? .null })
             for (id, value) in pairs {
                 guard let hash = UniqueValue(value), wanted[hash] != nil else { continue }
                 guard let primaryKey = id.primaryKey else {
@@ -338,7 +338,7 @@ struct RecordImport {
                 let stub = link.destination.makeObject()
                 context.insert(stub)
                 undo.noteInserted(stub)
-                stub.setStoredValue(wanted[hash] ?? nil, at: keyIndex)
+                stub.setStoredValue(wanted[hash] ?? .null, at: keyIndex)
                 stub.upsertAttributeIndex = keyIndex
                 stubs.append(Stub(entity: link.destination.name, attribute: link.destinationKey.name, value: hash, object: stub))
                 targets[hash] = .object(stub)

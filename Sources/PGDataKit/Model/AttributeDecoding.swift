@@ -28,16 +28,16 @@ enum AttributeDecoding: Sendable {
     @inline(__always)
     func decode(_ bytes: UnsafeBufferPointer<UInt8>) -> StoredValue? {
         switch self {
-        case .string: return .some(String(decoding: bytes, as: UTF8.self))
-        case .int: return Self.integer(bytes).map { .some($0) }
-        case .int64: return Self.integer(bytes).map { .some(Int64($0)) }
-        case .int32: return Self.integer(bytes).flatMap { Int32(exactly: $0) }.map { .some($0) }
-        case .int16: return Self.integer(bytes).flatMap { Int16(exactly: $0) }.map { .some($0) }
+        case .string: return .string(String(decoding: bytes, as: UTF8.self))
+        case .int: return Self.integer(bytes).map { .int($0) }
+        case .int64: return Self.integer(bytes).map { .int64(Int64($0)) }
+        case .int32: return Self.integer(bytes).flatMap { Int32(exactly: $0) }.map { .int32($0) }
+        case .int16: return Self.integer(bytes).flatMap { Int16(exactly: $0) }.map { .int16($0) }
         case .bool:
             guard bytes.count == 1 else { return nil }
             switch bytes[0] {
-            case UInt8(ascii: "t"): return .some(true)
-            case UInt8(ascii: "f"): return .some(false)
+            case UInt8(ascii: "t"): return .bool(true)
+            case UInt8(ascii: "f"): return .bool(false)
             default: return nil
             }
         case .generic: return nil

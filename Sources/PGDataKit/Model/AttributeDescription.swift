@@ -1,9 +1,5 @@
 import Foundation
 
-/// A stored attribute value inside a managed object: the scalar, or `nil` for `NULL`.
-@usableFromInline
-typealias StoredValue = (any Sendable)?
-
 /// What the model knows about one attribute: names, type, optionality, uniqueness, and
 /// how its values are read and written.
 public final class AttributeDescription: Sendable, CustomStringConvertible {
@@ -29,7 +25,6 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     let decoding: AttributeDecoding
     let encode: @Sendable (StoredValue) throws -> (any PostgresEncodable)?
     let encodeArray: @Sendable ([StoredValue]) throws -> any PostgresEncodable
-    let isEqual: @Sendable (StoredValue, StoredValue) -> Bool
     /// Converts a dynamically typed value to storage, or `nil` when the type is wrong.
     let coerce: @Sendable (Any?) -> StoredValue?
 
@@ -39,7 +34,6 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         decode: @escaping @Sendable (PostgresCell) throws -> StoredValue,
         encode: @escaping @Sendable (StoredValue) throws -> (any PostgresEncodable)?,
         encodeArray: @escaping @Sendable ([StoredValue]) throws -> any PostgresEncodable,
-        isEqual: @escaping @Sendable (StoredValue, StoredValue) -> Bool,
         coerce: @escaping @Sendable (Any?) -> StoredValue?
     ) {
         self.name = name
@@ -55,34 +49,11 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         self.decoding = decoding
         self.encode = encode
         self.encodeArray = encodeArray
-        self.isEqual = isEqual
         self.coerce = coerce
     }
 
     /// `name: Type (column)`.
     public var description: String { "\(name): \(swiftTypeName) (\(columnName) \(type.sqlType))" }
-
-    /// `isEqual` for two values in place (in arrays' storage): the common scalar types
-    /// are compared without copying the values' boxes.
-    func isEqual(at left: UnsafePointer<StoredValue>, _ right: UnsafePointer<StoredValue>) -> Bool {
-        @inline(__always) func same<T: Equatable>(_ type: T.Type) -> Bool? {
-            guard StoredValueLayout.isReadable, let left = StoredValueLayout.read(at: left, as: T.self),
-                let right = StoredValueLayout.read(at: right, as: T.self)
-            else { return nil }
-            return left == right
-        }
-        let fast: Bool?
-        switch decoding {
-        case .string: fast = same(String.self)
-        case .int: fast = same(Int.self)
-        case .int64: fast = same(Int64.self)
-        case .int32: fast = same(Int32.self)
-        case .int16: fast = same(Int16.self)
-        case .bool: fast = same(Bool.self)
-        case .generic: fast = nil
-        }
-        return fast ?? isEqual(left.pointee, right.pointee)
-    }
 
     /// One column of a statement as an array parameter, read from rows of values (each
     /// row's value of this attribute at `index`): the rows at `order` (all of them, in
@@ -93,9 +64,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     ///   `column`).
     func encodeColumn(rows: [[StoredValue]], order: [Int]? = nil) throws -> any PostgresEncodable {
         let index = self.index
-        let scalars = try encodeScalars(count: order?.count ?? rows.count) { position, visit in
-            try rows[order?[position] ?? position].withUnsafeBufferPointer { row in try visit(row.baseAddress.map { $0 + index }) }
-        }
+        let scalars = try encodeScalars(count: order?.count ?? rows.count) { rows[order?[$0] ?? $0][index] }
         return try scalars ?? encodeArray((order ?? Array(rows.indices)).map { rows[$0][index] })
     }
 
@@ -106,31 +75,23 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
     ///   `column`).
     func encodeColumn(_ values: [StoredValue], order: [Int]? = nil) throws -> any PostgresEncodable {
-        let scalars = try values.withUnsafeBufferPointer { buffer in
-            try encodeScalars(count: order?.count ?? values.count) { position, visit in
-                try visit(buffer.baseAddress.map { $0 + (order?[position] ?? position) })
-            }
-        }
+        let scalars = try encodeScalars(count: order?.count ?? values.count) { values[order?[$0] ?? $0] }
         return try scalars ?? encodeArray(order.map { $0.map { values[$0] } } ?? values)
     }
 
     /// A string or integer column written straight into an array literal, `nil` for the
     /// other types. `read(position, visit)` hands `visit` the stored value at each
     /// position in turn (in place: no copy of the value).
-    private func encodeScalars(
-        count: Int, read: (Int, (UnsafePointer<StoredValue>?) throws -> Void) throws -> Void
-    ) throws -> (any PostgresEncodable)? {
+    private func encodeScalars(count: Int, value: (Int) -> StoredValue) throws -> (any PostgresEncodable)? {
         switch decoding {
         case .string:
             var literal = ArrayLiteralBuilder(capacity: count)
             do {
                 for position in 0..<count {
-                    try read(position) { value in
-                        if let text = value.flatMap({ unboxStored(at: $0, as: String.self) }) {
-                            try literal.append(text)
-                        } else {
-                            literal.appendNull()
-                        }
+                    if case .string(let text) = value(position) {
+                        try literal.append(text)
+                    } else {
+                        literal.appendNull()
                     }
                 }
             } catch var error as PostgresValueError {
@@ -140,13 +101,11 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
             return ArrayLiteral<String>(text: literal.text())
         case .int, .int64:
             var literal = ArrayLiteralBuilder(capacity: count)
-            let isInt = decoding == .int
             for position in 0..<count {
-                try read(position) { value in
-                    let integer = value.flatMap {
-                        isInt ? unboxStored(at: $0, as: Int.self).map(Int64.init) : unboxStored(at: $0, as: Int64.self)
-                    }
-                    if let integer { literal.append(integer) } else { literal.appendNull() }
+                switch value(position) {
+                case .int(let integer): literal.append(Int64(integer))
+                case .int64(let integer): literal.append(integer)
+                default: literal.appendNull()
                 }
             }
             return ArrayLiteral<Int64>(text: literal.text())
@@ -162,33 +121,6 @@ protocol AttributeDeclaration {
 }
 
 enum AttributeCoding {
-    /// Compares stored values of a scalar type; the common types get closures compiled
-    /// for them (saves compare every attribute of every changed object several times).
-    static func equality<Scalar: AttributeScalar>(_ scalar: Scalar.Type) -> @Sendable (StoredValue, StoredValue) -> Bool {
-        switch scalar {
-        case is String.Type: return { equal($0, $1, as: String.self) }
-        case is Int.Type: return { equal($0, $1, as: Int.self) }
-        case is Int64.Type: return { equal($0, $1, as: Int64.self) }
-        case is Int32.Type: return { equal($0, $1, as: Int32.self) }
-        case is Bool.Type: return { equal($0, $1, as: Bool.self) }
-        case is Double.Type: return { equal($0, $1, as: Double.self) }
-        default: return { equal($0, $1, as: Scalar.self) }
-        }
-    }
-
-    @inline(__always)
-    private static func equal<T: Equatable>(_ left: StoredValue, _ right: StoredValue, as type: T.Type) -> Bool {
-        if StoredValueLayout.isInline(T.self), StoredValueLayout.isReadable,
-            let left = StoredValueLayout.read(left, as: T.self), let right = StoredValueLayout.read(right, as: T.self)
-        {
-            return left == right
-        }
-        // (Bound one at a time: matching the pair as a tuple copies both values first.)
-        guard let left else { return right == nil }
-        guard let right else { return false }
-        return unbox(left, as: T.self) == unbox(right, as: T.self)
-    }
-
     /// Encodes a column of stored values as one array parameter; the common types get
     /// closures compiled for them (a save encodes every value it writes).
     static func arrayEncoding<Scalar: AttributeScalar>(_ scalar: Scalar.Type, label: String)
@@ -208,7 +140,7 @@ enum AttributeCoding {
     private static func scalars<T>(_ values: [StoredValue], as type: T.Type) -> [T?] {
         var result: [T?] = []
         result.reserveCapacity(values.count)
-        for value in values { result.append(unboxStored(value, as: T.self)) }
+        for value in values { result.append(value.scalar(as: T.self)) }
         return result
     }
 
@@ -223,31 +155,28 @@ enum AttributeCoding {
         return AttributeDescription(
             name: name, columnName: column ?? Naming.snakeCase(name), type: Scalar.attributeType,
             isOptional: Value.isOptional, isUnique: unique, swiftTypeName: swiftTypeName,
-            index: index, qualifiedName: label, defaultValue: defaultValue?.scalar, decoding: AttributeDecoding(Scalar.self),
+            index: index, qualifiedName: label, defaultValue: StoredValue(defaultValue?.scalar), decoding: AttributeDecoding(Scalar.self),
             decode: { cell in
-                if cell.isNull { return nil }
-                return try Scalar.decode(from: cell)
+                if cell.isNull { return .null }
+                return StoredValue(scalar: try Scalar.decode(from: cell))
             },
-            // `unbox` opens the stored existential: a type check, not a dynamic cast, on
-            // paths that run for every value of a save.
-            encode: { stored in unboxStored(stored, as: Scalar.self) },
+            encode: { stored in stored.scalar(as: Scalar.self) },
             encodeArray: arrayEncoding(Scalar.self, label: label),
-            isEqual: equality(Scalar.self),
             coerce: { value in
-                guard let value else { return Value.isOptional ? .some(nil) : nil }
-                if let scalar = value as? Scalar { return .some(scalar) }
+                guard let value else { return Value.isOptional ? .null : nil }
+                if let scalar = value as? Scalar { return StoredValue(scalar: scalar) }
                 if let optional = value as? Scalar? {
-                    return optional == nil ? (Value.isOptional ? .some(nil) : nil) : .some(optional)
+                    return optional.map { StoredValue(scalar: $0) } ?? (Value.isOptional ? .null : nil)
                 }
                 // Integers convert between widths when the value fits.
                 if let integer = value as? any BinaryInteger {
                     switch Scalar.attributeType {
-                    case .int64: return Int(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
-                            ?? Int64(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
-                    case .int32: return Int32(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
-                    case .int16: return Int16(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
-                    case .double: return Double(exactly: integer).flatMap { $0 as? Scalar }.map { .some($0) }
-                    case .decimal: return (Decimal(string: "\(integer)") as? Scalar).map { .some($0) }
+                    case .int64: return Int(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                            ?? Int64(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                    case .int32: return Int32(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                    case .int16: return Int16(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                    case .double: return Double(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                    case .decimal: return (Decimal(string: "\(integer)") as? Scalar).map { StoredValue(scalar: $0) }
                     default: return nil
                     }
                 }

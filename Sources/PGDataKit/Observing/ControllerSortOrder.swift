@@ -54,7 +54,7 @@ struct ControllerSortOrder {
             if committed, term.resolved.hops.isEmpty, case .attribute(let attribute) = term.resolved.end,
                 let snapshot = object.snapshot, attribute.index < snapshot.count
             {
-                value = snapshot[attribute.index]
+                value = snapshot[attribute.index].anyValue
             } else if case .toOne = term.resolved.end {
                 // SQL orders by the foreign key.
                 value = PredicateEvaluator.reach(term.resolved, from: object).object?.objectID.primaryKey

@@ -245,12 +245,7 @@ extension StoreCoordinator {
     /// in place, without the attribute's generic encoding (a NUL in one is refused when
     /// the column is encoded).
     private static func keyText(of attribute: AttributeDescription, in row: [StoredValue]) throws -> String? {
-        if attribute.decoding == .string {
-            let text = row.withUnsafeBufferPointer { row in
-                row.baseAddress.flatMap { unboxStored(at: $0 + attribute.index, as: String.self) }
-            }
-            if let text { return text }
-        }
+        if case .string(let text) = row[attribute.index] { return text }
         return try attribute.encode(row[attribute.index])?.postgresText()
     }
 

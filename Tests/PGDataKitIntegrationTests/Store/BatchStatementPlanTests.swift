@@ -44,8 +44,8 @@ import Testing
         for key in Int64(5_001)...6_000 {
             rows.keys.append(key)
             rows.versions.append(1)
-            var values = [StoredValue](repeating: nil, count: entity.attributes.count)
-            values[name.index] = "renamed"
+            var values = [StoredValue](repeating: .null, count: entity.attributes.count)
+            values[name.index] = .string("renamed")
             rows.values.append(values)
         }
         return rows
@@ -86,7 +86,7 @@ import Testing
         let scans = try Self.sequentialScans(analyzed: analyzed) { coordinator, entity, connection in
             let userID = try #require(entity.attribute(named: "userID"))
             found = try coordinator.selectKeys(
-                of: entity, where: userID, isIn: (5_001...6_000).map { "u\($0)" }, on: connection
+                of: entity, where: userID, isIn: (5_001...6_000).map { .string("u\($0)") }, on: connection
             ).count
         }
         #expect(found == 1_000)
@@ -206,7 +206,7 @@ import Testing
                     for key in Int64(1)...100 {
                         rows.keys.append(key)
                         rows.versions.append(checksVersion ? 1 : 2)
-                        rows.values.append(["renamed"])
+                        rows.values.append([.string("renamed")])
                     }
                     let written = try coordinator.updateRows(of: entity, rows, checksVersion: checksVersion, on: connection)
                     #expect(written.count == 100)

@@ -80,7 +80,7 @@ struct SavePlanTests {
     @Test func keyedInsertsTakeTheirKeysFromTheirUpsert() throws {
         let label = try #require(model.entity(for: Shelf.self)?.attribute(named: "label")).index
         let keyed = try new(Shelf.self)
-        keyed.values[label] = "A"
+        keyed.values[label] = .string("A")
         keyed.upsertAttributeIndex = label
         let plain = try new(Shelf.self)
         let inserts = try #require(plan(inserted: [keyed, plain]).inserts.first)
@@ -92,7 +92,7 @@ struct SavePlanTests {
     @Test func keyedInsertsOfASelfReferencingEntityReserveKeys() throws {
         let code = try #require(model.entity(for: Branch.self)?.attribute(named: "code")).index
         let branch = try new(Branch.self)
-        branch.values[code] = "root"
+        branch.values[code] = .string("root")
         branch.upsertAttributeIndex = code
         let inserts = try #require(plan(inserted: [branch]).inserts.first)
         #expect(inserts.keyed == [branch])
@@ -103,7 +103,7 @@ struct SavePlanTests {
         let label = try #require(model.entity(for: Shelf.self)?.attribute(named: "label")).index
         let shelves = try (0..<2).map { _ in try new(Shelf.self) }
         for shelf in shelves {
-            shelf.values[label] = "same"
+            shelf.values[label] = .string("same")
             shelf.upsertAttributeIndex = label
         }
         let unchecked = try #require(plan(inserted: Set(shelves)).inserts.first)
@@ -118,15 +118,15 @@ struct SavePlanTests {
         let title = try #require(entity.attribute(named: "title")).index
         let pages = try #require(entity.attribute(named: "pages")).index
         let retitled = try (1...3).map { key in try fetched(Volume.self, key: key) }
-        for volume in retitled { volume.values[title] = "new" }
+        for volume in retitled { volume.values[title] = .string("new") }
         let longer = try fetched(Volume.self, key: 4)
-        longer.values[pages] = Int32(100)
+        longer.values[pages] = .int32(100)
         let forced = try fetched(Volume.self, key: 5)
-        forced.values[title] = "mine"
+        forced.values[title] = .string("mine")
         let untouched = try fetched(Volume.self, key: 6)
         let inserted = try new(Volume.self)
         let deleted = try fetched(Volume.self, key: 8)
-        deleted.values[title] = "gone"
+        deleted.values[title] = .string("gone")
 
         let plan = plan(
             inserted: [inserted], changed: Set(retitled + [longer, forced, untouched, inserted, deleted]),

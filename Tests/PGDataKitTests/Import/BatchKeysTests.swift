@@ -31,7 +31,7 @@ struct BatchKeysTests {
         let batch = try keys([["code": "a"], ["code": "b"], ["code": "a"], ["code": "c"], ["code": "b"], ["code": "a"]])
         #expect(batch.order == [0, 1, 3])
         #expect(batch.nextOffset == [2, 4, 5, -1, -1, -1])
-        #expect(batch.storedKeys.map { $0 as? String } == ["a", "b", "a", "c", "b", "a"])
+        #expect(batch.storedKeys.map { $0.scalar(as: String.self) } == ["a", "b", "a", "c", "b", "a"])
         #expect(batch.firstOffset == [.string(ExactText("a")): 0, .string(ExactText("b")): 1, .string(ExactText("c")): 3])
     }
 

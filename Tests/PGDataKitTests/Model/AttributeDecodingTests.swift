@@ -15,8 +15,8 @@ struct AttributeDecodingTests {
         ("-9223372036854775808", Int.min),
     ])
     func integersInRange(_ text: String, _ expected: Int) {
-        #expect(decode(.int, text).flatMap { $0 as? Int } == expected)
-        #expect(decode(.int64, text).flatMap { $0 as? Int64 } == Int64(expected))
+        #expect(decode(.int, text).flatMap { $0.scalar(as: Int.self) } == expected)
+        #expect(decode(.int64, text).flatMap { $0.scalar(as: Int64.self) } == Int64(expected))
     }
 
     @Test(arguments: ["", "-", "+1", " 1", "1 ", "1.5", "9223372036854775808", "-9223372036854775809", "12a"])
@@ -25,18 +25,18 @@ struct AttributeDecodingTests {
     }
 
     @Test func narrowIntegersMustFit() {
-        #expect(decode(.int32, "2147483647").flatMap { $0 as? Int32 } == Int32.max)
+        #expect(decode(.int32, "2147483647").flatMap { $0.scalar(as: Int32.self) } == Int32.max)
         #expect(decode(.int32, "2147483648") == nil)
-        #expect(decode(.int16, "-32768").flatMap { $0 as? Int16 } == Int16.min)
+        #expect(decode(.int16, "-32768").flatMap { $0.scalar(as: Int16.self) } == Int16.min)
         #expect(decode(.int16, "32768") == nil)
     }
 
     @Test func booleansStringsAndTheRest() {
-        #expect(decode(.bool, "t").flatMap { $0 as? Bool } == true)
-        #expect(decode(.bool, "f").flatMap { $0 as? Bool } == false)
+        #expect(decode(.bool, "t").flatMap { $0.scalar(as: Bool.self) } == true)
+        #expect(decode(.bool, "f").flatMap { $0.scalar(as: Bool.self) } == false)
         #expect(decode(.bool, "true") == nil)
-        #expect(decode(.string, "Grüße 👋").flatMap { $0 as? String } == "Grüße 👋")
-        #expect(decode(.string, "").flatMap { $0 as? String } == "")
+        #expect(decode(.string, "Grüße 👋").flatMap { $0.scalar(as: String.self) } == "Grüße 👋")
+        #expect(decode(.string, "").flatMap { $0.scalar(as: String.self) } == "")
         #expect(decode(.generic, "1") == nil)
     }
 
