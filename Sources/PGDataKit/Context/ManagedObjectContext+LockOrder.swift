@@ -24,8 +24,8 @@ extension ManagedObjectContext {
         on connection: Connection, keyedRows: Bool, beforeReading: Bool = false
     ) throws -> [ObjectIdentifier: Int64]? {
         var locks = rowLocks()
-        if !beforeReading, insertedSet.isEmpty, deletedSet.isEmpty, locks.count == 1, let only = locks.first?.value,
-            only.count == 1, only.modes.first?.value != .keyShare,
+        if !beforeReading, insertedSet.isEmpty, deletedSet.isEmpty, locks.count == 1,
+            let only = locks.first?.value.onlyRow, only.mode != .keyShare,
             !changedSet.contains(where: \.hasJoinChanges)
         {
             return keyedRows ? [:] : nil
@@ -40,7 +40,22 @@ extension ManagedObjectContext {
 
     /// The rows to lock, by entity name.
     private func rowLocks() -> [String: RowLockSet] {
-        var locks: [String: RowLockSet] = [:]
+        // By entity, found by identity: a save has objects of a few entities, and a
+        // lookup by name would hash the name once per object.
+        var sets: [(entity: EntityDescription?, name: String, rows: RowLockSet)] = []
+        func add(_ key: Int64, _ mode: RowLockMode, entity: EntityDescription?, name: String) {
+            let index = sets.lastIndex { set in
+                if let entity { return set.entity === entity }
+                return set.name == name
+            }
+            if let index {
+                sets[index].rows.add(key, mode)
+            } else {
+                var rows = RowLockSet()
+                rows.add(key, mode)
+                sets.append((entity, name, rows))
+            }
+        }
         /// A row that a foreign key of the save points at (not one the save inserts).
         func referenced(_ value: RelatedReference, of relationship: RelationshipDescription) {
             let key: Int64
@@ -51,11 +66,11 @@ extension ManagedObjectContext {
                 guard let stored = target.objectID.primaryKey, !target.deletedFlag else { return }
                 key = stored
             }
-            locks[relationship.destinationEntityName, default: RowLockSet()].add(key, .keyShare)
+            add(key, .keyShare, entity: nil, name: relationship.destinationEntityName)
         }
         for object in deletedSet {
             guard let key = object.objectID.primaryKey else { continue }
-            locks[object.entity.name, default: RowLockSet()].add(key, .update)
+            add(key, .update, entity: object.entity, name: object.entity.name)
         }
         for object in insertedSet {
             for relationship in object.entity.toOneRelationships where relationship.columnName != nil {
@@ -65,17 +80,26 @@ extension ManagedObjectContext {
         for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
             guard let key = object.objectID.primaryKey else { continue }
             let entity = object.entity
-            let attributes = object.changedAttributeIndexes
             let toOne = object.changedToOneIndexes
-            guard !attributes.isEmpty || !toOne.isEmpty else { continue }
-            let changesKey =
-                attributes.contains { entity.keyAttributeIndexes.contains($0) }
-                || toOne.contains { entity.relationships[$0].isOneToOne }
-            locks[entity.name, default: RowLockSet()].add(key, changesKey ? .update : .noKeyUpdate)
+            let changesKey: Bool
+            if let mask = object.changedAttributeMask {
+                // (No array of indexes per object: the mask says both what a save needs.)
+                guard mask != 0 || !toOne.isEmpty else { continue }
+                changesKey = mask & entity.keyAttributeMask != 0 || toOne.contains { entity.relationships[$0].isOneToOne }
+            } else {
+                let attributes = object.changedAttributeIndexes
+                guard !attributes.isEmpty || !toOne.isEmpty else { continue }
+                changesKey =
+                    attributes.contains { entity.keyAttributeIndexes.contains($0) }
+                    || toOne.contains { entity.relationships[$0].isOneToOne }
+            }
+            add(key, changesKey ? .update : .noKeyUpdate, entity: entity, name: entity.name)
             for index in toOne where entity.relationships[index].columnName != nil {
                 referenced(object.toOne[index], of: entity.relationships[index])
             }
         }
+        var locks: [String: RowLockSet] = [:]
+        for set in sets { locks[set.name, default: RowLockSet()].merge(set.rows) }
         return locks
     }
 

@@ -78,6 +78,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.uniqueKeys = attributes.filter(\.isUnique).map { [$0.name] } + objectClass.uniqueKeys
         let keyNames = Set(uniqueKeys.joined())
         self.keyAttributeIndexes = Set(attributes.filter { keyNames.contains($0.name) }.map(\.index))
+        self.keyAttributeMask = keyAttributeIndexes.reduce(0) { $1 < 64 ? $0 | (1 << UInt64($1)) : $0 }
         self.attributeDecodings = attributes.map(\.decoding)
         self.attributeOptionality = attributes.map(\.isOptional)
         self.defaultValues = attributes.map(\.defaultValue)
@@ -96,6 +97,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The attributes whose columns are in a unique index (alone or with others): a
     /// change of one is a change of a key, which PostgreSQL locks `FOR UPDATE`.
     let keyAttributeIndexes: Set<Int>
+    /// `keyAttributeIndexes` as a bit mask (bit `i` for attribute `i`; attributes past
+    /// the 64th are not in it: objects of such entities have no change mask either).
+    let keyAttributeMask: UInt64
     /// Each attribute's fetch fast path and optionality, in attribute order (plain
     /// arrays, so the decoding loop touches no attribute objects).
     let attributeDecodings: [AttributeDecoding]

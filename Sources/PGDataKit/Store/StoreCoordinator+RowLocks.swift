@@ -23,23 +23,51 @@ enum RowLockMode: Int16, Comparable, Sendable {
 /// The rows of one entity a save locks before it writes, each with the strongest mode
 /// it needs.
 struct RowLockSet {
-    private(set) var modes: [Int64: RowLockMode] = [:]
+    /// Rows as they were added: a key may come more than once (`ordered` keeps its
+    /// strongest mode). Appending is all a save's per-object pass does; sorting and
+    /// merging happen once, for the statement.
+    private var keys: [Int64] = []
+    private var modes: [RowLockMode] = []
 
-    var isEmpty: Bool { modes.isEmpty }
+    var isEmpty: Bool { keys.isEmpty }
 
-    /// How many rows.
-    var count: Int { modes.count }
-
-    /// Adds a row, keeping the stronger mode when it is there already.
+    /// Adds a row; when it is there already, the stronger mode wins.
     mutating func add(_ key: Int64, _ mode: RowLockMode) {
-        if let held = modes[key], held >= mode { return }
-        modes[key] = mode
+        keys.append(key)
+        modes.append(mode)
     }
 
-    /// The keys in ascending order with their modes: the order locks are taken in.
+    /// Adds every row of another set.
+    mutating func merge(_ other: RowLockSet) {
+        keys.append(contentsOf: other.keys)
+        modes.append(contentsOf: other.modes)
+    }
+
+    /// The one row when the set holds a single row (added once or more), with its
+    /// strongest mode; `nil` for none or several.
+    var onlyRow: (key: Int64, mode: RowLockMode)? {
+        guard let first = keys.first, keys.allSatisfy({ $0 == first }) else { return nil }
+        return (first, modes.max() ?? .keyShare)
+    }
+
+    /// The keys in ascending order, each once with its strongest mode: the order locks
+    /// are taken in.
     var ordered: (keys: [Int64], modes: [Int16]) {
-        let keys = modes.keys.sorted()
-        return (keys, keys.map { modes[$0]?.rawValue ?? RowLockMode.update.rawValue })
+        let order = keys.indices.sorted { keys[$0] < keys[$1] }
+        var orderedKeys: [Int64] = []
+        var orderedModes: [Int16] = []
+        orderedKeys.reserveCapacity(order.count)
+        orderedModes.reserveCapacity(order.count)
+        for index in order {
+            let mode = modes[index].rawValue
+            if let last = orderedKeys.last, last == keys[index] {
+                orderedModes[orderedModes.count - 1] = max(orderedModes[orderedModes.count - 1], mode)
+            } else {
+                orderedKeys.append(keys[index])
+                orderedModes.append(mode)
+            }
+        }
+        return (orderedKeys, orderedModes)
     }
 }
 
