@@ -25,6 +25,23 @@ enum UniqueValue: Hashable {
         }
     }
 
+    /// Case by case, each operand bound in place: the synthesized `==` matches a tuple of
+    /// copies of both (a retain and release of each text per comparison, and a
+    /// dictionary lookup compares several keys).
+    static func == (lhs: UniqueValue, rhs: UniqueValue) -> Bool {
+        switch lhs {
+        case .string(let left):
+            guard case .string(let right) = rhs else { return false }
+            return left == right
+        case .integer(let left):
+            guard case .integer(let right) = rhs else { return false }
+            return left == right
+        case .other(let left):
+            guard case .other(let right) = rhs else { return false }
+            return left == right
+        }
+    }
+
     /// A scalar as `AnyHashable` when its type is hashable (every scalar type of the
     /// library's is), its description otherwise.
     private static func hashable<T: AttributeScalar>(_ value: T) -> AnyHashable {
