@@ -136,26 +136,28 @@ enum StoredValue: Sendable {
 }
 
 extension StoredValue: Equatable {
-    /// Values of the same case and equal scalars; `NULL` equals `NULL`.
+    /// Values of the same case and equal scalars; `NULL` equals `NULL`. Each operand is
+    /// matched in place (matching a tuple of the two would copy both first: a retain and
+    /// release of a string per comparison, and saves compare every value they track).
     @usableFromInline
     static func == (left: StoredValue, right: StoredValue) -> Bool {
-        switch (left, right) {
-        case (.null, .null): return true
-        case (.string(let a), .string(let b)): return a == b
-        case (.int(let a), .int(let b)): return a == b
-        case (.int64(let a), .int64(let b)): return a == b
-        case (.int32(let a), .int32(let b)): return a == b
-        case (.int16(let a), .int16(let b)): return a == b
-        case (.bool(let a), .bool(let b)): return a == b
-        case (.double(let a), .double(let b)): return a == b
-        case (.float(let a), .float(let b)): return a == b
-        case (.date(let a), .date(let b)): return a == b
-        case (.uuid(let a), .uuid(let b)): return a == b
-        case (.data(let a), .data(let b)): return a == b
-        case (.json(let a), .json(let b)): return a == b
-        case (.other(let a), .other(let b)): return a === b || a.isEqual(to: b.value)
-        default: return false
+        switch left {
+        case .null: return right.isNull
+        case .string(let a): if case .string(let b) = right { return a == b }
+        case .int(let a): if case .int(let b) = right { return a == b }
+        case .int64(let a): if case .int64(let b) = right { return a == b }
+        case .int32(let a): if case .int32(let b) = right { return a == b }
+        case .int16(let a): if case .int16(let b) = right { return a == b }
+        case .bool(let a): if case .bool(let b) = right { return a == b }
+        case .double(let a): if case .double(let b) = right { return a == b }
+        case .float(let a): if case .float(let b) = right { return a == b }
+        case .date(let a): if case .date(let b) = right { return a == b }
+        case .uuid(let a): if case .uuid(let b) = right { return a == b }
+        case .data(let a): if case .data(let b) = right { return a == b }
+        case .json(let a): if case .json(let b) = right { return a == b }
+        case .other(let a): if case .other(let b) = right { return a === b || a.isEqual(to: b.value) }
         }
+        return false
     }
 }
 
