@@ -40,20 +40,16 @@ extension ManagedObjectContext {
 
     /// The rows to lock, by entity name.
     private func rowLocks() -> [String: RowLockSet] {
-        // By entity, found by identity: a save has objects of a few entities, and a
-        // lookup by name would hash the name once per object.
-        var sets: [(entity: EntityDescription?, name: String, rows: RowLockSet)] = []
-        func add(_ key: Int64, _ mode: RowLockMode, entity: EntityDescription?, name: String) {
-            let index = sets.lastIndex { set in
-                if let entity { return set.entity === entity }
-                return set.name == name
-            }
-            if let index {
+        // A save has objects of a few entities: a scan of their names (the same strings,
+        // compared by their bits first) instead of hashing a name once per object.
+        var sets: [(name: String, rows: RowLockSet)] = []
+        func add(_ key: Int64, _ mode: RowLockMode, entity name: String) {
+            if let index = sets.lastIndex(where: { $0.name == name }) {
                 sets[index].rows.add(key, mode)
             } else {
                 var rows = RowLockSet()
                 rows.add(key, mode)
-                sets.append((entity, name, rows))
+                sets.append((name, rows))
             }
         }
         /// A row that a foreign key of the save points at (not one the save inserts).
@@ -66,11 +62,11 @@ extension ManagedObjectContext {
                 guard let stored = target.objectID.primaryKey, !target.deletedFlag else { return }
                 key = stored
             }
-            add(key, .keyShare, entity: nil, name: relationship.destinationEntityName)
+            add(key, .keyShare, entity: relationship.destinationEntityName)
         }
         for object in deletedSet {
             guard let key = object.objectID.primaryKey else { continue }
-            add(key, .update, entity: object.entity, name: object.entity.name)
+            add(key, .update, entity: object.entity.name)
         }
         for object in insertedSet {
             for relationship in object.entity.toOneRelationships where relationship.columnName != nil {
@@ -93,14 +89,12 @@ extension ManagedObjectContext {
                     attributes.contains { entity.keyAttributeIndexes.contains($0) }
                     || toOne.contains { entity.relationships[$0].isOneToOne }
             }
-            add(key, changesKey ? .update : .noKeyUpdate, entity: entity, name: entity.name)
+            add(key, changesKey ? .update : .noKeyUpdate, entity: entity.name)
             for index in toOne where entity.relationships[index].columnName != nil {
                 referenced(object.toOne[index], of: entity.relationships[index])
             }
         }
-        var locks: [String: RowLockSet] = [:]
-        for set in sets { locks[set.name, default: RowLockSet()].merge(set.rows) }
-        return locks
+        return Dictionary(uniqueKeysWithValues: sets)
     }
 
     /// Adds the existing rows with the unique values of keyed inserts (one lookup per

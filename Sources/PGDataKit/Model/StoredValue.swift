@@ -72,17 +72,6 @@ enum StoredValue: Sendable {
         }
     }
 
-    /// A dynamically typed scalar (as a predicate or a caller's `setValue` supplies it),
-    /// `NULL` for `nil`; `nil` when it is not an `AttributeScalar`.
-    init?(any value: Any?) {
-        guard let value else {
-            self = .null
-            return
-        }
-        guard let scalar = value as? any AttributeScalar else { return nil }
-        self.init(scalar: scalar)
-    }
-
     /// Whether this is `NULL`.
     @inlinable
     var isNull: Bool {

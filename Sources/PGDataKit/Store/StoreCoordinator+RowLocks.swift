@@ -37,12 +37,6 @@ struct RowLockSet {
         modes.append(mode)
     }
 
-    /// Adds every row of another set.
-    mutating func merge(_ other: RowLockSet) {
-        keys.append(contentsOf: other.keys)
-        modes.append(contentsOf: other.modes)
-    }
-
     /// The one row when the set holds a single row (added once or more), with its
     /// strongest mode; `nil` for none or several.
     var onlyRow: (key: Int64, mode: RowLockMode)? {

@@ -34,7 +34,6 @@ struct StoredValueTests {
             #expect(stored.scalar(as: T.self) == value, sourceLocation: sourceLocation)
             #expect(unspecializedRead(stored, as: T.self) == value, sourceLocation: sourceLocation)
             #expect(unspecializedStore(value) == stored, sourceLocation: sourceLocation)
-            #expect(StoredValue(any: value) == stored, sourceLocation: sourceLocation)
             #expect((stored.anyValue as? T) == value, sourceLocation: sourceLocation)
             #expect(!stored.isNull, sourceLocation: sourceLocation)
         }
@@ -70,9 +69,7 @@ struct StoredValueTests {
         #expect(StoredValue(String?.none) == .null)
         let none = unspecializedStore(Int?.none)
         #expect(none == .null)
-        #expect(StoredValue(any: nil) == .null)
         #expect(StoredValue.null.anyValue == nil)
-        #expect(StoredValue(any: [1, 2]) == nil, "an array is no attribute scalar")
     }
 
     @Test func equalityIsPerCaseAndBoxesCompareByValue() {

@@ -27,9 +27,7 @@ struct RowLockSetTests {
         set.add(7, .noKeyUpdate)
         #expect(set.onlyRow?.key == 7 && set.onlyRow?.mode == .noKeyUpdate)
         #expect(set.ordered.keys == [7])
-        var other = RowLockSet()
-        other.add(8, .update)
-        set.merge(other)
+        set.add(8, .update)
         #expect(set.onlyRow == nil)
         #expect(set.ordered.keys == [7, 8])
     }
