@@ -85,22 +85,12 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     var changeHints = ChangeHints.unknown
     /// Committed foreign keys of the to-one relationships.
     var snapshotKeys: [Int64?] = []
-    /// In a child context: the to-one references, by relationship index, that pointed at
-    /// objects of temporary ID (unsaved inserts of the parent) when the child read the
-    /// object — committed references `snapshotKeys` cannot hold. `nil` elsewhere.
-    var snapshotTemporaryTargets: [Int: ObjectID]?
     /// The row version the snapshot was read at.
     var version: Int64 = 0
-    var loadedToMany: Set<Int> = []
-    /// Many-to-many members by relationship index (see `JoinMembers`).
-    var joinMembers: [Int: JoinMembers] = [:]
-    /// The last JSON value too deep to keep that a typed property was set to (see
-    /// `setStoredJSONValue(_:at:)`), held so that it is taken apart, not released
-    /// recursively.
-    var jsonKeeper: JSONValue.Keeper?
-    var deletedFlag = false { didSet { contextReference?.membershipGeneration &+= 1 } }
-    /// Set when the row turned out to be gone from the database.
-    var isMissingFromStore = false
+    /// What only some objects need (many-to-many members, loaded to-many relationships,
+    /// a child's temporary targets, a deep JSON value's keeper, key-path probes);
+    /// `nil` for most.
+    var extras: ObjectExtras?
     /// For an object inserted by an import (`insertOrUpdate`): the index of the unique
     /// attribute its insert is keyed on. The save writes it as `INSERT … ON CONFLICT
     /// (that attribute) DO UPDATE`, so a row another process inserted meanwhile is
@@ -111,9 +101,13 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// existing objects (`ImportOptions.updatesExistingObjects`).
     var upsertKeepsExisting = false
     /// When set, property reads record which property they were (used to name the
-    /// properties behind Swift key paths).
+    /// properties behind Swift key paths; see `lastAccess`).
     var recordsAccess = false
-    var lastAccess: (isAttribute: Bool, index: Int)?
+    // (The flags follow the optional index: they fill its padding.)
+    /// Deleted in this context and not saved yet.
+    var deletedFlag = false { didSet { contextReference?.membershipGeneration &+= 1 } }
+    /// Set when the row turned out to be gone from the database.
+    var isMissingFromStore = false
 
     /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
     public required init() {}
