@@ -60,6 +60,9 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         set { objectIDStorage = newValue }
     }
     var objectIDStorage: ObjectID?
+    /// Where the object is in its context's list of pending objects while it has unsaved
+    /// changes (see `PendingObjects`). (Declared here: it fills the ID's padding.)
+    var pendingPosition: Int32 = 0
 
     /// The context the object belongs to; `nil` before insertion and after it was
     /// deleted and saved, or unregistered.
@@ -104,6 +107,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// properties behind Swift key paths; see `lastAccess`).
     var recordsAccess = false
     // (The flags follow the optional index: they fill its padding.)
+    /// Which kinds of unsaved change the object has in its context (see `PendingObjects`).
+    var pendingMembership = PendingMembership()
     /// Deleted in this context and not saved yet.
     var deletedFlag = false { didSet { contextReference?.membershipGeneration &+= 1 } }
     /// Set when the row turned out to be gone from the database.

@@ -120,9 +120,7 @@ extension ManagedObjectContext {
             commitPushed(object, wasInserted: false)
         }
         for object in deletedSet { forgetDeletedObject(object) }
-        insertedSet.removeAll()
-        deletedSet.removeAll()
-        changedSet.removeAll()
+        pending.removeAll(keepingCapacity: false)
         keyedInsertKeysChanged = false
     }
 
@@ -208,7 +206,7 @@ extension ManagedObjectContext {
             object.upsertKeepsExisting = pushed.upsertKeepsExisting
             if pushed.upsertAttributeIndex != nil { keyedInsertKeysChanged = true }  // (the save checks for twins)
             registered[pushed.objectID] = object
-            insertedSet.insert(object)
+            pending.insert(object, into: .inserted)
             objects[pushed.objectID] = object
         }
         for pushed in changes.updated {

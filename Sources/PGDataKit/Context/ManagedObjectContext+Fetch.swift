@@ -369,7 +369,7 @@ extension ManagedObjectContext {
         for index in changedAttributes { object.values[index] = localValues[index] }
         for index in changedToOne { object.toOne[index] = localToOne[index] }
         if case .discard = localEdits { object.discardJoinChanges() }
-        if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { changedSet.remove(object) }
+        if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { pending.remove(object, from: .changed) }
         object.loadedToMany.removeAll()
     }
 }

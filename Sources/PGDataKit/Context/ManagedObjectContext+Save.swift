@@ -312,7 +312,7 @@ extension ManagedObjectContext {
         on connection: Connection
     ) throws -> (conflicts: [Conflict], lockedKeyedRows: [ObjectIdentifier: Int64]) {
         let lockedKeyedRows = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true) ?? [:]
-        let candidates = changedSet.filter { !insertedSet.contains($0) && $0.objectID.primaryKey != nil }
+        let candidates = Set(changedSet.lazy.filter { !self.insertedSet.contains($0) && $0.objectID.primaryKey != nil })
             .union(deletedSet)
         var conflicts: [Conflict] = []
         for entity in coordinator.model.insertOrder {
@@ -407,7 +407,7 @@ extension ManagedObjectContext {
                     object.toOne[index] = storeKeys[index].map { .key($0) } ?? .none
                 }
                 if isDelete {
-                    deletedSet.remove(object)
+                    pending.remove(object, from: .deleted)
                     object.deletedFlag = false
                 }
             }
@@ -465,19 +465,20 @@ extension ManagedObjectContext {
         // deleted elsewhere.
         for object in outcome.deleted { forgetDeletedObject(object) }
         commitJoinChanges()
-        insertedSet.removeAll()
-        deletedSet.removeAll()
         keyedInsertKeysChanged = false
         // The objects just updated carry no changes now; only the others are looked at.
-        if outcome.updated.count == changedSet.count {
-            changedSet.removeAll()  // every changed object was updated (they all come from it)
+        if outcome.updated.count == pending.count(of: .changed) {
+            // Every changed object was updated (they all come from it): nothing is left.
+            pending.removeAll(keepingCapacity: false)
         } else {
-            for (object, _, _) in outcome.updated { changedSet.remove(object) }
-            changedSet = changedSet.filter { object in
-                guard object.managedObjectContext === self else { return false }
-                if object.hasPersistentChangedValues { return true }
+            pending.removeAll(.inserted)
+            pending.removeAll(.deleted)
+            for (object, _, _) in outcome.updated { pending.remove(object, from: .changed) }
+            pending.removeAll(.changed) { object in
+                guard object.managedObjectContext === self else { return true }
+                if object.hasPersistentChangedValues { return false }
                 object.changeHints = .clean  // (its values are its snapshot's: it leaves the set)
-                return false
+                return true
             }
         }
         observers.postDidSave(changes)

@@ -108,10 +108,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The objects a `reset()` let go of, released while the context's next statement runs
     /// on the server (their deallocation then costs no wall time), or at the next reset.
     var retired: [ObjectID: ManagedObject]?
-    var insertedSet: Set<ManagedObject> = []
-    var deletedSet: Set<ManagedObject> = []
+    /// The objects with unsaved changes, each with the kinds it has (one list; see
+    /// `PendingObjects`).
+    var pending = PendingObjects()
+    /// Objects inserted and not saved yet.
+    var insertedSet: PendingSet { pending.view(.inserted) }
+    /// Objects deleted and not saved yet.
+    var deletedSet: PendingSet { pending.view(.deleted) }
     /// Registered objects that were changed since the last save (may have reverted).
-    var changedSet: Set<ManagedObject> = []
+    var changedSet: PendingSet { pending.view(.changed) }
     /// The open transaction of a private context.
     var transaction: Connection?
     var observers = ContextObservers()
@@ -231,22 +236,23 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Objects inserted and not saved yet.
     public var insertedObjects: Set<ManagedObject> {
         assertOnQueue()
-        return insertedSet
+        return Set(insertedSet)
     }
 
     /// Saved objects with unsaved changes (to their rows or their many-to-many
     /// relationships).
     public var updatedObjects: Set<ManagedObject> {
         assertOnQueue()
-        return changedSet.filter {
-            !insertedSet.contains($0) && !deletedSet.contains($0) && ($0.hasPersistentChangedValues || $0.hasJoinChanges)
-        }
+        return Set(
+            changedSet.lazy.filter {
+                !self.insertedSet.contains($0) && !self.deletedSet.contains($0) && ($0.hasPersistentChangedValues || $0.hasJoinChanges)
+            })
     }
 
     /// Objects deleted and not saved yet.
     public var deletedObjects: Set<ManagedObject> {
         assertOnQueue()
-        return deletedSet
+        return Set(deletedSet)
     }
 
     /// Whether there is anything to save.
@@ -274,9 +280,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.entityStorage = coordinator.model.entity(for: type(of: object)) ?? object.entity
         object.prepareStorage()
         object.managedObjectContext = self
+        object.pendingMembership = []  // (what a context that went away left on it)
         object.objectID = ObjectID(temporaryFor: object.entity.name)
         registered[object.objectID] = object
-        insertedSet.insert(object)
+        pending.insert(object, into: .inserted)
         // Related objects set before insertion come along.
         for case .object(let related) in object.toOne where related.managedObjectContext == nil {
             insert(related)
@@ -299,17 +306,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.contextReference = reference
         object.objectID = ObjectID(temporaryFor: entity.name)
         registered[object.objectID] = object
-        insertedSet.insert(object)
+        object.pendingMembership = []  // (what a context that went away left on it)
+        pending.insert(object, into: .inserted)
     }
 
     /// Makes room for objects about to be inserted and changed (an import's batch), so
     /// the tables are not rehashed as they grow.
     func reserveCapacity(inserting: Int, changing: Int) {
-        if inserting > 0 {
-            registered.reserveCapacity(registered.count + inserting)
-            insertedSet.reserveCapacity(insertedSet.count + inserting)
-        }
-        if changing > 0 { changedSet.reserveCapacity(changedSet.count + changing) }
+        if inserting > 0 { registered.reserveCapacity(registered.count + inserting) }
+        if inserting + changing > 0 { pending.reserveCapacity(adding: inserting + changing) }
     }
 
     /// Marks an object for deletion at the next save and applies its relationships'
@@ -320,11 +325,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
         assertOnQueue()
         guard object.managedObjectContext === self, !object.deletedFlag else { return }
         object.deletedFlag = true
-        let wasInserted = insertedSet.remove(object) != nil
+        let wasInserted = pending.remove(object, from: .inserted) != nil
         if wasInserted {
             registered.removeValue(forKey: object.objectID)
         } else {
-            deletedSet.insert(object)
+            pending.insert(object, into: .deleted)
         }
         for relationship in object.entity.relationships {
             switch relationship.deleteRule {
@@ -350,7 +355,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Records a change to a registered object.
     func objectDidChange(_ object: ManagedObject) {
         guard object.contextReference === reference else { return }  // (this context's objects share it)
-        if insertedSet.isEmpty || !insertedSet.contains(object) { changedSet.insert(object) }
+        if insertedSet.isEmpty || !insertedSet.contains(object) { pending.insert(object, into: .changed) }
     }
 
     // MARK: - Database access
@@ -420,12 +425,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
             object.managedObjectContext = nil
             object.deletedFlag = false
         }
-        insertedSet.removeAll()
+        pending.removeAll(.inserted)
         keyedInsertKeysChanged = false
         for object in deletedSet { object.deletedFlag = false }
-        deletedSet.removeAll()
+        pending.removeAll(.deleted)
         for object in changedSet { revert(object) }
-        changedSet.removeAll()
+        pending.removeAll(.changed)
         for object in registered.values {
             object.loadedToMany.removeAll()
             object.joinMembers.removeAll()
@@ -468,9 +473,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // (A child's reads run on its parent's connection: it has no statement to overlap.)
         if concurrencyType == .private && parent == nil && keeps && !registered.isEmpty { retired = registered }
         registered.removeAll(keepingCapacity: keeps)
-        insertedSet.removeAll(keepingCapacity: keeps && insertedSet.count <= 16_384)
-        deletedSet.removeAll()
-        changedSet.removeAll(keepingCapacity: keeps && changedSet.count <= 16_384)
+        pending.removeAll(keepingCapacity: keeps && pending.count <= 16_384)
         keyedInsertKeysChanged = false
         endTransaction()
     }
@@ -504,9 +507,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.deletedFlag = true
         object.isMissingFromStore = true
         registered.removeValue(forKey: object.objectID)
-        changedSet.remove(object)
-        insertedSet.remove(object)
-        deletedSet.remove(object)
+        pending.remove(object, from: .changed)
+        pending.remove(object, from: .inserted)
+        pending.remove(object, from: .deleted)
         object.contextReference = detachedReference
     }
 }

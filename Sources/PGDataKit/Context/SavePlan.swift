@@ -48,7 +48,7 @@ struct SavePlan {
     ///   - keyedInsertKeysChanged: whether an imported object's key was changed since
     ///     the import (see `ManagedObjectContext.partitionKeyedInserts`).
     init(
-        model: Model, inserted: Set<ManagedObject>, changed: Set<ManagedObject>, deleted: Set<ManagedObject>,
+        model: Model, inserted: some ObjectMembership, changed: some ObjectMembership, deleted: some ObjectMembership,
         overwrite: Set<ObjectIdentifier>, reservedKeys: [ObjectIdentifier: Int64], keyedInsertKeysChanged: Bool
     ) {
         let insertedByEntity = Self.objectsByEntity(inserted)
@@ -61,7 +61,7 @@ struct SavePlan {
         updates = Self.updateGroups(changed: changed, inserted: inserted, deleted: deleted, overwrite: overwrite)
         guard !deleted.isEmpty else { return }
         for entity in model.insertOrder.reversed() {
-            let objects = deleted.filter { $0.entity.name == entity.name }
+            let objects = Set(deleted.lazy.filter { $0.entity.name == entity.name })
             guard !objects.isEmpty else { continue }
             var batches: [(checksVersion: Bool, objects: Set<ManagedObject>)] = []
             for forced in [false, true] {
@@ -95,7 +95,7 @@ struct SavePlan {
     /// object's changes are computed once, as a bit mask where the entity allows.
     /// Neighbours usually share a shape, so the last one is tried before the dictionary.
     static func updateGroups(
-        changed: Set<ManagedObject>, inserted: Set<ManagedObject>, deleted: Set<ManagedObject>,
+        changed: some ObjectMembership, inserted: some ObjectMembership, deleted: some ObjectMembership,
         overwrite: Set<ObjectIdentifier>
     ) -> [(shape: UpdateShape, objects: [ManagedObject])] {
         var groups: [(shape: UpdateShape, objects: [ManagedObject])] = []
@@ -137,7 +137,7 @@ struct SavePlan {
 
     /// Objects grouped by entity name, in one pass (a save's objects mostly come in runs
     /// of one entity, so the name is hashed once per run, not once per object).
-    static func objectsByEntity(_ objects: Set<ManagedObject>) -> [String: [ManagedObject]] {
+    static func objectsByEntity(_ objects: some Sequence<ManagedObject>) -> [String: [ManagedObject]] {
         var groups: [String: [ManagedObject]] = [:]
         var run: [ManagedObject] = []
         var runName: String?
@@ -156,7 +156,7 @@ struct SavePlan {
             if name != runName {
                 endRun()
                 run = []
-                if runName == nil { run.reserveCapacity(objects.count) }  // (usually the only run)
+                if runName == nil { run.reserveCapacity(objects.underestimatedCount) }  // (usually the only run)
                 runName = name
             }
             run.append(object)

@@ -53,13 +53,13 @@ final class ImportUndo {
         for entry in remembered.values {
             entry.object.values = entry.values
             entry.object.toOne = entry.toOne
-            if !entry.wasChanged { context.changedSet.remove(entry.object) }
+            if !entry.wasChanged { context.pending.remove(entry.object, from: .changed) }
         }
         // After the remembered ones: an object fetched by this call and remembered by a
         // later batch of it ends at its committed values.
         for object in fetched where object.managedObjectContext === context {
             context.revert(object)
-            context.changedSet.remove(object)
+            context.pending.remove(object, from: .changed)
         }
         for object in inserted.reversed() where object.managedObjectContext === context {
             context.delete(object)
