@@ -83,17 +83,19 @@ extension ManagedObjectContext {
     ) throws -> [T] {
         let result = try withDatabase { try coordinator.selectObjects(of: entity, query, on: $0) }
         registered.reserveCapacity(registered.count + result.count)
-        var objects: [T] = []
-        objects.reserveCapacity(result.count)
         // New objects are made as `T` directly when it is the entity's class (a typed fetch;
         // a fetch by entity name asks for `ManagedObject`, a superclass of it).
         let making: ManagedObject.Type? = ObjectIdentifier(T.self) == ObjectIdentifier(entity.objectClass) ? T.self : nil
-        for row in result {
-            // Every object of `entity` is created as `entity.objectClass`, a `T`.
-            let object = try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered, making: making)
-            objects.append(unsafeDowncast(object, to: T.self))
+        // Filled in place: `append` on an array of the unspecialized `T` is a call into the
+        // runtime's generic code per object.
+        return try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+            for row in result where count < buffer.count {
+                // Every object of `entity` is created as `entity.objectClass`, a `T`.
+                let object = try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered, making: making)
+                buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
+                count += 1
+            }
         }
-        return objects
     }
 
     /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
