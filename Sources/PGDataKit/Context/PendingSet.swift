@@ -76,7 +76,10 @@ struct PendingObjects {
         return object
     }
 
-    /// Takes `object` out of the list: the last object moves to its place.
+    /// Takes `object` out of the list: the last object moves to its place. (Positions are
+    /// 32-bit: two billion pending objects would need hundreds of gigabytes first. An
+    /// object not where its position says is a bug of this type, not a caller's misuse:
+    /// it stops the process rather than corrupt the list.)
     private mutating func unlist(_ object: ManagedObject) {
         let position = Int(object.pendingPosition)
         guard list.indices.contains(position), list[position] === object else {
