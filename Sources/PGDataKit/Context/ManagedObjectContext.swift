@@ -355,7 +355,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Records a change to a registered object.
     func objectDidChange(_ object: ManagedObject) {
         guard object.contextReference === reference else { return }  // (this context's objects share it)
-        if insertedSet.isEmpty || !insertedSet.contains(object) { pending.insert(object, into: .changed) }
+        if !insertedSet.contains(object) { pending.insert(object, into: .changed) }
     }
 
     // MARK: - Database access
@@ -507,9 +507,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.deletedFlag = true
         object.isMissingFromStore = true
         registered.removeValue(forKey: object.objectID)
-        pending.remove(object, from: .changed)
-        pending.remove(object, from: .inserted)
-        pending.remove(object, from: .deleted)
+        pending.remove(object)
         object.contextReference = detachedReference
     }
 }

@@ -92,9 +92,19 @@ struct PendingObjects {
         }
     }
 
+    /// Takes every kind of change from an object (it leaves the list).
+    mutating func remove(_ object: ManagedObject) {
+        for kind in [PendingMembership.inserted, .changed, .deleted] where object.pendingMembership.contains(kind) {
+            adjustCount(of: kind, by: -1)
+        }
+        if object.pendingMembership.isEmpty { return }
+        object.pendingMembership = []
+        unlist(object)
+    }
+
     /// Takes this kind of change from every object that has it and for which `leaves`
     /// is true (every one when `leaves` is `nil`), in one pass.
-    mutating func removeAll(_ kind: PendingMembership, keepingCapacity: Bool = false, where leaves: ((ManagedObject) -> Bool)? = nil) {
+    mutating func removeAll(_ kind: PendingMembership, where leaves: ((ManagedObject) -> Bool)? = nil) {
         guard count(of: kind) > 0 else { return }
         var kept = 0
         var removed = 0
@@ -110,7 +120,7 @@ struct PendingObjects {
             kept += 1
         }
         list.removeSubrange(kept...)
-        if kept == 0 && !keepingCapacity { list = [] }
+        if kept == 0 { list = [] }
         adjustCount(of: kind, by: -removed)
     }
 
@@ -182,6 +192,8 @@ struct PendingSet: ObjectMembership {
 
     func makeIterator() -> Iterator { Iterator(list: list, kind: kind) }
 
+    // (0: members that leave after the view was taken are skipped, so `count` may be
+    // more than an iteration yields.)
     var underestimatedCount: Int { 0 }
 }
 
@@ -192,6 +204,9 @@ protocol ObjectMembership: Sequence<ManagedObject> {
     func contains(_ object: ManagedObject) -> Bool
     /// Whether there are no members.
     var isEmpty: Bool { get }
+    /// How many members there are (for reserving room; a `PendingSet` counts them when
+    /// the view is taken).
+    var count: Int { get }
 }
 
 extension Set<ManagedObject>: ObjectMembership {}

@@ -137,7 +137,7 @@ struct SavePlan {
 
     /// Objects grouped by entity name, in one pass (a save's objects mostly come in runs
     /// of one entity, so the name is hashed once per run, not once per object).
-    static func objectsByEntity(_ objects: some Sequence<ManagedObject>) -> [String: [ManagedObject]] {
+    static func objectsByEntity(_ objects: some ObjectMembership) -> [String: [ManagedObject]] {
         var groups: [String: [ManagedObject]] = [:]
         var run: [ManagedObject] = []
         var runName: String?
@@ -156,7 +156,7 @@ struct SavePlan {
             if name != runName {
                 endRun()
                 run = []
-                if runName == nil { run.reserveCapacity(objects.underestimatedCount) }  // (usually the only run)
+                if runName == nil { run.reserveCapacity(objects.count) }  // (usually the only run)
                 runName = name
             }
             run.append(object)

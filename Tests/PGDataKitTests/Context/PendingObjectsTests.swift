@@ -41,6 +41,20 @@ struct PendingObjectsTests {
         checkInvariants(pending)
     }
 
+    @Test func anObjectLeavingTheContextLosesEveryKindAtOnce() {
+        var pending = PendingObjects()
+        let (a, b, c) = (ManagedObject(), ManagedObject(), ManagedObject())
+        pending.insert(a, into: .changed)
+        pending.insert(a, into: .deleted)
+        pending.insert(b, into: .inserted)
+        pending.insert(c, into: .changed)
+        pending.remove(a)
+        pending.remove(a)  // (no longer listed: nothing happens)
+        #expect(a.pendingMembership.isEmpty && pending.count == 2)
+        #expect(pending.count(of: .changed) == 1 && pending.count(of: .deleted) == 0 && pending.count(of: .inserted) == 1)
+        checkInvariants(pending)
+    }
+
     @Test func removalsKeepPositionsTrueAndOtherKinds() {
         var pending = PendingObjects()
         let objects = (0..<50).map { _ in ManagedObject() }
