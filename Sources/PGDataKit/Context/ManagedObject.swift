@@ -113,6 +113,11 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     var deletedFlag = false { didSet { contextReference?.membershipGeneration &+= 1 } }
     /// Set when the row turned out to be gone from the database.
     var isMissingFromStore = false
+    /// Where the row was when an import's fetch read it in the context's transaction, if
+    /// it did (a packed `RowLocation`; `0` for none): the save then finds the row by
+    /// location (see `RowLocation`). (Last: it fills the end of the object's malloc block,
+    /// adding no bytes.)
+    var rowLocation: UInt64 = 0
 
     /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
     public required init() {}

@@ -117,13 +117,25 @@ extension ManagedObjectContext {
             if let deleted { throw ChildContextError.objectGoneFromParent(deleted, call: "insertOrUpdate / importRecords") }
             return register(answer)
         }
+        // In a transaction that reads at one snapshot, the rows' locations come along:
+        // the save that follows in the same transaction finds them by location.
+        let locating = concurrencyType == .private && isolationLevel != .readCommitted
         let result = try withDatabase {
-            try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, on: $0)
+            try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: $0)
         }
         registered.reserveCapacity(registered.count + result.count)
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
-        for row in result { objects.append(try register(row: row, entity: entity)) }
+        let serial = locationSerial
+        let locationColumn = entity.selectColumns.count
+        for row in result {
+            let object = try register(row: row, entity: entity)
+            if locating {
+                let bytes = result.fieldBytes(row: row.index, column: locationColumn)
+                object.rowLocation = bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0
+            }
+            objects.append(object)
+        }
         return objects
     }
 

@@ -17,38 +17,65 @@ extension ManagedObjectContext {
     ///   holding no other lock while it waits for that row, it cannot be part of a cycle,
     ///   and its `UPDATE` locks the row.
     ///
+    /// Rows an import's fetch read in this same transaction are found by location rather
+    /// than by key (see `RowLocation`), except before reading (conflict resolution runs
+    /// in a read-committed transaction of its own).
+    ///
     /// - Returns: with `keyedRows`, the keyed inserts whose rows were found and locked,
-    ///   with those rows' primary keys (see `upsertKeyedInserts`); `nil` without.
+    ///   with those rows' primary keys (see `upsertKeyedInserts`); `nil` without. And
+    ///   the entities whose rows were all locked by location.
     @discardableResult
     func lockRowsInOrder(
         on connection: Connection, keyedRows: Bool, beforeReading: Bool = false
-    ) throws -> [ObjectIdentifier: Int64]? {
-        var locks = rowLocks()
+    ) throws -> LockedRows {
+        var locks = rowLocks(locating: !beforeReading && connection === transaction)
         if !beforeReading, insertedSet.isEmpty, deletedSet.isEmpty, locks.count == 1,
             let only = locks.first?.value.onlyRow, only.mode != .keyShare,
             !changedSet.contains(where: \.hasJoinChanges)
         {
-            return keyedRows ? [:] : nil
+            return LockedRows(keyedRows: keyedRows ? [:] : nil)
         }
-        let found = keyedRows ? try addKeyedInsertRows(to: &locks, on: connection) : nil
+        var locked = LockedRows(keyedRows: keyedRows ? try addKeyedInsertRows(to: &locks, on: connection) : nil)
         for entity in coordinator.model.insertOrder {
             guard let set = locks[entity.name], !set.isEmpty else { continue }
-            try coordinator.lockRows(of: entity, set, on: connection)
+            if try coordinator.lockRows(of: entity, set, byLocation: !beforeReading, on: connection) {
+                locked.byLocation.insert(entity.name)
+            }
         }
-        return found
+        return locked
     }
 
-    /// The rows to lock, by entity name.
-    private func rowLocks() -> [String: RowLockSet] {
+    /// What `lockRowsInOrder` locked beyond the rows the save writes.
+    struct LockedRows {
+        /// The keyed inserts whose rows were found and locked, with those rows' primary
+        /// keys, when the save looked them up (`keyedRows`); `nil` when it did not.
+        var keyedRows: [ObjectIdentifier: Int64]?
+        /// The entities whose rows were all found and locked by location: their updates
+        /// may find the rows by location too.
+        var byLocation: Set<String> = []
+    }
+
+    /// The location of an object's row when this transaction's import read it.
+    func rowLocation(of object: ManagedObject) -> RowLocation? {
+        guard locationSerial != 0, let location = RowLocation(packed: object.rowLocation),
+            location.serial == locationSerial
+        else { return nil }
+        return location
+    }
+
+    /// The rows to lock, by entity name; with `locating`, the rows' locations where this
+    /// transaction's import read them.
+    private func rowLocks(locating: Bool) -> [String: RowLockSet] {
         // A save has objects of a few entities: a scan of their names (the same strings,
         // compared by their bits first) instead of hashing a name once per object.
         var sets: [(name: String, rows: RowLockSet)] = []
-        func add(_ key: Int64, _ mode: RowLockMode, entity name: String) {
+        func add(_ key: Int64, _ mode: RowLockMode, entity name: String, of object: ManagedObject? = nil) {
+            let location = locating ? object.flatMap(rowLocation(of:)) : nil
             if let index = sets.lastIndex(where: { $0.name == name }) {
-                sets[index].rows.add(key, mode)
+                sets[index].rows.add(key, mode, location: location)
             } else {
                 var rows = RowLockSet()
-                rows.add(key, mode)
+                rows.add(key, mode, location: location)
                 sets.append((name, rows))
             }
         }
@@ -66,7 +93,7 @@ extension ManagedObjectContext {
         }
         for object in deletedSet {
             guard let key = object.objectID.primaryKey else { continue }
-            add(key, .update, entity: object.entity.name)
+            add(key, .update, entity: object.entity.name, of: object)
         }
         for object in insertedSet {
             for relationship in object.entity.toOneRelationships where relationship.columnName != nil {
@@ -89,7 +116,7 @@ extension ManagedObjectContext {
                     attributes.contains { entity.keyAttributeIndexes.contains($0) }
                     || toOne.contains { entity.relationships[$0].isOneToOne }
             }
-            add(key, changesKey ? .update : .noKeyUpdate, entity: entity.name)
+            add(key, changesKey ? .update : .noKeyUpdate, entity: entity.name, of: object)
             for index in toOne where entity.relationships[index].columnName != nil {
                 referenced(object.toOne[index], of: entity.relationships[index])
             }

@@ -86,7 +86,7 @@ extension ManagedObjectContext {
         let first = try beginWriteTransaction()
         let outcome: WriteOutcome
         do {
-            outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite, lockedKeyedRows: nil)
+            outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite, locked: nil)
         } catch {
             try abandonFirstAttempt(first, after: error, committing: false)
             try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
@@ -273,7 +273,8 @@ extension ManagedObjectContext {
             }
             let settled = conflicts.map(\.report)
             let outcome = try writeChanges(
-                on: connection, reservedKeys: &reservedKeys, overwrite: overwrite, lockedKeyedRows: lockedKeyedRows)
+                on: connection, reservedKeys: &reservedKeys, overwrite: overwrite,
+                locked: LockedRows(keyedRows: lockedKeyedRows))
             guard outcome.conflicts.isEmpty else {
                 // The rows are locked, so this means they changed in a way we cannot see.
                 throw MergeConflictError(conflicts: outcome.conflicts.map {
@@ -311,7 +312,7 @@ extension ManagedObjectContext {
     private func lockAndFindConflicts(
         on connection: Connection
     ) throws -> (conflicts: [Conflict], lockedKeyedRows: [ObjectIdentifier: Int64]) {
-        let lockedKeyedRows = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true) ?? [:]
+        let lockedKeyedRows = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true).keyedRows ?? [:]
         let candidates = Set(changedSet.lazy.filter { !self.insertedSet.contains($0) && $0.objectID.primaryKey != nil })
             .union(deletedSet)
         var conflicts: [Conflict] = []

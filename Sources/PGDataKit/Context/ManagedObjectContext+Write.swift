@@ -68,12 +68,12 @@ extension ManagedObjectContext {
 
     /// Plans what a save writes (`SavePlan`) and has the Store send it on a connection
     /// inside a transaction: keys, row locks in the global order (`lockRowsInOrder`,
-    /// unless the caller took them: `lockedKeyedRows` is then what it found of the keyed
-    /// inserts' rows), inserts in foreign-key order, updates grouped by shape, join rows,
-    /// deletes children first.
+    /// unless the caller took them: `locked` is then what it found of the keyed inserts'
+    /// rows), inserts in foreign-key order, updates grouped by shape (by row location
+    /// where the locks found the rows so), join rows, deletes children first.
     func writeChanges(
         on connection: Connection, reservedKeys: inout [ObjectIdentifier: Int64],
-        overwrite: Set<ObjectIdentifier>, lockedKeyedRows: [ObjectIdentifier: Int64]?
+        overwrite: Set<ObjectIdentifier>, locked: LockedRows?
     ) throws -> WriteOutcome {
         let plan = SavePlan(
             model: coordinator.model, inserted: insertedSet, changed: changedSet, deleted: deletedSet,
@@ -84,8 +84,8 @@ extension ManagedObjectContext {
             for (object, key) in zip(inserts.needingKeys, keys) { reservedKeys[ObjectIdentifier(object)] = key }
         }
         var keys = SaveKeys(keys: reservedKeys)
-        var lockedKeyedRows = lockedKeyedRows
-        if lockedKeyedRows == nil {
+        var locked = locked
+        if locked == nil {
             // The main context's imports looked for their keys in earlier transactions:
             // rows committed since then, which its keyed inserts would meet (and lock) out
             // of order, are looked up and locked in order first. A private context looked
@@ -94,14 +94,15 @@ extension ManagedObjectContext {
             // under read committed it is locked without waiting, and when another
             // transaction holds it (`KeyedInsertsMetUnlockedRows`) the save is redone
             // read-committed, looking such rows up first (`saveResolvingConflicts`).
-            lockedKeyedRows = try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
+            locked = try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
         }
+        let lockedKeyedRows = locked?.keyedRows
         try releaseOneToOneKeys(on: connection)
         var outcome = WriteOutcome()
         for inserts in plan.inserts {
             try writeInserts(inserts, keys: &keys, outcome: &outcome, lockedKeyedRows: lockedKeyedRows, on: connection)
         }
-        try writeUpdates(plan.updates, keys: &keys, outcome: &outcome, on: connection)
+        try writeUpdates(plan.updates, keys: &keys, byLocation: locked?.byLocation ?? [], outcome: &outcome, on: connection)
         try writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
         try writeDeletes(plan.deletes, keys: &keys, outcome: &outcome, on: connection)
         return outcome
@@ -137,16 +138,20 @@ extension ManagedObjectContext {
     }
 
     /// Updates changed objects, one statement per shape; a row not at the version read
-    /// is a conflict.
+    /// is a conflict. The rows of entities in `byLocation` (all found and locked by
+    /// location in this transaction) are found by location.
     private func writeUpdates(
         _ groups: [(shape: SavePlan.UpdateShape, objects: [ManagedObject])], keys: inout SaveKeys,
-        outcome: inout WriteOutcome, on connection: Connection
+        byLocation: Set<String>, outcome: inout WriteOutcome, on connection: Connection
     ) throws {
         for (shape, objects) in groups {
             guard let entity = objects.first?.entity else { continue }
-            let written = try coordinator.updateRows(
-                of: entity, keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes),
-                checksVersion: !shape.overwrite, on: connection)
+            var rows = keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
+            if byLocation.contains(entity.name) {
+                let locations = objects.compactMap(rowLocation(of:))
+                if locations.count == objects.count { rows.locations = locations }
+            }
+            let written = try coordinator.updateRows(of: entity, rows, checksVersion: !shape.overwrite, on: connection)
             var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
             changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
             for object in objects {

@@ -118,7 +118,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Registered objects that were changed since the last save (may have reverted).
     var changedSet: PendingSet { pending.view(.changed) }
     /// The open transaction of a private context.
-    var transaction: Connection?
+    var transaction: Connection? { didSet { locationSerial = 0 } }
+    /// The serial of the open transaction when it reads at one snapshot (a private
+    /// context at repeatable read or serializable): the rows' locations it reads are
+    /// tagged with it and trusted only while it stays the same (see `RowLocation`). `0`
+    /// when there is no such transaction.
+    private(set) var locationSerial: UInt16 = 0
+    /// The serial of the last transaction the context began (wrapping, never 0).
+    private var lastTransactionSerial: UInt16 = 0
     var observers = ContextObservers()
     /// Set when the unique key of an object an import inserted was changed afterwards:
     /// until the next save, two such objects may share a key, so the save checks.
@@ -395,6 +402,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let transaction { return transaction }
         let connection = try coordinator.beginTransaction(isolation: isolationLevel)
         transaction = connection
+        lastTransactionSerial = lastTransactionSerial == UInt16.max ? 1 : lastTransactionSerial + 1
+        if isolationLevel != .readCommitted { locationSerial = lastTransactionSerial }
         return connection
     }
 

@@ -28,14 +28,36 @@ struct RowLockSet {
     /// merging happen once, for the statement.
     private var keys: [Int64] = []
     private var modes: [RowLockMode] = []
+    /// The rows' locations where the save knows them for this transaction (see
+    /// `RowLocation`), `nil` for the others.
+    private var locations: [RowLocation?] = []
 
     var isEmpty: Bool { keys.isEmpty }
 
     /// Adds a row; when it is there already, the stronger mode wins.
-    mutating func add(_ key: Int64, _ mode: RowLockMode) {
+    mutating func add(_ key: Int64, _ mode: RowLockMode, location: RowLocation? = nil) {
         keys.append(key)
         modes.append(mode)
+        locations.append(location)
     }
+
+    /// When every row has a location and all take one mode other than `FOR KEY SHARE`
+    /// (rows the save updates or deletes, found by an import's fetch in this
+    /// transaction): the locations, each row once, with the number of rows and the mode.
+    var located: (locations: [RowLocation], rows: Int, mode: RowLockMode)? {
+        guard let mode = modes.first, mode != .keyShare, modes.allSatisfy({ $0 == mode }) else { return nil }
+        var byKey: [Int64: RowLocation] = [:]
+        byKey.reserveCapacity(keys.count)
+        for (key, location) in zip(keys, locations) {
+            guard let location else { return nil }
+            // (Two locations for one key would be two versions of its row: not trusted.)
+            if let known = byKey.updateValue(location, forKey: key), known != location { return nil }
+        }
+        return (Array(byKey.values), byKey.count, mode)
+    }
+
+    /// The modes the rows take.
+    var modesUsed: Set<RowLockMode> { Set(modes) }
 
     /// The one row when the set holds a single row (added once or more), with its
     /// strongest mode; `nil` for none or several.
@@ -76,7 +98,10 @@ struct RowLockSet {
 ///    primary-key order, with one statement per entity (`lockRows`): rows to delete or
 ///    whose key column changes `FOR UPDATE`, rows to update `FOR NO KEY UPDATE`, and the
 ///    existing rows the save's new or changed foreign keys point at `FOR KEY SHARE` —
-///    the lock the foreign-key check would take later, taken now in order.
+///    the lock the foreign-key check would take later, taken now in order. Rows that an
+///    import read in the save's own repeatable-read transaction are found by location
+///    instead (`RowLocation`: no index probe), sorted by primary key and locked in that
+///    order, when every row of the entity was read so and takes one mode.
 /// 2. Then new unique keys, entity by entity in the same order, each entity's keys in
 ///    ascending byte order in one statement (`claimRows`: `INSERT … ON CONFLICT DO
 ///    NOTHING`, which waits for a concurrent insert of the same key and never for a row
@@ -98,22 +123,54 @@ extension StoreCoordinator {
     /// one statement (a probe of the primary-key index per row, in the order of the
     /// array). Rows that do not exist (any more) are skipped: the writes that follow
     /// find out and report conflicts as before.
-    func lockRows(of entity: EntityDescription, _ locks: RowLockSet, on connection: Connection) throws {
-        guard !locks.isEmpty else { return }
+    ///
+    /// - Parameter byLocation: the rows may be found by location (`RowLockSet.located`:
+    ///   the save runs in the repeatable-read transaction whose import read them), with
+    ///   no probe of the primary-key index: one statement that sorts the rows by primary
+    ///   key and locks them in that order. When a location finds no row (the transaction
+    ///   itself changed or deleted the row since it read it, so the version there is no
+    ///   longer visible to it), the rows are locked by key as usual: the rows not found
+    ///   by location are then ones the transaction already holds, so that statement waits
+    ///   for none of them and the order holds.
+    /// - Returns: whether every row was found and locked by location (the save's
+    ///   `UPDATE` may then find them by location too).
+    @discardableResult
+    func lockRows(
+        of entity: EntityDescription, _ locks: RowLockSet, byLocation: Bool = false, on connection: Connection
+    ) throws -> Bool {
+        guard !locks.isEmpty else { return false }
+        if byLocation, let located = locks.located {
+            let locked = try execute(
+                Self.lockRowsByLocationSQL(entity, located.mode),
+                [ArrayLiteral<String>(text: RowLocation.arrayLiteral(located.locations))], on: connection
+            ).first.map { try $0.int64(at: 0) }
+            if locked == Int64(located.rows) { return true }
+        }
         let (keys, modes) = locks.ordered
-        try execute(Self.lockRowsSQL(entity), [keys, modes], on: connection)
+        try execute(Self.lockRowsSQL(entity, modes: locks.modesUsed), [keys, modes], on: connection)
+        return false
     }
 
-    /// The statement of `lockRows`: for each key of array `$1` in order, one lateral
-    /// probe per mode, only the one of the key's mode (`$2`) running.
-    static func lockRowsSQL(_ entity: EntityDescription) -> String {
+    /// The statement of `lockRows` by key: for each key of array `$1` in order, one
+    /// lateral probe per mode the rows take, only the one of the key's mode (`$2`)
+    /// running (a single lateral probe when all take one mode).
+    static func lockRowsSQL(_ entity: EntityDescription, modes: Set<RowLockMode> = [.update, .noKeyUpdate, .keyShare]) -> String {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         var sql = "SELECT count(*) FROM unnest($1::bigint[], $2::smallint[]) WITH ORDINALITY AS k(v, m, o)"
-        for mode in [RowLockMode.update, .noKeyUpdate, .keyShare] {
-            sql += " LEFT JOIN LATERAL (SELECT 1 FROM \(entity.quotedTable) AS u WHERE k.m = \(mode.rawValue) "
-                + "AND u.\(primaryKey) = k.v \(mode.clause)) AS l\(mode.rawValue) ON true"
+        for mode in [RowLockMode.update, .noKeyUpdate, .keyShare] where modes.contains(mode) {
+            let only = modes.count == 1 ? "" : "k.m = \(mode.rawValue) AND "
+            sql += " LEFT JOIN LATERAL (SELECT 1 FROM \(entity.quotedTable) AS u WHERE \(only)"
+                + "u.\(primaryKey) = k.v \(mode.clause)) AS l\(mode.rawValue) ON true"
         }
         return sql
+    }
+
+    /// The statement of `lockRows` by location: the rows at the locations of `tid[]`
+    /// array `$1` (a TID scan), sorted by primary key, locked in that order (PostgreSQL
+    /// locks after sorting); returns how many it locked.
+    static func lockRowsByLocationSQL(_ entity: EntityDescription, _ mode: RowLockMode) -> String {
+        "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS u WHERE u.ctid = ANY($1::tid[]) "
+            + "ORDER BY u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) \(mode.clause)) AS l"
     }
 
     /// Locks the rows whose unique `attribute` is one of `values`, in `mode`, without

@@ -14,6 +14,9 @@ struct RowBatch {
     var values: [[StoredValue]] = []
     /// The to-one foreign-key columns written, each with its keys in row order.
     var foreignKeys: [(column: String, keys: [Int64?])] = []
+    /// The rows' locations, when the save found and locked every row by location in this
+    /// transaction (`RowLocation`): an update then finds them by location, not by key.
+    var locations: [RowLocation]?
 }
 
 /// Identifies the SQL text of a batch update: the entity, the columns it writes (their
@@ -26,6 +29,8 @@ struct UpdateStatementKey: Hashable, Sendable {
     let single: Bool
     /// The statement also writes the change record (see `updateOneRowAndCommit`).
     var recordsChanges = false
+    /// The rows are found by location (`RowBatch.locations`).
+    var byLocation = false
 }
 
 /// Every statement the contexts send is built here, from an entity description plus a
@@ -174,14 +179,18 @@ extension StoreCoordinator {
         let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)"
         var written: [Int64: Int64] = [:]
         written.reserveCapacity(rows.keys.count)
-        let (arrays, types) = try bind(rows)
+        var (arrays, types) = try bind(rows)
         let single = rows.keys.count == 1
-        let key = UpdateStatementKey(
+        var key = UpdateStatementKey(
             entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion, single: single)
+        if !single, let locations = rows.locations, locations.count == rows.keys.count {
+            key.byLocation = true
+            arrays.append(ArrayLiteral<String>(text: RowLocation.arrayLiteral(locations)))
+        }
         let sql = updateStatement(key) {
             single
                 ? Self.oneRowUpdate(of: entity, columns: assigned, types: types, checksVersion: checksVersion)
-                : updateClause() + Self.rowsByKey(entity, types) + tail
+                : updateClause() + (key.byLocation ? Self.rowsByLocation(entity, types) : Self.rowsByKey(entity, types)) + tail
         }
         for row in try execute(sql, arrays, on: connection) {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
@@ -275,6 +284,15 @@ extension StoreCoordinator {
             + "AND t.\(primaryKey) = v.c0"
     }
 
+    /// `rowsByKey` for rows the transaction found and locked by location
+    /// (`RowLocation`): the locations are array parameter `$n+1` (after the `n` arrays of
+    /// `types`), read with a TID scan and no probe of the primary-key index. The key
+    /// join stays (a location names one row version of one table).
+    static func rowsByLocation(_ entity: EntityDescription, _ types: [String]) -> String {
+        "FROM unnest(\(unnestList(types))) AS v(\(aliases(types.count))) "
+            + "WHERE t.ctid = ANY($\(types.count + 1)::tid[]) AND t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = v.c0"
+    }
+
     /// `unnest($1::type[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM table AS u WHERE
     /// u.column = k.v LIMIT 1) AS t`: the rows (as `t`) whose unique `column` holds one of
     /// the values of array parameter `$1`; a value given twice gives its row twice.
@@ -290,15 +308,27 @@ extension StoreCoordinator {
     /// common case) the one probe reads the array's only element. PostgreSQL plans the
     /// lateral form afresh at every execution (its generic plan cannot know the array's
     /// length); this one gets a generic plan after five executions.
+    ///
+    /// With `locating` (and not `single`), the rows carry their `ctid` (`RowLocation`,
+    /// `locationColumn`).
     static func rowsByUniqueColumn(
-        _ entity: EntityDescription, _ column: String, sqlType: String = "bigint", single: Bool = false
+        _ entity: EntityDescription, _ column: String, sqlType: String = "bigint", single: Bool = false,
+        locating: Bool = false
     ) -> String {
         if single {
             return "(SELECT * FROM \(entity.quotedTable) AS u "
                 + "WHERE u.\(Connection.quoteIdentifier(column)) = ($1::\(sqlType)[])[1] LIMIT 1) AS t"
         }
-        return "unnest($1::\(sqlType)[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM \(entity.quotedTable) AS u "
-            + "WHERE u.\(Connection.quoteIdentifier(column)) = k.v LIMIT 1) AS t"
+        return "unnest($1::\(sqlType)[]) AS k(v) CROSS JOIN LATERAL (SELECT *\(locating ? ", " + locationColumn(entity) : "") "
+            + "FROM \(entity.quotedTable) AS u WHERE u.\(Connection.quoteIdentifier(column)) = k.v LIMIT 1) AS t"
+    }
+
+    /// `ctid`, the row's location (`SELECT *` leaves system columns out), for rows of the
+    /// entity's table itself: `NULL` in a partitioned table, whose partitions' rows share
+    /// locations (a user column cannot be named `ctid`).
+    static func locationColumn(_ entity: EntityDescription) -> String {
+        let table = entity.quotedTable.replacingOccurrences(of: "'", with: "''")
+        return "CASE WHEN u.tableoid = '\(table)'::regclass THEN u.ctid END AS ctid"
     }
 
     /// The keys, each once (the same array when none repeats).

@@ -303,13 +303,17 @@ extension StoreCoordinator {
     /// in the attribute's unique index (`rowsByUniqueValue`). A value given twice (or two
     /// values the column's collation holds equal) returns its row twice.
     ///
+    /// With `locating`, each row's location (`ctid`) follows the entity's columns (see
+    /// `RowLocation`).
+    ///
     /// - Throws: `PostgresError`, `PostgresValueError` naming `Entity.attribute`.
     func selectObjects(
         of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
-        on connection: Connection
+        locating: Bool = false, on connection: Connection
     ) throws -> QueryResult {
         try execute(
-            "SELECT \(entity.selectList(alias: "t")) FROM " + Self.rowsByUniqueValue(entity, attribute),
+            "SELECT \(entity.selectList(alias: "t"))\(locating ? ", t.ctid" : "") FROM "
+                + Self.rowsByUniqueValue(entity, attribute, locating: locating),
             [try attribute.encodeColumn(values)], on: connection)
     }
 
@@ -340,7 +344,9 @@ extension StoreCoordinator {
 
     /// The rows (as `t`) whose unique `attribute` is one of the values of array
     /// parameter `$1`, one index probe per value (`rowsByUniqueColumn`).
-    static func rowsByUniqueValue(_ entity: EntityDescription, _ attribute: AttributeDescription) -> String {
-        rowsByUniqueColumn(entity, attribute.columnName, sqlType: attribute.type.sqlType)
+    static func rowsByUniqueValue(
+        _ entity: EntityDescription, _ attribute: AttributeDescription, locating: Bool = false
+    ) -> String {
+        rowsByUniqueColumn(entity, attribute.columnName, sqlType: attribute.type.sqlType, locating: locating)
     }
 }

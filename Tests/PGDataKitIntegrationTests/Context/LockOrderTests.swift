@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import PGDataKit
+@testable import PGDataKit
 import Synchronization
 import Testing
 
@@ -131,6 +131,36 @@ struct LockOrderTests {
             try run.race(blocking: ("posts", post), first: editor, second: importer)
             #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 1)
             #expect(try ExampleSchema.count("SELECT count(*) FROM posts", in: manager) == 1)
+        }
+    }
+
+    /// An import's save that finds its rows by location (a scan in the table's order,
+    /// here the reverse of the keys') against a save that updates the same rows by key:
+    /// the rows found by location are sorted by key before they are locked.
+    @Test func anImportSavingByLocationAndAnUpdateOfTheSameRowsDoNotDeadlock() throws {
+        try withDeadlockProneManager { manager, run in
+            for round in 0..<6 {
+                let (a, b) = ("a\(round)", "b\(round)")
+                // "a" moves to the end of the table when it is updated.
+                let first = try run.insertUser(a)
+                let second = try run.insertUser(b)
+                try run.execute("UPDATE users SET age = 1 WHERE id = $1", [first])
+                let importer = manager.newPrivateContext(name: "importer")
+                importer.mergePolicy = .mergeByPropertyObjectTrump
+                try importer.performAndWait {
+                    let records: [JSONValue] = [a, b].map { .object(["UserID": .string($0), "Name": "imported"]) }
+                    let users = try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: importer) {
+                        record, user in user.name = record["Name"]?.stringValue
+                    }
+                    #expect(users.allSatisfy { importer.rowLocation(of: $0) != nil })
+                }
+                let editor = manager.newPrivateContext(name: "editor")
+                editor.mergePolicy = .mergeByPropertyObjectTrump
+                try editor.performAndWait {
+                    for user in try User.fetch(in: editor, where: "userID IN %@", [a, b]) { user.name = "edited" }
+                }
+                guard try run.race(blocking: ("users", second), first: importer, second: editor) else { break }
+            }
         }
     }
 

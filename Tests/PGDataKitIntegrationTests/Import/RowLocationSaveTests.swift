@@ -1,0 +1,159 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+@testable import PGDataKitPostgres
+
+/// An import in a private context reads its rows' locations (`ctid`) with the rows; the
+/// save in the same repeatable-read transaction locks and updates those rows by location
+/// (no probe of the primary-key index), sorted by key. Locations the transaction no
+/// longer sees, or read by another transaction, are not trusted.
+@Suite("Imports' saves find their rows by location")
+struct RowLocationSaveTests {
+    /// `count` committed users `u0`… with their rows' order in the table shuffled (every
+    /// third one updated, so it moves to the end).
+    static func seedUsers(_ count: Int, in manager: ContextManager) throws {
+        try manager.coordinator.pool.withConnection { connection in
+            try connection.execute(
+                "INSERT INTO users (user_id, name) SELECT 'u' || i, 'seeded' FROM generate_series(0, $1) AS i", [count - 1])
+            try connection.execute("UPDATE users SET age = 1 WHERE id % 3 = 0")
+        }
+    }
+
+    static func importNames(_ count: Int, name: String, in context: ManagedObjectContext) throws -> [User] {
+        let records: [JSONValue] = (0..<count).map { .object(["UserID": .string("u\($0)"), "Name": .string(name)]) }
+        return try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context) {
+            record, user in user.name = record["Name"]?.stringValue
+        }
+    }
+
+    @Test func anImportsSaveLocksAndUpdatesItsRowsByLocation() throws {
+        try ExampleSchema.withManager { manager in
+            try Self.seedUsers(40, in: manager)
+            let importer = manager.newPrivateContext(name: "importer")
+            try importer.performAndWait {
+                let users = try Self.importNames(40, name: "imported", in: importer)
+                let transaction = try #require(importer.transaction)
+                // Each object's location is where its row is, as the server says.
+                var stored: [Int64: String] = [:]
+                for row in try transaction.query("SELECT id, ctid::text FROM users") {
+                    stored[try row.decode(Int64.self, at: 0)] = try row.decode(String.self, at: 1)
+                }
+                for user in users {
+                    let key = try #require(user.objectID.primaryKey)
+                    #expect(importer.rowLocation(of: user)?.text == stored[key], "\(user.userID)")
+                }
+                let locked = try importer.lockRowsInOrder(on: transaction, keyedRows: false)
+                #expect(locked.byLocation == ["User"])
+                try importer.save()
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'imported' AND version = 2", in: manager) == 40)
+            let updatesByLocation = manager.coordinator.updateStatements.withLock { $0.keys.filter(\.byLocation).count }
+            #expect(updatesByLocation == 1, "the save's UPDATE found its rows by location")
+        }
+    }
+
+    /// After a save the transaction is gone: the next save of the same objects (a new
+    /// transaction) locks and updates by key.
+    @Test func locationsReadByAnEarlierTransactionAreNotUsed() throws {
+        try ExampleSchema.withManager { manager in
+            try Self.seedUsers(10, in: manager)
+            let importer = manager.newPrivateContext(name: "importer")
+            try importer.performAndWait {
+                let users = try Self.importNames(10, name: "first", in: importer)
+                try importer.save()
+                for user in users { user.name = "second" }
+                _ = try User.count(in: importer)  // a new transaction
+                #expect(users.allSatisfy { importer.rowLocation(of: $0) == nil })
+                let transaction = try #require(importer.transaction)
+                #expect(try importer.lockRowsInOrder(on: transaction, keyedRows: false).byLocation.isEmpty)
+                try importer.save()
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'second' AND version = 3", in: manager) == 10)
+        }
+    }
+
+    /// A row the transaction itself rewrote after its import read it: its version at the
+    /// location is no longer visible to the transaction. The save locks by key instead
+    /// and reports no conflict (the row's version did not change).
+    @Test func aLocationTheTransactionNoLongerSeesMakesTheSaveLockByKey() throws {
+        try ExampleSchema.withManager { manager in
+            try Self.seedUsers(10, in: manager)
+            let importer = manager.newPrivateContext(name: "importer")
+            #expect(importer.mergePolicy == .error)
+            try importer.performAndWait {
+                _ = try Self.importNames(10, name: "imported", in: importer)
+                let transaction = try #require(importer.transaction)
+                try transaction.execute("UPDATE users SET age = age WHERE user_id = 'u3'")
+                let entity = try #require(manager.coordinator.model.entity(for: User.self))
+                var locks = RowLockSet()
+                for case let user as User in importer.changedSet {
+                    locks.add(try #require(user.objectID.primaryKey), .noKeyUpdate, location: importer.rowLocation(of: user))
+                }
+                #expect(locks.located?.rows == 10)
+                #expect(try !manager.coordinator.lockRows(of: entity, locks, byLocation: true, on: transaction))
+                try importer.save()
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'imported' AND version = 2", in: manager) == 10)
+        }
+    }
+
+    /// At read committed each statement sees a new snapshot, under which a location may
+    /// name another row's version: none are read.
+    @Test func aReadCommittedImportReadsNoLocations() throws {
+        try ExampleSchema.withManager { manager in
+            try Self.seedUsers(10, in: manager)
+            let importer = manager.newPrivateContext(name: "importer")
+            importer.isolationLevel = .readCommitted
+            try importer.performAndWait {
+                let users = try Self.importNames(10, name: "imported", in: importer)
+                #expect(users.allSatisfy { $0.rowLocation == 0 })
+                try importer.save()
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'imported' AND version = 2", in: manager) == 10)
+        }
+    }
+
+    /// Rows of a partitioned table's partitions share locations: an import reads none,
+    /// and its save writes only its own rows.
+    @Test func aPartitionedTableGivesNoLocations() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let setup = try Connection(configuration)
+            defer { setup.close() }
+            try setup.executeScript(
+                """
+                CREATE TABLE coded_parts (
+                    id bigint GENERATED BY DEFAULT AS IDENTITY, code text NOT NULL UNIQUE, name text,
+                    version bigint NOT NULL DEFAULT 1, PRIMARY KEY (code, id)
+                ) PARTITION BY RANGE (code);
+                CREATE TABLE coded_parts_low PARTITION OF coded_parts FOR VALUES FROM (MINVALUE) TO ('c150');
+                CREATE TABLE coded_parts_high PARTITION OF coded_parts FOR VALUES FROM ('c150') TO (MAXVALUE);
+                INSERT INTO coded_parts (id, code, name) SELECT i, 'c' || i, 'n' FROM generate_series(1, 200) AS i;
+                """)
+            // The rows are in both partitions, many at the same locations.
+            let spread = try setup.query("SELECT count(DISTINCT tableoid), count(DISTINCT ctid) FROM coded_parts")[0]
+            #expect(try spread.decode(Int.self, at: 0) == 2 && spread.decode(Int.self, at: 1) < 200)
+            let manager = try ContextManager(configuration: configuration, entities: [CodedPart.self])
+            defer { manager.close() }
+            let importer = manager.newPrivateContext(name: "importer")
+            try importer.performAndWait {
+                let records: [JSONValue] = (1...200).map { .object(["code": .string("c\($0)"), "name": "imported"]) }
+                let parts = try CodedPart.insertOrUpdate(records, uniqueModelKey: \.code, uniqueRemoteKey: "code", in: importer) {
+                    record, part in part.name = record["name"]?.stringValue
+                }
+                #expect(parts.count == 200)
+                #expect(parts.allSatisfy { $0.rowLocation == 0 })
+                try importer.save()
+            }
+            #expect(try setup.query("SELECT count(*) FROM coded_parts WHERE name = 'imported'")[0].decode(Int.self, at: 0) == 200)
+            #expect(try setup.query("SELECT count(*) FROM coded_parts WHERE version = 2")[0].decode(Int.self, at: 0) == 200)
+        }
+    }
+}
+
+/// A row of a partitioned table, imported by its code.
+final class CodedPart: ManagedObject {
+    override class var tableName: String { "coded_parts" }
+    @Attribute(unique: true) var code: String = ""
+    @Attribute var name: String?
+}
