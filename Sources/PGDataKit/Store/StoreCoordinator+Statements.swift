@@ -324,8 +324,9 @@ extension StoreCoordinator {
     }
 
     /// `ctid`, the row's location (`SELECT *` leaves system columns out), for rows of the
-    /// entity's table itself: `NULL` in a partitioned table, whose partitions' rows share
-    /// locations (a user column cannot be named `ctid`).
+    /// entity's table itself: `NULL` for rows of a partitioned table's partitions or of a
+    /// table's inheritance children, which share locations with its own (a user column
+    /// cannot be named `ctid`).
     static func locationColumn(_ entity: EntityDescription) -> String {
         let table = entity.quotedTable.replacingOccurrences(of: "'", with: "''")
         return "CASE WHEN u.tableoid = '\(table)'::regclass THEN u.ctid END AS ctid"
