@@ -3,7 +3,12 @@ extension ManagedObjectContext {
     /// moves or drops (in changed and deleted rows) are set to `NULL` first, one
     /// statement per column, so a partner handed from one row to another (or two rows
     /// swapping partners) never holds one key twice in between.
-    func releaseOneToOneKeys(on connection: Connection) throws {
+    ///
+    /// - Returns: the entities whose rows it cleared keys of (those rows moved: they are
+    ///   no longer where an import read them, see `RowLocation`).
+    @discardableResult
+    func releaseOneToOneKeys(on connection: Connection) throws -> Set<String> {
+        var cleared: Set<String> = []
         for entity in coordinator.model.insertOrder {
             let relationships = entity.toOneRelationships.filter(\.isOneToOne)
             guard !relationships.isEmpty else { continue }
@@ -19,7 +24,9 @@ extension ManagedObjectContext {
                     return committed != nil && (object.deletedFlag || object.changedToOneIndexes.contains(index))
                 }.compactMap(\.objectID.primaryKey)
                 try coordinator.clearForeignKey(column, of: entity, keys: keys.sorted(), on: connection)
+                if !keys.isEmpty { cleared.insert(entity.name) }
             }
         }
+        return cleared
     }
 }

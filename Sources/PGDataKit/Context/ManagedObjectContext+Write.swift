@@ -97,12 +97,13 @@ extension ManagedObjectContext {
             locked = try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
         }
         let lockedKeyedRows = locked?.keyedRows
-        try releaseOneToOneKeys(on: connection)
+        // (Rows whose keys were cleared moved: they are updated by key.)
+        let byLocation = (locked?.byLocation ?? []).subtracting(try releaseOneToOneKeys(on: connection))
         var outcome = WriteOutcome()
         for inserts in plan.inserts {
             try writeInserts(inserts, keys: &keys, outcome: &outcome, lockedKeyedRows: lockedKeyedRows, on: connection)
         }
-        try writeUpdates(plan.updates, keys: &keys, byLocation: locked?.byLocation ?? [], outcome: &outcome, on: connection)
+        try writeUpdates(plan.updates, keys: &keys, byLocation: byLocation, outcome: &outcome, on: connection)
         try writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
         try writeDeletes(plan.deletes, keys: &keys, outcome: &outcome, on: connection)
         return outcome
