@@ -141,10 +141,7 @@ struct LockOrderTests {
         try withDeadlockProneManager { manager, run in
             for round in 0..<6 {
                 let (a, b) = ("a\(round)", "b\(round)")
-                // "a" moves to the end of the table when it is updated.
-                let first = try run.insertUser(a)
-                let second = try run.insertUser(b)
-                try run.execute("UPDATE users SET age = 1 WHERE id = $1", [first])
+                let second = try run.insertUsersInReverseTableOrder(a, b)
                 let importer = manager.newPrivateContext(name: "importer")
                 importer.mergePolicy = .mergeByPropertyObjectTrump
                 try importer.performAndWait {
@@ -170,11 +167,7 @@ struct LockOrderTests {
         try withDeadlockProneManager { manager, run in
             for round in 0..<6 {
                 let (a, b) = ("a\(round)", "b\(round)")
-                // Positions in the table in the other order than the keys: "a" moves to
-                // the end when it is updated.
-                let first = try run.insertUser(a)
-                let second = try run.insertUser(b)
-                try run.execute("UPDATE users SET age = 1 WHERE id = $1", [first])
+                let second = try run.insertUsersInReverseTableOrder(a, b)
                 let editor = manager.newPrivateContext(name: "editor")
                 editor.mergePolicy = .mergeByPropertyObjectTrump
                 try editor.performAndWait {
@@ -204,6 +197,16 @@ struct LockRace {
     /// Inserts a committed user and returns its primary key.
     func insertUser(_ key: String) throws -> Int64 {
         try admin.query("INSERT INTO users (user_id) VALUES ($1) RETURNING id", [key])[0].decode(Int64.self, at: 0)
+    }
+
+    /// Inserts committed users `a` and `b`, then updates `a`, which moves it to the end
+    /// of the table: their places are in the other order than their keys. Returns `b`'s
+    /// primary key.
+    func insertUsersInReverseTableOrder(_ a: String, _ b: String) throws -> Int64 {
+        let first = try insertUser(a)
+        let second = try insertUser(b)
+        try execute("UPDATE users SET age = 1 WHERE id = $1", [first])
+        return second
     }
 
     /// Inserts a committed post of a user and returns its primary key.

@@ -20,6 +20,22 @@ struct RowLocationSaveTests {
         }
     }
 
+    /// Runs `body` on the queue of a private context named `importer`, over `count`
+    /// seeded users (`seedUsers`); then counts the users named `name` at `version`.
+    static func withImporter(
+        seeding count: Int, isolation: IsolationLevel = .repeatableRead, expecting name: String, version: Int,
+        _ body: (ContextManager, ManagedObjectContext) throws -> Void
+    ) throws -> Int {
+        try ExampleSchema.withManager { manager in
+            try seedUsers(count, in: manager)
+            let importer = manager.newPrivateContext(name: "importer")
+            importer.isolationLevel = isolation
+            try importer.performAndWait { try body(manager, importer) }
+            return try ExampleSchema.count(
+                "SELECT count(*) FROM users WHERE name = $1 AND version = $2", [name, version], in: manager)
+        }
+    }
+
     static func importNames(_ count: Int, name: String, in context: ManagedObjectContext) throws -> [User] {
         let records: [JSONValue] = (0..<count).map { .object(["UserID": .string("u\($0)"), "Name": .string(name)]) }
         return try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context) {
@@ -28,90 +44,74 @@ struct RowLocationSaveTests {
     }
 
     @Test func anImportsSaveLocksAndUpdatesItsRowsByLocation() throws {
-        try ExampleSchema.withManager { manager in
-            try Self.seedUsers(40, in: manager)
-            let importer = manager.newPrivateContext(name: "importer")
-            try importer.performAndWait {
-                let users = try Self.importNames(40, name: "imported", in: importer)
-                let transaction = try #require(importer.transaction)
-                // Each object's location is where its row is, as the server says.
-                var stored: [Int64: String] = [:]
-                for row in try transaction.query("SELECT id, ctid::text FROM users") {
-                    stored[try row.decode(Int64.self, at: 0)] = try row.decode(String.self, at: 1)
-                }
-                for user in users {
-                    let key = try #require(user.objectID.primaryKey)
-                    #expect(importer.rowLocation(of: user)?.text == stored[key], "\(user.userID)")
-                }
-                let locked = try importer.lockRowsInOrder(on: transaction, keyedRows: false)
-                #expect(locked.byLocation == ["User"])
-                try importer.save()
+        let saved = try Self.withImporter(seeding: 40, expecting: "imported", version: 2) { manager, importer in
+            let users = try Self.importNames(40, name: "imported", in: importer)
+            let transaction = try #require(importer.transaction)
+            // Each object's location is where its row is, as the server says.
+            var stored: [Int64: String] = [:]
+            for row in try transaction.query("SELECT id, ctid::text FROM users") {
+                stored[try row.decode(Int64.self, at: 0)] = try row.decode(String.self, at: 1)
             }
-            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'imported' AND version = 2", in: manager) == 40)
+            for user in users {
+                let key = try #require(user.objectID.primaryKey)
+                #expect(importer.rowLocation(of: user)?.text == stored[key], "\(user.userID)")
+            }
+            let locked = try importer.lockRowsInOrder(on: transaction, keyedRows: false)
+            #expect(locked.byLocation == ["User"])
+            try importer.save()
             let updatesByLocation = manager.coordinator.updateStatements.withLock { $0.keys.filter(\.byLocation).count }
             #expect(updatesByLocation == 1, "the save's UPDATE found its rows by location")
         }
+        #expect(saved == 40)
     }
 
     /// After a save the transaction is gone: the next save of the same objects (a new
     /// transaction) locks and updates by key.
     @Test func locationsReadByAnEarlierTransactionAreNotUsed() throws {
-        try ExampleSchema.withManager { manager in
-            try Self.seedUsers(10, in: manager)
-            let importer = manager.newPrivateContext(name: "importer")
-            try importer.performAndWait {
-                let users = try Self.importNames(10, name: "first", in: importer)
-                try importer.save()
-                for user in users { user.name = "second" }
-                _ = try User.count(in: importer)  // a new transaction
-                #expect(users.allSatisfy { importer.rowLocation(of: $0) == nil })
-                let transaction = try #require(importer.transaction)
-                #expect(try importer.lockRowsInOrder(on: transaction, keyedRows: false).byLocation.isEmpty)
-                try importer.save()
-            }
-            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'second' AND version = 3", in: manager) == 10)
+        let saved = try Self.withImporter(seeding: 10, expecting: "second", version: 3) { _, importer in
+            let users = try Self.importNames(10, name: "first", in: importer)
+            try importer.save()
+            for user in users { user.name = "second" }
+            _ = try User.count(in: importer)  // a new transaction
+            #expect(users.allSatisfy { importer.rowLocation(of: $0) == nil })
+            let transaction = try #require(importer.transaction)
+            #expect(try importer.lockRowsInOrder(on: transaction, keyedRows: false).byLocation.isEmpty)
+            try importer.save()
         }
+        #expect(saved == 10)
     }
 
     /// A row the transaction itself rewrote after its import read it: its version at the
     /// location is no longer visible to the transaction. The save locks by key instead
     /// and reports no conflict (the row's version did not change).
     @Test func aLocationTheTransactionNoLongerSeesMakesTheSaveLockByKey() throws {
-        try ExampleSchema.withManager { manager in
-            try Self.seedUsers(10, in: manager)
-            let importer = manager.newPrivateContext(name: "importer")
+        let saved = try Self.withImporter(seeding: 10, expecting: "imported", version: 2) { manager, importer in
             #expect(importer.mergePolicy == .error)
-            try importer.performAndWait {
-                _ = try Self.importNames(10, name: "imported", in: importer)
-                let transaction = try #require(importer.transaction)
-                try transaction.execute("UPDATE users SET age = age WHERE user_id = 'u3'")
-                let entity = try #require(manager.coordinator.model.entity(for: User.self))
-                var locks = RowLockSet()
-                for case let user as User in importer.changedSet {
-                    locks.add(try #require(user.objectID.primaryKey), .noKeyUpdate, location: importer.rowLocation(of: user))
-                }
-                #expect(locks.located?.rows == 10)
-                #expect(try !manager.coordinator.lockRows(of: entity, locks, byLocation: true, on: transaction))
-                try importer.save()
+            _ = try Self.importNames(10, name: "imported", in: importer)
+            let transaction = try #require(importer.transaction)
+            try transaction.execute("UPDATE users SET age = age WHERE user_id = 'u3'")
+            let entity = try #require(manager.coordinator.model.entity(for: User.self))
+            var locks = RowLockSet()
+            for case let user as User in importer.changedSet {
+                locks.add(try #require(user.objectID.primaryKey), .noKeyUpdate, location: importer.rowLocation(of: user))
             }
-            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'imported' AND version = 2", in: manager) == 10)
+            #expect(locks.located?.rows == 10)
+            #expect(try !manager.coordinator.lockRows(of: entity, locks, byLocation: true, on: transaction))
+            try importer.save()
         }
+        #expect(saved == 10)
     }
 
     /// At read committed each statement sees a new snapshot, under which a location may
     /// name another row's version: none are read.
     @Test func aReadCommittedImportReadsNoLocations() throws {
-        try ExampleSchema.withManager { manager in
-            try Self.seedUsers(10, in: manager)
-            let importer = manager.newPrivateContext(name: "importer")
-            importer.isolationLevel = .readCommitted
-            try importer.performAndWait {
-                let users = try Self.importNames(10, name: "imported", in: importer)
-                #expect(users.allSatisfy { $0.rowLocation == 0 })
-                try importer.save()
-            }
-            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'imported' AND version = 2", in: manager) == 10)
+        let saved = try Self.withImporter(seeding: 10, isolation: .readCommitted, expecting: "imported", version: 2) {
+            _, importer in
+            let users = try Self.importNames(10, name: "imported", in: importer)
+            #expect(users.allSatisfy { $0.rowLocation == 0 })
+            try importer.save()
         }
+        #expect(saved == 10)
     }
 
     /// Rows of a partitioned table's partitions share locations: an import reads none,
