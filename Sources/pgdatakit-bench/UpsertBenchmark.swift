@@ -9,8 +9,10 @@ struct UpsertBenchmark: ParsableCommand {
         discussion: """
             Each run: insertOrUpdate (one fetch + one save per batch, in a private context reset after
             each) inserts all records into an empty table, then updates every row with new values, then
-            imports the same records once more (identical: no UPDATE may be written). Beside the first two
-            passes, batch by batch, the floor (one INSERT … SELECT FROM unnest(…) ON CONFLICT (user_id)
+            imports the same records once more (identical: no UPDATE may be written), then edits every
+            row as a worker edits objects it fetched (the batch's objects fetched with one predicate, given
+            new values, saved: no import). Beside the first two passes and the last, batch by batch, the
+            floor (one INSERT … SELECT FROM unnest(…) ON CONFLICT (user_id)
             DO UPDATE per batch on a raw connection, into a table of its own made like the first) does the
             same: the two alternate batch by batch, so both meet the same moments of a shared machine.
             The ratios are medians of each run's own object/floor ratios.
@@ -59,6 +61,7 @@ struct UpsertBenchmark: ParsableCommand {
 
         var insertRatios: [Double] = []
         var updateRatios: [Double] = []
+        var editRatios: [Double] = []
         var rates: [String: [Double]] = [:]
         var statements: [String: Int] = [:]
         var identicalWrites = 0
@@ -74,20 +77,30 @@ struct UpsertBenchmark: ParsableCommand {
             let identical = try passes.pass(inputs[1], object: "object identical", floor: nil)
             identicalWrites += try scalar("SELECT sum(version)::bigint FROM users") - versions
             identicalWrites += try scalar("SELECT count(*) FROM pgdatakit_changes") - changes
+            let edit = try passes.pass(inputs[2], object: "object edit", floor: "floor edit", editing: true)
+            guard try scalar("SELECT sum(version)::bigint FROM users") == 3 * records else {
+                throw ValidationError("the edit pass did not update every row once")
+            }
             guard try scalar("SELECT count(*) FROM users") == records, try scalar("SELECT count(*) FROM users_floor") == records else {
                 throw ValidationError("the tables do not hold \(records) rows after run \(run)")
             }
             insertRatios.append(insert.floor / insert.object)
             updateRatios.append(update.floor / update.object)
+            editRatios.append(edit.floor / edit.object)
             rates["floor insert", default: []].append(Double(records) / insert.floor)
             rates["object insert", default: []].append(Double(records) / insert.object)
             rates["floor update", default: []].append(Double(records) / update.floor)
             rates["object update", default: []].append(Double(records) / update.object)
             rates["object identical", default: []].append(Double(records) / identical.object)
+            rates["floor edit", default: []].append(Double(records) / edit.floor)
+            rates["object edit", default: []].append(Double(records) / edit.object)
             statements["insert"] = insert.statements
             statements["update"] = update.statements
             statements["identical"] = identical.statements
-            print(String(format: "  run %d: insert %.2f of floor, update %.2f of floor", run, insertRatios.last ?? 0, updateRatios.last ?? 0))
+            print(
+                String(
+                    format: "  run %d: insert %.2f of floor, update %.2f of floor, edit %.2f of floor", run, insertRatios.last ?? 0,
+                    updateRatios.last ?? 0, editRatios.last ?? 0))
         }
 
         let naiveSeconds = try naivePass(manager)
@@ -99,7 +112,8 @@ struct UpsertBenchmark: ParsableCommand {
                 "  \(name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(format: "%10.0f", median(rates[name] ?? []))) rows/s"
                     + String(format: "   client CPU %5.2f ms per batch", 1000 * (passes.cpu[name] ?? 0) / batchCount))
         }
-        ["floor insert", "object insert", "floor update", "object update", "object identical"].forEach(show)
+        ["floor insert", "object insert", "floor update", "object update", "object identical", "floor edit", "object edit"]
+            .forEach(show)
         print("  naive (\(naive) rows)    \(String(format: "%10.0f", naiveRate)) rows/s")
         let perBatch = { (key: String) in Double(statements[key] ?? 0) / Double(batches) }
         print(String(format: "  statements per batch: insert %.1f, update %.1f, identical %.1f", perBatch("insert"), perBatch("update"), perBatch("identical")))
@@ -107,7 +121,8 @@ struct UpsertBenchmark: ParsableCommand {
         guard identicalWrites == 0 else { throw ValidationError("identical records were written") }
         print(
             "RESULT upsert insert_ratio=\(String(format: "%.2f", median(insertRatios))) update_ratio=\(String(format: "%.2f", median(updateRatios))) "
-                + "naive_speedup=\(String(format: "%.1f", objectInsertRate / naiveRate)) statements_per_batch=\(String(format: "%.0f", perBatch("insert").rounded(.up)))"
+                + "naive_speedup=\(String(format: "%.1f", objectInsertRate / naiveRate)) statements_per_batch=\(String(format: "%.0f", perBatch("insert").rounded(.up))) "
+                + "edit_ratio=\(String(format: "%.2f", median(editRatios)))"
         )
     }
 

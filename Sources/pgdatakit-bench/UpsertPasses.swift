@@ -35,6 +35,27 @@ struct UpsertPasses {
         }
     }
 
+    /// One batch edited as a worker edits objects it fetched (no import): the batch's
+    /// objects fetched with one predicate (`userID IN %@`), given the records' values,
+    /// saved, the context reset: seconds.
+    mutating func editBatch(_ chunk: ArraySlice<JSONValue>, in context: ManagedObjectContext, _ name: String) throws -> Double {
+        let records = Dictionary(chunk.map { ($0["UserID"]?.stringValue ?? "", $0) }, uniquingKeysWith: { first, _ in first })
+        let ids = Array(records.keys)
+        let cpuStart = threadCPUSeconds()
+        defer { cpu[name, default: 0] += threadCPUSeconds() - cpuStart }
+        return try context.performAndWait {
+            try measure {
+                for user in try BenchUser.fetch(in: context, where: "userID IN %@", ids) {
+                    let record = records[user.userID]
+                    user.name = record?["Name"]?.stringValue
+                    user.age = record?["Age"]?.intValue
+                }
+                try context.save()
+                context.reset()
+            }
+        }
+    }
+
     /// One batch of the floor: the same rows as one raw upsert statement, into a table
     /// of its own (`users_floor`, made like `users`): seconds.
     mutating func floorBatch(_ chunk: ArraySlice<JSONValue>, _ name: String) throws -> Double {
@@ -55,7 +76,12 @@ struct UpsertPasses {
     /// One pass: the object path's batches and, when named, the floor's batches of the
     /// same records, alternating batch by batch (which goes first alternates too), so
     /// both meet the same moments of a shared machine. Seconds of each and statements.
-    mutating func pass(_ input: [JSONValue], object: String, floor: String?) throws -> (floor: Double, object: Double, statements: Int) {
+    ///
+    /// With `editing`, the object path edits fetched objects (`editBatch`) instead of
+    /// importing.
+    mutating func pass(
+        _ input: [JSONValue], object: String, floor: String?, editing: Bool = false
+    ) throws -> (floor: Double, object: Double, statements: Int) {
         let context = manager.newPrivateContext(name: "bench")
         var floorSeconds = 0.0
         var objectSeconds = 0.0
@@ -63,7 +89,7 @@ struct UpsertPasses {
         for (index, chunk) in chunks(input).enumerated() {
             if let floor, index % 2 == 1 { floorSeconds += try floorBatch(chunk, floor) }
             let statementsBefore = manager.coordinator.statementCount
-            objectSeconds += try objectBatch(chunk, in: context, object)
+            objectSeconds += try editing ? editBatch(chunk, in: context, object) : objectBatch(chunk, in: context, object)
             objectStatements += manager.coordinator.statementCount - statementsBefore
             if let floor, index % 2 == 0 { floorSeconds += try floorBatch(chunk, floor) }
         }
