@@ -23,7 +23,7 @@ extension ManagedObjectContext {
     ///
     /// - Returns: with `keyedRows`, the keyed inserts whose rows were found and locked,
     ///   with those rows' primary keys (see `upsertKeyedInserts`); `nil` without. And
-    ///   the entities whose rows were all locked by location.
+    ///   where the rows locked to be written are, by entity.
     @discardableResult
     func lockRowsInOrder(
         on connection: Connection, keyedRows: Bool, beforeReading: Bool = false
@@ -38,9 +38,7 @@ extension ManagedObjectContext {
         var locked = LockedRows(keyedRows: keyedRows ? try addKeyedInsertRows(to: &locks, on: connection) : nil)
         for entity in coordinator.model.insertOrder {
             guard let set = locks[entity.name], !set.isEmpty else { continue }
-            if try coordinator.lockRows(of: entity, set, byLocation: !beforeReading, on: connection) {
-                locked.byLocation.insert(entity.name)
-            }
+            locked.locations[entity.name] = try coordinator.lockRows(of: entity, set, byLocation: !beforeReading, on: connection)
         }
         return locked
     }
@@ -50,9 +48,9 @@ extension ManagedObjectContext {
         /// The keyed inserts whose rows were found and locked, with those rows' primary
         /// keys, when the save looked them up (`keyedRows`); `nil` when it did not.
         var keyedRows: [ObjectIdentifier: Int64]?
-        /// The entities whose rows were all found and locked by location: their updates
-        /// may find the rows by location too.
-        var byLocation: Set<String> = []
+        /// Where the rows locked to be written are, by entity name: the save's updates and
+        /// deletes find them there.
+        var locations: [String: LockedLocations] = [:]
     }
 
     /// The location of an object's row when this transaction's import read it.

@@ -264,7 +264,7 @@ extension ManagedObjectContext {
     ) throws {
         let connection = try coordinator.beginTransaction(isolation: .readCommitted)
         do {
-            let (conflicts, lockedKeyedRows) = try lockAndFindConflicts(on: connection)
+            let (conflicts, locked) = try lockAndFindConflicts(on: connection)
             if !conflicts.isEmpty {
                 if mergePolicy == .error {
                     throw MergeConflictError(conflicts: conflicts.map(\.report))
@@ -272,9 +272,7 @@ extension ManagedObjectContext {
                 resolve(conflicts, overwrite: &overwrite)
             }
             let settled = conflicts.map(\.report)
-            let outcome = try writeChanges(
-                on: connection, reservedKeys: &reservedKeys, overwrite: overwrite,
-                locked: LockedRows(keyedRows: lockedKeyedRows))
+            let outcome = try writeChanges(on: connection, reservedKeys: &reservedKeys, overwrite: overwrite, locked: locked)
             guard outcome.conflicts.isEmpty else {
                 // The rows are locked, so this means they changed in a way we cannot see.
                 throw MergeConflictError(conflicts: outcome.conflicts.map {
@@ -307,12 +305,11 @@ extension ManagedObjectContext {
     /// Locks the rows the save writes in the global order (`lockRowsInOrder`, with the
     /// rows keyed inserts will meet), reads the updated and deleted ones (one query per
     /// entity, after the locks: what they read stays so until the commit), and returns
-    /// those whose version moved or whose row is gone, with the keyed inserts whose rows
-    /// it found and locked.
-    private func lockAndFindConflicts(
-        on connection: Connection
-    ) throws -> (conflicts: [Conflict], lockedKeyedRows: [ObjectIdentifier: Int64]) {
-        let lockedKeyedRows = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true).keyedRows ?? [:]
+    /// those whose version moved or whose row is gone, with what it locked (the keyed
+    /// inserts whose rows it found, where the rows to write are).
+    private func lockAndFindConflicts(on connection: Connection) throws -> (conflicts: [Conflict], locked: LockedRows) {
+        var locked = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true)
+        if locked.keyedRows == nil { locked.keyedRows = [:] }
         let candidates = Set(changedSet.lazy.filter { !self.insertedSet.contains($0) && $0.objectID.primaryKey != nil })
             .union(deletedSet)
         var conflicts: [Conflict] = []
@@ -360,7 +357,7 @@ extension ManagedObjectContext {
                     Conflict(object: object, storeVersion: storeVersion, storeValues: storeValues, storeKeys: storeKeys, report: report))
             }
         }
-        return (conflicts, lockedKeyedRows)
+        return (conflicts, locked)
     }
 
     /// Applies the merge policy to conflicting objects in memory.

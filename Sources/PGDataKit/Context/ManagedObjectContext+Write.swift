@@ -97,15 +97,16 @@ extension ManagedObjectContext {
             locked = try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
         }
         let lockedKeyedRows = locked?.keyedRows
-        // (Rows whose keys were cleared moved: they are updated by key.)
-        let byLocation = (locked?.byLocation ?? []).subtracting(try releaseOneToOneKeys(on: connection))
+        var locations = locked?.locations ?? [:]
+        // (Rows whose keys were cleared moved: they are written by key.)
+        for cleared in try releaseOneToOneKeys(on: connection) { locations[cleared] = nil }
         var outcome = WriteOutcome()
         for inserts in plan.inserts {
             try writeInserts(inserts, keys: &keys, outcome: &outcome, lockedKeyedRows: lockedKeyedRows, on: connection)
         }
-        try writeUpdates(plan.updates, keys: &keys, byLocation: byLocation, outcome: &outcome, on: connection)
+        try writeUpdates(plan.updates, keys: &keys, locations: locations, outcome: &outcome, on: connection)
         try writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
-        try writeDeletes(plan.deletes, keys: &keys, outcome: &outcome, on: connection)
+        try writeDeletes(plan.deletes, keys: &keys, locations: locations, outcome: &outcome, on: connection)
         return outcome
     }
 
@@ -139,19 +140,15 @@ extension ManagedObjectContext {
     }
 
     /// Updates changed objects, one statement per shape; a row not at the version read
-    /// is a conflict. The rows of entities in `byLocation` (all found and locked by
-    /// location in this transaction) are found by location.
+    /// is a conflict. Rows whose locations the locks found (`locations`) are found there.
     private func writeUpdates(
         _ groups: [(shape: SavePlan.UpdateShape, objects: [ManagedObject])], keys: inout SaveKeys,
-        byLocation: Set<String>, outcome: inout WriteOutcome, on connection: Connection
+        locations: [String: LockedLocations], outcome: inout WriteOutcome, on connection: Connection
     ) throws {
         for (shape, objects) in groups {
             guard let entity = objects.first?.entity else { continue }
             var rows = keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
-            if byLocation.contains(entity.name) {
-                let locations = objects.compactMap(rowLocation(of:))
-                if locations.count == objects.count { rows.locations = locations }
-            }
+            if let located = locations[entity.name], located.suits(objects.count) { rows.locations = located.literal }
             let written = try coordinator.updateRows(of: entity, rows, checksVersion: !shape.overwrite, on: connection)
             var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
             changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
@@ -165,17 +162,20 @@ extension ManagedObjectContext {
         }
     }
 
-    /// Deletes objects entity by entity; a row not deleted is a conflict.
+    /// Deletes objects entity by entity; a row not deleted is a conflict. Rows whose
+    /// locations the locks found (`locations`) are found there.
     private func writeDeletes(
-        _ deletes: [SavePlan.Deletes], keys: inout SaveKeys, outcome: inout WriteOutcome, on connection: Connection
+        _ deletes: [SavePlan.Deletes], keys: inout SaveKeys, locations: [String: LockedLocations],
+        outcome: inout WriteOutcome, on connection: Connection
     ) throws {
         for delete in deletes {
             var removed: Set<Int64> = []
             for (checksVersion, batch) in delete.batches {
+                let located = locations[delete.entity.name].flatMap { $0.suits(batch.count) ? $0.literal : nil }
                 removed.formUnion(
                     try coordinator.deleteRows(
                         of: delete.entity, keys: batch.map { keys.key(of: $0) }, versions: batch.map(\.version),
-                        checksVersion: checksVersion, on: connection))
+                        checksVersion: checksVersion, locations: located, on: connection))
             }
             for object in delete.objects {
                 if removed.contains(keys.key(of: object)) {

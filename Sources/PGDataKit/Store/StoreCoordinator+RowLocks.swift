@@ -87,6 +87,23 @@ struct RowLockSet {
     }
 }
 
+/// Where the rows of one entity that a save locked to write are, while its transaction
+/// holds them: a `tid[]` literal (as PostgreSQL writes one), for the save's `UPDATE` and
+/// `DELETE` (`StoreCoordinator.rowsByLocation`).
+struct LockedLocations {
+    /// The locations, `{"(0,1)","(0,2)",…}`.
+    let literal: String
+    /// How many rows the save locked to write (the literal lacks those not found).
+    let rows: Int
+    /// Whether the rows were found by the locations an import read (otherwise by key,
+    /// the locations coming back from the lock statement).
+    let byLocation: Bool
+
+    /// Whether a statement that writes `count` of the rows had better find them by
+    /// location: it then reads every row of the literal, so at least half of them.
+    func suits(_ count: Int) -> Bool { count * 2 >= rows }
+}
+
 /// The lock order of saves.
 ///
 /// Every save takes the row locks it needs in one global order, so two saves (or
@@ -132,34 +149,45 @@ extension StoreCoordinator {
     ///   longer visible to it), the rows are locked by key as usual: the rows not found
     ///   by location are then ones the transaction already holds, so that statement waits
     ///   for none of them and the order holds.
-    /// - Returns: whether every row was found and locked by location (the save's
-    ///   `UPDATE` may then find them by location too).
+    /// - Returns: the locations of the rows locked to be written (`FOR UPDATE` or `FOR
+    ///   NO KEY UPDATE`), which stay theirs while the transaction holds them: the save's
+    ///   `UPDATE` and `DELETE` then find the rows by location too. `nil` when the save
+    ///   locks no row to write.
     @discardableResult
     func lockRows(
         of entity: EntityDescription, _ locks: RowLockSet, byLocation: Bool = false, on connection: Connection
-    ) throws -> Bool {
-        guard !locks.isEmpty else { return false }
+    ) throws -> LockedLocations? {
+        guard !locks.isEmpty else { return nil }
         if byLocation, let located = locks.located {
+            let literal = RowLocation.arrayLiteral(located.locations)
             let locked = try execute(
-                Self.lockRowsByLocationSQL(entity, located.mode),
-                [ArrayLiteral<String>(text: RowLocation.arrayLiteral(located.locations))], on: connection
+                Self.lockRowsByLocationSQL(entity, located.mode), [ArrayLiteral<String>(text: literal)], on: connection
             ).first.map { try $0.int64(at: 0) }
-            if locked == Int64(located.rows) { return true }
+            if locked == Int64(located.rows) { return LockedLocations(literal: literal, rows: located.rows, byLocation: true) }
         }
         let (keys, modes) = locks.ordered
-        try execute(Self.lockRowsSQL(entity, modes: locks.modesUsed), [keys, modes], on: connection)
-        return false
+        let result = try execute(Self.lockRowsSQL(entity, modes: locks.modesUsed), [keys, modes], on: connection)
+        let writing = modes.filter { $0 != RowLockMode.keyShare.rawValue }.count
+        guard writing > 0 else { return nil }
+        return LockedLocations(
+            literal: try result.first?.decode(String?.self, at: 0) ?? "{}", rows: writing, byLocation: false)
     }
 
     /// The statement of `lockRows` by key: for each key of array `$1` in order, one
     /// lateral probe per mode the rows take, only the one of the key's mode (`$2`)
-    /// running (a single lateral probe when all take one mode).
+    /// running (a single lateral probe when all take one mode). It returns the locations
+    /// (`tid[]`) of the rows it locked to be written, or their count when it locks none
+    /// so.
     static func lockRowsSQL(_ entity: EntityDescription, modes: Set<RowLockMode> = [.update, .noKeyUpdate, .keyShare]) -> String {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
-        var sql = "SELECT count(*) FROM unnest($1::bigint[], $2::smallint[]) WITH ORDINALITY AS k(v, m, o)"
+        let writing = [RowLockMode.update, .noKeyUpdate].filter(modes.contains).map { "l\($0.rawValue).r" }
+        let location = "COALESCE(\(writing.joined(separator: ", ")))"
+        var sql = "SELECT "
+            + (writing.isEmpty ? "count(*)" : "array_agg(\(location)) FILTER (WHERE \(location) IS NOT NULL)")
+            + " FROM unnest($1::bigint[], $2::smallint[]) WITH ORDINALITY AS k(v, m, o)"
         for mode in [RowLockMode.update, .noKeyUpdate, .keyShare] where modes.contains(mode) {
             let only = modes.count == 1 ? "" : "k.m = \(mode.rawValue) AND "
-            sql += " LEFT JOIN LATERAL (SELECT 1 FROM \(entity.quotedTable) AS u WHERE \(only)"
+            sql += " LEFT JOIN LATERAL (SELECT u.ctid AS r FROM \(entity.quotedTable) AS u WHERE \(only)"
                 + "u.\(primaryKey) = k.v \(mode.clause)) AS l\(mode.rawValue) ON true"
         }
         return sql

@@ -14,9 +14,10 @@ struct RowBatch {
     var values: [[StoredValue]] = []
     /// The to-one foreign-key columns written, each with its keys in row order.
     var foreignKeys: [(column: String, keys: [Int64?])] = []
-    /// The rows' locations, when the save found and locked every row by location in this
-    /// transaction (`RowLocation`): an update then finds them by location, not by key.
-    var locations: [RowLocation]?
+    /// Where the rows are while the transaction holds their locks (a `tid[]` literal,
+    /// `LockedLocations`; it may name more rows than the batch's): an update then finds
+    /// them by location, not by key.
+    var locations: String?
 }
 
 /// Identifies the SQL text of a batch update: the entity, the columns it writes (their
@@ -183,9 +184,9 @@ extension StoreCoordinator {
         let single = rows.keys.count == 1
         var key = UpdateStatementKey(
             entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion, single: single)
-        if !single, let locations = rows.locations, locations.count == rows.keys.count {
+        if !single, let locations = rows.locations {
             key.byLocation = true
-            arrays.append(ArrayLiteral<String>(text: RowLocation.arrayLiteral(locations)))
+            arrays.append(ArrayLiteral<String>(text: locations))
         }
         let sql = updateStatement(key) {
             single
@@ -243,16 +244,22 @@ extension StoreCoordinator {
     ///
     /// - Returns: the keys of the rows deleted.
     func deleteRows(
-        of entity: EntityDescription, keys: [Int64], versions: [Int64], checksVersion: Bool, on connection: Connection
+        of entity: EntityDescription, keys: [Int64], versions: [Int64], checksVersion: Bool, locations: String? = nil,
+        on connection: Connection
     ) throws -> Set<Int64> {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let delete = "DELETE FROM \(entity.quotedTable) AS t "
         let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey)"
         let types = ["bigint", "bigint"]
+        var parameters: [(any PostgresEncodable)?] = [keys, versions]
+        var rows = Self.rowsByKey(entity, types, using: true)
+        if let locations {
+            parameters.append(ArrayLiteral<String>(text: locations))
+            rows = Self.rowsByLocation(entity, types, using: true)
+        }
         var deleted = Set(
-            try execute(delete + Self.rowsByKey(entity, types, using: true) + tail, [keys, versions], on: connection)
-                .map { try $0.decode(Int64.self, at: 0) })
+            try execute(delete + rows + tail, parameters, on: connection).map { try $0.decode(Int64.self, at: 0) })
         guard !checksVersion, deleted.count < keys.count else { return deleted }
         let missing = keys.filter { !deleted.contains($0) }
         let result = try execute(
@@ -284,12 +291,13 @@ extension StoreCoordinator {
             + "AND t.\(primaryKey) = v.c0"
     }
 
-    /// `rowsByKey` for rows the transaction found and locked by location
-    /// (`RowLocation`): the locations are array parameter `$n+1` (after the `n` arrays of
-    /// `types`), read with a TID scan and no probe of the primary-key index. The key
-    /// join stays (a location names one row version of one table).
-    static func rowsByLocation(_ entity: EntityDescription, _ types: [String]) -> String {
-        "FROM unnest(\(unnestList(types))) AS v(\(aliases(types.count))) "
+    /// `rowsByKey` for rows the transaction locked, whose locations the lock statement
+    /// gave (`LockedLocations`): the locations are array parameter `$n+1` (after the `n`
+    /// arrays of `types`), read with a TID scan and no probe of the primary-key index.
+    /// The key join stays (the locations may name other rows the save locked, and a
+    /// location names one row version of one table).
+    static func rowsByLocation(_ entity: EntityDescription, _ types: [String], using: Bool = false) -> String {
+        (using ? "USING" : "FROM") + " unnest(\(unnestList(types))) AS v(\(aliases(types.count))) "
             + "WHERE t.ctid = ANY($\(types.count + 1)::tid[]) AND t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = v.c0"
     }
 

@@ -1,4 +1,6 @@
+import Dispatch
 import Foundation
+import Synchronization
 import Testing
 
 @testable import PGDataKit
@@ -57,7 +59,7 @@ struct RowLocationSaveTests {
                 #expect(importer.rowLocation(of: user)?.text == stored[key], "\(user.userID)")
             }
             let locked = try importer.lockRowsInOrder(on: transaction, keyedRows: false)
-            #expect(locked.byLocation == ["User"])
+            #expect(locked.locations["User"]?.byLocation == true)
             try importer.save()
             let updatesByLocation = manager.coordinator.updateStatements.withLock { $0.keys.filter(\.byLocation).count }
             #expect(updatesByLocation == 1, "the save's UPDATE found its rows by location")
@@ -75,7 +77,9 @@ struct RowLocationSaveTests {
             _ = try User.count(in: importer)  // a new transaction
             #expect(users.allSatisfy { importer.rowLocation(of: $0) == nil })
             let transaction = try #require(importer.transaction)
-            #expect(try importer.lockRowsInOrder(on: transaction, keyedRows: false).byLocation.isEmpty)
+            // Locked by key; the lock statement says where the rows are.
+            let locked = try importer.lockRowsInOrder(on: transaction, keyedRows: false).locations["User"]
+            #expect(locked?.byLocation == false && locked?.rows == 10)
             try importer.save()
         }
         #expect(saved == 10)
@@ -96,7 +100,7 @@ struct RowLocationSaveTests {
                 locks.add(try #require(user.objectID.primaryKey), .noKeyUpdate, location: importer.rowLocation(of: user))
             }
             #expect(locks.located?.rows == 10)
-            #expect(try !manager.coordinator.lockRows(of: entity, locks, byLocation: true, on: transaction))
+            #expect(try manager.coordinator.lockRows(of: entity, locks, byLocation: true, on: transaction)?.byLocation == false)
             try importer.save()
         }
         #expect(saved == 10)
@@ -191,6 +195,69 @@ extension RowLocationSaveTests {
                 .map { try $0.decode(String.self, at: 0) }
             #expect(pairs == ["b-ann-bob", "b-bob-ann"])
             #expect(try setup.query("SELECT count(*) FROM badges WHERE version = 2")[0].decode(Int.self, at: 0) == 2)
+        }
+    }
+}
+
+/// Saves of fetched objects: the lock statement (by key) says where the rows it locked
+/// are, and the writes find them there.
+extension RowLocationSaveTests {
+    /// Updates in two shapes (most rows, and a few) and deletes: the big update goes by
+    /// location, the small one by key (reading every locked row for two would cost
+    /// more), the deletes by location; every write lands.
+    @Test func aFetchedBatchIsUpdatedAndDeletedWhereTheLocksFoundIt() throws {
+        try ExampleSchema.withManager { manager in
+            try Self.seedUsers(20, in: manager)
+            let editor = manager.newPrivateContext(name: "editor")
+            try editor.performAndWait {
+                let users = try editor.fetch(FetchRequest<User>(format: "userID BEGINSWITH 'u'"))
+                #expect(users.count == 20 && users.allSatisfy { $0.rowLocation == 0 })
+                for user in users.prefix(14) { user.name = "edited" }
+                for user in users.dropFirst(14).prefix(2) { user.age = 99 }
+                for user in users.suffix(4) { editor.delete(user) }
+                try editor.save()
+            }
+            let shapes = manager.coordinator.updateStatements.withLock { $0.keys.map(\.byLocation) }
+            #expect(shapes.sorted { !$0 && $1 } == [false, true], "one update by key, one by location")
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'edited' AND version = 2", in: manager) == 14)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE age = 99 AND version = 2", in: manager) == 2)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 16)
+        }
+    }
+
+    /// A row another transaction rewrote while the save waited for its lock (read
+    /// committed: the main context's saves): the lock statement gives where the row is
+    /// now, and the save writes it there in its one attempt.
+    @Test func aRowRewrittenWhileTheSaveWaitedIsFoundWhereItMoved() throws {
+        try ExampleSchema.withManager { manager in
+            try Self.seedUsers(10, in: manager)
+            let main = manager.mainContext
+            try main.performAndWait {
+                for user in try main.fetch(FetchRequest<User>()) { user.name = "edited" }
+            }
+            let holder = try Connection(manager.coordinator.pool.configuration)
+            defer { holder.close() }
+            try holder.execute("BEGIN")
+            // (No version bump: not a conflict, only a new place for the row.)
+            try holder.execute("UPDATE users SET age = 7 WHERE user_id = 'u3'")
+            let before = manager.coordinator.statementCount
+            let failure = Mutex<String?>(nil)
+            let saving = DispatchGroup()
+            DispatchQueue.global().async(group: saving) {
+                do { try main.performAndWait { try main.save() } } catch { failure.withLock { $0 = "\(error)" } }
+            }
+            try eventually("the save waits for the held row") {
+                try holder.query(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )[0].decode(Int.self, at: 0) == 1
+            }
+            try holder.execute("COMMIT")
+            saving.wait()
+            #expect(failure.withLock { $0 } == nil)
+            // One attempt: the lock, the update, the change record with the commit.
+            #expect(manager.coordinator.statementCount - before <= 5)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'edited' AND version = 2", in: manager) == 10)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE age = 7", in: manager) == 1)
         }
     }
 }

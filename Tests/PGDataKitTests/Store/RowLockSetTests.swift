@@ -70,9 +70,13 @@ struct RowLockSetTests {
         let all = StoreCoordinator.lockRowsSQL(entity)
         #expect(all.components(separatedBy: "LEFT JOIN LATERAL").count == 4)
         #expect(all.contains("k.m = 1 AND") && all.contains("FOR KEY SHARE"))
+        // The locations of the rows locked to be written come back.
+        #expect(all.hasPrefix("SELECT array_agg(COALESCE(l3.r, l2.r)) FILTER (WHERE COALESCE(l3.r, l2.r) IS NOT NULL)"))
         let one = StoreCoordinator.lockRowsSQL(entity, modes: [.noKeyUpdate])
         #expect(one.components(separatedBy: "LEFT JOIN LATERAL").count == 2)
         #expect(one.contains("FOR NO KEY UPDATE") && !one.contains("k.m ="))
+        #expect(one.hasPrefix("SELECT array_agg(COALESCE(l2.r))"))
+        #expect(StoreCoordinator.lockRowsSQL(entity, modes: [.keyShare]).hasPrefix("SELECT count(*)"))
         let byLocation = StoreCoordinator.lockRowsByLocationSQL(entity, .noKeyUpdate)
         // Sorted by key before the locks are taken: the global order.
         #expect(byLocation.contains("u.ctid = ANY($1::tid[]) ORDER BY u.\"id\" FOR NO KEY UPDATE"))
