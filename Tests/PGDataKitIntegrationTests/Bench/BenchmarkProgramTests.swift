@@ -47,7 +47,7 @@ struct BenchmarkProgramTests {
 
     @Test func upsertScenarioComparesWithTheFloorAndTheNaiveLoop() throws {
         let fields = try result(try run(["upsert", "--records", "2000", "--batch", "200", "--naive", "100", "--runs", "1"]), "upsert")
-        #expect(Set(fields.keys) == ["insert_ratio", "update_ratio", "naive_speedup", "statements_per_batch"])
+        #expect(Set(fields.keys) == ["insert_ratio", "update_ratio", "naive_speedup", "statements_per_batch", "edit_ratio"])
         #expect(fields.values.allSatisfy { $0 > 0 })
         #expect(fields["statements_per_batch"] == 5)  // begin, fetch, upsert, change record, commit
     }
