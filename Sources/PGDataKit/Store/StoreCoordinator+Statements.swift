@@ -196,6 +196,18 @@ extension StoreCoordinator {
         for row in try execute(sql, arrays, on: connection) {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
         }
+        if key.byLocation, written.count < rows.keys.count {
+            // Rows the transaction itself moved since its locks found them (a trigger of
+            // an earlier statement, say), found again by key: only a row not at its
+            // version (or gone) is a conflict.
+            let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
+            let (again, _) = try bind(rows, order: missing)
+            key.byLocation = false
+            let byKey = updateStatement(key) { updateClause() + Self.rowsByKey(entity, types) + tail }
+            for row in try execute(byKey, again, on: connection) {
+                written[try row.int64(at: 0)] = try row.int64(at: 1)
+            }
+        }
         guard !checksVersion, written.count < rows.keys.count else { return written }
         let update = updateClause()
         let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
@@ -252,14 +264,24 @@ extension StoreCoordinator {
         let delete = "DELETE FROM \(entity.quotedTable) AS t "
         let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey)"
         let types = ["bigint", "bigint"]
-        var parameters: [(any PostgresEncodable)?] = [keys, versions]
-        var rows = Self.rowsByKey(entity, types, using: true)
+        let byKey = Self.rowsByKey(entity, types, using: true)
+        var deleted: Set<Int64>
         if let locations {
-            parameters.append(ArrayLiteral<String>(text: locations))
-            rows = Self.rowsByLocation(entity, types, using: true)
+            deleted = Set(
+                try execute(
+                    delete + Self.rowsByLocation(entity, types, using: true) + tail,
+                    [keys, versions, ArrayLiteral<String>(text: locations)], on: connection
+                ).map { try $0.decode(Int64.self, at: 0) })
+            if deleted.count < keys.count {
+                // Rows the transaction moved since its locks found them: by key.
+                let missing = keys.indices.filter { !deleted.contains(keys[$0]) }
+                deleted.formUnion(
+                    try execute(delete + byKey + tail, [missing.map { keys[$0] }, missing.map { versions[$0] }], on: connection)
+                        .map { try $0.decode(Int64.self, at: 0) })
+            }
+        } else {
+            deleted = Set(try execute(delete + byKey + tail, [keys, versions], on: connection).map { try $0.decode(Int64.self, at: 0) })
         }
-        var deleted = Set(
-            try execute(delete + rows + tail, parameters, on: connection).map { try $0.decode(Int64.self, at: 0) })
         guard !checksVersion, deleted.count < keys.count else { return deleted }
         let missing = keys.filter { !deleted.contains($0) }
         let result = try execute(

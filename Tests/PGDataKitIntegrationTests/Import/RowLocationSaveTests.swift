@@ -225,6 +225,52 @@ extension RowLocationSaveTests {
         }
     }
 
+    /// A trigger of the user's that rewrites rows after each statement moves rows the
+    /// save's next statement writes: those are found by key (not taken for conflicts).
+    @Test func rowsMovedBetweenTheSavesStatementsAreFoundByKey() throws {
+        try ExampleSchema.withManager { manager in
+            try Self.seedUsers(20, in: manager)
+            try manager.coordinator.pool.withConnection { connection in
+                try connection.executeScript(
+                    """
+                    CREATE FUNCTION touch_ends() RETURNS trigger LANGUAGE plpgsql AS $$
+                    BEGIN
+                        IF pg_trigger_depth() = 1 THEN
+                            UPDATE users SET age = age WHERE user_id IN ('u0', 'u19');
+                        END IF;
+                        RETURN NULL;
+                    END $$;
+                    CREATE TRIGGER touch_ends AFTER UPDATE ON users FOR EACH STATEMENT EXECUTE FUNCTION touch_ends();
+                    """)
+            }
+            let editor = manager.newPrivateContext(name: "editor")
+            func edit(_ change: ([User]) -> Void) throws {
+                try editor.performAndWait {
+                    let users = try editor.fetch(FetchRequest<User>(format: "userID BEGINSWITH 'u'"))
+                        .sorted { Int($0.userID.dropFirst()) ?? 0 < Int($1.userID.dropFirst()) ?? 0 }
+                    change(users)
+                    let before = manager.coordinator.statementCount
+                    try editor.save()
+                    #expect(manager.coordinator.statementCount - before <= 7, "one attempt")
+                }
+            }
+            // Two statements (two shapes of change), each moving a row of the other.
+            try edit { users in
+                for user in users.prefix(10) { user.name = "renamed" }
+                for user in users.suffix(10) { user.age = 5 }
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'renamed' AND version = 2", in: manager) == 10)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE age = 5 AND version = 2", in: manager) == 10)
+            // An update moving a row the deletes that follow find by location.
+            try edit { users in
+                for user in users.prefix(5) { user.name = "kept" }
+                for user in users.dropFirst(5) { editor.delete(user) }
+            }
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 5)
+            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'kept' AND version = 3", in: manager) == 5)
+        }
+    }
+
     /// A row another transaction rewrote while the save waited for its lock (read
     /// committed: the main context's saves): the lock statement gives where the row is
     /// now, and the save writes it there in its one attempt.
