@@ -57,7 +57,9 @@ struct RegexMatchTests {
         } catch let error as FetchPredicateError {
             #expect(error.message.contains("MATCHES"), "\(error)")
         }
-        #expect(ContinuousClock.now - start < .seconds(1))
+        // About a third of a second when the machine is idle; the full suite on two
+        // cores once took 1.04 s. Unbounded, the backtracking runs for hours.
+        #expect(ContinuousClock.now - start < .seconds(10))
         // An ordinary pattern over a long text stays within the budget.
         #expect(try matches(String(repeating: "ab", count: 100_000), "(ab)*"))
     }
