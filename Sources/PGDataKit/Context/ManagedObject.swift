@@ -38,7 +38,9 @@ enum RelatedReference {
 open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// The entity name; the class name unless overridden.
     open class var entityName: String { String(describing: self) }
-    /// The table; snake_case of the entity name unless overridden.
+    /// The table; snake_case of the entity name unless overridden. A table (plain,
+    /// partitioned or with inheritance children), not a view: saves find rows by their
+    /// `ctid`, which views do not have.
     open class var tableName: String { Naming.snakeCase(entityName) }
     /// The primary-key column, a `bigint` with a sequence (identity or `bigserial`);
     /// `id` unless overridden.
