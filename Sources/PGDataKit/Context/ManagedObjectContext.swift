@@ -124,8 +124,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// tagged with it and trusted only while it stays the same (see `RowLocation`). `0`
     /// when there is no such transaction.
     private(set) var locationSerial: UInt16 = 0
-    /// The serial of the last transaction the context began (wrapping, never 0).
-    private var lastTransactionSerial: UInt16 = 0
+    /// The serial of the last transaction the context began (never 0; when it starts
+    /// over, the locations its objects hold are forgotten).
+    var lastTransactionSerial: UInt16 = 0
     var observers = ContextObservers()
     /// Set when the unique key of an object an import inserted was changed afterwards:
     /// until the next save, two such objects may share a key, so the save checks.
@@ -288,6 +289,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.prepareStorage()
         object.managedObjectContext = self
         object.pendingMembership = []  // (what a context that went away left on it)
+        object.rowLocation = 0
         object.objectID = ObjectID(temporaryFor: object.entity.name)
         registered[object.objectID] = object
         pending.insert(object, into: .inserted)
@@ -314,6 +316,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.objectID = ObjectID(temporaryFor: entity.name)
         registered[object.objectID] = object
         object.pendingMembership = []  // (what a context that went away left on it)
+        object.rowLocation = 0
         pending.insert(object, into: .inserted)
     }
 
@@ -402,7 +405,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let transaction { return transaction }
         let connection = try coordinator.beginTransaction(isolation: isolationLevel)
         transaction = connection
-        lastTransactionSerial = lastTransactionSerial == UInt16.max ? 1 : lastTransactionSerial + 1
+        if lastTransactionSerial == UInt16.max {
+            // The serials start over: no location read 65,535 transactions ago may pass
+            // for one of the new transaction's.
+            for object in registered.values { object.rowLocation = 0 }
+            lastTransactionSerial = 1
+        } else {
+            lastTransactionSerial += 1
+        }
         if isolationLevel != .readCommitted { locationSerial = lastTransactionSerial }
         return connection
     }

@@ -85,6 +85,22 @@ struct RowLocationSaveTests {
         #expect(saved == 10)
     }
 
+    /// Transaction serials are 16 bits: when they start over, the objects forget the
+    /// locations they hold, so none read 65,535 transactions ago passes for a new one.
+    @Test func locationsAreForgottenWhenTheSerialsStartOver() throws {
+        let saved = try Self.withImporter(seeding: 5, expecting: "imported", version: 2) { _, importer in
+            let users = try Self.importNames(5, name: "imported", in: importer)
+            #expect(users.allSatisfy { $0.rowLocation != 0 })
+            try importer.save()
+            #expect(users.allSatisfy { $0.rowLocation != 0 }, "kept, though no longer trusted")
+            importer.lastTransactionSerial = .max
+            _ = try User.count(in: importer)  // a new transaction, serial 1
+            #expect(importer.locationSerial == 1)
+            #expect(users.allSatisfy { $0.rowLocation == 0 })
+        }
+        #expect(saved == 5)
+    }
+
     /// A row the transaction itself rewrote after its import read it: its version at the
     /// location is no longer visible to the transaction. The save locks by key instead
     /// and reports no conflict (the row's version did not change).
