@@ -117,11 +117,13 @@ extension ManagedObjectContext {
             if let deleted { throw ChildContextError.objectGoneFromParent(deleted, call: "insertOrUpdate / importRecords") }
             return register(answer)
         }
-        // In a transaction that reads at one snapshot, the rows' locations come along:
-        // the save that follows in the same transaction finds them by location.
-        let locating = concurrencyType == .private && isolationLevel != .readCommitted
-        let result = try withDatabase {
-            try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: $0)
+        // In a transaction that reads at one snapshot (it has a location serial, once
+        // begun), the rows' locations come along: the save that follows in the same
+        // transaction finds them by location.
+        var locating = false
+        let result = try withDatabase { connection in
+            locating = locationSerial != 0
+            return try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: connection)
         }
         registered.reserveCapacity(registered.count + result.count)
         var objects: [ManagedObject] = []

@@ -38,7 +38,7 @@ extension ManagedObjectContext {
         var locked = LockedRows(keyedRows: keyedRows ? try addKeyedInsertRows(to: &locks, on: connection) : nil)
         for entity in coordinator.model.insertOrder {
             guard let set = locks[entity.name], !set.isEmpty else { continue }
-            locked.locations[entity.name] = try coordinator.lockRows(of: entity, set, byLocation: !beforeReading, on: connection)
+            locked.locations[entity.name] = try coordinator.lockRows(of: entity, set, on: connection)
         }
         return locked
     }

@@ -308,8 +308,7 @@ extension ManagedObjectContext {
     /// those whose version moved or whose row is gone, with what it locked (the keyed
     /// inserts whose rows it found, where the rows to write are).
     private func lockAndFindConflicts(on connection: Connection) throws -> (conflicts: [Conflict], locked: LockedRows) {
-        var locked = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true)
-        if locked.keyedRows == nil { locked.keyedRows = [:] }
+        let locked = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true)
         let candidates = Set(changedSet.lazy.filter { !self.insertedSet.contains($0) && $0.objectID.primaryKey != nil })
             .union(deletedSet)
         var conflicts: [Conflict] = []

@@ -22,9 +22,9 @@ struct PendingMembership: OptionSet {
 /// view (`insertedSet`, `changedSet`, `deletedSet`).
 ///
 /// An object belongs to one context: its membership describes that context's list.
-/// Every way an object leaves a context takes it out of the list first (`remove`,
-/// `removeAll`, the context's deinit), so an object inserted into another context
-/// later starts with none.
+/// Every way an object leaves a living context takes it out of the list (`remove`,
+/// `removeAll`); an object left in a deallocated context's list keeps its membership,
+/// which inserting it into another context clears (`insert(_:)`, `insertNew`).
 struct PendingObjects {
     private(set) var list: [ManagedObject] = []
     private var counts = (inserted: 0, changed: 0, deleted: 0)
@@ -78,7 +78,8 @@ struct PendingObjects {
 
     /// Takes `object` out of the list: the last object moves to its place. (Positions are
     /// 32-bit: two billion pending objects would need hundreds of gigabytes first. An
-    /// object not where its position says is a bug of this type, not a caller's misuse:
+    /// object not where its position says is a bug of this type, not a caller's misuse —
+    /// only objects of this context reach here, and inserting clears what another left:
     /// it stops the process rather than corrupt the list.)
     private mutating func unlist(_ object: ManagedObject) {
         let position = Int(object.pendingPosition)

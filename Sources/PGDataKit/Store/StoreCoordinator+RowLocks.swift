@@ -141,24 +141,24 @@ extension StoreCoordinator {
     /// array). Rows that do not exist (any more) are skipped: the writes that follow
     /// find out and report conflicts as before.
     ///
-    /// - Parameter byLocation: the rows may be found by location (`RowLockSet.located`:
-    ///   the save runs in the repeatable-read transaction whose import read them), with
-    ///   no probe of the primary-key index: one statement that sorts the rows by primary
-    ///   key and locks them in that order. When a location finds no row (the transaction
-    ///   itself changed or deleted the row since it read it, so the version there is no
-    ///   longer visible to it), the rows are locked by key as usual: the rows not found
-    ///   by location are then ones the transaction already holds, so that statement waits
-    ///   for none of them and the order holds.
+    /// Rows the set knows the locations of (`RowLockSet.located`: the save runs in the
+    /// repeatable-read transaction whose import read them; the caller adds locations only
+    /// then) are found by location, with no probe of the primary-key index: one statement
+    /// that sorts the rows by primary key and locks them in that order. When a location
+    /// finds no row (the transaction itself changed or deleted the row since it read it,
+    /// so the version there is no longer visible to it), the rows are locked by key as
+    /// usual: the rows not found by location are then ones the transaction already
+    /// holds, so that statement waits for none of them and the order holds.
     /// - Returns: the locations of the rows locked to be written (`FOR UPDATE` or `FOR
     ///   NO KEY UPDATE`), which stay theirs while the transaction holds them: the save's
     ///   `UPDATE` and `DELETE` then find the rows by location too. `nil` when the save
     ///   locks no row to write.
     @discardableResult
     func lockRows(
-        of entity: EntityDescription, _ locks: RowLockSet, byLocation: Bool = false, on connection: Connection
+        of entity: EntityDescription, _ locks: RowLockSet, on connection: Connection
     ) throws -> LockedLocations? {
         guard !locks.isEmpty else { return nil }
-        if byLocation, let located = locks.located {
+        if let located = locks.located {
             let literal = RowLocation.arrayLiteral(located.locations)
             let locked = try execute(
                 Self.lockRowsByLocationSQL(entity, located.mode), [ArrayLiteral<String>(text: literal)], on: connection

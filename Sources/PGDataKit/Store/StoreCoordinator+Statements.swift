@@ -264,23 +264,22 @@ extension StoreCoordinator {
         let delete = "DELETE FROM \(entity.quotedTable) AS t "
         let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey)"
         let types = ["bigint", "bigint"]
-        let byKey = Self.rowsByKey(entity, types, using: true)
-        var deleted: Set<Int64>
+        var deleted: Set<Int64> = []
+        var byKey = (keys: keys, versions: versions)
         if let locations {
             deleted = Set(
                 try execute(
                     delete + Self.rowsByLocation(entity, types, using: true) + tail,
                     [keys, versions, ArrayLiteral<String>(text: locations)], on: connection
                 ).map { try $0.decode(Int64.self, at: 0) })
-            if deleted.count < keys.count {
-                // Rows the transaction moved since its locks found them: by key.
-                let missing = keys.indices.filter { !deleted.contains(keys[$0]) }
-                deleted.formUnion(
-                    try execute(delete + byKey + tail, [missing.map { keys[$0] }, missing.map { versions[$0] }], on: connection)
-                        .map { try $0.decode(Int64.self, at: 0) })
-            }
-        } else {
-            deleted = Set(try execute(delete + byKey + tail, [keys, versions], on: connection).map { try $0.decode(Int64.self, at: 0) })
+            // Rows the transaction moved since its locks found them: by key.
+            let missing = keys.indices.filter { !deleted.contains(keys[$0]) }
+            byKey = (missing.map { keys[$0] }, missing.map { versions[$0] })
+        }
+        if !byKey.keys.isEmpty {
+            deleted.formUnion(
+                try execute(delete + Self.rowsByKey(entity, types, using: true) + tail, [byKey.keys, byKey.versions], on: connection)
+                    .map { try $0.decode(Int64.self, at: 0) })
         }
         guard !checksVersion, deleted.count < keys.count else { return deleted }
         let missing = keys.filter { !deleted.contains($0) }

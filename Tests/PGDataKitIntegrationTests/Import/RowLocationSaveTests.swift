@@ -116,7 +116,7 @@ struct RowLocationSaveTests {
                 locks.add(try #require(user.objectID.primaryKey), .noKeyUpdate, location: importer.rowLocation(of: user))
             }
             #expect(locks.located?.rows == 10)
-            #expect(try manager.coordinator.lockRows(of: entity, locks, byLocation: true, on: transaction)?.byLocation == false)
+            #expect(try manager.coordinator.lockRows(of: entity, locks, on: transaction)?.byLocation == false)
             try importer.save()
         }
         #expect(saved == 10)
