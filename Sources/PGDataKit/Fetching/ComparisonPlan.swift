@@ -449,7 +449,7 @@ struct ComparisonPlanner {
                 throw error("\(describe(subject)) is a relationship: compare it with an object or nil", path)
             }
         case .value(let attributeType):
-            if [.contains, .beginsWith, .endsWith, .like, .matches].contains(op) {
+            if Self.comparesText(op) {
                 guard case .string(let text) = value else {
                     throw error("\(op.rawValue) needs a string, not \(PredicateValues.describe(value))", path)
                 }
@@ -512,8 +512,23 @@ struct ComparisonPlanner {
         }
     }
 
-    /// Whether a string holds NUL (U+0000).
-    static func holdsNUL(_ text: String) -> Bool { text.utf8.contains(0) }
+    /// Whether a string holds NUL (U+0000). (`memchr` over contiguous UTF-8: an `IN`
+    /// list checks every element, and the generic `contains` costs several times more.)
+    static func holdsNUL(_ text: String) -> Bool {
+        let found = text.utf8.withContiguousStorageIfAvailable { bytes in
+            guard let base = bytes.baseAddress else { return false }
+            return memchr(base, 0, bytes.count) != nil
+        }
+        return found ?? text.utf8.contains(0)
+    }
+
+    /// Whether an operator compares text with text (its constant must be a string).
+    private static func comparesText(_ op: FetchPredicate.Operator) -> Bool {
+        switch op {
+        case .contains, .beginsWith, .endsWith, .like, .matches: return true
+        case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual, .between, .in: return false
+        }
+    }
 
     /// Whether a string constant with NUL on the right of the comparison just matches
     /// nothing: `==`, `!=`, `CONTAINS`, `BEGINSWITH`, `ENDSWITH`, `LIKE` and `IN` a list.

@@ -405,6 +405,33 @@ struct PredicateParserTests {
             == compare(key("note"), .in, .list([.value(.object(note.objectID))])))
     }
 
+    /// Typed arrays and sets (converted without a cast per element) give the lists their
+    /// elements give one by one, `nil` elements included; nested lists are still refused.
+    @Test func typedListArgumentsConvertLikeTheirElements() throws {
+        let uuid = UUID()
+        let date = Date(timeIntervalSince1970: 1_700_000_000)
+        let lists: [(Any, [Expression])] = [
+            (["a", "b"], [.value(.string("a")), .value(.string("b"))]),
+            (["a", nil] as [String?], [.value(.string("a")), .value(.null)]),
+            ([1, -2], [.value(.integer(1)), .value(.integer(-2))]),
+            ([Int64.min], [.value(.integer(.min))]),
+            ([Int32(3)], [.value(.integer(3))]),
+            ([4, nil] as [Int?], [.value(.integer(4)), .value(.null)]),
+            ([true], [.value(.bool(true))]),
+            ([0.5], [.value(.double(0.5))]),
+            ([uuid], [.value(.uuid(uuid))]),
+            ([date], [.value(.date(date))]),
+            (Set(["only"]), [.value(.string("only"))]),
+            (Set([Int64(9)]), [.value(.integer(9))]),
+            ([Any]([Substring("s"), NSNumber(value: 2), "t"]), [.value(.string("s")), .value(.integer(2)), .value(.string("t"))]),
+        ]
+        for (argument, elements) in lists {
+            #expect(try parse("x IN %@", argument) == compare(key("x"), .in, .list(elements)), "\(type(of: argument))")
+        }
+        expectError("x IN %@", [["nested"]], at: 5, "nested arrays are not supported")
+        expectError("x IN %@", [UInt64.max], at: 5, "does not fit in 64 bits")
+    }
+
     @Test func unsupportedArguments() {
         expectError("x == %@", Opaque(), at: 5, "argument 1 for %@: cannot use a value of type Opaque")
         expectError("x == %@", JSONValue.string("a"), at: 5, "JSONValue arguments are not supported")
