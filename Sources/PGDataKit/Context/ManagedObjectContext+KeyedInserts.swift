@@ -319,6 +319,7 @@ extension ManagedObjectContext {
             if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }
             let attribute = entity.attributes[unique]
             let keys = try coordinator.claimRows(into: entity, batch, uniqueAttribute: attribute, on: connection)
+            claimed.reserveCapacity(claimed.count + members.count)  // (grown one doubling at a time, a batch rehashed 10 times)
             var met: (updating: [StoredValue], keeping: [StoredValue]) = ([], [])
             var position = 0  // in `members`, and so in `keys`
             for group in sharing {

@@ -159,10 +159,24 @@ struct RecordImport {
         var fresh: [Bool] = []
         guard !guaranteedInsert && !missing.isEmpty else { return (found, fresh) }
         if context.registered.isEmpty { fresh = [Bool](repeating: false, count: count) }
-        let fetched = try context.fetchObjects(entity: entity, whereUnique: key, isIn: missing.map { batch.storedKeys[$0] })
+        let keys = missing.map { batch.storedKeys[$0] }
+        let fetched = try context.fetchObjects(entity: entity, whereUnique: key, isIn: keys)
+        // Rows come in the order of the keys (an index probe per key, in turn), those not
+        // found left out: each row's key is looked for a few positions past the last one
+        // matched, compared as the dictionary compares keys, before it is hashed.
+        var next = 0
         for object in fetched {
-            guard let hash = UniqueValue(object.values[key.index]), let first = batch.firstOffset[hash], found[first] == nil
-            else { continue }
+            guard let value = UniqueValue(object.values[key.index]) else { continue }
+            let first: Int
+            if let position = Self.position(of: value, in: keys, from: next) {
+                first = missing[position]
+                next = position + 1
+            } else if let offset = batch.firstOffset[value] {
+                first = offset
+            } else {
+                continue
+            }
+            guard found[first] == nil else { continue }
             if object.deletedFlag {
                 throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
             }
@@ -170,6 +184,27 @@ struct RecordImport {
             if !fresh.isEmpty { fresh[first] = true }
         }
         return (found, fresh)
+    }
+
+    /// The position of `value` among the next few `keys` from `start` (at most four
+    /// compared), or `nil`. Text and integer keys are compared in place, as `UniqueValue`
+    /// compares them (making a `UniqueValue` per candidate costs more than the hash);
+    /// other keys are left to the hash.
+    private static func position(of value: UniqueValue, in keys: [StoredValue], from start: Int) -> Int? {
+        let end = Swift.min(keys.count, start + 4)
+        guard start < end else { return nil }
+        for position in start..<end {
+            switch (value, keys[position]) {
+            case (.string(let text), .string(let candidate)) where ExactText(candidate) == text: return position
+            case (.integer(let integer), .int(let candidate)) where Int64(candidate) == integer: return position
+            case (.integer(let integer), .int64(let candidate)) where candidate == integer: return position
+            case (.integer(let integer), .int32(let candidate)) where Int64(candidate) == integer: return position
+            case (.integer(let integer), .int16(let candidate)) where Int64(candidate) == integer: return position
+            case (.other, _): return nil
+            default: continue
+            }
+        }
+        return nil
     }
 
     /// Sets the links of one record, then applies the record.

@@ -175,6 +175,60 @@ struct InsertOrUpdateTests {
         }
     }
 
+    /// Fetched rows are matched to the batch's keys in the order the keys were sent, a few
+    /// positions at a time, then by hash: stored rows far apart among many new keys, and
+    /// a key given twice, each meet their own records.
+    @Test func sparseStoredKeysAmongNewOnesMeetTheirOwnRecords() throws {
+        try ImportSchema.withManager { manager in
+            let stored: Set<Int> = [0, 6, 7, 19, 20, 21, 22, 23, 24, 39]
+            let seed = manager.newPrivateContext()
+            try seed.performAndWait {
+                _ = try User.insertOrUpdate(
+                    ImportSchema.userRecords(0..<40).enumerated().filter { stored.contains($0.offset) }.map(\.element),
+                    uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: seed, ImportSchema.setUser)
+                try seed.save()
+            }
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                // Reversed halves, so the stored rows come back in neither the records'
+                // order nor the table's; u6 twice.
+                var records = Array(ImportSchema.userRecords(0..<20, name: "Again").reversed())
+                records += ImportSchema.userRecords(20..<40, name: "Again")
+                records.append(["UserID": "u6", "Name": "Again 6 twice", "Age": 6])
+                let users = try User.insertOrUpdate(
+                    records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context, batchSize: 100,
+                    ImportSchema.setUser)
+                #expect(users.count == 40)
+                #expect(context.insertedObjects.count == 40 - stored.count)
+                #expect(context.updatedObjects.count == stored.count)
+                for user in users {
+                    let expected = user.userID == "u6" ? "Again 6 twice" : "Again " + user.userID.dropFirst()
+                    #expect(user.name == expected, "\(user.userID)")
+                    #expect(context.insertedObjects.contains(user) != stored.contains(Int(user.userID.dropFirst()) ?? -1))
+                }
+                try context.save()
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 40)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE version = 2", in: manager) == stored.count)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name = 'Again ' || substr(user_id, 2)", in: manager) == 39)
+
+            // Integer keys, some given as text: compared as numbers.
+            for (owner, numbers) in [("first", [JSONValue(3), 40, 9]), ("second", [JSONValue(1), "3", 2, 9, 5, 6, 7, 40])] {
+                let accounts = manager.newPrivateContext()
+                try accounts.performAndWait {
+                    let found = try Account.insertOrUpdate(
+                        numbers.map { ["number": $0, "owner": .string(owner)] }, uniqueModelKey: \.number,
+                        uniqueRemoteKey: "number", in: accounts
+                    ) { record, account in account.owner = record["owner"]?.stringValue }
+                    #expect(found.allSatisfy { $0.owner == owner })
+                    try accounts.save()
+                }
+            }
+            #expect(try ImportSchema.integer("SELECT count(*) FROM accounts", in: manager) == 8)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM accounts WHERE owner = 'second' AND version = 2", in: manager) == 3)
+        }
+    }
+
     @Test func aMissingOrNullKeyNamesTheRecordAndLeavesTheContextAsItWas() throws {
         try ImportSchema.withManager { manager in
             let seed = manager.newPrivateContext()
