@@ -113,34 +113,21 @@ extension FetchPredicate.Value {
     /// comparison of type identities, then a cast to that very type); `nil` for any other
     /// type, which `init(argument:)` converts. Gives what `init(argument:)` gives.
     fileprivate init?(exactly argument: Any) {
+        func cast<T>(_ make: (T) -> Self) -> Self? { (argument as? T).map(make) }
+        let value: Self?
         switch ObjectIdentifier(type(of: argument)) {
-        case ObjectIdentifier(String.self):
-            guard let value = argument as? String else { return nil }
-            self = .string(value)
-        case ObjectIdentifier(Int.self):
-            guard let value = argument as? Int else { return nil }
-            self = .integer(Int64(value))
-        case ObjectIdentifier(Int64.self):
-            guard let value = argument as? Int64 else { return nil }
-            self = .integer(value)
-        case ObjectIdentifier(Int32.self):
-            guard let value = argument as? Int32 else { return nil }
-            self = .integer(Int64(value))
-        case ObjectIdentifier(Bool.self):
-            guard let value = argument as? Bool else { return nil }
-            self = .bool(value)
-        case ObjectIdentifier(Double.self):
-            guard let value = argument as? Double else { return nil }
-            self = .double(value)
-        case ObjectIdentifier(UUID.self):
-            guard let value = argument as? UUID else { return nil }
-            self = .uuid(value)
-        case ObjectIdentifier(Date.self):
-            guard let value = argument as? Date else { return nil }
-            self = .date(value)
-        default:
-            return nil
+        case ObjectIdentifier(String.self): value = cast(Self.string)
+        case ObjectIdentifier(Int.self): value = cast { (integer: Int) in .integer(Int64(integer)) }
+        case ObjectIdentifier(Int64.self): value = cast(Self.integer)
+        case ObjectIdentifier(Int32.self): value = cast { (integer: Int32) in .integer(Int64(integer)) }
+        case ObjectIdentifier(Bool.self): value = cast(Self.bool)
+        case ObjectIdentifier(Double.self): value = cast(Self.double)
+        case ObjectIdentifier(UUID.self): value = cast(Self.uuid)
+        case ObjectIdentifier(Date.self): value = cast(Self.date)
+        default: value = nil
         }
+        guard let value else { return nil }
+        self = value
     }
 
     /// Converts one argument that is not `nil` and not a list.
