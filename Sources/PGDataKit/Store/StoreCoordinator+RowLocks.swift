@@ -56,8 +56,13 @@ struct RowLockSet {
         return (Array(byKey.values), byKey.count, mode)
     }
 
-    /// The modes the rows take.
-    var modesUsed: Set<RowLockMode> { Set(modes) }
+    /// The modes the rows take. (A bit per mode while scanning: a set built from a
+    /// batch's thousand entries hashes each.)
+    var modesUsed: Set<RowLockMode> {
+        var bits = 0
+        for mode in modes { bits |= 1 << Int(mode.rawValue) }
+        return Set([RowLockMode.keyShare, .noKeyUpdate, .update].filter { bits & (1 << Int($0.rawValue)) != 0 })
+    }
 
     /// The one row when the set holds a single row (added once or more), with its
     /// strongest mode; `nil` for none or several.
