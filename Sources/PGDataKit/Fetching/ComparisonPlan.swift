@@ -433,7 +433,7 @@ struct ComparisonPlanner {
         _ value: FetchPredicate.Value, type: PlannedType, subject: PlannedKey, _ op: FetchPredicate.Operator,
         _ path: FetchPredicate.KeyPath?
     ) throws -> PlannedConstant? {
-        if value == .null { return nil }
+        if case .null = value { return nil }
         switch type {
         case .object(let entityName):
             switch value {

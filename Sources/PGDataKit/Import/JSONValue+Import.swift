@@ -54,8 +54,12 @@ extension JSONValue {
         return nil
     }
 
-    /// Whether this is `null`.
-    public var isNull: Bool { self == .null }
+    /// Whether this is `null`. (A pattern match: `==` compares deeply, and imports ask
+    /// this of every key and value.)
+    public var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
 
     /// The kind of value, for messages: `string`, `number`, `boolean`, `object`,
     /// `array` or `null`.

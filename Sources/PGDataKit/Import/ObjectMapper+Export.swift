@@ -68,7 +68,7 @@ extension CompiledMapper {
         var record: [String: JSONValue] = [:]
         for map in attributeMaps {
             let value = map.conversion.recordValue(object.values[map.attribute.index], formatters: formatters)
-            if exportOmitsNil && value == .null { continue }
+            if exportOmitsNil && value.isNull { continue }
             Self.put(value, at: map.paths[0], into: &record, style: style)
         }
         for (link, conversion) in linkMaps {
@@ -77,7 +77,7 @@ extension CompiledMapper {
                 related.prepareStorage()
                 return conversion.recordValue(related.values[link.destinationKey.index], formatters: formatters)
             } ?? .null
-            if exportOmitsNil && value == .null { continue }
+            if exportOmitsNil && value.isNull { continue }
             Self.put(value, at: link.paths[0], into: &record, style: style)
         }
         return .object(record)

@@ -35,7 +35,7 @@ extension RecordImport {
             storedKeys.reserveCapacity(records.count)
             for (offset, record) in records.enumerated() {
                 let index = firstIndex + offset
-                guard let raw = RecordImport.value(in: record, at: paths), raw != .null else {
+                guard let raw = RecordImport.value(in: record, at: paths), !raw.isNull else {
                     throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entityName, attribute: key.name)
                 }
                 let stored: StoredValue

@@ -301,7 +301,7 @@ struct RecordImport {
                 keys.values.append(.absent)
                 continue
             }
-            if raw == .null {
+            if raw.isNull {
                 keys.values.append(.null)
                 continue
             }
