@@ -428,7 +428,10 @@ final class ChangeListener: Sendable {
         var records: [ChangeRecord] = []
         var readLast = false
         for note in notifications {
-            switch ChangeLog.payload(of: note.payload) {
+            switch ChangeLog.payload(of: note.payload, ownOrigin: origin) {
+            case .own(_, let snapshot):
+                readLast = false
+                if let snapshot { position.advance(to: snapshot) }
             case .record(let record, let transaction, let snapshot):
                 readLast = false
                 if record.origin != origin, !position.covers(transaction) {

@@ -191,6 +191,9 @@ enum ChangeLog {
         /// The whole record, with its transaction's id and a snapshot taken inside that
         /// transaction (`nil` when the writer sent none).
         case record(ChangeRecord, transaction: UInt64, snapshot: String?)
+        /// A record of the reading process's own saves (`payload(of:ownOrigin:)`): its
+        /// transaction's id and the snapshot, its changes left unread.
+        case own(transaction: UInt64, snapshot: String?)
         /// Only the record's id (a record too large for a payload, or a writer of an
         /// earlier version): the log must be read.
         case reference(Int64)

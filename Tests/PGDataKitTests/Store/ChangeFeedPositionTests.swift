@@ -86,6 +86,37 @@ struct ChangeFeedPositionTests {
         }
     }
 
+    /// A payload of this process's own saves is read only as far as its origin: the
+    /// transaction and snapshot come back, its changes are not scanned (a listener
+    /// delivers none of its own). Another origin's payload is read whole as before.
+    @Test func ownPayloadsAreReadOnlyAsFarAsTheirOrigin() throws {
+        let own = UUID()
+        let other = UUID()
+        var changes = ContextChanges()
+        changes.inserted = Set((1...1_000).map { ObjectID(entityName: "User", primaryKey: $0) })
+        let record = try ChangeLog.encode(changes)
+        for text in ["r2 7 99 100:110:102 \(own) 3 4 5 " + record, "r2 7 99 100:110:102 \(own) 3 4 5 {not scanned"] {
+            guard case .own(let transaction, let snapshot) = ChangeLog.payload(of: text, ownOrigin: own) else {
+                Issue.record("an own payload was not recognised: \(text.prefix(60))")
+                continue
+            }
+            #expect(transaction == 99 && snapshot == "100:110:102")
+        }
+        guard case .own(99, nil) = ChangeLog.payload(of: "r1 7 99 \(own) 3 4 5 " + record, ownOrigin: own) else {
+            Issue.record("an own r1 payload was not recognised")
+            return
+        }
+        guard case .record(let read, 99, _) = ChangeLog.payload(of: "r2 7 99 - \(other) 3 4 5 " + record, ownOrigin: own) else {
+            Issue.record("another origin's payload was not read whole")
+            return
+        }
+        #expect(read.origin == other && read.changes == changes)
+        guard case .unreadable = ChangeLog.payload(of: "r2 7 99 - \(other) 3 4 5 {", ownOrigin: own) else {
+            Issue.record("another origin's malformed payload was read")
+            return
+        }
+    }
+
     /// A writer's snapshot moves the position on only when it covers everything the
     /// position covers; what it covers leaves the delivered set.
     @Test func aSnapshotThatCoversThePositionIsAdopted() {
