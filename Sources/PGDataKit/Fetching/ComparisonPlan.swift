@@ -381,16 +381,10 @@ struct ComparisonPlanner {
             try checkComparable(leftKey, rightKey, path)
         }
         let plannedLeft = try side(left, type: type, subject: subject, op, path)
-        var plannedRight = try side(right, type: type, subject: subject, op, path)
+        let plannedRight = try side(right, type: type, subject: subject, op, path)
+        // (Strings with NUL in an IN list leave it in `side`.)
         var fixed: Bool?
-        switch plannedRight {
-        case .constant(let text as String) where Self.holdsNUL(text):
-            fixed = op == .notEqual
-        case .list(let items) where op == .in:
-            plannedRight = .list(items.filter { item in !((item as? String).map(Self.holdsNUL) ?? false) })
-        default:
-            break
-        }
+        if case .constant(let text as String) = plannedRight, Self.holdsNUL(text) { fixed = op == .notEqual }
         return ComparisonPlan(
             quantified: nil, left: plannedLeft, operator: op, right: plannedRight,
             options: type == .value(.string) ? options : [], type: type, fixed: fixed)
@@ -421,10 +415,17 @@ struct ComparisonPlanner {
                 }
                 return .bounds(bounds[0], bounds[1])
             }
-            return .list(try items.map { item in
+            var constants: [PlannedConstant?] = []
+            constants.reserveCapacity(items.count)
+            for item in items {
                 guard case .value(let value) = item else { throw error("IN lists hold constants only", path) }
-                return try constant(value, type: type, subject: subject, op, path)
-            })
+                let converted = try constant(value, type: type, subject: subject, op, path)
+                // A string with NUL matches no stored string: it leaves an IN list (tested
+                // on the argument, which only a text attribute keeps as text).
+                if op == .in, case .string(let text) = value, Self.holdsNUL(text) { continue }
+                constants.append(converted)
+            }
+            return .list(constants)
         }
     }
 
@@ -498,17 +499,34 @@ struct ComparisonPlanner {
         let symmetric = comparison.operator == .equal || comparison.operator == .notEqual
         var pending = [(comparison.left, symmetric), (comparison.right, nulMatchesNothing)]
         while let (expression, nulAllowed) = pending.popLast() {
-            switch expression {
-            case .list(let items): pending.append(contentsOf: items.map { ($0, nulAllowed) })
-            case .value(.string(let text)) where !nulAllowed && Self.holdsNUL(text):
-                throw error("a string in a predicate cannot contain NUL (U+0000) here: PostgreSQL text cannot "
-                            + "hold it", Self.keyPath(of: comparison))
-            case .value(.double(let number)) where number.isNaN:
-                throw error("NaN cannot be compared", Self.keyPath(of: comparison))
-            case .value(.decimal(let number)) where number.isNaN:
-                throw error("NaN cannot be compared", Self.keyPath(of: comparison))
-            default: break
+            if case .list(let items) = expression {
+                // Each item in place; only lists within lists wait (no copy of a long list).
+                for item in items {
+                    if case .list = item {
+                        pending.append((item, nulAllowed))
+                    } else {
+                        try checkConstant(item, nulAllowed, comparison)
+                    }
+                }
+            } else {
+                try checkConstant(expression, nulAllowed, comparison)
             }
+        }
+    }
+
+    /// `checkConstants` for one expression that is not a list.
+    private func checkConstant(
+        _ expression: FetchPredicate.Expression, _ nulAllowed: Bool, _ comparison: FetchPredicate.Comparison
+    ) throws {
+        switch expression {
+        case .value(.string(let text)) where !nulAllowed && Self.holdsNUL(text):
+            throw error("a string in a predicate cannot contain NUL (U+0000) here: PostgreSQL text cannot "
+                        + "hold it", Self.keyPath(of: comparison))
+        case .value(.double(let number)) where number.isNaN:
+            throw error("NaN cannot be compared", Self.keyPath(of: comparison))
+        case .value(.decimal(let number)) where number.isNaN:
+            throw error("NaN cannot be compared", Self.keyPath(of: comparison))
+        default: break
         }
     }
 
