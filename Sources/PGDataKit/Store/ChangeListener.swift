@@ -434,7 +434,8 @@ final class ChangeListener: Sendable {
                 if let snapshot { position.advance(to: snapshot) }
             case .record(let record, let transaction, let snapshot):
                 readLast = false
-                if record.origin != origin, !position.covers(transaction) {
+                // (Another process's: this one's own come as `.own`.)
+                if !position.covers(transaction) {
                     position.noteDelivered(transaction)
                     records.append(record)
                 }

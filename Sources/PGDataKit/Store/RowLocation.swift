@@ -7,7 +7,7 @@
 /// transaction is stable, because the version stays visible to that transaction's
 /// snapshot and so cannot be pruned and its slot reused. A version the transaction no
 /// longer sees (it changed the row itself since) is simply not found, and the save
-/// locks by key instead (see `StoreCoordinator.lockRows(of:_:byLocation:on:)`).
+/// locks by key instead (see `StoreCoordinator.lockRows(of:_:on:)`).
 ///
 /// Packed in 64 bits: the reading transaction's serial (16 bits, never 0; see
 /// `ManagedObjectContext.locationSerial`), the block number (32) and the offset (16).
