@@ -39,11 +39,7 @@ struct LockOrderTests {
                 // Committed after the import looked: "b" first, then "a".
                 _ = try run.insertUser(b)
                 let y = try run.insertUser(a)
-                let editor = manager.newPrivateContext(name: "editor")
-                editor.mergePolicy = .mergeByPropertyObjectTrump
-                try editor.performAndWait {
-                    for user in try User.fetch(in: editor, where: "userID IN %@", [a, b]) { user.name = "edited" }
-                }
+                let editor = try renamingEditor([a, b], in: manager)
                 guard try run.race(blocking: ("users", y), first: importer, second: editor) else { break }
             }
             #expect(try ExampleSchema.count("SELECT count(*) FROM users", in: manager) == 12)
@@ -151,11 +147,7 @@ struct LockOrderTests {
                     }
                     #expect(users.allSatisfy { importer.rowLocation(of: $0) != nil })
                 }
-                let editor = manager.newPrivateContext(name: "editor")
-                editor.mergePolicy = .mergeByPropertyObjectTrump
-                try editor.performAndWait {
-                    for user in try User.fetch(in: editor, where: "userID IN %@", [a, b]) { user.name = "edited" }
-                }
+                let editor = try renamingEditor([a, b], in: manager)
                 guard try run.race(blocking: ("users", second), first: importer, second: editor) else { break }
             }
         }
@@ -168,11 +160,7 @@ struct LockOrderTests {
             for round in 0..<6 {
                 let (a, b) = ("a\(round)", "b\(round)")
                 let second = try run.insertUsersInReverseTableOrder(a, b)
-                let editor = manager.newPrivateContext(name: "editor")
-                editor.mergePolicy = .mergeByPropertyObjectTrump
-                try editor.performAndWait {
-                    for user in try User.fetch(in: editor, where: "userID IN %@", [a, b]) { user.name = "edited" }
-                }
+                let editor = try renamingEditor([a, b], in: manager)
                 let deleter = manager.newPrivateContext(name: "deleter")
                 deleter.isolationLevel = .readCommitted
                 let finished = try run.race(
@@ -311,6 +299,17 @@ struct LockRace {
 
 /// A manager on a fresh example database whose sessions leave deadlocks to the test to
 /// see (`deadlock_timeout` of a minute), with a `LockRace`.
+/// A private context (`.mergeByPropertyObjectTrump`) that fetched the users of `keys`
+/// and renamed them "edited", unsaved: one side of a race.
+private func renamingEditor(_ keys: [String], in manager: ContextManager) throws -> ManagedObjectContext {
+    let editor = manager.newPrivateContext(name: "editor")
+    editor.mergePolicy = .mergeByPropertyObjectTrump
+    try editor.performAndWait {
+        for user in try User.fetch(in: editor, where: "userID IN %@", keys) { user.name = "edited" }
+    }
+    return editor
+}
+
 private func withDeadlockProneManager(_ body: (ContextManager, LockRace) throws -> Void) throws {
     try TestDatabase.withFreshDatabase(migrations: true) { base in
         var configuration = base
