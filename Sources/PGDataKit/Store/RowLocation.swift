@@ -58,8 +58,8 @@ struct RowLocation: Equatable {
         packed = UInt64(serial) << 48 | parts.block << 16 | parts.offset
     }
 
-    /// A `tid[]` literal of the locations, for `= ANY($n::tid[])`: `{"(1,2)","(3,4)"}`,
-    /// written as bytes (a save sends thousands).
+    /// A `tid[]` literal of the locations, for `StoreCoordinator.anyLocation(of:)`:
+    /// `{"(1,2)","(3,4)"}`, written as bytes (a save sends thousands).
     static func arrayLiteral(_ locations: [RowLocation]) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(2 + locations.count * 14)

@@ -199,10 +199,11 @@ extension StoreCoordinator {
     }
 
     /// The statement of `lockRows` by location: the rows at the locations of `tid[]`
-    /// array `$1` (a TID scan), sorted by primary key, locked in that order (PostgreSQL
-    /// locks after sorting); returns how many it locked.
+    /// array `$1` (a TID scan whatever the plan, see `anyLocation(of:)`), sorted by
+    /// primary key, locked in that order (PostgreSQL locks after sorting); returns how
+    /// many it locked.
     static func lockRowsByLocationSQL(_ entity: EntityDescription, _ mode: RowLockMode) -> String {
-        "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS u WHERE u.ctid = ANY($1::tid[]) "
+        "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS u WHERE u.ctid = \(anyLocation(of: 1)) "
             + "ORDER BY u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) \(mode.clause)) AS l"
     }
 

@@ -123,6 +123,47 @@ import Testing
         #expect(scans == 0, "analyzed: \(analyzed)")
     }
 
+    /// Rows a save writes by location (an import read where they are in the save's own
+    /// transaction, or the lock statement found them by key): the lock statement, the
+    /// `UPDATE` and the `DELETE` read them with a TID scan. With the locations as a plain
+    /// `ctid = ANY($n)` a custom plan (every plan behind a pooler, where statements are
+    /// not prepared; the first five of a prepared statement) counted a random page per
+    /// location and read the whole table instead, for a batch of 1,000 in up to a few
+    /// hundred thousand rows; each statement here is planned for the first time.
+    @Test(arguments: [false, true])
+    func rowsWrittenByLocationAreReadByLocation(analyzed: Bool) throws {
+        for (located, deletes) in [(true, false), (true, true), (false, false), (false, true)] {
+            var written = 0
+            var byLocation = false
+            let scans = try Self.sequentialScans(analyzed: analyzed) { coordinator, entity, connection in
+                var locks = RowLockSet()
+                let rows = try connection.query("SELECT id, ctid::text FROM users WHERE id BETWEEN 5001 AND 6000 ORDER BY id")
+                for row in rows {
+                    let key = try row.decode(Int64.self, at: 0)
+                    var tid = try row.decode(String.self, at: 1)
+                    let location = located ? tid.withUTF8 { RowLocation(tid: $0, serial: 1) } : nil
+                    locks.add(key, deletes ? .update : .noKeyUpdate, location: location)
+                }
+                let locked = try #require(try coordinator.lockRows(of: entity, locks, on: connection))
+                byLocation = locked.byLocation
+                if deletes {
+                    written = try coordinator.deleteRows(
+                        of: entity, keys: Array(5_001...6_000), versions: Array(repeating: 1, count: 1_000),
+                        checksVersion: true, locations: locked.literal, on: connection
+                    ).count
+                } else {
+                    var batch = try Self.renaming(entity)
+                    batch.locations = locked.literal
+                    written = try coordinator.updateRows(of: entity, batch, checksVersion: true, on: connection).count
+                }
+            }
+            let what = "analyzed: \(analyzed), located: \(located), deletes: \(deletes)"
+            #expect(byLocation == located, "\(what)")
+            #expect(written == 1_000, "\(what)")
+            #expect(scans == 0, "\(what)")
+        }
+    }
+
     /// A row another transaction rewrites while the batch waits for its lock: the batch
     /// probed the old tuple. A version-checked update leaves the row out (a conflict); an
     /// overwriting update or delete still writes it, by key.
