@@ -89,12 +89,37 @@ extension ManagedObjectContext {
         // Filled in place: `append` on an array of the unspecialized `T` is a call into the
         // runtime's generic code per object.
         return try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+            guard !mayBeRegistered else {
+                for row in result where count < buffer.count {
+                    // Every object of `entity` is created as `entity.objectClass`, a `T`.
+                    let object = try register(row: row, entity: entity, making: making)
+                    buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
+                    count += 1
+                }
+                return
+            }
+            // None of the rows can be registered already: the objects are made first and
+            // registered together, in one access to the registry rather than one each.
+            var made: [ManagedObject] = []
+            made.reserveCapacity(result.count)
             for row in result where count < buffer.count {
-                // Every object of `entity` is created as `entity.objectClass`, a `T`.
-                let object = try register(row: row, entity: entity, mayBeRegistered: mayBeRegistered, making: making)
+                let key = try Self.decodeInteger(row, column: 0)
+                let object = try makeObject(
+                    row: row, entity: entity, objectID: ObjectID(entityName: entity.name, primaryKey: key), key: key,
+                    making: making)
+                made.append(object)
                 buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
                 count += 1
             }
+            Self.add(made, to: &registered)
+        }
+    }
+
+    /// Registers new objects under their IDs.
+    private static func add(_ objects: [ManagedObject], to registry: inout [ObjectID: ManagedObject]) {
+        for object in objects {
+            // (Every object here was given its ID by `makeObject`.)
+            if let objectID = object.objectIDStorage { registry[objectID] = object }
         }
     }
 
@@ -161,12 +186,21 @@ extension ManagedObjectContext {
             }
             return existing
         }
+        let object = try makeObject(row: row, entity: entity, objectID: objectID, key: key, making: objectClass)
+        registered[objectID] = object
+        return object
+    }
+
+    /// A new object of this context for a row, not registered yet (see
+    /// `register(row:entity:mayBeRegistered:making:)`).
+    private func makeObject(
+        row: Row, entity: EntityDescription, objectID: ObjectID, key: Int64, making objectClass: ManagedObject.Type?
+    ) throws -> ManagedObject {
         let object = objectClass?.init() ?? entity.makeObject()
         object.entityStorage = entity
         object.objectID = objectID
         object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)
         try apply(row: row, to: object, entity: entity, key: key)
-        registered[objectID] = object
         return object
     }
 
@@ -174,10 +208,10 @@ extension ManagedObjectContext {
     func apply(row: Row, to object: ManagedObject, entity: EntityDescription, key: Int64) throws {
         object.version = try Self.decodeInteger(row, column: 1)
         let result = row.result
-        let count = entity.attributeDecodings.count
+        let decodings = entity.attributeDecodings
         var values: [StoredValue] = []
-        values.reserveCapacity(count)
-        for index in 0..<count {
+        values.reserveCapacity(decodings.count)
+        for (index, decoding) in decodings.enumerated() {
             let column = index + 2
             guard let bytes = result.fieldBytes(row: row.index, column: column) else {
                 guard entity.attributeOptionality[index] else {
@@ -191,7 +225,7 @@ extension ManagedObjectContext {
             // The common types are appended as themselves (no optional of the boxed value
             // to unwrap and copy); the rest go through the fast path's value or the
             // attribute's closure.
-            switch entity.attributeDecodings[index] {
+            switch decoding {
             case .string:
                 values.append(.string(String(decoding: bytes, as: UTF8.self)))
             case .int:
@@ -201,7 +235,7 @@ extension ManagedObjectContext {
                     values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index], entity: entity, key: key))
                 }
             default:
-                if let value = entity.attributeDecodings[index].decode(bytes) {
+                if let value = decoding.decode(bytes) {
                     values.append(value)
                 } else {
                     values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index], entity: entity, key: key))
@@ -216,7 +250,7 @@ extension ManagedObjectContext {
             object.toOne = Array(repeating: .none, count: entity.relationships.count)
         }
         var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
-        var column = 2 + count
+        var column = 2 + decodings.count
         for relationship in entity.toOneRelationships {
             let foreignKey = try row.decode(Int64?.self, at: column)
             column += 1
