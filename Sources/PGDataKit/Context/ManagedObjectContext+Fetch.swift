@@ -82,45 +82,65 @@ extension ManagedObjectContext {
         entity: EntityDescription, _ query: StoreQuery, as type: T.Type, mayBeRegistered: Bool
     ) throws -> [T] {
         let result = try withDatabase { try coordinator.selectObjects(of: entity, query, on: $0) }
-        registered.reserveCapacity(registered.count + result.count)
         // New objects are made as `T` directly when it is the entity's class (a typed fetch;
         // a fetch by entity name asks for `ManagedObject`, a superclass of it).
         let making: ManagedObject.Type? = ObjectIdentifier(T.self) == ObjectIdentifier(entity.objectClass) ? T.self : nil
-        // Filled in place: `append` on an array of the unspecialized `T` is a call into the
-        // runtime's generic code per object.
-        return try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
-            guard !mayBeRegistered else {
-                for row in result where count < buffer.count {
-                    // Every object of `entity` is created as `entity.objectClass`, a `T`.
-                    let object = try register(row: row, entity: entity, making: making)
-                    buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
-                    count += 1
+        guard !mayBeRegistered else {
+            return try withRegistry { registry in
+                registry.reserveCapacity(registry.count + result.count)
+                // Filled in place: `append` on an array of the unspecialized `T` is a call
+                // into the runtime's generic code per object.
+                return try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+                    // (By index: a `Row` holds a reference to the result, one retain per row.)
+                    for index in 0..<min(result.count, buffer.count) {
+                        let object = try register(result, row: index, entity: entity, making: making, in: &registry)
+                        // Every object of `entity` is created as `entity.objectClass`, a `T`.
+                        buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
+                        count += 1
+                    }
                 }
-                return
             }
-            // None of the rows can be registered already: the objects are made first and
-            // registered together, in one access to the registry rather than one each.
-            var made: [ManagedObject] = []
-            made.reserveCapacity(result.count)
-            for row in result where count < buffer.count {
-                let key = try Self.decodeInteger(row, column: 0)
+        }
+        // None of the rows can be registered already: the objects are made first, then
+        // registered in a pass of their own. (Inserting each into the registry as it is
+        // made, a table of ~10 MB for 100,000 objects written at random places between
+        // the objects' own writes, measured slower on the clock for fewer instructions.)
+        var made: [ManagedObject] = []
+        made.reserveCapacity(result.count)
+        let objects = try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+            for index in 0..<min(result.count, buffer.count) {
+                let key = try Self.decodeInteger(result, row: index, column: 0)
                 let object = try makeObject(
-                    row: row, entity: entity, objectID: ObjectID(entityName: entity.name, primaryKey: key), key: key,
+                    result, row: index, entity: entity, objectID: ObjectID(entityName: entity.name, primaryKey: key), key: key,
                     making: making)
                 made.append(object)
                 buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
                 count += 1
             }
-            Self.add(made, to: &registered)
         }
+        withRegistry { registry in
+            registry.reserveCapacity(registry.count + made.count)
+            for object in made {
+                // (Every object here was given its ID by `makeObject`.)
+                if let objectID = object.objectIDStorage { registry[objectID] = object }
+            }
+        }
+        return objects
     }
 
-    /// Registers new objects under their IDs.
-    private static func add(_ objects: [ManagedObject], to registry: inout [ObjectID: ManagedObject]) {
-        for object in objects {
-            // (Every object here was given its ID by `makeObject`.)
-            if let objectID = object.objectIDStorage { registry[objectID] = object }
-        }
+    /// Runs `body` with the registry of objects (`registered`) moved into a variable of
+    /// its own, then moves it back.
+    ///
+    /// A loop that registers many objects works on the variable: every change of the
+    /// stored property is an access the runtime checks (Swift's exclusivity check, which
+    /// tracks an access held across the dictionary's call), and one access held over the
+    /// whole loop would make any nested use of the property a trap. In the meantime the
+    /// property holds no object.
+    func withRegistry<R>(_ body: (inout [ObjectID: ManagedObject]) throws -> R) rethrows -> R {
+        var registry: [ObjectID: ManagedObject] = [:]
+        swap(&registry, &registered)
+        defer { swap(&registry, &registered) }
+        return try body(&registry)
     }
 
     /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
@@ -150,18 +170,20 @@ extension ManagedObjectContext {
             locating = locationSerial != 0
             return try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: connection)
         }
-        registered.reserveCapacity(registered.count + result.count)
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
         let serial = locationSerial
         let locationColumn = entity.selectColumns.count
-        for row in result {
-            let object = try register(row: row, entity: entity)
-            if locating {
-                let bytes = result.fieldBytes(row: row.index, column: locationColumn)
-                object.rowLocation = bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0
+        try withRegistry { registry in
+            registry.reserveCapacity(registry.count + result.count)
+            for index in 0..<result.count {
+                let object = try register(result, row: index, entity: entity, in: &registry)
+                if locating {
+                    let bytes = result.fieldBytes(row: index, column: locationColumn)
+                    object.rowLocation = bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0
+                }
+                objects.append(object)
             }
-            objects.append(object)
         }
         return objects
     }
@@ -178,42 +200,63 @@ extension ManagedObjectContext {
     func register(
         row: Row, entity: EntityDescription, mayBeRegistered: Bool = true, making objectClass: ManagedObject.Type? = nil
     ) throws -> ManagedObject {
-        let key = try Self.decodeInteger(row, column: 0)
+        try withRegistry { registry in
+            try register(
+                row.result, row: row.index, entity: entity, mayBeRegistered: mayBeRegistered, making: objectClass,
+                in: &registry)
+        }
+    }
+
+    /// `register(row:entity:mayBeRegistered:making:)` for row `index` of `result`, in the
+    /// registry `withRegistry(_:)` hands out.
+    private func register(
+        _ result: QueryResult, row index: Int, entity: EntityDescription, mayBeRegistered: Bool = true,
+        making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject]
+    ) throws -> ManagedObject {
+        let key = try Self.decodeInteger(result, row: index, column: 0)
         let objectID = ObjectID(entityName: entity.name, primaryKey: key)
-        if mayBeRegistered, let existing = registered[objectID] {
+        if mayBeRegistered, let existing = registry[objectID] {
             if !changedSet.contains(existing) && !existing.deletedFlag {
-                try apply(row: row, to: existing, entity: entity, key: key)
+                try apply(result, row: index, to: existing, entity: entity, key: key)
             }
             return existing
         }
-        let object = try makeObject(row: row, entity: entity, objectID: objectID, key: key, making: objectClass)
-        registered[objectID] = object
+        let object = try makeObject(result, row: index, entity: entity, objectID: objectID, key: key, making: objectClass)
+        registry[objectID] = object
         return object
     }
 
     /// A new object of this context for a row, not registered yet (see
     /// `register(row:entity:mayBeRegistered:making:)`).
     private func makeObject(
-        row: Row, entity: EntityDescription, objectID: ObjectID, key: Int64, making objectClass: ManagedObject.Type?
+        _ result: QueryResult, row: Int, entity: EntityDescription, objectID: ObjectID, key: Int64,
+        making objectClass: ManagedObject.Type?
     ) throws -> ManagedObject {
         let object = objectClass?.init() ?? entity.makeObject()
         object.entityStorage = entity
         object.objectID = objectID
         object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)
-        try apply(row: row, to: object, entity: entity, key: key)
+        try apply(result, row: row, to: object, entity: entity, key: key)
         return object
     }
 
     /// Copies a row's values into an object and makes them its committed values.
     func apply(row: Row, to object: ManagedObject, entity: EntityDescription, key: Int64) throws {
-        object.version = try Self.decodeInteger(row, column: 1)
-        let result = row.result
+        try apply(row.result, row: row.index, to: object, entity: entity, key: key)
+    }
+
+    /// `apply(row:to:entity:key:)` for row `index` of `result` (no `Row` to make and retain
+    /// the result for).
+    private func apply(
+        _ result: QueryResult, row rowIndex: Int, to object: ManagedObject, entity: EntityDescription, key: Int64
+    ) throws {
+        object.version = try Self.decodeInteger(result, row: rowIndex, column: 1)
         let decodings = entity.attributeDecodings
         var values: [StoredValue] = []
         values.reserveCapacity(decodings.count)
         for (index, decoding) in decodings.enumerated() {
             let column = index + 2
-            guard let bytes = result.fieldBytes(row: row.index, column: column) else {
+            guard let bytes = result.fieldBytes(row: rowIndex, column: column) else {
                 guard entity.attributeOptionality[index] else {
                     throw ManagedObjectError.invalidStoredValue(
                         entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
@@ -232,13 +275,13 @@ extension ManagedObjectContext {
                 if let value = AttributeDecoding.integer(bytes) {
                     values.append(.int(value))
                 } else {
-                    values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index], entity: entity, key: key))
+                    values.append(try decodeThroughClosure(row: result[rowIndex], column: column, entity.attributes[index], entity: entity, key: key))
                 }
             default:
                 if let value = decoding.decode(bytes) {
                     values.append(value)
                 } else {
-                    values.append(try decodeThroughClosure(row: row, column: column, entity.attributes[index], entity: entity, key: key))
+                    values.append(try decodeThroughClosure(row: result[rowIndex], column: column, entity.attributes[index], entity: entity, key: key))
                 }
             }
         }
@@ -252,7 +295,7 @@ extension ManagedObjectContext {
         var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
         var column = 2 + decodings.count
         for relationship in entity.toOneRelationships {
-            let foreignKey = try row.decode(Int64?.self, at: column)
+            let foreignKey = try result[rowIndex].decode(Int64?.self, at: column)
             column += 1
             keys[relationship.index] = foreignKey
             if case .object(let current) = object.toOne[relationship.index],
@@ -268,12 +311,16 @@ extension ManagedObjectContext {
     /// A `bigint` key or version column, read straight from the result text.
     @inline(__always)
     static func decodeInteger(_ row: Row, column: Int) throws -> Int64 {
-        if let bytes = row.result.fieldBytes(row: row.index, column: column),
-            let value = AttributeDecoding.integer(bytes)
-        {
+        try decodeInteger(row.result, row: row.index, column: column)
+    }
+
+    /// `decodeInteger(_:column:)` for row `index` of `result`.
+    @inline(__always)
+    static func decodeInteger(_ result: QueryResult, row index: Int, column: Int) throws -> Int64 {
+        if let bytes = result.fieldBytes(row: index, column: column), let value = AttributeDecoding.integer(bytes) {
             return Int64(value)
         }
-        return try row.decode(Int64.self, at: column)  // the error names the column
+        return try result[index].decode(Int64.self, at: column)  // the error names the column
     }
 
     /// An attribute's value decoded through its closure; on failure decoded again with the

@@ -36,6 +36,20 @@ struct StoredValueErrorTests {
                     #expect(error.entity == "Sample" && error.key == "decimal" && error.primaryKey == Int64(hugeKey))
                     #expect(!"\(error)".contains(digits))
                 }
+                // The objects registered before the failed fetch are still the context's
+                // (a fetch registers into the registry moved aside while it runs).
+                #expect(context.registeredObjects == Set(fine))
+                #expect(try Sample.fetch(in: context, where: "text == 'fine'").first === fine.first)
+            }
+            // The same in a fresh context: the failed fetch registers no object of the
+            // row it failed on, and the context fetches on.
+            let fresh = manager.newPrivateContext()
+            try fresh.performAndWait { () throws in
+                #expect(throws: ManagedObjectError.self) { _ = try fresh.fetchAll(Sample.self) }
+                #expect(!fresh.registeredObjects.contains { ($0 as? Sample)?.text == "huge" })
+                let fine = try Sample.fetch(in: fresh, where: "text == 'fine'")
+                #expect(fine.count == 1 && fresh.registeredObjects.isSuperset(of: fine))
+                #expect(try Sample.fetch(in: fresh, where: "text == 'fine'").first === fine.first)
             }
         }
     }
