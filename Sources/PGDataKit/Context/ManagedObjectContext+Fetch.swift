@@ -20,7 +20,9 @@ extension ManagedObjectContext {
         if let parent {
             stored = register(try parent.performAndWait { parent.statesForChild(try parent.fetchAll(type)) })
         } else {
-            stored = try fetchObjects(entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey))
+            // (Rows of one result have distinct keys: in an empty context none can be registered.)
+            stored = try fetchObjects(
+                entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey), mayBeRegistered: !registered.isEmpty)
         }
         let pending = insertedSet.filter { $0.entity.name == entity.name }
         return (stored.filter { !$0.deletedFlag } + pending.sorted { $0.objectID.description < $1.objectID.description })
@@ -105,24 +107,34 @@ extension ManagedObjectContext {
         // registered in a pass of their own. (Inserting each into the registry as it is
         // made, a table of ~10 MB for 100,000 objects written at random places between
         // the objects' own writes, measured slower on the clock for fewer instructions.)
-        var made: [ManagedObject] = []
+        // The second pass reads only `made`: each object's key, and the reference the
+        // registry is to hold, retained while the object was at hand. (Reading the ID
+        // from the object, or retaining it then, would bring every object back into the
+        // processor's cache: most of that pass's time for a large fetch.)
+        var made: [(key: Int64, object: Unmanaged<ManagedObject>)] = []
         made.reserveCapacity(result.count)
-        let objects = try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
-            for index in 0..<min(result.count, buffer.count) {
-                let key = try Self.decodeInteger(result, row: index, column: 0)
-                let object = try makeObject(
-                    result, row: index, entity: entity, objectID: ObjectID(entityName: entity.name, primaryKey: key), key: key,
-                    making: making)
-                made.append(object)
-                buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
-                count += 1
+        let objects: [T]
+        do {
+            objects = try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+                for index in 0..<min(result.count, buffer.count) {
+                    let key = try Self.decodeInteger(result, row: index, column: 0)
+                    let object = try makeObject(
+                        result, row: index, entity: entity, objectID: ObjectID(entityName: entity.name, primaryKey: key),
+                        key: key, making: making)
+                    made.append((key, Unmanaged.passRetained(object)))
+                    buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
+                    count += 1
+                }
             }
+        } catch {
+            for entry in made { entry.object.release() }  // (the references meant for the registry)
+            throw error
         }
         withRegistry { registry in
             registry.reserveCapacity(registry.count + made.count)
-            for object in made {
-                // (Every object here was given its ID by `makeObject`.)
-                if let objectID = object.objectIDStorage { registry[objectID] = object }
+            for entry in made {
+                // The retained reference moves into the registry.
+                registry[ObjectID(entityName: entity.name, primaryKey: entry.key)] = entry.object.takeRetainedValue()
             }
         }
         return objects
