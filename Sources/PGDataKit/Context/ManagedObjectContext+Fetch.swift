@@ -147,11 +147,20 @@ extension ManagedObjectContext {
     /// stored property is an access the runtime checks (Swift's exclusivity check, which
     /// tracks an access held across the dictionary's call), and one access held over the
     /// whole loop would make any nested use of the property a trap. In the meantime the
-    /// property holds no object.
+    /// property holds no object, so `body` must not use it (nor call this again).
+    /// Registering only adds objects: the members indexes are dropped when the count
+    /// changed, as any change of `registered` drops them.
     func withRegistry<R>(_ body: (inout [ObjectID: ManagedObject]) throws -> R) rethrows -> R {
+        assert(!registryMovedOut, "withRegistry is not reentrant")
         var registry: [ObjectID: ManagedObject] = [:]
+        registryMovedOut = true
         swap(&registry, &registered)
-        defer { swap(&registry, &registered) }
+        let count = registry.count
+        defer {
+            swap(&registry, &registered)
+            registryMovedOut = false
+            if registered.count != count, !membersIndexes.isEmpty { membersIndexes.removeAll() }
+        }
         return try body(&registry)
     }
 

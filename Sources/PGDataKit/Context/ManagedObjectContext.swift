@@ -96,10 +96,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The objects of the context by ID. Any change drops the members indexes.
     var registered: [ObjectID: ManagedObject] = [:] {
         didSet {
-            // (An index holds objects: it must not keep those that left alive.)
-            if !membersIndexes.isEmpty { membersIndexes.removeAll() }
+            // (An index holds objects: it must not keep those that left alive. Moving the
+            // registry out and back is no change: `withRegistry(_:)` judges that itself.)
+            if !registryMovedOut, !membersIndexes.isEmpty { membersIndexes.removeAll() }
         }
     }
+    /// Whether `withRegistry(_:)` holds the registry (`registered` is empty meanwhile).
+    var registryMovedOut = false
     /// One-to-many members by owner, per destination entity and inverse relationship,
     /// valid while `reference.membershipGeneration` stays what it was when built.
     var membersIndexes: [MembersIndex.Key: MembersIndex] = [:]

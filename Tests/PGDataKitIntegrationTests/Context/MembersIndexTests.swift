@@ -34,6 +34,12 @@ struct MembersIndexTests {
                 // One pass over the registry for the 300 owners (the prefetch's or the
                 // first read's), not one per owner.
                 #expect(context.membersIndexBuilds - builds <= 1)
+                // Fetching the owners again registers no new object: the index stays.
+                let built = context.membersIndexBuilds
+                #expect(try context.fetch(FetchRequest<User>()).count == 300)
+                #expect(try context.fetchAll(User.self).count == 300)
+                for (index, user) in users.enumerated() { #expect(user.posts.count == index % 4) }
+                #expect(context.membersIndexBuilds == built)
                 // A change is seen at once.
                 let moved = try #require(users[3].posts.first)
                 moved.user = users[0]
