@@ -273,7 +273,7 @@ extension StoreCoordinator {
                     [keys, versions, ArrayLiteral<String>(text: locations)], on: connection
                 ).map { try $0.decode(Int64.self, at: 0) })
             // Rows the transaction moved since its locks found them: by key.
-            let missing = keys.indices.filter { !deleted.contains(keys[$0]) }
+            let missing = deleted.count < keys.count ? keys.indices.filter { !deleted.contains(keys[$0]) } : []
             byKey = (missing.map { keys[$0] }, missing.map { versions[$0] })
         }
         if !byKey.keys.isEmpty {
