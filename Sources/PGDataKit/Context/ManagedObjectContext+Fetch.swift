@@ -165,8 +165,8 @@ extension ManagedObjectContext {
     }
 
     /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
-    /// query, one index probe per value) and registers them; a row that comes twice
-    /// (its value was given twice) is one object. A child context asks its parent, which
+    /// query, read from the attribute's unique index) and registers them; a value given
+    /// twice is one row and one object. A child context asks its parent, which
     /// answers with its unsaved objects of those values first, then the stored rows.
     ///
     /// - Throws: `ChildContextError.objectGoneFromParent` in a child context when the

@@ -51,9 +51,9 @@ extension StoreCoordinator {
     /// the rows of the keys, keeping the rows with a bit set. A key whose row is gone is
     /// simply absent.
     ///
-    /// The rows are found with one probe of the primary-key index per key
-    /// (`rowsByUniqueColumn`): every process with a controller asks about each batch of
-    /// an import, often into a new table without statistics.
+    /// The rows are read from the primary-key index whatever the planner knows of the
+    /// table (`rowsByUniqueColumn`): every process with a controller asks about each
+    /// batch of an import, often into a new table without statistics.
     ///
     /// - Throws: `PostgresError`.
     func selectMembership(of entity: EntityDescription, _ query: MembershipQuery, on connection: Connection) throws
@@ -75,7 +75,7 @@ extension StoreCoordinator {
             + "FROM " + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: keys.count == 1)
         let anyBit = columns.indices.map { "m.pgdatakit_members_\($0) <> 0" }.joined(separator: " OR ")
         let sql = columns.isEmpty ? inner : "SELECT * FROM (\(inner)) AS m WHERE \(anyBit)"
-        // (A key asked twice is asked once: the lateral join would return its row twice.)
+        // (Each key once: a key asked twice is still a question about one row.)
         let rows = try execute(sql, [keys] + query.parameters, on: connection)
         return MembershipAnswer(
             rows: rows, conditionCount: query.conditions.count, firstFlagColumn: entity.selectColumns.count)

@@ -171,28 +171,42 @@ extension StoreCoordinator {
             if locked == Int64(located.rows) { return LockedLocations(literal: literal, rows: located.rows, byLocation: true) }
         }
         let (keys, modes) = locks.ordered
-        let result = try execute(Self.lockRowsSQL(entity, modes: locks.modesUsed), [keys, modes], on: connection)
+        let modesUsed = locks.modesUsed
+        let result = try execute(
+            Self.lockRowsSQL(entity, modes: modesUsed), modesUsed.count == 1 ? [keys] : [keys, modes], on: connection)
         let writing = modes.filter { $0 != RowLockMode.keyShare.rawValue }.count
         guard writing > 0 else { return nil }
         return LockedLocations(
             literal: try result.first?.decode(String?.self, at: 0) ?? "{}", rows: writing, byLocation: false)
     }
 
-    /// The statement of `lockRows` by key: for each key of array `$1` in order, one
-    /// lateral probe per mode the rows take, only the one of the key's mode (`$2`)
-    /// running (a single lateral probe when all take one mode). It returns the locations
-    /// (`tid[]`) of the rows it locked to be written, or their count when it locks none
-    /// so.
+    /// The statement of `lockRows` by key. It returns the locations (`tid[]`) of the
+    /// rows it locked to be written, or their count when it locks none so.
+    ///
+    /// When all rows take one mode (a save that only updates, only deletes or only
+    /// references rows: the common case), it reads the rows of the keys of array `$1`
+    /// with one scan of the primary-key index (`= ANY(ARRAY(SELECT unnest($1)))`, an
+    /// index scan whatever the planner knows of the table, as `anyLocation(of:)`), sorts
+    /// them by key and locks them in that order (PostgreSQL locks after sorting). Server
+    /// time for 1,000 rows of 100,000 (`scripts/save-statements`, `sorted`): 1.9 ms
+    /// against 2.4 ms for a probe per key.
+    ///
+    /// Otherwise, for each key of array `$1` in order, one lateral probe per mode the rows
+    /// take, only the one of the key's mode (`$2`) running.
     static func lockRowsSQL(_ entity: EntityDescription, modes: Set<RowLockMode> = [.update, .noKeyUpdate, .keyShare]) -> String {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        if modes.count == 1, let mode = modes.first {
+            let rows = "SELECT u.ctid AS r FROM \(entity.quotedTable) AS u "
+                + "WHERE u.\(primaryKey) = ANY(ARRAY(SELECT unnest($1::bigint[]))) ORDER BY u.\(primaryKey) \(mode.clause)"
+            return (mode == .keyShare ? "SELECT count(*)" : "SELECT array_agg(l.r)") + " FROM (\(rows)) AS l"
+        }
         let writing = [RowLockMode.update, .noKeyUpdate].filter(modes.contains).map { "l\($0.rawValue).r" }
         let location = "COALESCE(\(writing.joined(separator: ", ")))"
         var sql = "SELECT "
             + (writing.isEmpty ? "count(*)" : "array_agg(\(location)) FILTER (WHERE \(location) IS NOT NULL)")
             + " FROM unnest($1::bigint[], $2::smallint[]) WITH ORDINALITY AS k(v, m, o)"
         for mode in [RowLockMode.update, .noKeyUpdate, .keyShare] where modes.contains(mode) {
-            let only = modes.count == 1 ? "" : "k.m = \(mode.rawValue) AND "
-            sql += " LEFT JOIN LATERAL (SELECT u.ctid AS r FROM \(entity.quotedTable) AS u WHERE \(only)"
+            sql += " LEFT JOIN LATERAL (SELECT u.ctid AS r FROM \(entity.quotedTable) AS u WHERE k.m = \(mode.rawValue) AND "
                 + "u.\(primaryKey) = k.v \(mode.clause)) AS l\(mode.rawValue) ON true"
         }
         return sql

@@ -44,7 +44,7 @@ extension StoreCoordinator {
     /// The rows of objects (`selectColumns` of the entity) a query describes.
     ///
     /// A query of primary keys only (`StoreQuery.keys(_:of:)`, as refreshes and faults
-    /// make) is read with one probe of the primary-key index per key
+    /// make) is read from the primary-key index whatever the planner knows of the table
     /// (`rowsByUniqueColumn`), each key once.
     func selectObjects(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> QueryResult {
         if let keys = query.primaryKeysOnly(of: entity) {
@@ -334,21 +334,24 @@ extension StoreCoordinator {
         "ANY(ARRAY(SELECT unnest($\(parameter)::tid[])))"
     }
 
-    /// `unnest($1::type[]) AS k(v) CROSS JOIN LATERAL (SELECT * FROM table AS u WHERE
-    /// u.column = k.v LIMIT 1) AS t`: the rows (as `t`) whose unique `column` holds one of
-    /// the values of array parameter `$1`; a value given twice gives its row twice.
+    /// `(SELECT * FROM table AS u WHERE u.column = ANY(ARRAY(SELECT unnest($1::type[]))))
+    /// AS t`: the rows (as `t`) whose unique `column` holds one of the values of array
+    /// parameter `$1`, each row once, in no particular order.
     ///
-    /// A lateral join over the array rather than `= ANY($1)`, which the planner turns
-    /// into a scan of the whole table when the table has no statistics yet (a new or
-    /// emptied table being imported into: milliseconds per batch, growing with the
-    /// table), and for a few percent of its rows when it has; here each value costs one
-    /// probe of the column's unique index whatever the statistics. (The `LIMIT` keeps
-    /// the planner from flattening the probe into a join.)
+    /// The array is read in a subquery, whose length the planner does not see: it plans
+    /// for a few values and reads them from the column's unique index (a bitmap or index
+    /// scan) whatever it knows of the table. A plain `= ANY($1)`, in a plan made for the
+    /// parameters' values (every plan behind a transaction pooler, the first five
+    /// executions of a prepared statement), is read with a scan of the whole table when
+    /// the table has no statistics yet (a new or emptied table being imported into:
+    /// milliseconds per batch, growing with the table), and for a few percent of its
+    /// rows when it has. The form before this one, a lateral join with one index probe per
+    /// value, was planned afresh at every execution and cost a quarter more server time:
+    /// for 1,000 values in 100,000 rows, 1.0 ms (none found) and 1.5 ms (all found)
+    /// against 0.75 and 1.15 ms.
     ///
     /// With `single` (the array holds one value: a merge's refresh of one object, the
-    /// common case) the one probe reads the array's only element. PostgreSQL plans the
-    /// lateral form afresh at every execution (its generic plan cannot know the array's
-    /// length); this one gets a generic plan after five executions.
+    /// common case) the statement reads the array's only element.
     ///
     /// With `locating` (and not `single`), the rows carry their `ctid` (`RowLocation`,
     /// `locationColumn`).
@@ -360,8 +363,8 @@ extension StoreCoordinator {
             return "(SELECT * FROM \(entity.quotedTable) AS u "
                 + "WHERE u.\(Connection.quoteIdentifier(column)) = ($1::\(sqlType)[])[1] LIMIT 1) AS t"
         }
-        return "unnest($1::\(sqlType)[]) AS k(v) CROSS JOIN LATERAL (SELECT *\(locating ? ", " + locationColumn(entity) : "") "
-            + "FROM \(entity.quotedTable) AS u WHERE u.\(Connection.quoteIdentifier(column)) = k.v LIMIT 1) AS t"
+        return "(SELECT *\(locating ? ", " + locationColumn(entity) : "") FROM \(entity.quotedTable) AS u "
+            + "WHERE u.\(Connection.quoteIdentifier(column)) = ANY(ARRAY(SELECT unnest($1::\(sqlType)[])))) AS t"
     }
 
     /// `ctid`, the row's location (`SELECT *` leaves system columns out), for rows of the

@@ -300,8 +300,8 @@ extension StoreCoordinator {
 
     /// The rows of objects (`selectColumns` of the entity) whose unique `attribute` is
     /// one of `values`: one statement with one array parameter, which looks each value up
-    /// in the attribute's unique index (`rowsByUniqueValue`). A value given twice (or two
-    /// values the column's collation holds equal) returns its row twice.
+    /// in the attribute's unique index (`rowsByUniqueValue`). Each row comes once, also
+    /// for a value given twice (or two values the column's collation holds equal).
     ///
     /// With `locating`, each row's location (`ctid`) follows the entity's columns (see
     /// `RowLocation`).
@@ -343,7 +343,7 @@ extension StoreCoordinator {
     }
 
     /// The rows (as `t`) whose unique `attribute` is one of the values of array
-    /// parameter `$1`, one index probe per value (`rowsByUniqueColumn`).
+    /// parameter `$1`, read from the attribute's unique index (`rowsByUniqueColumn`).
     static func rowsByUniqueValue(
         _ entity: EntityDescription, _ attribute: AttributeDescription, locating: Bool = false
     ) -> String {

@@ -72,11 +72,18 @@ struct RowLockSetTests {
         #expect(all.contains("k.m = 1 AND") && all.contains("FOR KEY SHARE"))
         // The locations of the rows locked to be written come back.
         #expect(all.hasPrefix("SELECT array_agg(COALESCE(l3.r, l2.r)) FILTER (WHERE COALESCE(l3.r, l2.r) IS NOT NULL)"))
+        let two = StoreCoordinator.lockRowsSQL(entity, modes: [.noKeyUpdate, .update])
+        #expect(two.components(separatedBy: "LEFT JOIN LATERAL").count == 3)
+        #expect(two.contains("k.m = 2 AND") && two.contains("k.m = 3 AND") && !two.contains("FOR KEY SHARE"))
+        #expect(two.hasPrefix("SELECT array_agg(COALESCE(l3.r, l2.r))"))
+        // One mode: one scan of the keys, sorted by key before the locks are taken (the
+        // global order); the keys in a subquery, an index scan in every plan.
         let one = StoreCoordinator.lockRowsSQL(entity, modes: [.noKeyUpdate])
-        #expect(one.components(separatedBy: "LEFT JOIN LATERAL").count == 2)
-        #expect(one.contains("FOR NO KEY UPDATE") && !one.contains("k.m ="))
-        #expect(one.hasPrefix("SELECT array_agg(COALESCE(l2.r))"))
-        #expect(StoreCoordinator.lockRowsSQL(entity, modes: [.keyShare]).hasPrefix("SELECT count(*)"))
+        #expect(!one.contains("LATERAL") && !one.contains("$2"))
+        #expect(one.contains("u.\"id\" = ANY(ARRAY(SELECT unnest($1::bigint[]))) ORDER BY u.\"id\" FOR NO KEY UPDATE"))
+        #expect(one.hasPrefix("SELECT array_agg(l.r) FROM"))
+        let referenced = StoreCoordinator.lockRowsSQL(entity, modes: [.keyShare])
+        #expect(referenced.hasPrefix("SELECT count(*)") && referenced.contains("ORDER BY u.\"id\" FOR KEY SHARE"))
         let byLocation = StoreCoordinator.lockRowsByLocationSQL(entity, .noKeyUpdate)
         // Sorted by key before the locks are taken: the global order. (The locations in
         // a subquery: a TID scan in every plan, see BatchStatementPlanTests.)
