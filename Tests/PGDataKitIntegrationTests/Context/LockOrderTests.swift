@@ -153,6 +153,55 @@ struct LockOrderTests {
         }
     }
 
+    /// The lock statement by key (rows of one mode: one scan of the keys) locks in
+    /// ascending key order whatever order its plan reads the rows in: here the table
+    /// holds them in the reverse of their keys' order and the plan reads them so (index
+    /// scans off: a bitmap or sequential scan). With the highest key held elsewhere, the
+    /// statement waits for it holding the lower ones; locking in the scan's order, it
+    /// would wait holding none.
+    @Test func theLockStatementByKeyLocksInKeyOrderWhateverItsScanReads() throws {
+        try withDeadlockProneManager { manager, run in
+            // Inserted highest key first: the table holds them in the reverse order. (An
+            // update's new version on the same page would not do: scans of the index
+            // reach it through its first version's place.)
+            let (low, middle, high): (Int64, Int64, Int64) = (1_000_001, 1_000_002, 1_000_003)
+            for key in [high, middle, low] {
+                try run.execute("INSERT INTO users (id, user_id) VALUES ($1, $2)", [key, "k\(key)"])
+            }
+            let blocker = try Connection(run.configuration)
+            defer { blocker.close() }
+            try blocker.execute("BEGIN")
+            try blocker.execute("SELECT 1 FROM users WHERE id = $1 FOR UPDATE", [high])
+            let coordinator = manager.coordinator
+            let entity = try #require(coordinator.model.entity(for: User.self))
+            let locker = try Connection(run.configuration)
+            defer { locker.close() }
+            try locker.execute("SET enable_indexscan = off")
+            try locker.execute("BEGIN")
+            let failure = Mutex<String?>(nil)
+            let group = DispatchGroup()
+            group.enter()
+            DispatchQueue.global().async {
+                defer { group.leave() }
+                var locks = RowLockSet()
+                for key in [high, low, middle] { locks.add(key, .noKeyUpdate) }
+                do { try coordinator.lockRows(of: entity, locks, on: locker) } catch {
+                    failure.withLock { $0 = "\(error)" }
+                }
+            }
+            try run.waitForLockWaits(1, sourceLocation: #_sourceLocation)
+            // The statement waits for k3 and holds k1 (and k2) already.
+            let probe = #expect(throws: PostgresError.self) {
+                try run.admin.execute("SELECT 1 FROM users WHERE id = $1 FOR UPDATE NOWAIT", [low])
+            }
+            #expect(probe?.sqlState == .lockNotAvailable)
+            try blocker.execute("ROLLBACK")
+            group.wait()
+            #expect(failure.withLock { $0 } == nil)
+            try locker.execute("ROLLBACK")
+        }
+    }
+
     /// A batch delete by predicate (rows in scan order) against a save that updates the
     /// same rows.
     @Test func aBatchDeleteAndAnUpdateOfTheSameRowsDoNotDeadlock() throws {
