@@ -224,7 +224,9 @@ extension StoreCoordinator {
     /// Locks the rows whose unique `attribute` is one of `values`, in `mode`, without
     /// waiting (`NOWAIT`): rows a save's keyed inserts met after claiming their new keys
     /// (see `claimKeyedInsertKeys`). Rows the save locked already are taken at once;
-    /// waiting for any other, while holding new keys, could close a cycle.
+    /// waiting for any other, while holding new keys, could close a cycle. The values are
+    /// read in a subquery, from the unique index in every plan (`rowsByUniqueColumn`
+    /// says why): a plain `= ANY($1)` planned for 1,000 values read the whole table.
     ///
     /// - Throws: `PostgresError` with `.lockNotAvailable` (`55P03`, transient) when
     ///   another transaction holds one of the rows; `PostgresValueError`.
@@ -234,7 +236,8 @@ extension StoreCoordinator {
     ) throws {
         let column = Connection.quoteIdentifier(attribute.columnName)
         try execute(
-            "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t WHERE t.\(column) = ANY($1::\(attribute.type.sqlType)[]) "
+            "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t "
+                + "WHERE t.\(column) = ANY(ARRAY(SELECT unnest($1::\(attribute.type.sqlType)[]))) "
                 + "\(mode.clause) NOWAIT) AS locked",
             [try attribute.encodeColumn(values)], on: connection)
     }

@@ -93,6 +93,20 @@ import Testing
         #expect(scans == 0, "analyzed: \(analyzed)")
     }
 
+    /// Rows a save's keyed inserts met after claiming their new keys are locked without
+    /// waiting, looked up by the unique key (each statement here planned for the first
+    /// time, as every one is behind a pooler).
+    @Test(arguments: [false, true])
+    func rowsLockedWithoutWaitingAreLookedUpInTheUniqueIndex(analyzed: Bool) throws {
+        let scans = try Self.sequentialScans(analyzed: analyzed) { coordinator, entity, connection in
+            let userID = try #require(entity.attribute(named: "userID"))
+            try coordinator.lockRowsWithoutWaiting(
+                of: entity, whereUnique: userID, isIn: (5_001...6_000).map { .string("u\($0)") }, mode: .noKeyUpdate,
+                on: connection)
+        }
+        #expect(scans == 0, "analyzed: \(analyzed)")
+    }
+
     /// Controllers ask which of a save's keys match their predicates with one statement
     /// per change set: during an import into a new table (no statistics yet) every other
     /// process asks about each batch's keys, so the question must not scan the table.
