@@ -161,9 +161,10 @@ struct RecordImport {
         if context.registered.isEmpty { fresh = [Bool](repeating: false, count: count) }
         let keys = missing.map { batch.storedKeys[$0] }
         let fetched = try context.fetchObjects(entity: entity, whereUnique: key, isIn: keys)
-        // Rows come in the order of the keys (an index probe per key, in turn), those not
-        // found left out: each row's key is looked for a few positions past the last one
-        // matched, compared as the dictionary compares keys, before it is hashed.
+        // Rows come in the index's order or the table's, often the keys' order (records
+        // sorted by key, a table filled in key order), those not found left out: each
+        // row's key is looked for a few positions past the last one matched, compared as
+        // the dictionary compares keys, before it is hashed.
         var next = 0
         for object in fetched {
             guard let value = UniqueValue(object.values[key.index]) else { continue }

@@ -38,7 +38,7 @@ struct StoreQuery {
 
     /// The keys of a query that is still exactly what `keys(_:of:)` of `entity` made (no
     /// condition, order or window set since); `nil` for any other query. Statements
-    /// that can read such a query another way (one index probe per key) ask this.
+    /// that can read such a query another way (`rowsByUniqueColumn`) ask this.
     func primaryKeysOnly(of entity: EntityDescription) -> [Int64]? {
         guard orderBy == nil, limit == nil, offset == 0, parameters.count == 1,
             condition == Self.isIn(entity.primaryKeyColumn)
