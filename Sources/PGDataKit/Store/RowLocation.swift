@@ -58,7 +58,7 @@ struct RowLocation: Equatable {
         packed = UInt64(serial) << 48 | parts.block << 16 | parts.offset
     }
 
-    /// A `tid[]` literal of the locations, for `StoreCoordinator.anyLocation(of:)`:
+    /// A `tid[]` literal of the locations, for `StoreCoordinator.anyElement(of:type:)`:
     /// `{"(1,2)","(3,4)"}`, written as bytes (a save sends thousands).
     static func arrayLiteral(_ locations: [RowLocation]) -> String {
         var bytes: [UInt8] = []

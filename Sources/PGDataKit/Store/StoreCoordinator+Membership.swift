@@ -70,13 +70,11 @@ extension StoreCoordinator {
             columns.append("(\(bits.joined(separator: " | ")))::bigint AS pgdatakit_members_\(columns.count)")
             start += perColumn
         }
-        let keys = Self.distinct(query.keys)
         let inner = "SELECT \(([entity.selectList(alias: "t")] + columns).joined(separator: ", ")) "
-            + "FROM " + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: keys.count == 1)
+            + "FROM " + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: Self.isOneKey(query.keys))
         let anyBit = columns.indices.map { "m.pgdatakit_members_\($0) <> 0" }.joined(separator: " OR ")
         let sql = columns.isEmpty ? inner : "SELECT * FROM (\(inner)) AS m WHERE \(anyBit)"
-        // (Each key once: a key asked twice is still a question about one row.)
-        let rows = try execute(sql, [keys] + query.parameters, on: connection)
+        let rows = try execute(sql, [query.keys] + query.parameters, on: connection)
         return MembershipAnswer(
             rows: rows, conditionCount: query.conditions.count, firstFlagColumn: entity.selectColumns.count)
     }

@@ -185,8 +185,8 @@ extension StoreCoordinator {
     ///
     /// When all rows take one mode (a save that only updates, only deletes or only
     /// references rows: the common case), it reads the rows of the keys of array `$1`
-    /// with one scan of the primary-key index (`= ANY(ARRAY(SELECT unnest($1)))`, an
-    /// index scan whatever the planner knows of the table, as `anyLocation(of:)`), sorts
+    /// with one scan of the primary-key index (`anyElement(of:type:)`: an index scan
+    /// whatever the planner knows of the table), sorts
     /// them by key and locks them in that order (PostgreSQL locks after sorting). Server
     /// time for 1,000 rows of 100,000 (`scripts/save-statements`, `sorted`): 1.9 ms
     /// against 2.4 ms for a probe per key.
@@ -197,7 +197,7 @@ extension StoreCoordinator {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         if modes.count == 1, let mode = modes.first {
             let rows = "SELECT u.ctid AS r FROM \(entity.quotedTable) AS u "
-                + "WHERE u.\(primaryKey) = ANY(ARRAY(SELECT unnest($1::bigint[]))) ORDER BY u.\(primaryKey) \(mode.clause)"
+                + "WHERE u.\(primaryKey) = \(anyElement(of: 1, type: "bigint")) ORDER BY u.\(primaryKey) \(mode.clause)"
             return (mode == .keyShare ? "SELECT count(*)" : "SELECT array_agg(l.r)") + " FROM (\(rows)) AS l"
         }
         let writing = [RowLockMode.update, .noKeyUpdate].filter(modes.contains).map { "l\($0.rawValue).r" }
@@ -213,11 +213,11 @@ extension StoreCoordinator {
     }
 
     /// The statement of `lockRows` by location: the rows at the locations of `tid[]`
-    /// array `$1` (a TID scan whatever the plan, see `anyLocation(of:)`), sorted by
+    /// array `$1` (a TID scan whatever the plan, see `anyElement(of:type:)`), sorted by
     /// primary key, locked in that order (PostgreSQL locks after sorting); returns how
     /// many it locked.
     static func lockRowsByLocationSQL(_ entity: EntityDescription, _ mode: RowLockMode) -> String {
-        "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS u WHERE u.ctid = \(anyLocation(of: 1)) "
+        "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS u WHERE u.ctid = \(anyElement(of: 1, type: "tid")) "
             + "ORDER BY u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) \(mode.clause)) AS l"
     }
 
@@ -225,8 +225,7 @@ extension StoreCoordinator {
     /// waiting (`NOWAIT`): rows a save's keyed inserts met after claiming their new keys
     /// (see `claimKeyedInsertKeys`). Rows the save locked already are taken at once;
     /// waiting for any other, while holding new keys, could close a cycle. The values are
-    /// read in a subquery, from the unique index in every plan (`rowsByUniqueColumn`
-    /// says why): a plain `= ANY($1)` planned for 1,000 values read the whole table.
+    /// read from the unique index in every plan (`anyElement(of:type:)`).
     ///
     /// - Throws: `PostgresError` with `.lockNotAvailable` (`55P03`, transient) when
     ///   another transaction holds one of the rows; `PostgresValueError`.
@@ -237,7 +236,7 @@ extension StoreCoordinator {
         let column = Connection.quoteIdentifier(attribute.columnName)
         try execute(
             "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t "
-                + "WHERE t.\(column) = ANY(ARRAY(SELECT unnest($1::\(attribute.type.sqlType)[]))) "
+                + "WHERE t.\(column) = \(Self.anyElement(of: 1, type: attribute.type.sqlType)) "
                 + "\(mode.clause) NOWAIT) AS locked",
             [try attribute.encodeColumn(values)], on: connection)
     }

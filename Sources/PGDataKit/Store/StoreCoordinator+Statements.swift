@@ -45,14 +45,13 @@ extension StoreCoordinator {
     ///
     /// A query of primary keys only (`StoreQuery.keys(_:of:)`, as refreshes and faults
     /// make) is read from the primary-key index whatever the planner knows of the table
-    /// (`rowsByUniqueColumn`), each key once.
+    /// (`rowsByUniqueColumn`), each row once.
     func selectObjects(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> QueryResult {
         if let keys = query.primaryKeysOnly(of: entity) {
-            let distinct = Self.distinct(keys)
             return try execute(
                 "SELECT \(entity.selectList(alias: "t")) FROM "
-                    + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: distinct.count == 1),
-                [distinct], on: connection)
+                    + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: Self.isOneKey(keys)),
+                [keys], on: connection)
         }
         return try execute(
             "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses,
@@ -319,33 +318,33 @@ extension StoreCoordinator {
     /// location names one row version of one table).
     static func rowsByLocation(_ entity: EntityDescription, _ types: [String], using: Bool = false) -> String {
         (using ? "USING" : "FROM") + " unnest(\(unnestList(types))) AS v(\(aliases(types.count))) "
-            + "WHERE t.ctid = \(anyLocation(of: types.count + 1)) AND t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = v.c0"
+            + "WHERE t.ctid = \(anyElement(of: types.count + 1, type: "tid")) AND t.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) = v.c0"
     }
 
-    /// `ANY(ARRAY(SELECT unnest($n::tid[])))`: the locations of `tid[]` parameter `$n`,
-    /// for `ctid = …`, always a TID scan. A plain `ctid = ANY($n::tid[])` is one too in a
-    /// generic plan, but a custom plan (every plan behind a pooler, where statements are
-    /// not prepared, and the first five of a prepared statement) sees the array's length
-    /// and counts a random page read per location, which costs more than reading the
-    /// whole table once a batch is more than a small share of it: 1,000 locations in up
-    /// to a few hundred thousand rows read every row (5–10 ms there against 0.3 ms). The
-    /// subquery hides the length, as a generic plan does.
-    static func anyLocation(of parameter: Int) -> String {
-        "ANY(ARRAY(SELECT unnest($\(parameter)::tid[])))"
+    /// `ANY(ARRAY(SELECT unnest($n::type[])))`: the elements of array parameter `$n`, for
+    /// `column = …` over an indexed column (`ctid` included: a TID scan), read through the
+    /// index in every plan. A generic plan reads a plain `column = ANY($n::type[])` so
+    /// too, but a custom plan (every plan behind a pooler, where statements are not
+    /// prepared, and the first five of a prepared statement) sees the array's length and
+    /// counts a random page read per element, which costs more than reading the whole
+    /// table once a batch is more than a small share of it, or while the table has no
+    /// statistics: 1,000 locations in up to a few hundred thousand rows read every row
+    /// (5–10 ms there against 0.3 ms), 1,000 keys of a new table too. The subquery hides
+    /// the length, as a generic plan does.
+    static func anyElement(of parameter: Int, type: String) -> String {
+        "ANY(ARRAY(SELECT unnest($\(parameter)::\(type)[])))"
     }
 
     /// `(SELECT * FROM table AS u WHERE u.column = ANY(ARRAY(SELECT unnest($1::type[]))))
     /// AS t`: the rows (as `t`) whose unique `column` holds one of the values of array
     /// parameter `$1`, each row once, in no particular order.
     ///
-    /// The array is read in a subquery, whose length the planner does not see: it plans
-    /// for a few values and reads them from the column's unique index (a bitmap or index
-    /// scan) whatever it knows of the table. A plain `= ANY($1)`, in a plan made for the
-    /// parameters' values (every plan behind a transaction pooler, the first five
-    /// executions of a prepared statement), is read with a scan of the whole table when
-    /// the table has no statistics yet (a new or emptied table being imported into:
-    /// milliseconds per batch, growing with the table), and for a few percent of its
-    /// rows when it has. The form before this one, a lateral join with one index probe per
+    /// The array is read in a subquery (`anyElement(of:type:)`), whose length the planner
+    /// does not see: it reads the values from the column's unique index (a bitmap or
+    /// index scan) whatever it knows of the table. A plain `= ANY($1)` in a custom plan
+    /// read a new or emptied table being imported into whole (milliseconds per batch,
+    /// growing with the table), and did so for a few percent of its rows once it had
+    /// statistics. The form before this one, a lateral join with one index probe per
     /// value, was planned afresh at every execution and cost a quarter more server time:
     /// for 1,000 values in 100,000 rows, 1.0 ms (none found) and 1.5 ms (all found)
     /// against 0.75 and 1.15 ms.
@@ -364,7 +363,7 @@ extension StoreCoordinator {
                 + "WHERE u.\(Connection.quoteIdentifier(column)) = ($1::\(sqlType)[])[1] LIMIT 1) AS t"
         }
         return "(SELECT *\(locating ? ", " + locationColumn(entity) : "") FROM \(entity.quotedTable) AS u "
-            + "WHERE u.\(Connection.quoteIdentifier(column)) = ANY(ARRAY(SELECT unnest($1::\(sqlType)[])))) AS t"
+            + "WHERE u.\(Connection.quoteIdentifier(column)) = \(anyElement(of: 1, type: sqlType))) AS t"
     }
 
     /// `ctid`, the row's location (`SELECT *` leaves system columns out), for rows of the
@@ -376,9 +375,12 @@ extension StoreCoordinator {
         return "CASE WHEN u.tableoid = '\(table)'::regclass THEN u.ctid END AS ctid"
     }
 
-    /// The keys, each once (the same array when none repeats).
-    static func distinct(_ keys: [Int64]) -> [Int64] {
-        Set(keys).count == keys.count ? keys : Array(Set(keys))
+    /// Whether the keys are one key (given once or more): `rowsByUniqueColumn`'s
+    /// `single` form then reads it. (The other form reads each row once however often
+    /// its key is given.)
+    static func isOneKey(_ keys: [Int64]) -> Bool {
+        guard let first = keys.first else { return false }
+        return keys.allSatisfy { $0 == first }
     }
 
     /// `c0, c1, …`: the column aliases of an `unnest` of `count` arrays.
