@@ -30,7 +30,7 @@ extension StoreCoordinator {
         return try execute(
             "SELECT \(destination.selectList(alias: "t")), j.\(source) FROM \(destination.quotedTable) AS t "
                 + "JOIN \(join) AS j ON j.\(member) = \(destination.qualifiedPrimaryKey) WHERE j.\(source) = ANY($1)",
-            [ownerKeys], on: connection)
+            [ownerKeys], on: connection, reusesPlan: Self.reusesPlan(keys: ownerKeys.count))
     }
 
     /// Writes a save's join rows: one `DELETE` for the removed pairs and the rows of
@@ -68,7 +68,7 @@ extension StoreCoordinator {
             try execute(
                 "DELETE FROM \(join) AS j WHERE j.ctid = ANY(ARRAY(SELECT j.ctid FROM \(join) AS j WHERE \(condition))) "
                     + "AND (\(condition))",
-                parameters, on: connection)
+                parameters, on: connection, reusesPlan: false)
         }
         if !batch.inserted.sources.isEmpty {
             // In (source, destination) order: a pair another save is inserting at the

@@ -10,6 +10,6 @@ extension StoreCoordinator {
         try execute(
             "UPDATE \(entity.quotedTable) AS t SET \(Connection.quoteIdentifier(column)) = NULL "
                 + "WHERE \(entity.qualifiedPrimaryKey) = ANY($1)",
-            [keys], on: connection)
+            [keys], on: connection, reusesPlan: Self.reusesPlan(keys: keys.count))
     }
 }

@@ -166,14 +166,16 @@ extension StoreCoordinator {
         if let located = locks.located {
             let literal = RowLocation.arrayLiteral(located.locations)
             let locked = try execute(
-                Self.lockRowsByLocationSQL(entity, located.mode), [ArrayLiteral<String>(text: literal)], on: connection
+                Self.lockRowsByLocationSQL(entity, located.mode), [ArrayLiteral<String>(text: literal)], on: connection,
+                reusesPlan: Self.reusesPlan(keys: located.locations.count)
             ).first.map { try $0.int64(at: 0) }
             if locked == Int64(located.rows) { return LockedLocations(literal: literal, rows: located.rows, byLocation: true) }
         }
         let (keys, modes) = locks.ordered
         let modesUsed = locks.modesUsed
         let result = try execute(
-            Self.lockRowsSQL(entity, modes: modesUsed), modesUsed.count == 1 ? [keys] : [keys, modes], on: connection)
+            Self.lockRowsSQL(entity, modes: modesUsed), modesUsed.count == 1 ? [keys] : [keys, modes], on: connection,
+            reusesPlan: Self.reusesPlan(keys: keys.count))
         let writing = modes.filter { $0 != RowLockMode.keyShare.rawValue }.count
         guard writing > 0 else { return nil }
         return LockedLocations(
@@ -238,6 +240,6 @@ extension StoreCoordinator {
             "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t "
                 + "WHERE t.\(column) = \(Self.anyElement(of: 1, type: attribute.type.sqlType)) "
                 + "\(mode.clause) NOWAIT) AS locked",
-            [try attribute.encodeColumn(values)], on: connection)
+            [try attribute.encodeColumn(values)], on: connection, reusesPlan: Self.reusesPlan(keys: values.count))
     }
 }

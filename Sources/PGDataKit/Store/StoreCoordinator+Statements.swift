@@ -51,11 +51,11 @@ extension StoreCoordinator {
             return try execute(
                 "SELECT \(entity.selectList(alias: "t")) FROM "
                     + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: Self.isOneKey(keys)),
-                [keys], on: connection)
+                [keys], on: connection, reusesPlan: Self.isOneKey(keys))
         }
         return try execute(
             "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses,
-            query.parameters, on: connection)
+            query.parameters, on: connection, reusesPlan: query.reusesPlan)
     }
 
     /// The rows of objects with these keys, locked until the transaction ends: for
@@ -72,12 +72,14 @@ extension StoreCoordinator {
         return try execute(
             "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses
                 + (forDeletion ? " FOR UPDATE" : " FOR NO KEY UPDATE"),
-            query.parameters, on: connection)
+            query.parameters, on: connection, reusesPlan: query.reusesPlan)
     }
 
     /// The primary keys of the rows a query describes.
     func selectKeys(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> [Int64] {
-        try execute("SELECT \(entity.qualifiedPrimaryKey) FROM \(entity.quotedTable) AS t" + query.clauses, query.parameters, on: connection)
+        try execute(
+            "SELECT \(entity.qualifiedPrimaryKey) FROM \(entity.quotedTable) AS t" + query.clauses, query.parameters, on: connection,
+            reusesPlan: query.reusesPlan)
             .map { try $0.decode(Int64.self, at: 0) }
     }
 
@@ -192,7 +194,7 @@ extension StoreCoordinator {
                 ? Self.oneRowUpdate(of: entity, columns: assigned, types: types, checksVersion: checksVersion)
                 : updateClause() + (key.byLocation ? Self.rowsByLocation(entity, types) : Self.rowsByKey(entity, types)) + tail
         }
-        for row in try execute(sql, arrays, on: connection) {
+        for row in try execute(sql, arrays, on: connection, reusesPlan: single) {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
         }
         if key.byLocation, written.count < rows.keys.count {
@@ -203,7 +205,7 @@ extension StoreCoordinator {
             let (again, _) = try bind(rows, order: missing)
             key.byLocation = false
             let byKey = updateStatement(key) { updateClause() + Self.rowsByKey(entity, types) + tail }
-            for row in try execute(byKey, again, on: connection) {
+            for row in try execute(byKey, again, on: connection, reusesPlan: Self.reusesPlan(keys: missing.count)) {
                 written[try row.int64(at: 0)] = try row.int64(at: 1)
             }
         }
@@ -212,7 +214,7 @@ extension StoreCoordinator {
         let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
         let (again, _) = try bind(rows, order: missing)
         let byKey = "FROM unnest(\(Self.unnestList(types))) AS v(\(Self.aliases(types.count))) WHERE t.\(primaryKey) = v.c0"
-        for row in try execute(update + byKey + tail, again, on: connection) {
+        for row in try execute(update + byKey + tail, again, on: connection, reusesPlan: Self.reusesPlan(keys: missing.count)) {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
         }
         return written
@@ -269,7 +271,8 @@ extension StoreCoordinator {
             deleted = Set(
                 try execute(
                     delete + Self.rowsByLocation(entity, types, using: true) + tail,
-                    [keys, versions, ArrayLiteral<String>(text: locations)], on: connection
+                    [keys, versions, ArrayLiteral<String>(text: locations)], on: connection,
+                    reusesPlan: Self.reusesPlan(keys: keys.count)
                 ).map { try $0.decode(Int64.self, at: 0) })
             // Rows the transaction moved since its locks found them: by key.
             let missing = deleted.count < keys.count ? keys.indices.filter { !deleted.contains(keys[$0]) } : []
@@ -277,14 +280,16 @@ extension StoreCoordinator {
         }
         if !byKey.keys.isEmpty {
             deleted.formUnion(
-                try execute(delete + Self.rowsByKey(entity, types, using: true) + tail, [byKey.keys, byKey.versions], on: connection)
+                try execute(
+                    delete + Self.rowsByKey(entity, types, using: true) + tail, [byKey.keys, byKey.versions], on: connection,
+                    reusesPlan: Self.reusesPlan(keys: byKey.keys.count))
                     .map { try $0.decode(Int64.self, at: 0) })
         }
         guard !checksVersion, deleted.count < keys.count else { return deleted }
         let missing = keys.filter { !deleted.contains($0) }
         let result = try execute(
             delete + "USING unnest($1::bigint[]) AS v(c0) WHERE t.\(primaryKey) = v.c0 RETURNING t.\(primaryKey)",
-            [missing], on: connection)
+            [missing], on: connection, reusesPlan: Self.reusesPlan(keys: missing.count))
         for row in result { deleted.insert(try row.decode(Int64.self, at: 0)) }
         return deleted
     }

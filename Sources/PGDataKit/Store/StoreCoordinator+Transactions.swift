@@ -2,11 +2,16 @@ extension StoreCoordinator {
     /// Runs a statement for a context, counting it.
     @discardableResult
     func execute(
-        _ sql: String, _ parameters: [(any PostgresEncodable)?] = [], on connection: Connection
+        _ sql: String, _ parameters: [(any PostgresEncodable)?] = [], on connection: Connection, reusesPlan: Bool = true
     ) throws -> QueryResult {
         statementCounter.add(1, ordering: .relaxed)
-        return try connection.execute(sql, parameters)
+        return try connection.execute(sql, parameters, reusesPlan: reusesPlan)
     }
+
+    /// Whether a statement over a list of `count` keys or locations may keep its plan:
+    /// with one key it may (it is then what any client's `WHERE key = $1` is); a longer
+    /// list is planned at each execution (see `PreparedStatementCache`).
+    static func reusesPlan(keys count: Int) -> Bool { count <= 1 }
 
     /// Borrows a connection from the pool and begins a transaction on it. The caller ends
     /// it with `commitAndRelease(_:)` or `rollbackAndRelease(_:)`.

@@ -34,7 +34,7 @@ extension StoreQuery {
     static func rows(where attribute: AttributeDescription, isIn values: [StoredValue]) throws -> StoreQuery {
         StoreQuery(
             condition: "t.\(Connection.quoteIdentifier(attribute.columnName)) = ANY($1::\(attribute.type.sqlType)[])",
-            parameters: [try attribute.encodeColumn(values)])
+            parameters: [try attribute.encodeColumn(values)], reusesPlan: StoreCoordinator.reusesPlan(keys: values.count))
     }
 
     /// This query's rows except those whose `attribute` is one of `values` (one more
@@ -173,7 +173,8 @@ extension StoreCoordinator {
             let found = try execute(
                 "SELECT t.\(quote(entity.primaryKeyColumn)), t.\(quote(entity.versionColumn)), t.\(quote(uniqueAttribute.columnName)) "
                     + "FROM " + Self.rowsByUniqueValue(entity, uniqueAttribute),
-                [try uniqueAttribute.encodeColumn(pending.map { rows.values[$0][uniqueAttribute.index] })], on: connection)
+                [try uniqueAttribute.encodeColumn(pending.map { rows.values[$0][uniqueAttribute.index] })], on: connection,
+                reusesPlan: Self.reusesPlan(keys: pending.count))
             cursor = 0
             for row in found {
                 let text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
@@ -314,7 +315,7 @@ extension StoreCoordinator {
         try execute(
             "SELECT \(entity.selectList(alias: "t"))\(locating ? ", t.ctid" : "") FROM "
                 + Self.rowsByUniqueValue(entity, attribute, locating: locating),
-            [try attribute.encodeColumn(values)], on: connection)
+            [try attribute.encodeColumn(values)], on: connection, reusesPlan: Self.reusesPlan(keys: values.count))
     }
 
     /// The primary keys of the rows whose `attribute` is one of `values`, with each row's
@@ -332,10 +333,13 @@ extension StoreCoordinator {
         let result: QueryResult
         if attribute.isUnique || entity.uniqueKeys.contains([attribute.name]) {
             result = try execute(
-                columns + Self.rowsByUniqueValue(entity, attribute), [try attribute.encodeColumn(values)], on: connection)
+                columns + Self.rowsByUniqueValue(entity, attribute), [try attribute.encodeColumn(values)], on: connection,
+                reusesPlan: Self.reusesPlan(keys: values.count))
         } else {
             let query = try StoreQuery.rows(where: attribute, isIn: values)
-            result = try execute(columns + "\(entity.quotedTable) AS t" + query.clauses, query.parameters, on: connection)
+            result = try execute(
+                columns + "\(entity.quotedTable) AS t" + query.clauses, query.parameters, on: connection,
+                reusesPlan: query.reusesPlan)
         }
         return try result.map { row in
             (try row.decode(Int64.self, at: 0), try row.withCell(at: 1) { try attribute.decode($0) })

@@ -16,6 +16,12 @@ struct StoreQuery {
     var limit: Int?
     /// Rows skipped first (not negative).
     var offset: Int = 0
+    /// Whether a statement of this query may be prepared by name and keep its plan.
+    /// `false` for the library's lookups by a list of keys (`rows(where:isIn:)`, more
+    /// than one key), which are planned at each execution: a plan kept from when the
+    /// table was small reads the whole table once it is large (see
+    /// `PreparedStatementCache`).
+    var reusesPlan = true
 
     /// Every row, in no particular order.
     static let all = StoreQuery()
@@ -23,7 +29,7 @@ struct StoreQuery {
     /// The rows whose `column` is one of `keys` (one array parameter, so any number of
     /// keys is one statement).
     static func rows(where column: String, isIn keys: [Int64]) -> StoreQuery {
-        StoreQuery(condition: isIn(column), parameters: [keys])
+        StoreQuery(condition: isIn(column), parameters: [keys], reusesPlan: StoreCoordinator.reusesPlan(keys: keys.count))
     }
 
     /// `t.column = ANY($1)`.

@@ -21,7 +21,7 @@ extension Connection {
         defer { for statement in encoded { statement.texts.forEach { free($0) } } }
         for statement in statements {
             let (texts, types) = try Connection.encode(statement.parameters)
-            encoded.append((statement.sql, texts, types, statement.parameters))
+            encoded.append((statement.sql, texts, types, statement.parameters, true))
         }
         lock.lock()
         defer { lock.unlock() }
@@ -36,9 +36,11 @@ extension Connection {
     }
 
     /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
-    /// caller) with their type OIDs, and the parameters themselves for error messages.
+    /// caller) with their type OIDs, the parameters themselves for error messages, and
+    /// whether it may be prepared by name (its plan then kept; see `execute(_:_:reusesPlan:)`).
     typealias PipelineStatement = (
-        sql: String, texts: [UnsafeMutablePointer<CChar>?], types: [UInt32], parameters: [(any PostgresEncodable)?]
+        sql: String, texts: [UnsafeMutablePointer<CChar>?], types: [UInt32], parameters: [(any PostgresEncodable)?],
+        reusesPlan: Bool
     )
 
     /// Runs `work` once, on the calling thread, right after the next pipeline of
@@ -103,7 +105,7 @@ extension Connection {
             var parse: PreparedStatementCache.Key?
             defer { machine.attempted(parse: parse) }
             var name: String?
-            if !statement.types.isEmpty {
+            if statement.reusesPlan, !statement.types.isEmpty {
                 let key = PreparedStatementCache.Key(sql: statement.sql, types: statement.types)
                 name = preparedStatements.name(for: key)
                 if name == nil, let fresh = preparedStatements.add(key) {

@@ -108,6 +108,6 @@ extension Connection {
     /// The statements that open a transaction: its `BEGIN`, and through a transaction
     /// pooler the transaction's settings. Call under `lock`.
     func beginStatements(_ begin: String) -> [PipelineStatement] {
-        [(begin, [], [], [])] + (transactionSettings.map { [($0, [], [], [])] } ?? [])
+        [(begin, [], [], [], true)] + (transactionSettings.map { [($0, [], [], [], true)] } ?? [])
     }
 }

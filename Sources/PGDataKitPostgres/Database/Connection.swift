@@ -298,6 +298,16 @@ public final class Connection: @unchecked Sendable {
     ///   `.connectionLost`), or `PostgresValueError` when a parameter cannot be encoded.
     @discardableResult
     public func execute(_ sql: String, _ parameters: [(any PostgresEncodable)?] = []) throws -> QueryResult {
+        try execute(sql, parameters, reusesPlan: true)
+    }
+
+    /// Runs one statement with bound parameters; with `reusesPlan` false it is never
+    /// prepared by name, so the server plans it at each execution for the table as it is
+    /// then (see `PreparedStatementCache` for why some statements need that).
+    ///
+    /// - Throws: as `execute(_:_:)`.
+    @discardableResult
+    package func execute(_ sql: String, _ parameters: [(any PostgresEncodable)?], reusesPlan: Bool) throws -> QueryResult {
         let (texts, types) = try Connection.encode(parameters)
         defer { texts.forEach { free($0) } }
         lock.lock()
@@ -305,11 +315,11 @@ public final class Connection: @unchecked Sendable {
         let handle = try requireHandle()
         if let begin = pendingBegin {
             pendingBegin = nil
-            let results = try runPipeline(handle, beginStatements(begin) + [(sql, texts, types, parameters)])
+            let results = try runPipeline(handle, beginStatements(begin) + [(sql, texts, types, parameters, reusesPlan)])
             guard let result = results.last else { throw PostgresError(kind: .client, message: "no result", statement: sql) }
             return result
         }
-        guard !types.isEmpty, preparedStatements.capacity > 0 else {
+        guard reusesPlan, !types.isEmpty, preparedStatements.capacity > 0 else {
             executedStatements += 1
             let result = texts.withUnsafeBufferPointer { values in
                 values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
@@ -323,7 +333,7 @@ public final class Connection: @unchecked Sendable {
         let key = PreparedStatementCache.Key(sql: sql, types: types)
         guard let name = preparedStatements.name(for: key) else {
             // Not prepared yet: prepare and run in one round trip.
-            return try runPipeline(handle, [(sql, texts, types, parameters)])[0]
+            return try runPipeline(handle, [(sql, texts, types, parameters, true)])[0]
         }
         executedStatements += 1
         let result = texts.withUnsafeBufferPointer { values in
@@ -337,7 +347,7 @@ public final class Connection: @unchecked Sendable {
             // The server no longer has the statement, or its result type changed: with no
             // transaction open nothing was done, so prepare it again and rerun once.
             guard PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
-            return try runPipeline(handle, [(sql, texts, types, parameters)])[0]
+            return try runPipeline(handle, [(sql, texts, types, parameters, true)])[0]
         }
     }
 

@@ -10,6 +10,16 @@
 /// session (nor shared between sessions: each has a random prefix), so a statement whose `DEALLOCATE` has not reached the server yet cannot be
 /// confused with a newer one.
 ///
+/// A prepared statement keeps its plan: after five executions PostgreSQL settles on a
+/// generic plan, made for the table as it was then, and keeps it until the table's
+/// statistics change (an `ANALYZE`: autovacuum's, at most once a minute, or anyone's).
+/// A statement that finds rows by a list of keys or locations and is planned while its
+/// table is small (new, truncated, or an import's first batches) reads the whole table
+/// and compares every row with every element once the table has grown: 0.3–0.5 s per
+/// batch of 1,000 in 100,000 rows where an index lookup takes 1 ms. The library sends
+/// such statements unprepared (`Connection.execute(_:_:reusesPlan:)`): planned at each
+/// execution, for the table as it is (about 0.05 ms each).
+///
 /// Not thread-safe: `Connection` keeps it under its lock.
 struct PreparedStatementCache {
     /// What identifies a prepared statement: its SQL and the type OIDs it was prepared with

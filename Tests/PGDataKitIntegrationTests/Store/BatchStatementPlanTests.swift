@@ -178,6 +178,115 @@ import Testing
         }
     }
 
+    /// A prepared statement keeps its generic plan until the table's statistics change
+    /// (an `ANALYZE`: autovacuum's, at most once a minute, or anyone's). A plan made while
+    /// the table was small — a new or truncated table, an import's first batches — may
+    /// read the whole table, and compare every row with every element of the array, once
+    /// the table has grown: 0.3–0.5 s per batch of 1,000 in 100,000 rows, for up to 40 s
+    /// in a benchmark until autovacuum analysed the table. Each statement that finds rows
+    /// by a list of keys or locations runs 8 times on one connection (a prepared
+    /// statement goes generic after 5) over 10 rows, without statistics and with, each
+    /// time followed by a run over 20,010 rows, autovacuum off.
+    @Test func lookupsPlannedWhileTheTableWasSmallProbeTheIndexOnceItIsLarge() throws {
+        try ExampleSchema.withManager { manager in
+            let coordinator = manager.coordinator
+            let entity = try #require(coordinator.model.entity(for: User.self))
+            let userID = try #require(entity.attribute(named: "userID"))
+            let name = try #require(entity.attribute(named: "name"))
+            try coordinator.pool.withConnection { connection in
+                try connection.execute("ALTER TABLE users SET (autovacuum_enabled = false)")
+                try connection.execute(
+                    "INSERT INTO users (user_id, name, age) SELECT 'u' || i, 'n', i FROM generate_series(1, 10) AS i")
+                /// The statements over `keys`, rolled back: the sequential scans of each step.
+                func lookups(_ keys: ClosedRange<Int64>) throws -> [String: Int] {
+                    var scans: [String: Int] = [:]
+                    // (The view also counts the earlier transactions' scans until the
+                    // session reports them, at most once a second: differences only.)
+                    func seqScans() throws -> Int {
+                        try connection.query("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'users'")[0]
+                            .decode(Int.self, at: 0)
+                    }
+                    try connection.begin()
+                    defer { _ = try? connection.execute("ROLLBACK") }
+                    var total = try seqScans()
+                    func step(_ name: String, _ body: () throws -> Void) throws {
+                        try body()
+                        let now = try seqScans()
+                        scans[name] = now - total
+                        total = now
+                    }
+                    let values = keys.map { StoredValue.string("u\($0)") }
+                    var located: [(Int64, String)] = []
+                    try step("fetch by unique key") {
+                        located = try coordinator.selectObjects(of: entity, whereUnique: userID, isIn: values, locating: true, on: connection)
+                            .map { (try $0.decode(Int64.self, at: 0), try $0.decode(String.self, at: entity.selectColumns.count)) }
+                    }
+                    #expect(located.count == keys.count)
+                    try step("read by primary key") {
+                        _ = try coordinator.selectObjects(of: entity, .keys(Array(keys), of: entity), on: connection)
+                    }
+                    try step("membership") {
+                        var query = MembershipQuery(keys: Array(keys))
+                        query.conditions = [nil]
+                        _ = try coordinator.selectMembership(of: entity, query, on: connection)
+                    }
+                    try step("lock without waiting") {
+                        try coordinator.lockRowsWithoutWaiting(
+                            of: entity, whereUnique: userID, isIn: values, mode: .keyShare, on: connection)
+                    }
+                    var byKey = RowLockSet()
+                    var byLocation = RowLockSet()
+                    for (key, tid) in located {
+                        var tid = tid
+                        byKey.add(key, .noKeyUpdate, location: nil)
+                        byLocation.add(key, .noKeyUpdate, location: tid.withUTF8 { RowLocation(tid: $0, serial: 1) })
+                    }
+                    try step("lock by key") { _ = try coordinator.lockRows(of: entity, byKey, on: connection) }
+                    var locked: LockedLocations?
+                    try step("lock by location") { locked = try coordinator.lockRows(of: entity, byLocation, on: connection) }
+                    try step("update by location") {
+                        var rows = RowBatch()
+                        rows.attributes = [name]
+                        rows.locations = locked?.literal
+                        for (key, _) in located {
+                            rows.keys.append(key)
+                            rows.versions.append(1)
+                            var values = [StoredValue](repeating: .null, count: entity.attributes.count)
+                            values[name.index] = .string("renamed")
+                            rows.values.append(values)
+                        }
+                        let updated = try coordinator.updateRows(of: entity, rows, checksVersion: true, on: connection)
+                        #expect(updated.count == keys.count)
+                    }
+                    try step("delete by key") {
+                        let deleted = try coordinator.deleteRows(
+                            of: entity, keys: Array(keys), versions: Array(repeating: 2, count: keys.count), checksVersion: true,
+                            on: connection)
+                        #expect(deleted.count == keys.count)
+                    }
+                    return scans
+                }
+                for _ in 0..<8 { _ = try lookups(1...10) }
+                try connection.execute(
+                    "INSERT INTO users (user_id, name, age) SELECT 'u' || i, 'n', i FROM generate_series(11, 20010) AS i")
+                let afterSmall = try lookups(5_001...6_000)
+                #expect(afterSmall.values.reduce(0, +) == 0, "planned over 10 rows, sequential scans by step: \(afterSmall)")
+                // Again with statistics of the small table (autovacuum analyses a new
+                // table after its first 50 rows): the truncation drops the kept plans.
+                try connection.execute("TRUNCATE users RESTART IDENTITY CASCADE")
+                try connection.execute(
+                    "INSERT INTO users (user_id, name, age) SELECT 'u' || i, 'n', i FROM generate_series(1, 10) AS i")
+                try connection.execute("ANALYZE users")
+                for _ in 0..<8 { _ = try lookups(1...10) }
+                try connection.execute(
+                    "INSERT INTO users (user_id, name, age) SELECT 'u' || i, 'n', i FROM generate_series(11, 20010) AS i")
+                let afterAnalysed = try lookups(5_001...6_000)
+                #expect(
+                    afterAnalysed.values.reduce(0, +) == 0, "planned over 10 analysed rows, sequential scans by step: \(afterAnalysed)")
+            }
+        }
+    }
+
     /// A row another transaction rewrites while the batch waits for its lock: the batch
     /// probed the old tuple. A version-checked update leaves the row out (a conflict); an
     /// overwriting update or delete still writes it, by key.
