@@ -68,7 +68,9 @@ extension StoreCoordinator {
             try execute(
                 "DELETE FROM \(join) AS j WHERE j.ctid = ANY(ARRAY(SELECT j.ctid FROM \(join) AS j WHERE \(condition))) "
                     + "AND (\(condition))",
-                parameters, on: connection, reusesPlan: false)
+                parameters, on: connection,
+                reusesPlan: Self.reusesPlan(
+                    keys: batch.deleted.sources.count + batch.deletedSources.count + batch.deletedDestinations.count))
         }
         if !batch.inserted.sources.isEmpty {
             // In (source, destination) order: a pair another save is inserting at the

@@ -74,7 +74,8 @@ extension StoreCoordinator {
             + "FROM " + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: Self.isOneKey(query.keys))
         let anyBit = columns.indices.map { "m.pgdatakit_members_\($0) <> 0" }.joined(separator: " OR ")
         let sql = columns.isEmpty ? inner : "SELECT * FROM (\(inner)) AS m WHERE \(anyBit)"
-        let rows = try execute(sql, [query.keys] + query.parameters, on: connection, reusesPlan: Self.reusesPlan(keys: query.keys.count))
+        let rows = try execute(
+            sql, [query.keys] + query.parameters, on: connection, reusesPlan: Self.reusesPlan(keys: query.keys.count))
         return MembershipAnswer(
             rows: rows, conditionCount: query.conditions.count, firstFlagColumn: entity.selectColumns.count)
     }

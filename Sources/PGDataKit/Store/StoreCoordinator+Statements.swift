@@ -51,7 +51,7 @@ extension StoreCoordinator {
             return try execute(
                 "SELECT \(entity.selectList(alias: "t")) FROM "
                     + Self.rowsByUniqueColumn(entity, entity.primaryKeyColumn, single: Self.isOneKey(keys)),
-                [keys], on: connection, reusesPlan: Self.isOneKey(keys))
+                [keys], on: connection, reusesPlan: Self.reusesPlan(keys: keys.count))
         }
         return try execute(
             "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses,
@@ -194,7 +194,7 @@ extension StoreCoordinator {
                 ? Self.oneRowUpdate(of: entity, columns: assigned, types: types, checksVersion: checksVersion)
                 : updateClause() + (key.byLocation ? Self.rowsByLocation(entity, types) : Self.rowsByKey(entity, types)) + tail
         }
-        for row in try execute(sql, arrays, on: connection, reusesPlan: single) {
+        for row in try execute(sql, arrays, on: connection, reusesPlan: Self.reusesPlan(keys: rows.keys.count)) {
             written[try row.int64(at: 0)] = try row.int64(at: 1)
         }
         if key.byLocation, written.count < rows.keys.count {

@@ -17,10 +17,10 @@ struct StoreQuery {
     /// Rows skipped first (not negative).
     var offset: Int = 0
     /// Whether a statement of this query may be prepared by name and keep its plan.
-    /// `false` for the library's lookups by a list of keys (`rows(where:isIn:)`, more
-    /// than one key), which are planned at each execution: a plan kept from when the
-    /// table was small reads the whole table once it is large (see
-    /// `PreparedStatementCache`).
+    /// `false` for the library's lookups by a list of keys (`rows(where:isIn:)`) longer
+    /// than `StoreCoordinator.shortListLength`, which are planned at each execution: a
+    /// plan kept from when the table was small reads the whole table once it is large
+    /// (see `PreparedStatementCache`).
     var reusesPlan = true
 
     /// Every row, in no particular order.

@@ -184,9 +184,10 @@ import Testing
     /// read the whole table, and compare every row with every element of the array, once
     /// the table has grown: 0.3–0.5 s per batch of 1,000 in 100,000 rows, for up to 40 s
     /// in a benchmark until autovacuum analysed the table. Each statement that finds rows
-    /// by a list of keys or locations runs 8 times on one connection (a prepared
-    /// statement goes generic after 5) over 10 rows, without statistics and with, each
-    /// time followed by a run over 20,010 rows, autovacuum off.
+    /// by a list of keys or locations runs 8 times on one connection over 10 rows (lists
+    /// of up to 128 keep their plans, and a prepared statement goes generic after 5),
+    /// without statistics and with, each time followed by a run over 1,000 of 20,010
+    /// rows, autovacuum off.
     @Test func lookupsPlannedWhileTheTableWasSmallProbeTheIndexOnceItIsLarge() throws {
         try ExampleSchema.withManager { manager in
             let coordinator = manager.coordinator
