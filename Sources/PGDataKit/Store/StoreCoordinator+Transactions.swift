@@ -1,5 +1,7 @@
 extension StoreCoordinator {
-    /// Runs a statement for a context, counting it.
+    /// Runs a statement for a context, counting it. With `reusesPlan` false it is sent
+    /// unprepared and planned at each execution: statements that find rows by a long
+    /// list of keys or locations (`reusesPlan(keys:)`).
     @discardableResult
     func execute(
         _ sql: String, _ parameters: [(any PostgresEncodable)?] = [], on connection: Connection, reusesPlan: Bool = true
