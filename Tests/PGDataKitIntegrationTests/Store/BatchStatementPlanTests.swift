@@ -288,6 +288,25 @@ import Testing
         }
     }
 
+    /// Where the line runs: a read by 128 primary keys is prepared (its plan kept), one by
+    /// 129 is not; the server's own list of the session's prepared statements says so.
+    @Test func listsOfUpTo128KeysArePreparedLongerOnesAreNot() throws {
+        try ExampleSchema.withManager { manager in
+            let coordinator = manager.coordinator
+            let entity = try #require(coordinator.model.entity(for: User.self))
+            try coordinator.pool.withConnection { connection in
+                func prepared() throws -> Int {
+                    try connection.query("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%unnest($1::bigint[])%'")[0]
+                        .decode(Int.self, at: 0)
+                }
+                _ = try coordinator.selectObjects(of: entity, .keys(Array(1...129), of: entity), on: connection)
+                #expect(try prepared() == 0)
+                _ = try coordinator.selectObjects(of: entity, .keys(Array(1...128), of: entity), on: connection)
+                #expect(try prepared() == 1)
+            }
+        }
+    }
+
     /// A row another transaction rewrites while the batch waits for its lock: the batch
     /// probed the old tuple. A version-checked update leaves the row out (a conflict); an
     /// overwriting update or delete still writes it, by key.
