@@ -233,10 +233,10 @@ extension StoreCoordinator {
 
     /// The `UPDATE` of one row by primary key (the common save), from the same array
     /// parameters as the batch form (`$1` keys, `$2` versions, then `columns`): each
-    /// array's only element, found by the primary-key index. PostgreSQL plans the batch
-    /// form afresh at every execution (its generic plan cannot know the arrays' lengths,
-    /// so it never wins over a custom one); this form gets a generic plan after five
-    /// executions. Returns the row's key and new version.
+    /// array's only element, found by the primary-key index, a plan PostgreSQL keeps after
+    /// five executions whatever the table's size. (The batch form over more than
+    /// `shortListLength` rows is planned at each execution, see `reusesPlan(keys:)`.)
+    /// Returns the row's key and new version.
     static func oneRowUpdate(of entity: EntityDescription, columns: [String], types: [String], checksVersion: Bool) -> String {
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
