@@ -11,7 +11,7 @@ extension StoreCoordinator {
     }
 
     /// Whether a statement over a list of `count` keys or locations may keep its plan.
-    /// A list of up to `shortListLength` may. Planning costs the server 0.1–0.2 ms per
+    /// A list of up to `shortListLength` may. Planning each time costs 0.1–0.3 ms per
     /// statement, about what such a statement itself costs, and every process pays it
     /// again for each save it merges: with lists of more than 16 planned, the demo's four
     /// workers (saves of 3–20 objects) made 20% fewer saves per second and a merge of a

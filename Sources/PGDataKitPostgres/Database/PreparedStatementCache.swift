@@ -18,7 +18,7 @@
 /// and compares every row with every element once the table has grown: 1.0 s for 1,000
 /// keys in 100,000 rows where the index takes 1.4 ms. The library sends such statements
 /// over long lists unprepared (`Connection.execute(_:_:reusesPlan:)`): planned at each
-/// execution, for the table as it is (0.1–0.2 ms each).
+/// execution, for the table as it is (0.1–0.3 ms each).
 ///
 /// Not thread-safe: `Connection` keeps it under its lock.
 struct PreparedStatementCache {
