@@ -9,10 +9,19 @@ import Testing
 /// knows of the table: an `UPDATE … FROM unnest(…)` joined on the primary key is planned
 /// as a hash join over a scan of the whole table once the table has statistics (and
 /// without them too), so a batch of 1,000 rows would cost time in proportion to the
-/// table's size. The scans are read from `pg_stat_xact_user_tables`, which counts this
-/// transaction's.
+/// table's size. The scans are read from `pg_stat_xact_user_tables` as differences
+/// within one transaction (`sequentialScanCount(on:)`).
 @Suite struct BatchStatementPlanTests {
     static let rowCount = 20_000
+
+    /// The sequential scans of `users` the view counts for this session. It counts the
+    /// open transaction's and those of earlier transactions the session has not reported
+    /// yet (at most once a second), so only differences within a transaction mean
+    /// anything.
+    static func sequentialScanCount(on connection: Connection) throws -> Int {
+        try connection.query("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'users'")[0]
+            .decode(Int.self, at: 0)
+    }
 
     /// Runs `body` in a transaction over `users` filled with `rowCount` rows (analysed
     /// or not), rolls it back, and returns the sequential scans of `users` it did.
@@ -28,10 +37,9 @@ import Testing
                 let entity = try #require(manager.coordinator.model.entity(for: User.self))
                 try connection.begin()
                 defer { _ = try? connection.execute("ROLLBACK") }
+                let before = try sequentialScanCount(on: connection)
                 try body(manager.coordinator, entity, connection)
-                return try connection.query(
-                    "SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'users'"
-                )[0].decode(Int.self, at: 0)
+                return try sequentialScanCount(on: connection) - before
             }
         }
     }
@@ -201,18 +209,12 @@ import Testing
                 /// The statements over `keys`, rolled back: the sequential scans of each step.
                 func lookups(_ keys: ClosedRange<Int64>) throws -> [String: Int] {
                     var scans: [String: Int] = [:]
-                    // (The view also counts the earlier transactions' scans until the
-                    // session reports them, at most once a second: differences only.)
-                    func seqScans() throws -> Int {
-                        try connection.query("SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'users'")[0]
-                            .decode(Int.self, at: 0)
-                    }
                     try connection.begin()
                     defer { _ = try? connection.execute("ROLLBACK") }
-                    var total = try seqScans()
+                    var total = try Self.sequentialScanCount(on: connection)
                     func step(_ name: String, _ body: () throws -> Void) throws {
                         try body()
-                        let now = try seqScans()
+                        let now = try Self.sequentialScanCount(on: connection)
                         scans[name] = now - total
                         total = now
                     }
