@@ -6,7 +6,7 @@ import Testing
 
 /// The benchmark program runs and ends with its RESULT line (small sizes: figures come
 /// from release builds, not from tests).
-@Suite("pgdatakit-bench (the built binary)")
+@Suite("pgdatakit-bench (the built binary)", .heavy)
 struct BenchmarkProgramTests {
     func run(_ arguments: [String]) throws -> ChildProcess.Outcome {
         let server = try #require(try TestDatabase.serverConfiguration().renderedConnectionString())

@@ -5,7 +5,7 @@ import Testing
 @testable import PGDataKitPostgres
 
 /// Imports in real OS processes (`pgdatakit-test-helper import-race` / `import-memory`).
-@Suite("Imports across processes and at scale")
+@Suite("Imports across processes and at scale", .heavy)
 struct ImportProcessTests {
     /// Four processes import 20,000 users each at the same moment; each shares half its
     /// keys with the next one, touching them at the same time. Every key ends as one row

@@ -6,7 +6,7 @@ import Testing
 
 /// `pgdatakit-bench controller` runs with two processes and ends with its RESULT line
 /// (small sizes: figures come from release builds, not from tests).
-@Suite("pgdatakit-bench controller (the built binary)")
+@Suite("pgdatakit-bench controller (the built binary)", .heavy)
 struct ControllerBenchmarkTests {
     @Test func controllerScenarioMeasuresRefreshBesideMerge() throws {
         let server = try #require(try TestDatabase.serverConfiguration().renderedConnectionString())

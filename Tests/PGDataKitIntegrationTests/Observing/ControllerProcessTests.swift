@@ -7,7 +7,7 @@ import Testing
 /// Object controllers with real OS processes (`pgdatakit-test-helper controller-save` and
 /// `controller-watch`): saves of another process reach a controller through the change
 /// log, and a controller whose listener is killed mid-stream catches up.
-@Suite("Object controllers across processes")
+@Suite("Object controllers across processes", .heavy)
 struct ControllerProcessTests {
     typealias T = ControllerTesting
 

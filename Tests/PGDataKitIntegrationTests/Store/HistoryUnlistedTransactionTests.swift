@@ -12,7 +12,7 @@ import Testing
 /// for records at or below those ids only among the listed transactions, and skipped
 /// such a record for good (issue 29: a history sequence and a killed consumer each
 /// missed records in loaded runs).
-@Suite("History: records of transactions a read's snapshot does not list", .serialized)
+@Suite("History: records of transactions a read's snapshot does not list", .serialized, .heavy)
 struct HistoryUnlistedTransactionTests {
     /// Made to happen: B has its transaction id, T gets a later one and writes its
     /// record, B writes a later record and commits. A read then sees B's record, and T —

@@ -56,6 +56,20 @@ final class OwnThreadExecutor: TaskExecutor, @unchecked Sendable {
     /// The executor of the test running now (`.onItsOwnThread`), for the unstructured
     /// tasks it starts: `Task(executorPreference: OwnThreadExecutor.current) { … }`.
     @TaskLocal static var current: OwnThreadExecutor?
+
+    /// Runs `body`, and every job of its task and child tasks until it returns, on a new
+    /// thread of its own (`current` while it runs).
+    ///
+    /// Everything that must happen promptly goes inside `body`: once it returns, the
+    /// caller goes on on the cooperative pool, where a test's next step waits behind every
+    /// test queued before it (minutes in a full run on two cores).
+    static func run(named name: String, _ body: @Sendable () async throws -> Void) async throws {
+        let executor = OwnThreadExecutor(name: name)
+        defer { executor.stop() }
+        try await $current.withValue(executor) {
+            try await withTaskExecutorPreference(executor) { try await body() }
+        }
+    }
 }
 
 /// Runs an async test, and the child tasks it starts, on a thread of its own.
@@ -63,11 +77,7 @@ struct OnItsOwnThread: TestTrait, TestScoping {
     func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        let executor = OwnThreadExecutor(name: "test \(test.name)")
-        defer { executor.stop() }
-        try await OwnThreadExecutor.$current.withValue(executor) {
-            try await withTaskExecutorPreference(executor) { try await function() }
-        }
+        try await OwnThreadExecutor.run(named: "test \(test.name)", function)
     }
 }
 

@@ -1,0 +1,105 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// A test that needs a lot of the machine — several processes, a server of its own, a
+/// standby, a PgBouncer, a million records, minutes of killed backends — or that waits a
+/// long while on something outside the test process.
+///
+/// Such a test runs on a thread of its own and after the heavy test before it ended:
+/// - One at a time: two of them at once on CI's two cores starved each other (and the
+///   rest) until their deadlines passed; one beside the light tests does not.
+/// - On a thread of its own: a synchronous test blocks the thread it runs on. On the
+///   cooperative pool (two threads on two cores) a process wait of minutes halved what
+///   every other test had, and async tests waited behind it until their own deadlines
+///   passed; on a thread of its own it takes nothing from them.
+/// - Waiting for its turn holds no thread: it suspends.
+///
+/// `PGDATAKIT_SKIP_HEAVY=1 swift test` leaves them out (reported as skipped), for a quick
+/// local run; CI runs them all.
+struct Heavy: TestTrait, SuiteTrait, TestScoping {
+    /// Applies to each test (and each case of a parameterised test) of a suite, not to
+    /// the suite as a whole: a suite holding the gate would keep its own tests out.
+    var isRecursive: Bool { true }
+
+    /// The one turn heavy tests take one after another.
+    static let turn = AsyncGate(slots: 1)
+
+    /// Whether heavy tests are left out of this run (`PGDATAKIT_SKIP_HEAVY=1`).
+    static var isSkipped: Bool { ProcessInfo.processInfo.environment["PGDATAKIT_SKIP_HEAVY"] == "1" }
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        if Self.isSkipped { try Test.cancel("a heavy test, left out by PGDATAKIT_SKIP_HEAVY=1") }
+        // The turn is taken and given back on the test's own thread: a step on the
+        // cooperative pool waits behind every test queued before it, and a turn given back
+        // from there once stayed taken for four minutes after its test had ended.
+        try await OwnThreadExecutor.run(named: "test \(test.name)") {
+            let asked = ContinuousClock.now
+            await Self.turn.enter()
+            defer { Self.turn.leave() }
+            let started = ContinuousClock.now
+            defer {
+                // What the suite's wall time is made of: the Testing article's list of the
+                // slowest tests comes from these lines.
+                let name = test.name + (test.isParameterized ? " (one case)" : "")
+                print("heavy test \(name): ran \(seconds(started.duration(to: .now))) s, waited \(seconds(asked.duration(to: started))) s for its turn")
+            }
+            try await function()
+        }
+    }
+}
+
+/// A duration in seconds with one decimal, for a log line.
+private func seconds(_ duration: Duration) -> String {
+    String(format: "%.1f", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+}
+
+extension Trait where Self == Heavy {
+    /// Runs the test (each test of a suite) on a thread of its own, one heavy test at a
+    /// time; see `Heavy`.
+    static var heavy: Self { Self() }
+}
+
+/// At most `slots` holders at a time; the others suspend (holding no thread) and enter in
+/// the order they came.
+final class AsyncGate: Sendable {
+    private struct State {
+        var free: Int
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state: Mutex<State>
+
+    init(slots: Int) {
+        state = Mutex(State(free: slots))
+    }
+
+    /// Returns once this caller holds a slot.
+    func enter() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.free > 0 {
+                    state.free -= 1
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
+    /// Gives the slot to the first waiting caller, or back to the gate.
+    func leave() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiting.isEmpty {
+                state.free += 1
+                return nil
+            }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
+    }
+}
