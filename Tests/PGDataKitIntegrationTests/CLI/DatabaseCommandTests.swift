@@ -8,7 +8,7 @@ import Testing
     import Glibc
 #endif
 
-@Suite("pgdatakit db (the built binary)")
+@Suite("pgdatakit db (the built binary)", .heavy)
 struct DatabaseCommandTests {
     @Test func dbStartURLStop() throws {
         try DBState.with { state in
@@ -239,7 +239,7 @@ struct DBState {
         guard Glibc.kill(pid, SIGKILL) == 0 else {
             throw TestFailure("kill \(pid): \(String(cString: strerror(errno)))")
         }
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + patience
         while try answers(url) {
             guard ContinuousClock.now < deadline else { throw TestFailure("server \(url) survived SIGKILL") }
             Thread.sleep(forTimeInterval: 0.05)

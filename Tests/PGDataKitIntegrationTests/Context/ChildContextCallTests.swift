@@ -187,7 +187,7 @@ struct ChildContextCallTests {
             try parent.performAndWait { try parent.save() }
             let start = ContinuousClock.now
             while writerMerges.withLock({ $0 }) == 0 || readerMerges.withLock({ $0 }) == 0 {
-                if start.duration(to: .now) > .seconds(10) { throw TestFailure("the parent's save was not merged") }
+                if start.duration(to: .now) > patience { throw TestFailure("the parent's save was not merged") }
                 Thread.sleep(forTimeInterval: 0.01)
             }
             try reader.mainContext.performAndWait { () throws in

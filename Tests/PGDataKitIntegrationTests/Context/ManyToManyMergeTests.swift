@@ -4,7 +4,7 @@ import Testing
 
 /// Reads `body` on a context's queue until it returns true, or fails after `timeout`.
 private func eventually(
-    _ what: String, in context: ManagedObjectContext, timeout: Duration = .seconds(15), _ body: () throws -> Bool
+    _ what: String, in context: ManagedObjectContext, timeout: Duration = patience, _ body: () throws -> Bool
 ) throws {
     let start = ContinuousClock.now
     while true {

@@ -89,7 +89,7 @@ enum ControllerTesting {
 
     /// Waits (polling the context's queue) until `condition` holds there.
     static func wait(
-        _ what: String, on context: ManagedObjectContext, timeout: Duration = .seconds(15), _ condition: () throws -> Bool
+        _ what: String, on context: ManagedObjectContext, timeout: Duration = patience, _ condition: () throws -> Bool
     ) throws {
         let start = ContinuousClock.now
         while true {

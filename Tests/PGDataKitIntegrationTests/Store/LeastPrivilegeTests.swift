@@ -169,7 +169,7 @@ struct LeastPrivilegeTests {
             #expect(stored == "changed")
             // The other coordinator's listener (SELECT on the change log) gets the first save.
             let start = ContinuousClock.now
-            while inserted.value == nil, start.duration(to: .now) < .seconds(10) {
+            while inserted.value == nil, start.duration(to: .now) < patience {
                 try owner.execute("SELECT pg_sleep(0.01)")
             }
             #expect(inserted.value == 2)

@@ -8,7 +8,7 @@ import Testing
 /// The production topology of DESIGN.md's contract 10: each worker's pool goes through
 /// PgBouncer in transaction mode (PgBouncer 1.18, Debian 12's: no protocol-level prepared
 /// statements), each worker's listener keeps one direct session.
-@Suite("PgBouncer: pool in transaction mode, direct listener")
+@Suite("PgBouncer: pool in transaction mode, direct listener", .heavy)
 struct PgBouncerTests {
     static let workers = 8
     static let rounds = 25
@@ -176,7 +176,7 @@ struct PgBouncerTests {
                     try context.save()
                 }
                 let start = ContinuousClock.now
-                while arrived.value == nil, start.duration(to: .now) < .seconds(10) { usleep(5_000) }
+                while arrived.value == nil, start.duration(to: .now) < patience { usleep(5_000) }
                 #expect(arrived.value == 2)
             }
         }

@@ -92,7 +92,7 @@ final class HelperProcess {
     /// Waits until the watcher has printed `count` record lines. Its main context's
     /// merge and its record observer run on different threads, so a state line may come
     /// before the record line of the same save.
-    func waitForRecords(_ count: Int, timeout: Duration = .seconds(20)) throws {
+    func waitForRecords(_ count: Int, timeout: Duration = patience) throws {
         try waitUntil("\(count) record line(s)", timeout: timeout) { lines in
             lines.filter { $0.hasPrefix("record ") }.count >= count
         }
@@ -101,7 +101,7 @@ final class HelperProcess {
     /// Waits until `condition` holds for the output lines, or fails after `timeout`.
     @discardableResult
     func waitUntil(
-        _ what: String, timeout: Duration = .seconds(20), _ condition: ([String]) -> Bool
+        _ what: String, timeout: Duration = patience, _ condition: ([String]) -> Bool
     ) throws -> Duration {
         let start = ContinuousClock.now
         while true {
@@ -119,7 +119,7 @@ final class HelperProcess {
     /// Waits until the watcher's last state satisfies `condition`.
     @discardableResult
     func waitForState(
-        _ what: String, timeout: Duration = .seconds(20), _ condition: @escaping ([String: Any]) -> Bool
+        _ what: String, timeout: Duration = patience, _ condition: @escaping ([String: Any]) -> Bool
     ) throws -> Duration {
         try waitUntil(what, timeout: timeout) { _ in lastState.map(condition) ?? false }
     }

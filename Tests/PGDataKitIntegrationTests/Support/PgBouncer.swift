@@ -133,7 +133,7 @@ final class PgBouncer {
                 try Connection(configuration(for: server)).close()
                 return
             } catch {
-                if start.duration(to: .now) > .seconds(10) {
+                if start.duration(to: .now) > patience {
                     throw TestFailure("pgbouncer does not accept connections: \(error)\n\(log)")
                 }
                 usleep(50_000)
@@ -151,7 +151,7 @@ final class PgBouncer {
         if let pid {
             kill(pid, SIGTERM)
             let start = ContinuousClock.now
-            while kill(pid, 0) == 0, start.duration(to: .now) < .seconds(10) { usleep(20_000) }
+            while kill(pid, 0) == 0, start.duration(to: .now) < patience { usleep(20_000) }
         }
         try? FileManager.default.removeItem(at: directory)
     }
