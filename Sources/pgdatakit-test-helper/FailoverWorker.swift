@@ -30,6 +30,10 @@ func failoverWorker(_ manager: ContextManager, _ arguments: [String]) -> Never {
         let postFailoverSaves = Int(arguments[6])
     else { fail("usage: failover-worker DATABASE_URL WORKER COUNTERS PHASE_DIRECTORY POST_FAILOVER_SAVES") }
     let phase = URL(fileURLWithPath: arguments[5])
+    // A save in flight at the kill learns its outcome once the promoted standby answers;
+    // the default wait (10 s) is shorter than a promotion can take on a loaded machine,
+    // and the test asks that no outcome stays unknown.
+    manager.coordinator.commitOutcomeTimeout = .seconds(120)
     func exists(_ name: String) -> Bool { FileManager.default.fileExists(atPath: phase.appendingPathComponent(name).path) }
 
     let seen = SeenRecords()

