@@ -74,7 +74,7 @@ struct LockOrderTests {
             let errors = Mutex<[String]>([])
             let group = DispatchGroup()
             group.enter()
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 defer { group.leave() }
                 do { try importer.performAndWait { try importer.save() } } catch {
                     errors.withLock { $0.append("importer: \(error)") }
@@ -83,7 +83,7 @@ struct LockOrderTests {
             try run.waitForLockWaits(1, sourceLocation: #_sourceLocation)
             // The holder now inserts the import's new key, and commits.
             group.enter()
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 defer { group.leave() }
                 do {
                     try holder.execute("INSERT INTO users (user_id, name) VALUES ('a', 'holder')")
@@ -181,7 +181,7 @@ struct LockOrderTests {
             let failure = Mutex<String?>(nil)
             let group = DispatchGroup()
             group.enter()
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 defer { group.leave() }
                 var locks = RowLockSet()
                 for key in [high, low, middle] { locks.add(key, .noKeyUpdate) }
@@ -291,7 +291,7 @@ struct LockRace {
         let group = DispatchGroup()
         func start(_ name: String, _ work: @escaping @Sendable () throws -> Void) {
             group.enter()
-            DispatchQueue.global().async {
+            Thread.detachNewThread {
                 defer { group.leave() }
                 do { try work() } catch { errors.withLock { $0.append("\(name): \(error)") } }
             }
@@ -311,7 +311,7 @@ struct LockRace {
         _ group: DispatchGroup, errors: borrowing Mutex<[String]>, sourceLocation: SourceLocation = #_sourceLocation
     ) throws -> Bool {
         // Both finish, or they wait for each other.
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + patience
         var deadlocked = false
         while group.wait(timeout: .now() + .milliseconds(20)) == .timedOut {
             let cycle = try admin.query(
@@ -332,9 +332,9 @@ struct LockRace {
         return !deadlocked
     }
 
-    /// Waits (up to 10 s) until `count` sessions of the database wait for a lock.
+    /// Waits (up to `patience`) until `count` sessions of the database wait for a lock.
     func waitForLockWaits(_ count: Int, sourceLocation: SourceLocation) throws {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + patience
         while ContinuousClock.now < deadline {
             let waiting = try admin.query(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")[0]
@@ -362,6 +362,10 @@ private func renamingEditor(_ keys: [String], in manager: ContextManager) throws
 private func withDeadlockProneManager(_ body: (ContextManager, LockRace) throws -> Void) throws {
     try TestDatabase.withFreshDatabase(migrations: true) { base in
         var configuration = base
+        // A save that waits for the blocker waits as long as the test needs: with the
+        // default lock timeout (5 s) a loaded machine made the first save give up before
+        // the second had started. A real cycle is found by `finishWithoutCycle` instead.
+        configuration.lockTimeout = nil
         let admin = try Connection(base)
         defer { admin.close() }
         if try admin.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")[0].decode(Bool.self, at: 0) {

@@ -53,7 +53,11 @@ struct LockTimeoutTests {
             try holder.execute("BEGIN")
             try holder.execute("SELECT 1 FROM users WHERE user_id = 'u1' FOR UPDATE")
             let release = DispatchSemaphore(value: 0)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(400)) {
+            // On a thread of its own: Dispatch's global queue gets a new thread only about
+            // once a second while its threads are busy, which on a loaded machine can be
+            // later than the import's retries last.
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: 0.4)
                 _ = try? holder.execute("ROLLBACK")
                 release.signal()
             }
