@@ -567,14 +567,12 @@ struct HistoryTests {
             let token = pruner.observeRemoteChanges { _ in }
             defer { token.cancel() }
             let attempts = pruner.listener.pruneAttempts
-            let start = ContinuousClock.now
-            while pruner.listener.pruneAttempts < attempts + 3, start.duration(to: .now) < .seconds(20) {
-                usleep(10_000)
-            }
+            // Each wait has a deadline of its own (they once shared one, so a slow first
+            // wait left the second none).
+            try eventually("three more prune attempts") { pruner.listener.pruneAttempts >= attempts + 3 }
             #expect(try recordIDs(admin).count == 3)
             try reader.acknowledge(try pruner.currentHistoryToken())
-            while try !recordIDs(admin).isEmpty, start.duration(to: .now) < .seconds(20) { usleep(10_000) }
-            #expect(try recordIDs(admin).isEmpty)
+            try eventually("the acknowledged records are pruned") { try recordIDs(admin).isEmpty }
         }
     }
 

@@ -22,7 +22,7 @@ struct NotificationPayloadTests {
     }
 
     private func wait(_ what: String, _ condition: () throws -> Bool) throws {
-        let deadline = ContinuousClock.now + .seconds(15)
+        let deadline = ContinuousClock.now + patience
         while try !condition() {
             if ContinuousClock.now > deadline { throw TestFailure("timed out waiting until \(what)") }
             usleep(2_000)
@@ -41,7 +41,9 @@ struct NotificationPayloadTests {
             defer { admin.close() }
             try wait("the listener runs") { observer.coordinator.listener.backendPID != nil }
             let pid = try #require(observer.coordinator.listener.backendPID)
-            // Quiet first: any read after the listener started is done.
+            // Quiet first: the listener prunes once when it starts (on its session), and any
+            // read after it started is done.
+            try wait("the listener's first prune") { observer.coordinator.listener.pruneAttempts >= 1 }
             Thread.sleep(forTimeInterval: ChangeListener.quietReadDelay.seconds + 0.3)
             func session() throws -> String {
                 try admin.query(
@@ -152,7 +154,7 @@ struct WriterWithoutListenerTests {
             }
             if merges {
                 // (The check itself: a merging manager's session does show.)
-                let deadline = ContinuousClock.now + .seconds(15)
+                let deadline = ContinuousClock.now + patience
                 while try listeners() == 0 && ContinuousClock.now < deadline { usleep(10_000) }
                 #expect(try listeners() == 1)
             } else {
