@@ -4,7 +4,7 @@ import Testing
 @testable import PGDataKit
 @testable import PGDataKitPostgres
 
-@Suite("pgdatakit import (the built binary)")
+@Suite("pgdatakit import (the built binary)", .heavy)
 struct ImportCommandTests {
     /// Writes `count` user records as a JSON array (or JSON lines).
     static func writeUsers(_ count: Int, to file: URL, lines: Bool = false, start: Int = 0) throws {
@@ -216,6 +216,15 @@ struct ImportCommandTests {
             let file = directory.appendingPathComponent("many.jsonl")
             try Self.writeUsers(400_000, to: file, lines: true)
             let running = try CLI.start(["import", file.path, "--entity", "users"])
+            var interrupted = false
+            defer {
+                // A requirement that failed before the interrupt: leave no import (and no
+                // server) running into the tests after this one.
+                if !interrupted {
+                    kill(running.pid, SIGINT)
+                    _ = try? running.wait()
+                }
+            }
             let deadline = Date().addingTimeInterval(120)
             var progress = ""
             while !progress.contains("records saved"), Date() < deadline {
@@ -226,6 +235,7 @@ struct ImportCommandTests {
             let port = try #require(url.firstMatch(of: /:(\d+)\//).map { String($0.1) })
             let dataDirectory = try #require(try ProcessTable.postgresDataDirectory(port: port))
             kill(running.pid, SIGINT)
+            interrupted = true
             let outcome = try running.wait()
             #expect(outcome.status == 130, "\(outcome.output)\n\(outcome.error)")
             #expect(throws: PostgresError.self) { try Connection(url: url).close() }
