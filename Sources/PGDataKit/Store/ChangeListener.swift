@@ -28,7 +28,7 @@ public struct ChangeLogOptions: Sendable {
     public var relay: ListenerRelay
     /// How long a listener that could not reach its host's relay (while it changed hands,
     /// say) listens on its own session before it tries the relay again.
-    var relayRetryDelay: Duration = .seconds(30)
+    public var relayRetryDelay: Duration = .seconds(30)
     /// How long a registered history reader (`StoreCoordinator.historyReader(named:)`)
     /// holds back pruning after its last acknowledgement: records it has not
     /// acknowledged are kept past the retention while it acknowledged within this time.
