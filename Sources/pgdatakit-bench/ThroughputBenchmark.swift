@@ -139,13 +139,22 @@ struct ThroughputBenchmark: ParsableCommand {
 
     /// Runs `writers` processes in `mode` at once; their total rate and every commit.
     func measure(url: String, writers: Int, mode: String) throws -> (rate: Double, commits: [Commit]) {
-        // Everyone starts at the same instant, after the processes have connected.
-        let start = monotonicNanoseconds() + 1_500_000_000
+        // Everyone starts at the same instant, once every process has connected and said
+        // so (a fixed head start was too short for a process started on a loaded machine,
+        // which then saved nothing).
         let processes = try (0..<writers).map { index in
             try BenchProcess(arguments: [
-                "throughput-writer", url, String(index), mode, String(start), String(seconds),
+                "throughput-writer", url, String(index), mode, "0", String(seconds),
             ])
         }
+        for (index, process) in processes.enumerated() {
+            guard process.nextLine() == "ready" else {
+                processes.forEach { $0.stop() }
+                throw ValidationError("writer \(index) (\(mode)) did not get ready")
+            }
+        }
+        let start = monotonicNanoseconds() + 100_000_000
+        for process in processes { process.send("start \(start)") }
         // This process listens too (as its main context does in the objects runs).
         let listener = mode == "raw-listening" ? try RawListener(ConnectionConfiguration(url)) : nil
         defer { listener?.stop() }
@@ -252,12 +261,12 @@ struct ThroughputWriter: ParsableCommand {
     @Argument(help: "The database URL.") var databaseURL: String
     @Argument(help: "This writer's number.") var index: Int
     @Argument(help: "raw, raw-listening, objects or objects-unmerged.") var mode: String
-    @Argument(help: "Monotonic nanoseconds to start at.") var start: Int64
+    @Argument(help: "Monotonic nanoseconds to start at; 0: print `ready` once connected and read `start NANOSECONDS`.")
+    var start: Int64
     @Argument(help: "Seconds to run.") var seconds: Double
 
     func run() throws {
         let configuration = ConnectionConfiguration(databaseURL)
-        let end = start + Int64(seconds * 1e9)
         var commits: [(Int, Int64)] = []
         commits.reserveCapacity(100_000)
         if mode == "raw" || mode == "raw-listening" {
@@ -269,7 +278,7 @@ struct ThroughputWriter: ParsableCommand {
             // every listener, and nothing of the library's.
             let listener = mode == "raw-listening" ? try RawListener(configuration) : nil
             defer { listener?.stop() }
-            waitUntil(start)
+            let end = try waitForStart()
             while monotonicNanoseconds() < end {
                 try connection.transaction { connection in
                     try connection.execute("UPDATE \(rawThroughputTable) SET n = n + 1 WHERE id = $1", [index])
@@ -289,7 +298,7 @@ struct ThroughputWriter: ParsableCommand {
                 }
                 return user
             }
-            waitUntil(start)
+            let end = try waitForStart()
             while monotonicNanoseconds() < end {
                 let seq = commits.count
                 // Stamped before the save is sent, not once it returned: another process
@@ -310,8 +319,19 @@ struct ThroughputWriter: ParsableCommand {
         FileHandle.standardOutput.write(Data(text.utf8))
     }
 
-    func waitUntil(_ nanoseconds: Int64) {
-        let wait = nanoseconds - monotonicNanoseconds()
+    /// Waits for the start (given, or read from standard input after `ready`) and returns
+    /// the end.
+    func waitForStart() throws -> Int64 {
+        var start = self.start
+        if start == 0 {
+            FileHandle.standardOutput.write(Data("ready\n".utf8))
+            guard let line = readLine(), line.hasPrefix("start "), let told = Int64(line.dropFirst(6)) else {
+                throw ValidationError("expected `start NANOSECONDS` on standard input")
+            }
+            start = told
+        }
+        let wait = start - monotonicNanoseconds()
         if wait > 0 { Thread.sleep(forTimeInterval: Double(wait) / 1e9) }
+        return start + Int64(seconds * 1e9)
     }
 }
