@@ -15,7 +15,7 @@ import Testing
 ///   passed; on a thread of its own it takes nothing from them.
 /// - Waiting for its turn holds no thread: it suspends.
 ///
-/// `PGDATAKIT_SKIP_HEAVY=1 swift test` leaves them out (reported as skipped), for a quick
+/// `PGDATAKIT_SKIP_HEAVY=1 swift test` leaves them out (reported as cancelled), for a quick
 /// local run; CI runs them all.
 struct Heavy: TestTrait, SuiteTrait, TestScoping {
     /// Applies to each test (and each case of a parameterised test) of a suite, not to
