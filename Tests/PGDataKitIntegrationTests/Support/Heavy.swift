@@ -41,19 +41,16 @@ struct Heavy: TestTrait, SuiteTrait, TestScoping {
             defer { Self.turn.leave() }
             let started = ContinuousClock.now
             defer {
-                // What the suite's wall time is made of: the Testing article's list of the
-                // slowest tests comes from these lines.
+                // What the suite's wall time is made of: the Testing article's figures for
+                // the heavy tests come from these lines.
                 let name = test.name + (test.isParameterized ? " (one case)" : "")
-                print("heavy test \(name): ran \(seconds(started.duration(to: .now))) s, waited \(seconds(asked.duration(to: started))) s for its turn")
+                let ran = String(format: "%.1f", started.duration(to: .now).seconds)
+                let waited = String(format: "%.1f", asked.duration(to: started).seconds)
+                print("heavy test \(name): ran \(ran) s, waited \(waited) s for its turn")
             }
             try await function()
         }
     }
-}
-
-/// A duration in seconds with one decimal, for a log line.
-private func seconds(_ duration: Duration) -> String {
-    String(format: "%.1f", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
 }
 
 extension Trait where Self == Heavy {
