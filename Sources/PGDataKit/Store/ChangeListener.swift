@@ -5,56 +5,6 @@ import Foundation
 import Logging
 import Synchronization
 
-/// How a coordinator keeps and follows the change log.
-///
-/// For example, keep records for two days and prune every five minutes:
-///
-/// ```swift
-/// let coordinator = try StoreCoordinator(
-///     model: model, configuration: configuration,
-///     changeLog: ChangeLogOptions(retention: .seconds(2 * 86_400), pruneInterval: .seconds(300)))
-/// ```
-public struct ChangeLogOptions: Sendable {
-    /// Records older than this are deleted. A process disconnected for longer misses
-    /// them (its main context keeps stale objects until it refetches).
-    public var retention: Duration
-    /// How often the listener tries to prune (one process prunes at a time).
-    public var pruneInterval: Duration
-    /// The first wait before reconnecting a dropped listener; it doubles per failure.
-    public var reconnectDelay: Duration
-    /// The longest wait between reconnection attempts.
-    public var maximumReconnectDelay: Duration
-    /// Whether the processes of a host share one listening session (see `ListenerRelay`).
-    public var relay: ListenerRelay
-    /// How long a listener that could not reach its host's relay (while it changed hands,
-    /// say) listens on its own session before it tries the relay again.
-    public var relayRetryDelay: Duration = .seconds(30)
-    /// How long a registered history reader (`StoreCoordinator.historyReader(named:)`)
-    /// holds back pruning after its last acknowledgement: records it has not
-    /// acknowledged are kept past the retention while it acknowledged within this time.
-    /// A reader silent for longer is ignored (a consumer that died cannot hold the log
-    /// for ever); pruning then logs a warning naming it, and it gets
-    /// `HistoryError.historyExpired` if records it had not read are gone. Applies where
-    /// this process prunes.
-    public var maximumHistoryReaderAge: Duration
-
-    /// Options with defaults: one day of retention, pruning every ten minutes, reconnects
-    /// after 50 ms doubling up to 5 s, one listening session per host, history readers
-    /// holding records for up to a week after their last acknowledgement.
-    public init(
-        retention: Duration = .seconds(86_400), pruneInterval: Duration = .seconds(600),
-        reconnectDelay: Duration = .milliseconds(50), maximumReconnectDelay: Duration = .seconds(5),
-        relay: ListenerRelay = .automatic, maximumHistoryReaderAge: Duration = .seconds(7 * 86_400)
-    ) {
-        self.retention = retention
-        self.pruneInterval = pruneInterval
-        self.reconnectDelay = reconnectDelay
-        self.maximumReconnectDelay = maximumReconnectDelay
-        self.relay = relay
-        self.maximumHistoryReaderAge = maximumHistoryReaderAge
-    }
-}
-
 /// The change listener of a coordinator: receives the change log's notifications (on a
 /// dedicated session that `LISTEN`s, or from the host's relay, `ListenerRelay`), reads
 /// records the notifications do not carry, hands them to observers, reconnects with
@@ -81,12 +31,6 @@ final class ChangeListener: Sendable {
         var hostedRelay: NotificationRelay?
         /// Whether the current session gets its notifications through a relay.
         var isRelayed = false
-        /// Set when the relay failed for a reason that will not go away (a pooler,
-        /// another key).
-        var relayRefused = false
-        /// When a listener that fell back to its own `LISTEN` for a passing reason tries
-        /// the relay again.
-        var relayRetryAt: ContinuousClock.Instant?
     }
 
     private let configuration: ConnectionConfiguration
@@ -98,8 +42,8 @@ final class ChangeListener: Sendable {
     private let wakeWrite: Int32
     private let finished = DispatchSemaphore(value: 0)
 
-    /// Whether this listener prunes old records (the role may delete them).
-    private let prunes: Mutex<Bool>
+    /// Whether this listener prunes old records (the role may delete them), at start.
+    private let prunes: Bool
     /// Ids of change records this process wrote whose notifications have not come yet.
     private let ownRecords = Mutex<Set<Int64>>([])
     /// Where records read are counted.
@@ -114,7 +58,7 @@ final class ChangeListener: Sendable {
     ) {
         self.sessionCheck = sessionCheck
         self.metrics = metrics
-        self.prunes = Mutex(prunes)
+        self.prunes = prunes
         self.configuration = configuration
         self.origin = origin
         self.options = options
@@ -210,23 +154,22 @@ final class ChangeListener: Sendable {
     /// first connection fails the thread keeps trying and starts from the position of its
     /// first successful connection.
     private func start() {
-        var session: ListenerSession?
-        var position: String?
+        var opening: Opening?
         do {
-            let opened = try connect()
+            let (session, kind) = try connect(throughRelay: options.relay.effectiveDirectory != nil)
             do {
-                position = try ChangeLog.currentPosition(on: opened.connection)
+                opening = Opening(
+                    session: session, kind: kind, position: try ChangeLog.currentPosition(on: session.connection))
             } catch {
-                opened.close()
+                session.close()
                 throw error
             }
-            session = opened
         } catch {
             logger.error("change listener could not connect yet, retrying: \(error)")
         }
-        let thread = Thread { [self, session, position] in
+        let thread = Thread { [self, opening] in
             state.withLock { $0.thread = pthread_self() }
-            run(session, position: position)
+            run(from: opening)
             let relay = state.withLock { state -> NotificationRelay? in
                 defer { state.hostedRelay = nil }
                 return state.hostedRelay
@@ -238,12 +181,26 @@ final class ChangeListener: Sendable {
         thread.start()
     }
 
+    /// The session `start()` opened, and its position, handed to the listening thread.
+    private struct Opening: Sendable {
+        let session: ListenerSession
+        let kind: ListenerStateMachine.SessionKind
+        let position: String
+    }
+
     /// A session that receives the change log's notifications: through the host's relay
-    /// when one serves (or this listener can host it), else its own `LISTEN`.
-    private func connect() throws -> ListenerSession {
-        if let session = connectThroughRelay() {
-            state.withLock { $0.isRelayed = true }
-            return session
+    /// when `throughRelay` and one serves (or this listener can host it), else its own
+    /// `LISTEN`; with what the relay answered.
+    private func connect(throughRelay: Bool) throws -> (ListenerSession, ListenerStateMachine.SessionKind) {
+        var answer = ListenerStateMachine.RelayAnswer.notTried
+        if throughRelay {
+            switch connectThroughRelay() {
+            case .session(let session):
+                state.withLock { $0.isRelayed = true }
+                return (session, .relayed)
+            case .unavailable(let reason):
+                answer = reason
+            }
         }
         let connection = try Connection(configuration.named(Self.applicationName), logger: logger)
         do {
@@ -258,26 +215,35 @@ final class ChangeListener: Sendable {
             $0.backendPID = pid
             $0.isRelayed = false
         }
-        return .direct(connection)
+        return (.direct(connection), .direct(relay: answer))
     }
 
-    /// Follows the host's relay, hosting it first when none serves; `nil` (after logging
-    /// why) when the relay is off or cannot be used. A relay that is changing hands (its
-    /// host just ended: a connection reset, no answer yet) is tried again for up to two
-    /// seconds; past that, or on another transient failure, this listener uses its own
-    /// `LISTEN` and tries the relay again `options.relayRetryDelay` later (`relayRetryAt`).
-    private func connectThroughRelay() -> ListenerSession? {
-        guard let directory = options.relay.effectiveDirectory, !state.withLock({ $0.relayRefused }) else { return nil }
+    /// What trying the host's relay gave.
+    private enum RelayAttempt {
+        /// A session following the relay.
+        case session(ListenerSession)
+        /// No relay for this session, and why (`ListenerStateMachine` decides when to
+        /// try again).
+        case unavailable(ListenerStateMachine.RelayAnswer)
+    }
+
+    /// Follows the host's relay, hosting it first when none serves (after logging why
+    /// not, when it cannot be used). A relay that is changing hands (its host just ended:
+    /// a connection reset, no answer yet) is tried again for up to two seconds; past
+    /// that, or on another transient failure, the answer is `later` (the listener uses
+    /// its own `LISTEN` and tries the relay again `options.relayRetryDelay` later).
+    private func connectThroughRelay() -> RelayAttempt {
+        guard let directory = options.relay.effectiveDirectory else { return .unavailable(.notTried) }
         let endpoint: NotificationRelayEndpoint
         do {
             guard
                 let made = try NotificationRelayEndpoint(
                     configuration: configuration, channel: ChangeLog.channel, directory: directory)
-            else { return nil }
+            else { return .unavailable(.notTried) }
             endpoint = made
         } catch {
             logger.debug("listening on this process's own session: the relay's directory cannot be used: \(error)")
-            return nil
+            return .unavailable(.notTried)
         }
         let deadline = ContinuousClock.now + .seconds(2)
         var problem: (any Error)?
@@ -288,11 +254,8 @@ final class ChangeListener: Sendable {
                     // this process, so the position taken next misses nothing.
                     let connection = try Connection(configuration.named(Self.applicationName), logger: logger)
                     let pid = connection.backendPID
-                    state.withLock {
-                        $0.backendPID = pid
-                        $0.relayRetryAt = nil
-                    }
-                    return .relayed(relay, connection)
+                    state.withLock { $0.backendPID = pid }
+                    return .session(.relayed(relay, connection))
                 }
                 if let ended = state.withLock({ $0.hostedRelay?.hasEnded == true ? $0.hostedRelay : nil }) {
                     // (Its thread gave up; its lock is free again.)
@@ -306,18 +269,16 @@ final class ChangeListener: Sendable {
             } catch let failure as LocalSocket.Failure where failure.code == EPROTO {
                 // Another key, an unreadable stream, a session through a pooler: this
                 // will not change by waiting.
-                state.withLock { $0.relayRefused = true }
                 logger.debug("listening on this process's own session, not through the host's relay: \(failure)")
-                return nil
+                return .unavailable(.refused)
             } catch {
                 problem = error
             }
             Thread.sleep(forTimeInterval: 0.01)
         }
-        state.withLock { $0.relayRetryAt = .now + options.relayRetryDelay }
         logger.debug(
             "no notification relay answered in time; listening on this process's own session for now\(problem.map { ": \($0)" } ?? "")")
-        return nil
+        return .unavailable(.later)
     }
 
     /// Starts hosting the relay of `endpoint`, whose lock this process took.
@@ -340,80 +301,120 @@ final class ChangeListener: Sendable {
         state.withLock { $0.hostedRelay = relay }
     }
 
-    private func run(_ initial: ListenerSession?, position initialPosition: String?) {
-        var connection = initial
-        var feed = initialPosition.map(ChangeFeedPosition.init(snapshot:))
-        var delay = options.reconnectDelay
-        var lastPrune = ContinuousClock.now - options.pruneInterval
-        // When notifications came that no read of the log has covered since (payloads
-        // delivered, this process's own records): the log is read once they have been
-        // quiet for `quietReadDelay`, which moves the position on and empties the
-        // delivered set (or at once when that set grows large).
-        var unreadSince: ContinuousClock.Instant?
-        var lastNotification = ContinuousClock.now
-        defer { connection?.close() }
-        while !isStopping {
+    /// The listening thread's loop: asks the state machine what to do, does it, and tells
+    /// it what happened, until stopped.
+    private func run(from opening: Opening?) {
+        var machine = ListenerStateMachine(
+            timing: ListenerStateMachine.Timing(
+                reconnectDelay: options.reconnectDelay, maximumReconnectDelay: options.maximumReconnectDelay,
+                pruneInterval: options.pruneInterval, quietReadDelay: Self.quietReadDelay,
+                relayRetryDelay: options.relayRetryDelay),
+            prunes: prunes, relay: options.relay.effectiveDirectory == nil ? .off : .on, now: .now)
+        var loop = Loop()
+        if let opening {
+            machine.connected(opening.kind, now: .now)
+            machine.positioned(now: .now)
+            loop.session = opening.session
+            loop.feed = ChangeFeedPosition(snapshot: opening.position)
+        }
+        defer { loop.session?.close() }
+        while true {
+            if isStopping { machine.stopRequested() }
+            let action = machine.next(now: .now)
+            if action == .stop { return }
             do {
-                if connection == nil {
-                    let opened = try connect()
-                    connection = opened
-                    if let last = feed {
-                        state.withLock { $0.reconnects += 1 }
-                        logger.debug("change listener reconnected; catching up")
-                        feed = try catchUp(on: opened.connection, from: last)
-                    } else {
-                        feed = ChangeFeedPosition(snapshot: try ChangeLog.currentPosition(on: opened.connection))
-                    }
-                    // Notifications sent while there was no session are gone.
-                    wake()
-                    unreadSince = nil
-                    delay = options.reconnectDelay
-                }
-                guard let session = connection, var position = feed else { continue }
-                let current = session.connection
-                // `position` owns the delivered set while it grows (a copy still held by
-                // `feed` made every insert copy the whole set), and is what the listener
-                // stands at however this iteration ends: a read that fails after payloads
-                // were handed on must not reconnect from before them (they would be
-                // delivered again).
-                feed = nil
-                defer { feed = position }
-                let untilPrune = prunes.withLock { $0 } ? options.pruneInterval - lastPrune.duration(to: .now) : .seconds(60)
-                let untilQuietRead =
-                    unreadSince == nil ? .seconds(60) : Self.quietReadDelay - lastNotification.duration(to: .now)
-                let retryAt = state.withLock { $0.relayRetryAt }
-                if let retryAt, case .direct = session, retryAt <= .now {
-                    // Try the host's relay again: reconnect (through it, if it answers now)
-                    // and catch up from the position, as after a lost session.
-                    state.withLock { $0.relayRetryAt = nil }
-                    session.close()
-                    connection = nil
-                    state.withLock { $0.backendPID = nil }
-                    continue
-                }
-                let untilRelayRetry = retryAt.map { ContinuousClock.now.duration(to: $0) } ?? .seconds(60)
-                let arrived = try session.next(
-                    timeout: max(.milliseconds(1), min(untilPrune, untilQuietRead, untilRelayRetry, .seconds(60))),
-                    wake: wakeRead)
-                if isStopping { break }
-                if let notifications = arrived {
-                    lastNotification = .now
-                    let compact = try handle(notifications, position: &position, on: current)
-                    unreadSince = compact ? nil : (unreadSince ?? .now)
-                } else if unreadSince != nil, lastNotification.duration(to: .now) >= Self.quietReadDelay {
-                    position = try catchUp(on: current, from: position)
-                    unreadSince = nil
-                } else if lastPrune.duration(to: .now) >= options.pruneInterval, prunes.withLock({ $0 }) {
-                    lastPrune = .now
-                    try prune(on: current)
-                }
+                try perform(action, machine: &machine, loop: &loop)
             } catch {
-                if isStopping { break }
-                connection?.close()
-                connection = nil
+                if isStopping { continue }
+                loop.session?.close()
+                loop.session = nil
                 state.withLock { $0.backendPID = nil }
-                waitBeforeReconnecting(after: error, delay: &delay)
+                let reconnect = machine.failed(error is LocalSocket.Failure ? .relayWentAway : .sessionLost, now: .now)
+                switch reconnect {
+                case .atOnce:
+                    // The host's relay went away (its process ended, its session dropped,
+                    // or this process fell behind): an ordinary handover. The catch-up
+                    // brings what passed meanwhile.
+                    logger.info("the host's notification relay went away; reconnecting and catching up: \(error)")
+                case .after(let delay):
+                    logger.warning("change listener lost its connection, reconnecting in \(delay): \(error)")
+                }
             }
+        }
+    }
+
+    /// What the listening thread holds between actions.
+    private struct Loop {
+        /// The current session, if any.
+        var session: ListenerSession?
+        /// Where the listener stands in the log, once a session took a position.
+        var feed: ChangeFeedPosition?
+    }
+
+    /// Does one action of the state machine and reports its outcome to it.
+    private func perform(_ action: ListenerStateMachine.Action, machine: inout ListenerStateMachine, loop: inout Loop) throws {
+        switch action {
+        case .stop:
+            return
+        case .sleep(let duration):
+            sleepUnlessWoken(duration)
+        case .connect(let throughRelay):
+            let (session, kind) = try connect(throughRelay: throughRelay)
+            loop.session = session
+            machine.connected(kind, now: .now)
+        case .closeToRetryRelay:
+            // Try the host's relay again: reconnect (through it, if it answers now) and
+            // catch up from the position, as after a lost session.
+            loop.session?.close()
+            loop.session = nil
+            state.withLock { $0.backendPID = nil }
+        case .takePosition, .catchUp, .readLog, .prune, .wait:
+            guard let session = loop.session else {
+                throw PostgresError(kind: .connectionLost, message: "the change listener has no session")
+            }
+            try perform(action, on: session, machine: &machine, feed: &loop.feed)
+        }
+    }
+
+    /// Does an action that needs the session.
+    private func perform(
+        _ action: ListenerStateMachine.Action, on session: ListenerSession, machine: inout ListenerStateMachine,
+        feed: inout ChangeFeedPosition?
+    ) throws {
+        let current = session.connection
+        if action == .takePosition || action == .catchUp {
+            if action == .catchUp, let last = feed {
+                state.withLock { $0.reconnects += 1 }
+                logger.debug("change listener reconnected; catching up")
+                feed = try catchUp(on: current, from: last)
+            } else {
+                feed = ChangeFeedPosition(snapshot: try ChangeLog.currentPosition(on: current))
+            }
+            // Notifications sent while there was no session are gone.
+            wake()
+            machine.positioned(now: .now)
+            return
+        }
+        guard var position = feed else { return }
+        // `position` owns the delivered set while it grows (a copy still held by `feed`
+        // made every insert copy the whole set), and is what the listener stands at
+        // however this action ends: a read that fails after payloads were handed on must
+        // not reconnect from before them (they would be delivered again).
+        feed = nil
+        defer { feed = position }
+        switch action {
+        case .wait(let timeout):
+            guard let notifications = try session.next(timeout: timeout, wake: wakeRead), !isStopping else { return }
+            let arrived = ContinuousClock.now
+            let compact = try handle(notifications, position: &position, on: current)
+            machine.notificationsHandled(compact: compact, now: arrived)
+        case .readLog:
+            position = try catchUp(on: current, from: position)
+            machine.logRead()
+        case .prune:
+            machine.pruned(permitted: try prune(on: current))
+        case .takePosition, .catchUp, .connect, .closeToRetryRelay, .sleep, .stop:
+            break
         }
     }
 
@@ -472,36 +473,24 @@ final class ChangeListener: Sendable {
         return readLast || position.delivered.count <= Self.quietReadThreshold
     }
 
-    /// After the session was lost: reconnects at once when the host's relay went away
-    /// (an ordinary handover), otherwise after `delay`; doubles the delay either way.
-    private func waitBeforeReconnecting(after error: any Error, delay: inout Duration) {
-        if error is LocalSocket.Failure, delay == options.reconnectDelay {
-            // The host's relay went away (its process ended, its session dropped, or
-            // this process fell behind): an ordinary handover. Reconnect at once; the
-            // catch-up brings what passed meanwhile.
-            logger.info("the host's notification relay went away; reconnecting and catching up: \(error)")
-        } else {
-            logger.warning("change listener lost its connection, reconnecting in \(delay): \(error)")
-            sleepUnlessWoken(delay)
-        }
-        delay = min(delay * 2, options.maximumReconnectDelay)
-    }
-
     /// Deletes records older than the retention. A role without the `DELETE` grant is
     /// told once, and the listener stops pruning instead of treating it as a lost
     /// connection.
-    private func prune(on connection: Connection) throws {
+    ///
+    /// - Returns: whether the role may prune.
+    private func prune(on connection: Connection) throws -> Bool {
         do {
             let pruned = try ChangeLog.prune(
                 olderThan: options.retention, maximumReaderAge: options.maximumHistoryReaderAge, on: connection,
                 logger: logger)
             state.withLock { $0.pruneAttempts += 1 }
             if let pruned, pruned > 0 { logger.debug("pruned \(pruned) change records") }
+            return true
         } catch let error as PostgresError where error.sqlState == .insufficientPrivilege {
             state.withLock { $0.pruneAttempts += 1 }
-            prunes.withLock { $0 = false }
             logger.warning(
                 "pruning the change log is not permitted, so this process stops pruning (it needs DELETE on \(ChangeLog.table) and SELECT, UPDATE on \(ChangeLog.readersTable) and \(ChangeLog.horizonTable)): \(error)")
+            return false
         }
     }
 
