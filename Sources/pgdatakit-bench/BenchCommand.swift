@@ -8,8 +8,8 @@ struct BenchCommand: ParsableCommand {
         commandName: "pgdatakit-bench",
         abstract: "Measures PGDataKit against a floor measured in the same run.",
         discussion: """
-            Uses DATABASE_URL, or a throwaway PostgreSQL server. Each scenario works in a
-            database of its own, dropped afterwards, and ends with a line
+            Uses DATABASE_URL, or a throwaway PostgreSQL server. Each scenario works in a \
+            database of its own, dropped afterwards, and ends with a line \
             `RESULT <scenario> key=value …`. Build in release mode for meaningful figures:
             swift run -c release pgdatakit-bench fetch
             """,

@@ -15,31 +15,31 @@ struct ContentionBenchmark: ParsableCommand {
         abstract: "Saves/s, merge latency, deadlocks, lock timeouts and retries of the demo's mix as workers grow.",
         discussion: """
             For each worker count N, runs `pgdatakit demo --workers N --duration <seconds>
-            --json --keep-database` — the `pgdatakit` program built next to this one — so
-            the mix is exactly the demo's: keyed imports of users and posts whose keys
-            overlap (posts linked to their users), renames under the three merge policies
-            (object trump, store trump, error + retry), increments under `.error`, deletes.
-            The demo makes a database of its own on the server (DATABASE_URL, else a
-            throwaway server started here); after it ends, this program reads the
-            database's `pg_stat_database.deadlocks` (noted at 0 when the demo created it,
-            read again once the demo's sessions are gone and the counter is still), then
+            --json --keep-database` — the `pgdatakit` program built next to this one — so \
+            the mix is exactly the demo's: keyed imports of users and posts whose keys \
+            overlap (posts linked to their users), renames under the three merge policies \
+            (object trump, store trump, error + retry), increments under `.error`, deletes. \
+            The demo makes a database of its own on the server (DATABASE_URL, else a \
+            throwaway server started here); after it ends, this program reads the \
+            database's `pg_stat_database.deadlocks` (noted at 0 when the demo created it, \
+            read again once the demo's sessions are gone and the counter is still), then \
             drops it.
 
-            Per row: saves (all workers) and the seconds they wrote, saves/s, merge p50/p99
-            in the demo's parent (an observing process: from the start of a save to its
-            merge there), deadlocks (the server's count for the database), lock timeouts
-            and retries as the demo's summary reports them (`lockTimeouts`, 0 when the
-            summary has no such field; `retries`, else the demo's `conflictsRetried`: steps
-            redone after a merge conflict under `.error` or a transient error), and the
-            demo's exit status (0 when its proofs hold). Last line: `RESULT contention
-            workers=… saves_per_s=… deadlocks=… lock_timeouts=… merge_p50_ms=…
+            Per row: saves (all workers) and the seconds they wrote, saves/s, merge p50/p99 \
+            in the demo's parent (an observing process: from the start of a save to its \
+            merge there), deadlocks (the server's count for the database), lock timeouts \
+            and retries as the demo's summary reports them (`lockTimeouts`, 0 when the \
+            summary has no such field; `retries`, else the demo's `conflictsRetried`: steps \
+            redone after a merge conflict under `.error` or a transient error), and the \
+            demo's exit status (0 when its proofs hold). Last line: `RESULT contention \
+            workers=… saves_per_s=… deadlocks=… lock_timeouts=… merge_p50_ms=… \
             merge_p99_ms=… retries=… demo_exit=…` for the last worker count.
 
-            Exit status: 0 when every demo run proved its claims; 2 when every run gave
-            its figures but a demo's proofs failed (the table and the RESULT line are
-            printed all the same); 1 when a demo run could not start or gave no summary
-            (the remaining counts still run; no RESULT line when the last one failed).
-            For figures that mean something: a release build, on a server with default
+            Exit status: 0 when every demo run proved its claims; 2 when every run gave \
+            its figures but a demo's proofs failed (the table and the RESULT line are \
+            printed all the same); 1 when a demo run could not start or gave no summary \
+            (the remaining counts still run; no RESULT line when the last one failed). \
+            For figures that mean something: a release build, on a server with default \
             settings (scripts/bench-server: fsync on, deadlock_timeout 1 s).
             """)
 

@@ -11,21 +11,21 @@ struct ControllerBenchmark: ParsableCommand {
         commandName: "controller",
         abstract: "Object controllers kept true while another process saves: refresh latency and statements.",
         discussion: """
-            Loads ROWS users (ages 0–99) and, over the main context of a context manager,
-            opens CONTROLLERS controllers, each of one age band (`age >= a AND age < b`,
-            sorted by age and user id), together holding every row. A second process (this
-            program's `controller-writer`) then saves batches of BATCH-SIZE updates, each
-            moving random users to another age, one batch at a time. For each batch it
-            measures, on the system-wide monotonic clock, from the writer's sending its save
-            (a time taken just before `save()`, so that no merge can come before it: a time
-            taken once the COMMIT returned may come after this process merged it, on a
-            loaded machine) to the end of this process's merge into the main context (its
-            objects-did-change observer, registered before the controllers, so it runs
-            first) and to each controller's change callback, and counts the statements this
-            process sends per batch. "after merge" is each callback's time from the end of
-            the merge of its batch: what the controllers add. At the end every controller is compared with a fresh
-            fetch; then the controllers are stopped and a few more batches count the
-            statements of the merge alone, so that the controllers' share is measured, not
+            Loads ROWS users (ages 0–99) and, over the main context of a context manager, \
+            opens CONTROLLERS controllers, each of one age band (`age >= a AND age < b`, \
+            sorted by age and user id), together holding every row. A second process (this \
+            program's `controller-writer`) then saves batches of BATCH-SIZE updates, each \
+            moving random users to another age, one batch at a time. For each batch it \
+            measures, on the system-wide monotonic clock, from the writer's sending its save \
+            (a time taken just before `save()`, so that no merge can come before it: a time \
+            taken once the COMMIT returned may come after this process merged it, on a \
+            loaded machine) to the end of this process's merge into the main context (its \
+            objects-did-change observer, registered before the controllers, so it runs \
+            first) and to each controller's change callback, and counts the statements this \
+            process sends per batch. "after merge" is each callback's time from the end of \
+            the merge of its batch: what the controllers add. At the end every controller is compared with a fresh \
+            fetch; then the controllers are stopped and a few more batches count the \
+            statements of the merge alone, so that the controllers' share is measured, not \
             assumed (their membership statement may be sent while the merge runs).
             """)
 

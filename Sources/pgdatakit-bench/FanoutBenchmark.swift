@@ -15,43 +15,43 @@ struct FanoutBenchmark: ParsableCommand {
         abstract: "Many processes, a few writing: merge latency where the changed objects are held, "
             + "statements per remote save where none are.",
         discussion: """
-            Fills `users` with ROWS rows (one INSERT … SELECT generate_series; a row's age is
-            its number), then starts PROCESSES processes of this program
-            (`fanout-worker`), each a context manager that merges other processes' saves
-            and whose main context holds 100 users and one controller over 20 rows nobody
-            writes (by age; no save changes age). WRITERS of them rename users, one per
-            save in a private context, as fast as they can, taking turns over their share
-            of the first 100 rows ("hot" rows); their main contexts hold rows of their own
-            that nobody writes. Of the rest, half (rounded down) are holders: their main
-            contexts hold the 100 hot rows, so every save changes objects they hold; the
+            Fills `users` with ROWS rows (one INSERT … SELECT generate_series; a row's age is \
+            its number), then starts PROCESSES processes of this program \
+            (`fanout-worker`), each a context manager that merges other processes' saves \
+            and whose main context holds 100 users and one controller over 20 rows nobody \
+            writes (by age; no save changes age). WRITERS of them rename users, one per \
+            save in a private context, as fast as they can, taking turns over their share \
+            of the first 100 rows ("hot" rows); their main contexts hold rows of their own \
+            that nobody writes. Of the rest, half (rounded down) are holders: their main \
+            contexts hold the 100 hot rows, so every save changes objects they hold; the \
             others are idle observers, holding 100 rows nobody writes.
 
-            After --warmup seconds of writing, --seconds are measured: saves/s (writers'
-            saves that began in the window); merge p50/p99 over all holders (from the start
-            of a save — the writer writes it into the name — to the end of the merge that
-            shows the new name in the holder's main context, its objects-did-change, on the
-            system-wide monotonic clock); and the statements the observers send per remote
-            save, counted by the server: holders and idle observers log in as roles of their
-            own (made for the run, dropped after), and `pg_stat_statements` counts the calls
-            of each role in the benchmark's database between the start of the window and the
-            moment the counts settle after it. Per remote save per observer = calls / (saves
-            in the window × observers). The observers send nothing on purpose and add no
-            observer of the change log of their own (which might make the library read
+            After --warmup seconds of writing, --seconds are measured: saves/s (writers' \
+            saves that began in the window); merge p50/p99 over all holders (from the start \
+            of a save — the writer writes it into the name — to the end of the merge that \
+            shows the new name in the holder's main context, its objects-did-change, on the \
+            system-wide monotonic clock); and the statements the observers send per remote \
+            save, counted by the server: holders and idle observers log in as roles of their \
+            own (made for the run, dropped after), and `pg_stat_statements` counts the calls \
+            of each role in the benchmark's database between the start of the window and the \
+            moment the counts settle after it. Per remote save per observer = calls / (saves \
+            in the window × observers). The observers send nothing on purpose and add no \
+            observer of the change log of their own (which might make the library read \
             it), so every call counted is the library's.
 
-            Then the checks (exit status 2 when one fails; the figures are printed all the
-            same): every holder's main context must end with the database's names, and one
-            more save — renaming a row each idle observer holds — must reach every idle
-            observer's main context, so that an observer cannot look cheap by not
+            Then the checks (exit status 2 when one fails; the figures are printed all the \
+            same): every holder's main context must end with the database's names, and one \
+            more save — renaming a row each idle observer holds — must reach every idle \
+            observer's main context, so that an observer cannot look cheap by not \
             listening.
 
-            Needs `pg_stat_statements` in shared_preload_libraries (scripts/bench-server
-            sets it; a throwaway server started here is asked to load it) and a superuser
-            URL to make the roles; without them the statement figures are `nan`. Each
-            process opens its listener's connection and a pool of at most two (the main
-            context, a writer's transaction): PROCESSES must fit the server's
-            max_connections; the peak is printed.
-            Last line: `RESULT fanout processes=… writers=… saves_per_s=… merge_p50_ms=…
+            Needs `pg_stat_statements` in shared_preload_libraries (scripts/bench-server \
+            sets it; a throwaway server started here is asked to load it) and a superuser \
+            URL to make the roles; without them the statement figures are `nan`. Each \
+            process opens its listener's connection and a pool of at most two (the main \
+            context, a writer's transaction): PROCESSES must fit the server's \
+            max_connections; the peak is printed. \
+            Last line: `RESULT fanout processes=… writers=… saves_per_s=… merge_p50_ms=… \
             merge_p99_ms=… idle_observer_queries_per_save=… holder_queries_per_save=…`.
             """)
 

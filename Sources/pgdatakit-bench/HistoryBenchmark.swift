@@ -8,14 +8,14 @@ struct HistoryBenchmark: ParsableCommand {
         commandName: "history",
         abstract: "Replay change records after a history token: paged reads, the async sequence, and a raw floor.",
         discussion: """
-            Writes --records change records, each in a transaction of its own (one save's
-            record each: an insert and an update of another object), in one server-side loop,
-            after taking a history token. Then, --runs times, replays everything after that
-            token: with history(after:limit: --page) page by page, and through the
-            history(after:) sequence (its pages of 2,000) — each record decoded and carrying
-            its token. The floor is one raw SELECT of the same records' ids and text. Figures
-            are medians. Last line:
-            `RESULT history records_per_s=… paged_records_per_s=… sequence_records_per_s=…
+            Writes --records change records, each in a transaction of its own (one save's \
+            record each: an insert and an update of another object), in one server-side loop, \
+            after taking a history token. Then, --runs times, replays everything after that \
+            token: with history(after:limit: --page) page by page, and through the \
+            history(after:) sequence (its pages of 2,000) — each record decoded and carrying \
+            its token. The floor is one raw SELECT of the same records' ids and text. Figures \
+            are medians. Last line: \
+            `RESULT history records_per_s=… paged_records_per_s=… sequence_records_per_s=… \
             raw_rows_per_s=…`, where records_per_s is the slower of the two replays.
             """)
 

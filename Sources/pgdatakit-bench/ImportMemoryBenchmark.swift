@@ -49,9 +49,9 @@ struct ImportMemoryBenchmark: ParsableCommand {
         commandName: "import-memory",
         abstract: "A long import through an import operation: peak memory early and at the end.",
         discussion: """
-            Streams generated user records (never all in memory) through ImportOperation in batches
-            (one fetch, one save and a context reset each) and reports this process's peak resident
-            memory after 100,000 records and at the end. Flat means the end figure stays within 20%
+            Streams generated user records (never all in memory) through ImportOperation in batches \
+            (one fetch, one save and a context reset each) and reports this process's peak resident \
+            memory after 100,000 records and at the end. Flat means the end figure stays within 20% \
             of the early one.
             """)
 

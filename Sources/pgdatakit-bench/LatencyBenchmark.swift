@@ -21,16 +21,16 @@ struct LatencyBenchmark: ParsableCommand {
         commandName: "latency",
         abstract: "Commit in one process → merge finished in another process's main context.",
         discussion: """
-            Starts a second process (this program's `latency-listener`) with a context
-            manager whose main context holds one user. This process updates that user in a
-            private context, one save at a time; the latency of a save is the time from its
-            sending (a time taken just before `save()`: the save's one round trip holds its
-            COMMIT) to the end of the other process's merge (its objects-did-change
-            observer), on the system-wide monotonic clock. A time taken once the COMMIT
-            returned would not do: on a loaded machine the other process may merge before
-            this one's thread runs again. The floors, in the same run, each from a plain
-            connection here until a plain listening connection there has the notification:
-            a raw `NOTIFY` alone, and a raw transaction like the save (`BEGIN`, an `UPDATE`
+            Starts a second process (this program's `latency-listener`) with a context \
+            manager whose main context holds one user. This process updates that user in a \
+            private context, one save at a time; the latency of a save is the time from its \
+            sending (a time taken just before `save()`: the save's one round trip holds its \
+            COMMIT) to the end of the other process's merge (its objects-did-change \
+            observer), on the system-wide monotonic clock. A time taken once the COMMIT \
+            returned would not do: on a loaded machine the other process may merge before \
+            this one's thread runs again. The floors, in the same run, each from a plain \
+            connection here until a plain listening connection there has the notification: \
+            a raw `NOTIFY` alone, and a raw transaction like the save (`BEGIN`, an `UPDATE` \
             of one row, `NOTIFY`, `COMMIT`, sent in one go).
             """)
 

@@ -16,22 +16,22 @@ struct ThroughputBenchmark: ParsableCommand {
         commandName: "throughput",
         abstract: "Saves/s and merge latency as writer processes grow, beside raw NOTIFY commits.",
         discussion: """
-            With --repeats R, each writer count is measured R times (the raw floor, then
-            the saves, in turn) and the medians of the rates are shown (merge latencies
+            With --repeats R, each writer count is measured R times (the raw floor, then \
+            the saves, in turn) and the medians of the rates are shown (merge latencies \
             over all R runs): the machine's noise moves single runs by a third.
 
-            For each writer count N, starts N writer processes (this program's
-            `throughput-writer`) that save as fast as they can for --seconds: each save is a
-            private context updating the writer's own user (one UPDATE, the change record,
-            the NOTIFY, the commit). This process's main context holds every writer's user
-            and merges all saves; merge latency is the time from a writer's sending its save
-            (one round trip: the commit is in it) to the end of the merge here that showed
-            that save. In the
-            same run, the floor: N processes committing raw transactions that update one row
-            and NOTIFY, as fast as they can. Every process commits with a NOTIFY, so they
-            all queue on PostgreSQL's notification commit lock: the table shows where that
-            bites. Each writer's own context manager merges the other writers' saves, as a
-            worker that reads does; --no-writer-merges turns that off
+            For each writer count N, starts N writer processes (this program's \
+            `throughput-writer`) that save as fast as they can for --seconds: each save is a \
+            private context updating the writer's own user (one UPDATE, the change record, \
+            the NOTIFY, the commit). This process's main context holds every writer's user \
+            and merges all saves; merge latency is the time from a writer's sending its save \
+            (one round trip: the commit is in it) to the end of the merge here that showed \
+            that save. In the \
+            same run, the floor: N processes committing raw transactions that update one row \
+            and NOTIFY, as fast as they can. Every process commits with a NOTIFY, so they \
+            all queue on PostgreSQL's notification commit lock: the table shows where that \
+            bites. Each writer's own context manager merges the other writers' saves, as a \
+            worker that reads does; --no-writer-merges turns that off \
             (automaticallyMergesRemoteChanges = false), as for a worker that only writes.
             """)
 

@@ -7,18 +7,18 @@ struct UpsertBenchmark: ParsableCommand {
         commandName: "upsert",
         abstract: "insertOrUpdate in batches, beside raw INSERT … ON CONFLICT statements and a naive per-record loop.",
         discussion: """
-            Each run: insertOrUpdate (one fetch + one save per batch, in a private context reset after
-            each) inserts all records into an empty table, then updates every row with new values, then
-            imports the same records once more (identical: no UPDATE may be written), then edits every
-            row as a worker edits objects it fetched (the batch's objects fetched with one predicate, given
-            new values, saved: no import). Beside the first two passes and the last, batch by batch, the
-            floor (one INSERT … SELECT FROM unnest(…) ON CONFLICT (user_id)
-            DO UPDATE per batch on a raw connection, into a table of its own made like the first) does the
-            same: the two alternate batch by batch, so both meet the same moments of a shared machine.
-            The ratios are medians of each run's own object/floor ratios.
-            The naive pattern — one fetch and one save per record — runs once, on new records.
-            Each pass also shows this process's CPU time per batch (the rest of the wall time is
-            the server and waiting for it): on a loaded machine the wall-clock ratios move a lot,
+            Each run: insertOrUpdate (one fetch + one save per batch, in a private context reset after \
+            each) inserts all records into an empty table, then updates every row with new values, then \
+            imports the same records once more (identical: no UPDATE may be written), then edits every \
+            row as a worker edits objects it fetched (the batch's objects fetched with one predicate, given \
+            new values, saved: no import). Beside the first two passes and the last, batch by batch, the \
+            floor (one INSERT … SELECT FROM unnest(…) ON CONFLICT (user_id) \
+            DO UPDATE per batch on a raw connection, into a table of its own made like the first) does the \
+            same: the two alternate batch by batch, so both meet the same moments of a shared machine. \
+            The ratios are medians of each run's own object/floor ratios. \
+            The naive pattern — one fetch and one save per record — runs once, on new records. \
+            Each pass also shows this process's CPU time per batch (the rest of the wall time is \
+            the server and waiting for it): on a loaded machine the wall-clock ratios move a lot, \
             the CPU figures less.
             """)
 

@@ -7,16 +7,17 @@ struct DatabaseCommand: ParsableCommand {
         commandName: "db",
         abstract: "Start, stop or locate a local PostgreSQL server for use from a shell.",
         discussion: """
-            `pgdatakit db start` starts a server that keeps running after the command exits
-            and prints `export DATABASE_URL=…`; `eval "$(pgdatakit db start)"` sets it.
-            One such server per user. It syncs to disk (fsync on), and its data stays
-            until `pgdatakit db stop`, which stops it and removes its files: nothing else
+            `pgdatakit db start` starts a server that keeps running after the command exits \
+            and prints `export DATABASE_URL=…`; `eval "$(pgdatakit db start)"` sets it. \
+            One such server per user. It syncs to disk (fsync on), and its data stays \
+            until `pgdatakit db stop`, which stops it and removes its files: nothing else \
             deletes them.
-            `db start` and `db url` check that the recorded server still answers. If its
-            process died (killed, crashed), they start it again on its own data directory
-            (PostgreSQL recovers what was committed), on the same port when that port is
-            free, and say so on standard error. If PostgreSQL cannot start on that
-            directory (a damaged folder), the folder is moved aside next to where it was,
+
+            `db start` and `db url` check that the recorded server still answers. If its \
+            process died (killed, crashed), they start it again on its own data directory \
+            (PostgreSQL recovers what was committed), on the same port when that port is \
+            free, and say so on standard error. If PostgreSQL cannot start on that \
+            directory (a damaged folder), the folder is moved aside next to where it was, \
             named in the message, and kept; then a new, empty server starts.
             """,
         subcommands: [Start.self, Stop.self, URLCommand.self]

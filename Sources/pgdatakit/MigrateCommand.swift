@@ -7,20 +7,20 @@ struct MigrateCommand: ParsableCommand {
         commandName: "migrate",
         abstract: "Apply the numbered SQL files of a migrations folder, or show their status.",
         discussion: """
-            Applies every pending NNNN_name.sql file in order, each in its own transaction,
-            holding an advisory lock so that workers starting together apply each file once.
-            Every pending file is checked first: if one begins, commits or rolls back a
-            transaction itself (BEGIN, COMMIT, END, ROLLBACK…), nothing is applied. A
-            failing file is rolled back and the error names file:line:column. Then prints
+            Applies every pending NNNN_name.sql file in order, each in its own transaction, \
+            holding an advisory lock so that workers starting together apply each file once. \
+            Every pending file is checked first: if one begins, commits or rolls back a \
+            transaction itself (BEGIN, COMMIT, END, ROLLBACK…), nothing is applied. A \
+            failing file is rolled back and the error names file:line:column. Then prints \
             the status of every migration.
 
-            DDL runs only for what is missing (the catalog is read first), so the
-            application role (DML rights plus SELECT on pgdatakit_migrations) may run it at
-            start-up once everything is applied; a pending migration is then an error
+            DDL runs only for what is missing (the catalog is read first), so the \
+            application role (DML rights plus SELECT on pgdatakit_migrations) may run it at \
+            start-up once everything is applied; a pending migration is then an error \
             naming the right the role lacks.
 
-            Exits with status 1 when a migration fails or is refused, when an applied file
-            was changed (CHANGED), or when a migration recorded as applied has no file any
+            Exits with status 1 when a migration fails or is refused, when an applied file \
+            was changed (CHANGED), or when a migration recorded as applied has no file any \
             more (MISSING), also with --status. Pending files alone are not an error.
             """
     )

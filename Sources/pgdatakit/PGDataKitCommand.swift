@@ -6,7 +6,7 @@ struct PGDataKitCommand: ParsableCommand {
         commandName: "pgdatakit",
         abstract: "Core Data's object graph over PostgreSQL, shared by many worker processes.",
         discussion: """
-            Without DATABASE_URL (or --database-url), commands run against a throwaway
+            Without DATABASE_URL (or --database-url), commands run against a throwaway \
             PostgreSQL server started from the installed binaries and removed afterwards.
             """,
         subcommands: [DemoCommand.self, ImportCommand.self, MigrateCommand.self, DatabaseCommand.self, WatchCommand.self, DemoWorker.self]

@@ -8,25 +8,25 @@ struct WatchCommand: ParsableCommand {
         commandName: "watch",
         abstract: "Show every save of every process on a database, live.",
         discussion: """
-            Follows the change log of the database, as every context manager does: one line
-            per save of another process with its change-log id, the saving process, the
-            entities and their inserted (+), updated (~) and deleted (-) objects, and the
-            delay from the start of the saving transaction to its arrival here. On a terminal
-            a table of totals per entity and per process is redrawn twice a second above the
-            last saves. Works on any database with the library's change log, whatever its
+            Follows the change log of the database, as every context manager does: one line \
+            per save of another process with its change-log id, the saving process, the \
+            entities and their inserted (+), updated (~) and deleted (-) objects, and the \
+            delay from the start of the saving transaction to its arrival here. On a terminal \
+            a table of totals per entity and per process is redrawn twice a second above the \
+            last saves. Works on any database with the library's change log, whatever its \
             entities. Stops on Ctrl-C, after --duration seconds or after --count saves.
 
-            With --since TOKEN or --reader NAME it follows the change log's history instead:
-            first every save after the token (or after where that history reader last
-            acknowledged), then live — this process's own included, each once, in commit
-            order — printing the history token after each save and, on exit, the token to go
-            on from (`Last token: …`). --acknowledge makes the watch that reader: it registers
-            the reader when missing (with every record the log still holds) and acknowledges
+            With --since TOKEN or --reader NAME it follows the change log's history instead: \
+            first every save after the token (or after where that history reader last \
+            acknowledged), then live — this process's own included, each once, in commit \
+            order — printing the history token after each save and, on exit, the token to go \
+            on from (`Last token: …`). --acknowledge makes the watch that reader: it registers \
+            the reader when missing (with every record the log still holds) and acknowledges \
             each save it prints.
 
-            Exit status: 0 when stopped by Ctrl-C, --duration or --count; 1 when the database
-            cannot be reached or has no change log (run `pgdatakit migrate`), when the reader
-            does not exist, or when the history after the token was pruned (the message names
+            Exit status: 0 when stopped by Ctrl-C, --duration or --count; 1 when the database \
+            cannot be reached or has no change log (run `pgdatakit migrate`), when the reader \
+            does not exist, or when the history after the token was pruned (the message names \
             the oldest token still held).
             """)
 

@@ -144,7 +144,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Creates a context; usually `ContextManager` does this.
     ///
     /// - Parameters:
-    ///   - concurrencyType: `.privateQueue` for a unit of work (one transaction), `.main`
+    ///   - concurrencyType: `.private` for a unit of work (one transaction), `.main`
     ///     for the long-lived context saves are merged into.
     ///   - coordinator: the store it reads from and saves to.
     ///   - name: a label for logs and the queue.

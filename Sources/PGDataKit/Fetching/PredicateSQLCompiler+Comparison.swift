@@ -291,7 +291,7 @@ extension PredicateSQLCompiler {
                 // A pattern from data: converted to SQL LIKE syntax in the database.
                 sql = "(\(r) IS NOT NULL AND \(a) LIKE \(fold(likePatternSQL(r), options)) ESCAPE '\\')"
             default:
-                // A pattern from data runs as it is; see the README ("MATCHES").
+                // A pattern from data runs as it is; see the Fetching article ("MATCHES").
                 sql = "\(a) ~ ('^(?:' || \(r) || ')$')"
             }
             return wrap(sql, strict)

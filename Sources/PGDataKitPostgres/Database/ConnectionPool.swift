@@ -39,7 +39,7 @@ public final class ConnectionPool: @unchecked Sendable {
     ///   - configuration: where to connect.
     ///   - maximumConnections: the upper bound on open connections (at least 1).
     ///   - acquireTimeout: how long to wait when all connections are busy.
-    ///   - logger: where the pool logs (label `pgdatakit` by default).
+    ///   - logger: where the pool logs (label `pgdatakit.pool` by default).
     public init(
         configuration: ConnectionConfiguration, maximumConnections: Int = 10,
         acquireTimeout: Duration = .seconds(10),

@@ -8,31 +8,30 @@ struct DemoCommand: ParsableCommand {
         commandName: "demo",
         abstract: "Several worker processes import and edit one dataset while this one shows it live.",
         discussion: """
-            Migrates the example schema (users and posts), then starts --workers processes
-            that share the dataset: they import generated users and posts whose keys
-            overlap, rename users under different merge policies (object trump, store
-            trump, error + retry), add one to users' ages under `.error` with retries, and
-            delete posts. This process follows it all through object controllers over its
-            main context and the change log, and shows rows per entity, saves per second
+            Migrates the example schema (users and posts), then starts --workers processes \
+            that share the dataset: they import generated users and posts whose keys \
+            overlap, rename users under different merge policies (object trump, store \
+            trump, error + retry), add one to users' ages under `.error` with retries, and \
+            delete posts. This process follows it all through object controllers over its \
+            main context and the change log, and shows rows per entity, saves per second \
             per worker, merge latency, conflicts settled per policy and the last changes.
 
-            After --duration seconds (or Ctrl-C) — and, without Ctrl-C, once every worker
-            has merged a save of every other (a late replacement gets up to 30 s more) —
-            the workers stop, one of them saves a
-            marker, and every process waits until the marker is merged into its main
-            context; then the summary shows what that proves: each main context, kept
-            current only by merges, equals a fresh fetch (the same checksum in every
-            process); no key is stored twice; no increment was lost; every worker merged
-            the saves of every other.
+            After --duration seconds (or Ctrl-C) — and, without Ctrl-C, once every worker \
+            has merged a save of every other (a late replacement gets up to 30 s more) — \
+            the workers stop, one of them saves a marker, and every process waits until the \
+            marker is merged into its main context; then the summary shows what that \
+            proves: each main context, kept current only by merges, equals a fresh fetch \
+            (the same checksum in every process); no key is stored twice; no increment was \
+            lost; every worker merged the saves of every other.
 
-            Without DATABASE_URL (or --database-url) it runs on a throwaway server. With
-            one, it creates a database of its own there (pgdatakit_demo_…) and drops it at
+            Without DATABASE_URL (or --database-url) it runs on a throwaway server. With \
+            one, it creates a database of its own there (pgdatakit_demo_…) and drops it at \
             the end unless --keep-database.
 
-            With --chaos it also kills a worker with SIGKILL in the middle of a save (twice,
-            each time starting a replacement), terminates random backends of the workers,
-            and on the throwaway server restarts PostgreSQL once; the workers redo what did
-            not commit, and the summary accounts for the killed workers' saves (an
+            With --chaos it also kills a worker with SIGKILL in the middle of a save (twice, \
+            each time starting a replacement), terminates random backends of the workers, \
+            and on the throwaway server restarts PostgreSQL once; the workers redo what did \
+            not commit, and the summary accounts for the killed workers' saves (an \
             increment whose commit was never reported is "unknown", not lost).
 
             Exit status: 0 when every proof holds, 1 otherwise or on an error.

@@ -7,34 +7,34 @@ struct ImportCommand: ParsableCommand {
         commandName: "import",
         abstract: "Import a JSON file of records into an entity of the example schema.",
         discussion: """
-            Reads FILE as it goes (a JSON array of objects, or JSON lines: one object per
-            line), so a file of any size fits, and imports it with the library's import
-            operation: batches of --batch-size records, each one fetch of the existing rows
-            (matched on the entity's unique key: users.userID, posts.postID), one save and
-            a context reset. Records identical to their rows write nothing (no UPDATE, no
-            version bump, no change record), so importing the same file twice changes
+            Reads FILE as it goes (a JSON array of objects, or JSON lines: one object per \
+            line), so a file of any size fits, and imports it with the library's import \
+            operation: batches of --batch-size records, each one fetch of the existing rows \
+            (matched on the entity's unique key: users.userID, posts.postID), one save and \
+            a context reset. Records identical to their rows write nothing (no UPDATE, no \
+            version bump, no change record), so importing the same file twice changes \
             nothing the second time. Several processes may import overlapping keys at once.
 
-            Attributes are read from the member of the same name or its snake_case
-            (userID or user_id) unless --only-mapped; --map id=userID reads one from
-            another key path (dotted for nested objects: author.id); --link author=user
-            fills a to-one relationship from the related object's unique key (a stub is
-            created when it does not exist yet). A mapping file (--mapping) holds the same
-            as JSON: {"entity": "posts", "maps": {"id": "postID"}, "links": {"author":
+            Attributes are read from the member of the same name or its snake_case \
+            (userID or user_id) unless --only-mapped; --map id=userID reads one from \
+            another key path (dotted for nested objects: author.id); --link author=user \
+            fills a to-one relationship from the related object's unique key (a stub is \
+            created when it does not exist yet). A mapping file (--mapping) holds the same \
+            as JSON: {"entity": "posts", "maps": {"id": "postID"}, "links": {"author": \
             "user"}, "onlyMapped": true, "parseNumbers": true, "keepOnNull": true}.
 
-            Progress goes to standard error (a bar on a terminal, a line every two seconds
-            otherwise); the summary to standard output (--json for JSON). Ctrl-C stops
-            between batches: the batch in progress is rolled back, the saved ones stay.
-            Without DATABASE_URL the import goes into a throwaway server with the example
-            schema (removed on exit); a database of your own needs the example schema
+            Progress goes to standard error (a bar on a terminal, a line every two seconds \
+            otherwise); the summary to standard output (--json for JSON). Ctrl-C stops \
+            between batches: the batch in progress is rolled back, the saved ones stay. \
+            Without DATABASE_URL the import goes into a throwaway server with the example \
+            schema (removed on exit); a database of your own needs the example schema \
             (`pgdatakit migrate`).
 
-            Exit status: 0 every record imported; 1 the database failed (unreachable,
-            schema does not match, an error the retries did not overcome); 64 bad
-            options or mapping; 65 bad data (not JSON, a record that is not an object, a
-            missing key, a value of the wrong type) — the batches before the bad record
-            stay saved, its batch is rolled back; 66 FILE cannot be read; 130
+            Exit status: 0 every record imported; 1 the database failed (unreachable, \
+            schema does not match, an error the retries did not overcome); 64 bad \
+            options or mapping; 65 bad data (not JSON, a record that is not an object, a \
+            missing key, a value of the wrong type) — the batches before the bad record \
+            stay saved, its batch is rolled back; 66 FILE cannot be read; 130 \
             interrupted (Ctrl-C or SIGTERM).
             """)
 
