@@ -19,7 +19,8 @@ public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
             /// The entity's table does not exist.
             public static let missingTable = Code("missingTable")
             /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does not
-            /// exist; it needs the two `bigint` columns and a primary key on the pair.
+            /// exist; it needs the two key columns (`bigint` or `integer`) and a primary key
+            /// on the pair.
             public static let missingJoinTable = Code("missingJoinTable")
             /// A column the model needs does not exist.
             public static let missingColumn = Code("missingColumn")
@@ -84,8 +85,9 @@ public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
             Mismatch(.missingTable, "table \(table) of entity \(entity) does not exist", entity: entity, table: table)
         }
 
-        /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does not exist;
-        /// it needs the two `bigint` columns and a primary key on the pair.
+        /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does not
+        /// exist; it needs the two key columns (`bigint` or `integer`) and a primary key on
+        /// the pair.
         public static func missingJoinTable(relationship: String, table: String, columns: [String]) -> Mismatch {
             Mismatch(
                 .missingJoinTable,
