@@ -206,9 +206,20 @@ public final class EmbeddedPostgres: @unchecked Sendable {
     /// crashed): then only the folder is removed. To keep the data of a server that died,
     /// `restart(port:)` it instead, or `moveAside()` its folder.
     ///
+    /// With `PGDATAKIT_SERVER_LOG_DIR` set (to a folder, made when missing), the server's
+    /// log is copied there first, as `<the server's folder name>.log`: how a test run that
+    /// failed keeps what the server said (`scripts/flake-hunt` sets it). The log can hold
+    /// values from the data (PostgreSQL's error details name the keys of a conflict).
+    ///
     /// - Throws: `EmbeddedPostgresError` when `pg_ctl stop` fails (the folder is kept so
     ///   the log can be read).
     public func stop() throws {
+        try stop(keepingLogIn: ProcessInfo.processInfo.environment["PGDATAKIT_SERVER_LOG_DIR"])
+    }
+
+    /// Stops the server as `stop()` does, first copying its log into `logFolder` when one
+    /// is given (not empty).
+    package func stop(keepingLogIn logFolder: String?) throws {
         guard markStopped() else { return }
         // A dead postmaster leaves its postmaster.pid behind; `pg_ctl stop` would wait
         // for a zombie (or signal whoever reused the pid), so it is only asked to stop a
@@ -219,8 +230,23 @@ public final class EmbeddedPostgres: @unchecked Sendable {
                 ["-D", dataDirectory.path, "-m", "fast", "-w", "-t", "60", "stop"],
                 as: serverUser, in: directory)
         }
+        if let logFolder, !logFolder.isEmpty { keepLog(in: logFolder) }
         try? FileManager.default.removeItem(at: directory)
         EmbeddedPostgres.logger.debug("stopped", metadata: ["directory": "\(directory.path)"])
+    }
+
+    /// Copies the server's log into `folder` (made when missing) as
+    /// `<the server's folder name>.log`; a failure is logged, not thrown (the server is
+    /// stopped either way).
+    private func keepLog(in folder: String) {
+        let target = URL(fileURLWithPath: folder, isDirectory: true)
+        do {
+            try FileManager.default.createDirectory(at: target, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(
+                at: logFile, to: target.appendingPathComponent(directory.lastPathComponent + ".log"))
+        } catch {
+            EmbeddedPostgres.logger.warning("could not keep the server's log in \(folder): \(error)")
+        }
     }
 
     /// Whether `stop()` (or `moveAside()`) has been called.

@@ -21,6 +21,23 @@ struct EmbeddedPostgresTests {
         #expect(throws: PostgresError.self) { try Connection(url: server.url + "?connect_timeout=3") }
     }
 
+    /// `stop(keepingLogIn:)` (what `PGDATAKIT_SERVER_LOG_DIR` asks of `stop()`) copies the
+    /// server's log, with what the server said, before the folder goes.
+    @Test func stopKeepsTheLogWhereAsked() throws {
+        let server = try EmbeddedPostgres.start()
+        let logs = FileManager.default.temporaryDirectory.appendingPathComponent("pgdatakit-logs-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: logs) }
+        let connection = try Connection(url: server.url)
+        #expect(throws: PostgresError.self) { try connection.execute("SELECT pgdatakit_no_such_function()") }
+        connection.close()
+        try server.stop(keepingLogIn: logs.path)
+        #expect(!FileManager.default.fileExists(atPath: server.directory.path))
+        let kept = logs.appendingPathComponent(server.directory.lastPathComponent + ".log")
+        let text = try String(contentsOf: kept, encoding: .utf8)
+        #expect(text.contains("database system is ready to accept connections"))
+        #expect(text.contains("pgdatakit_no_such_function"))
+    }
+
     @Test func livenessNoticesAKilledServerAndStopRemovesIt() throws {
         let server = try EmbeddedPostgres.start()
         defer { try? server.stop() }
