@@ -9,7 +9,7 @@
 /// ```swift
 /// do {
 ///     try pool.withConnection { connection in
-///         try connection.execute("UPDATE stock SET count = count - 1 WHERE item = $1", [item])
+///         _ = try connection.execute("UPDATE stock SET count = count - 1 WHERE item = $1", [item])
 ///     }
 /// } catch ConnectionPoolError.Code.timedOut {
 ///     // every connection stayed busy: try again later
