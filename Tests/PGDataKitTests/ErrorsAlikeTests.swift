@@ -53,6 +53,7 @@ struct ErrorsAlikeTests {
     /// A code stands as a `catch` pattern: it matches its own error type with that code,
     /// not another code, and not an error of another type whose code has the same name.
     @Test func aCodeMatchesItsOwnErrorInCatch() {
+        /// An import that fails on its first record.
         func load() throws {
             throw ImportError.missingKey(recordIndex: 3, key: "UserID", entity: "User", attribute: "userID")
         }
@@ -86,6 +87,7 @@ struct ErrorsAlikeTests {
         #expect(ChangeLogError.Code.missingPrivilege ~= grant)
         #expect(!(MigrationError.Code.missingPrivilege ~= grant))
         // In a `switch` over an error, too.
+        /// Which type's `unknownKey` the error is, by `case` patterns.
         func kind(of error: any Error) -> String {
             switch error {
             case ImportError.Code.unknownKey: return "import"
@@ -100,6 +102,7 @@ struct ErrorsAlikeTests {
 
     /// `PostgresError` matches by its kind (`Code`) and, unbound, by its SQLSTATE.
     @Test func postgresErrorsMatchByKindAndSQLState() {
+        /// An insert that meets a unique constraint.
         func insert() throws {
             throw PostgresError(kind: .server, sqlState: .uniqueViolation, message: "duplicate key value")
         }
@@ -128,6 +131,7 @@ struct ErrorsAlikeTests {
     /// The errors that joined `DescribedError` match too; a predicate's codes tell a
     /// string that does not parse from an argument that cannot stand in it.
     @Test func theNewlyAlikeErrorsMatch() {
+        /// The code parsing `format` throws, by `catch` patterns; `none` when it parses.
         func code(of format: String, _ arguments: Any?...) -> String {
             do {
                 _ = try FetchPredicate(format: format, argumentArray: arguments)
