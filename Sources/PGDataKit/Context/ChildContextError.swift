@@ -15,22 +15,30 @@ public struct ChildContextError: Error, Sendable, Equatable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch ChildContextError.Code.unsupported { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case unsupported, objectGoneFromParent
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// The call needs the database directly (it writes and commits, streams rows
         /// through a cursor, or follows the store's saves), so a child context refuses it
         /// rather than go around its parent. `advice` says what to do instead.
-        public static let unsupported = Code("unsupported")
+        public static let unsupported = Code(.unsupported)
         /// `call` names an object (`objectID`) the parent context no longer has: deleted
         /// there (saved or not), or forgotten by its `reset()` or `rollback()` since the
         /// child read it. Nothing was changed in the parent.
-        public static let objectGoneFromParent = Code("objectGoneFromParent")
+        public static let objectGoneFromParent = Code(.objectGoneFromParent)
 
         /// The code's name, such as `unsupported`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What went wrong, broadly.

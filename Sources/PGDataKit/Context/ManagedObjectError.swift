@@ -17,36 +17,45 @@ public struct ManagedObjectError: Error, Sendable, Equatable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch ManagedObjectError.Code.unknownKey { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case unknownKey, typeMismatch, objectNotFound, objectDeleted, unknownEntity,
+                invalidStoredValue, deleteDenied, wrongContext, equivalentKeys
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// The entity has no attribute or relationship named `key`.
-        public static let unknownKey = Code("unknownKey")
+        public static let unknownKey = Code(.unknownKey)
         /// A value of the wrong type was given for `key` (`expected`, `actual`).
-        public static let typeMismatch = Code("typeMismatch")
+        public static let typeMismatch = Code(.typeMismatch)
         /// No row exists (any more) for `objectID`.
-        public static let objectNotFound = Code("objectNotFound")
+        public static let objectNotFound = Code(.objectNotFound)
         /// The object `objectID` was deleted (here or by another process) and cannot be used.
-        public static let objectDeleted = Code("objectDeleted")
+        public static let objectDeleted = Code(.objectDeleted)
         /// `entity` is not part of the coordinator's model.
-        public static let unknownEntity = Code("unknownEntity")
+        public static let unknownEntity = Code(.unknownEntity)
         /// A stored row (`primaryKey`) holds a value in `key` that the model cannot
         /// represent (for example `NULL` in a non-optional attribute); `reason` says why.
-        public static let invalidStoredValue = Code("invalidStoredValue")
+        public static let invalidStoredValue = Code(.invalidStoredValue)
         /// A delete of `objectID` was refused by a `.deny` rule: the relationship `key`
         /// still holds `relatedCount` objects.
-        public static let deleteDenied = Code("deleteDenied")
+        public static let deleteDenied = Code(.deleteDenied)
         /// The object `objectID` belongs to another context.
-        public static let wrongContext = Code("wrongContext")
+        public static let wrongContext = Code(.wrongContext)
         /// Two rows hold texts in `key` that PostgreSQL keeps apart (different bytes) but
         /// Swift's `String` holds equal (canonically equivalent), so one `String`-keyed
         /// result cannot hold both; key it by `ExactText`.
-        public static let equivalentKeys = Code("equivalentKeys")
+        public static let equivalentKeys = Code(.equivalentKeys)
 
         /// The code's name, such as `typeMismatch`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What went wrong, broadly.

@@ -63,19 +63,61 @@ public struct MergeConflict: Sendable, CustomStringConvertible, CustomDebugStrin
 }
 
 /// A save found conflicts and the merge policy was `.error`; nothing was written.
-public struct MergeConflictError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     try context.save()
+/// } catch MergeConflictError.Code.mergeConflict {
+///     context.mergePolicy = .mergeByPropertyStoreTrump   // or roll back
+///     try context.save()
+/// }
+/// ```
+public struct MergeConflictError: Error, Sendable, DescribedError {
+    /// What went wrong, broadly: `mergeConflict`.
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch MergeConflictError.Code.mergeConflict { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case mergeConflict
+        }
+
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// Rows changed or deleted in the store since this context read them;
+        /// `conflicts` lists each.
+        public static let mergeConflict = Code(.mergeConflict)
+
+        /// The code's name, such as `mergeConflict`.
+        public var description: String { base.rawValue }
+    }
+
     /// Every conflicting object.
     public let conflicts: [MergeConflict]
 
-    /// One line per conflict.
-    public var description: String {
+    /// What went wrong, broadly: `mergeConflict`.
+    public var code: Code { .mergeConflict }
+
+    /// One line per conflict: objects, versions and changed keys, no values.
+    public var message: String {
         "save failed with \(conflicts.count) merge conflict(s):\n"
             + conflicts.map { "- \($0)" }.joined(separator: "\n")
     }
 
-    /// One line per conflict, with the values.
-    public var debugDescription: String {
+    /// One line per conflict, with the values (ours, as read, and in the store).
+    package var debugMessage: String {
         "save failed with \(conflicts.count) merge conflict(s):\n"
             + conflicts.map { "- \($0.debugDescription)" }.joined(separator: "\n")
     }
+
+    /// None: `debugMessage` shows each conflict whole.
+    package var contextFields: [ErrorContextField?] { [] }
 }

@@ -63,7 +63,9 @@ extension FetchPredicate.Expression {
                 return
             }
             if let list = Self.typedList(argument) {
-                guard !inList else { throw FetchPredicateError(message: "nested arrays are not supported") }
+                guard !inList else {
+                    throw FetchPredicateError(code: .invalidArgument, message: "nested arrays are not supported")
+                }
                 self = .list(list)
                 return
             }
@@ -80,7 +82,7 @@ extension FetchPredicate.Expression {
         }
         if let list = argument as? ListArgument {
             guard !inList else {
-                throw FetchPredicateError(message: "nested arrays are not supported")
+                throw FetchPredicateError(code: .invalidArgument, message: "nested arrays are not supported")
             }
             self = .list(try list.listElements.map { element throws(FetchPredicateError) in
                 try Self(argument: element, inList: true)
@@ -155,7 +157,7 @@ extension FetchPredicate.Value {
         case let value as any StringProtocol: self = .string(String(value))
         case let value as any BinaryInteger:
             guard let integer = Int64(exactly: value) else {
-                throw FetchPredicateError(message: "integer \(value) does not fit in 64 bits")
+                throw FetchPredicateError(code: .invalidArgument, message: "integer \(value) does not fit in 64 bits")
             }
             self = .integer(integer)
         case let value as any BinaryFloatingPoint: self = .double(Double(value))
@@ -165,18 +167,18 @@ extension FetchPredicate.Value {
         case let value as Data: self = .data(value)
         case is JSONValue:
             throw FetchPredicateError(
-                message: "JSONValue arguments are not supported in predicates")
+                code: .invalidArgument, message: "JSONValue arguments are not supported in predicates")
         case let object as ManagedObject:
             guard object.objectID.primaryKey != nil else {
                 throw FetchPredicateError(
-                    message: "object must be saved before it is used in a predicate "
+                    code: .invalidArgument, message: "object must be saved before it is used in a predicate "
                         + "(\(object.objectID.entityName) has a temporary ID)")
             }
             self = .object(object.objectID)
         case let id as ObjectID: self = .object(id)
         default:
             throw FetchPredicateError(
-                message: "cannot use a value of type \(type(of: argument)) in a predicate")
+                code: .invalidArgument, message: "cannot use a value of type \(type(of: argument)) in a predicate")
         }
     }
 }

@@ -87,9 +87,12 @@ struct PredicateFormatLexer {
         self.characters = Array(format)
     }
 
-    /// A parse error at a character offset of this format string.
-    func error(_ message: String, at position: Int) -> FetchPredicateError {
-        FetchPredicateError(message: message, position: position, format: format)
+    /// A parse error (`syntaxError`, unless `code` says otherwise) at a character offset
+    /// of this format string.
+    func error(
+        _ message: String, at position: Int, code: FetchPredicateError.Code = .syntaxError
+    ) -> FetchPredicateError {
+        FetchPredicateError(code: code, message: message, position: position, format: format)
     }
 
     /// Reads the next token; `.end` once the string is exhausted.

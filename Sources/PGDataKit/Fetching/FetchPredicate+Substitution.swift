@@ -26,7 +26,12 @@ extension FetchPredicate {
             var comparison = comparison
             comparison.left = try comparison.left.substituting(variables)
             comparison.right = try comparison.right.substituting(variables)
-            return try comparison.checked(leftPosition: nil, rightPosition: nil)
+            do throws(FetchPredicateError) {
+                return try comparison.checked(leftPosition: nil, rightPosition: nil)
+            } catch {
+                // A variable's value stands where it cannot (an array after `==`).
+                throw FetchPredicateError(code: .invalidArgument, message: error.message)
+            }
         }
     }
 }
@@ -43,22 +48,22 @@ extension FetchPredicate.Expression {
             return .list(try elements.map { element throws(FetchPredicateError) in
                 // Checked before substituting, so lists nested in code never recurse.
                 if case .list = element {
-                    throw FetchPredicateError(message: "nested lists are not supported")
+                    throw FetchPredicateError(code: .invalidArgument, message: "nested lists are not supported")
                 }
                 let substituted = try element.substituting(variables)
                 if case .list = substituted {
-                    throw FetchPredicateError(message: "nested lists are not supported")
+                    throw FetchPredicateError(code: .invalidArgument, message: "nested lists are not supported")
                 }
                 return substituted
             })
         case .variable(let name):
             guard let value = variables[name] else {
-                throw FetchPredicateError(message: "no value for variable $\(name)")
+                throw FetchPredicateError(code: .invalidArgument, message: "no value for variable $\(name)")
             }
             do {
                 return try Self(argument: value)
             } catch {
-                throw FetchPredicateError(message: "variable $\(name): \(error.message)")
+                throw FetchPredicateError(code: .invalidArgument, message: "variable $\(name): \(error.message)")
             }
         }
     }

@@ -290,7 +290,54 @@ public struct FetchPredicate: Sendable, Equatable, CustomStringConvertible {
 
 /// A format string could not be parsed, or a predicate names something the entity does
 /// not have.
-public struct FetchPredicateError: Error, Sendable, Equatable, CustomStringConvertible {
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     _ = try FetchPredicate(format: "age >= ")
+/// } catch FetchPredicateError.Code.syntaxError {
+///     // the string does not parse: `position` points into `format`
+/// } catch let error as FetchPredicateError where error.code == .invalidArgument {
+///     print(error.message)
+/// }
+/// ```
+public struct FetchPredicateError: Error, Sendable, Equatable, DescribedError {
+    /// What is wrong, broadly.
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch FetchPredicateError.Code.syntaxError { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case syntaxError, invalidArgument, invalidPredicate
+        }
+
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// The format string does not parse; `position` points at the problem in
+        /// `format`.
+        public static let syntaxError = Code(.syntaxError)
+        /// An argument (`%@`, `%d`, …) or a variable's value (`substituting(_:)`) cannot
+        /// stand in a predicate: a type predicates do not take, an unsaved object, an
+        /// integer beyond 64 bits, a variable without a value.
+        public static let invalidArgument = Code(.invalidArgument)
+        /// The predicate asks for what the entity or the fetch cannot give: a key the
+        /// entity does not have, a comparison of mismatched types, a to-many key path
+        /// without `ANY`, an expression PGDataKit does not support.
+        public static let invalidPredicate = Code(.invalidPredicate)
+
+        /// The code's name, such as `syntaxError`.
+        public var description: String { base.rawValue }
+    }
+
+    /// What is wrong, broadly.
+    public var code: Code
     /// The format string, if the predicate came from one.
     public var format: String?
     /// The character offset where the problem is, if known.
@@ -299,7 +346,8 @@ public struct FetchPredicateError: Error, Sendable, Equatable, CustomStringConve
     public var message: String
 
     /// Creates an error.
-    public init(message: String, position: Int? = nil, format: String? = nil) {
+    public init(code: Code = .invalidPredicate, message: String, position: Int? = nil, format: String? = nil) {
+        self.code = code
         self.message = message
         self.position = position
         self.format = format
@@ -310,6 +358,11 @@ public struct FetchPredicateError: Error, Sendable, Equatable, CustomStringConve
         guard let format, let position else { return "invalid predicate: \(message)" }
         let caret = String(repeating: " ", count: max(0, position)) + "^"
         return "invalid predicate at position \(position): \(message)\n  \(format)\n  \(caret)"
+    }
+
+    /// The position and the format string, for `debugDescription`.
+    package var contextFields: [ErrorContextField?] {
+        [.name("position", position), .value("format", format, limit: nil)]
     }
 }
 

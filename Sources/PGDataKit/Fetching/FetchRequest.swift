@@ -99,8 +99,41 @@ extension FetchRequest {
 /// A fetch request asks for something no fetch can do, such as a negative limit.
 ///
 /// For example, `request.fetchOffset = -1` makes `context.fetch(request)` throw
-/// `FetchRequestError` with `field == "fetchOffset"`.
-public struct FetchRequestError: Error, Sendable, Equatable, CustomStringConvertible {
+/// `FetchRequestError` with `field == "fetchOffset"`:
+///
+/// ```swift
+/// do {
+///     _ = try context.fetch(request)
+/// } catch let error as FetchRequestError where error.code == .invalidValue {
+///     print(error)   // invalid fetch request: fetchOffset is -1; it must be 0 or more
+/// }
+/// ```
+public struct FetchRequestError: Error, Sendable, Equatable, DescribedError {
+    /// What is wrong, broadly: `invalidValue`.
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch FetchRequestError.Code.invalidValue { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case invalidValue
+        }
+
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// A property of the request (`field`) has a value no fetch can take, such as a
+        /// negative `fetchLimit` or `fetchOffset`.
+        public static let invalidValue = Code(.invalidValue)
+
+        /// The code's name, such as `invalidValue`.
+        public var description: String { base.rawValue }
+    }
+
     /// The request property at fault, such as `fetchLimit` or `fetchOffset`.
     public var field: String
     /// What is wrong with it.
@@ -112,6 +145,15 @@ public struct FetchRequestError: Error, Sendable, Equatable, CustomStringConvert
         self.message = message
     }
 
+    /// What is wrong, broadly: `invalidValue`.
+    public var code: Code { .invalidValue }
+
     /// `invalid fetch request: fetchOffset is -1; it must be 0 or more`.
     public var description: String { "invalid fetch request: \(field) \(message)" }
+
+    /// The description, which names the field.
+    package var debugMessage: String { description }
+
+    /// The field, for `debugDescription`.
+    package var contextFields: [ErrorContextField?] { [.name("field", field)] }
 }

@@ -502,7 +502,7 @@ struct PredicateFormatParser {
         do {
             converted = try FetchPredicate.Expression(argument: argument)
         } catch {
-            throw self.error("\(label): \(error.message)", at: position)
+            throw self.error("\(label): \(error.message)", at: position, code: .invalidArgument)
         }
         let expected: String
         switch specifier {
@@ -521,7 +521,7 @@ struct PredicateFormatParser {
             if case .value(.integer) = converted { return converted }
             expected = "an integer"
         }
-        throw error("\(label) must be \(expected), got \(typeName(argument))", at: position)
+        throw error("\(label) must be \(expected), got \(typeName(argument))", at: position, code: .invalidArgument)
     }
 
     private func typeName(_ argument: Any?) -> String {
@@ -540,7 +540,10 @@ struct PredicateFormatParser {
         String(lexer.characters[position..<max(position, previousEnd)])
     }
 
-    private func error(_ message: String, at position: Int) -> FetchPredicateError {
-        lexer.error(message, at: position)
+    /// A `syntaxError` (unless `code` says otherwise) at a character offset of the format.
+    private func error(
+        _ message: String, at position: Int, code: FetchPredicateError.Code = .syntaxError
+    ) -> FetchPredicateError {
+        lexer.error(message, at: position, code: code)
     }
 }

@@ -14,48 +14,62 @@
 ///     try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context) { record, user in
 ///         user.name = record["Name"]?.stringValue
 ///     }
-/// } catch let error as ImportError where error.code == .missingKey {
-///     print(error)   // record 17: the unique key "UserID" is missing or null (User.userID)
+/// } catch ImportError.Code.missingKey {
+///     print("a record has no UserID; nothing of its batch was saved")
+/// } catch let error as ImportError where error.code == .typeMismatch {
+///     print(error)   // record 17: "Age" is a string, but User.age expects Int
 /// }
 /// ```
+///
+/// A code stands as a `catch` pattern on its own (`ErrorCode`); binding the error
+/// (`catch let error as ImportError where …`) gives its fields.
 public struct ImportError: Error, Sendable, DescribedError {
     /// What went wrong, broadly.
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch ImportError.Code.missingKey { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case missingKey, typeMismatch, unknownKey, notUniqueKey, invalidMap,
+                unresolvedRelationship, deletedInContext, recordFailed, unknownMember
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// A record has no value (or `null`) for the unique key.
-        public static let missingKey = Code("missingKey")
+        public static let missingKey = Code(.missingKey)
         /// A record's value has a type the attribute cannot take (a string where a number
         /// belongs and numbers are not parsed from strings, a date in another format, a
         /// number that does not fit, `null` for a non-optional attribute).
-        public static let typeMismatch = Code("typeMismatch")
+        public static let typeMismatch = Code(.typeMismatch)
         /// A map or unique key names no attribute or relationship of the entity.
-        public static let unknownKey = Code("unknownKey")
+        public static let unknownKey = Code(.unknownKey)
         /// The key used to match records is not a unique key of the model; declare it
         /// with `@Attribute(unique: true)` (and a unique constraint in the database).
-        public static let notUniqueKey = Code("notUniqueKey")
+        public static let notUniqueKey = Code(.notUniqueKey)
         /// A map or link does not fit the model (for example a relationship map naming a
         /// to-many relationship); `reason` says how.
-        public static let invalidMap = Code("invalidMap")
+        public static let invalidMap = Code(.invalidMap)
         /// A record refers to a related object (by its remote key) that does not exist,
         /// and the link says `.fail` for missing objects.
-        public static let unresolvedRelationship = Code("unresolvedRelationship")
+        public static let unresolvedRelationship = Code(.unresolvedRelationship)
         /// The object with the record's key was deleted in the context and not saved
         /// yet; save or roll back first.
-        public static let deletedInContext = Code("deletedInContext")
+        public static let deletedInContext = Code(.deletedInContext)
         /// The caller's closure (setter or after-import closure) threw for a record; see
         /// `underlying`.
-        public static let recordFailed = Code("recordFailed")
+        public static let recordFailed = Code(.recordFailed)
         /// A record has a member no map reads (`ObjectMapper.rejectsUnknownMembers`).
-        public static let unknownMember = Code("unknownMember")
+        public static let unknownMember = Code(.unknownMember)
 
         /// The code's name, such as `missingKey`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What went wrong, broadly.

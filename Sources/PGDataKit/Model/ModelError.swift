@@ -11,7 +11,31 @@
 ///     }
 /// }
 /// ```
-public struct ModelError: Error, Sendable, CustomStringConvertible {
+public struct ModelError: Error, Sendable, DescribedError {
+    /// What went wrong, broadly: each problem has a code of its own (`Problem.Code`).
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch ModelError.Code.invalidModel { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case invalidModel
+        }
+
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// The declarations are inconsistent; `problems` lists how.
+        public static let invalidModel = Code(.invalidModel)
+
+        /// The code's name, such as `invalidModel`.
+        public var description: String { base.rawValue }
+    }
+
     /// One problem of the declarations: a `code`, the sentence that says it (`description`), and
     /// the names it is about.
     ///
@@ -21,52 +45,63 @@ public struct ModelError: Error, Sendable, CustomStringConvertible {
     public struct Problem: Sendable, Hashable, CustomStringConvertible {
         /// Which problem of the declarations.
         public struct Code: Sendable, Hashable, CustomStringConvertible {
-            private let name: String
+            /// The codes, one case each: codes compare by case and none is made from a string.
+            enum Base: String, Sendable {
+                case duplicateEntity, noProperties, duplicateColumn, reservedColumn,
+                    unknownUniqueKeyAttribute, unknownDestination, missingInverse,
+                    inverseDestinationMismatch, inverseDisagreement, toManyWithoutInverse,
+                    ownInverse, oneToOneForeignKeyUnspecified, oneToOneForeignKeyOnBothSides,
+                    joinTableWithoutManyToMany, joinTableDisagreement, joinColumnsCollide,
+                    joinTableShared
+            }
 
-            private init(_ name: String) { self.name = name }
+            /// Which code this is.
+            let base: Base
+
+            private init(_ base: Base) { self.base = base }
 
             /// Two classes declare the same entity name.
-            public static let duplicateEntity = Code("duplicateEntity")
+            public static let duplicateEntity = Code(.duplicateEntity)
             /// The entity has no `@Attribute` or `@Relationship` property.
-            public static let noProperties = Code("noProperties")
+            public static let noProperties = Code(.noProperties)
             /// Several properties map to one column.
-            public static let duplicateColumn = Code("duplicateColumn")
+            public static let duplicateColumn = Code(.duplicateColumn)
             /// A property maps to the primary-key or version column.
-            public static let reservedColumn = Code("reservedColumn")
+            public static let reservedColumn = Code(.reservedColumn)
             /// A unique key names an attribute the entity does not have.
-            public static let unknownUniqueKeyAttribute = Code("unknownUniqueKeyAttribute")
+            public static let unknownUniqueKeyAttribute = Code(.unknownUniqueKeyAttribute)
             /// A relationship points at a class that is not an entity of the model.
-            public static let unknownDestination = Code("unknownDestination")
+            public static let unknownDestination = Code(.unknownDestination)
             /// The named inverse (`Entity.relationship`) does not exist.
-            public static let missingInverse = Code("missingInverse")
+            public static let missingInverse = Code(.missingInverse)
             /// The inverse points at another entity.
-            public static let inverseDestinationMismatch = Code("inverseDestinationMismatch")
+            public static let inverseDestinationMismatch = Code(.inverseDestinationMismatch)
             /// The two sides name different inverses.
-            public static let inverseDisagreement = Code("inverseDisagreement")
+            public static let inverseDisagreement = Code(.inverseDisagreement)
             /// A to-many relationship has no inverse.
-            public static let toManyWithoutInverse = Code("toManyWithoutInverse")
+            public static let toManyWithoutInverse = Code(.toManyWithoutInverse)
             /// A relationship names itself as its inverse.
-            public static let ownInverse = Code("ownInverse")
+            public static let ownInverse = Code(.ownInverse)
             /// Neither side of a one-to-one relationship (`Entity.relationship` and `inverse`)
             /// names its `column:`, so it is not said which table holds the foreign key.
-            public static let oneToOneForeignKeyUnspecified = Code("oneToOneForeignKeyUnspecified")
+            public static let oneToOneForeignKeyUnspecified = Code(.oneToOneForeignKeyUnspecified)
             /// Both sides of a one-to-one relationship name a `column:`; only one may hold the
             /// foreign key.
-            public static let oneToOneForeignKeyOnBothSides = Code("oneToOneForeignKeyOnBothSides")
+            public static let oneToOneForeignKeyOnBothSides = Code(.oneToOneForeignKeyOnBothSides)
             /// `joinTable:` or `column:` on a to-many relationship whose inverse is to-one (a
             /// one-to-many relationship has no join table; its inverse names the column).
-            public static let joinTableWithoutManyToMany = Code("joinTableWithoutManyToMany")
+            public static let joinTableWithoutManyToMany = Code(.joinTableWithoutManyToMany)
             /// The two sides of a many-to-many relationship name different join tables.
-            public static let joinTableDisagreement = Code("joinTableDisagreement")
+            public static let joinTableDisagreement = Code(.joinTableDisagreement)
             /// Both columns of a join table have the same name (a relationship between objects of
             /// one entity needs `column:` on both sides).
-            public static let joinColumnsCollide = Code("joinColumnsCollide")
+            public static let joinColumnsCollide = Code(.joinColumnsCollide)
             /// Several many-to-many relationships (each as `Entity.relationship`) use one join
             /// table; name the others' tables with `joinTable:`.
-            public static let joinTableShared = Code("joinTableShared")
+            public static let joinTableShared = Code(.joinTableShared)
 
             /// The code's name, such as `duplicateEntity`.
-            public var description: String { name }
+            public var description: String { base.rawValue }
         }
 
         /// Which problem of the declarations.
@@ -276,8 +311,14 @@ public struct ModelError: Error, Sendable, CustomStringConvertible {
     /// Every problem found.
     public let problems: [Problem]
 
+    /// What went wrong, broadly: `invalidModel`.
+    public var code: Code { .invalidModel }
+
     /// All problems, one per line.
-    public var description: String {
+    public var message: String {
         "the model is invalid:\n" + problems.map { "- \($0)" }.joined(separator: "\n")
     }
+
+    /// The problems' codes, for `debugDescription`.
+    package var contextFields: [ErrorContextField?] { [.names("problems", problems.map(\.code))] }
 }

@@ -14,26 +14,34 @@ public struct ManagedObjectControllerError: Error, Sendable, Equatable, Describe
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch ManagedObjectControllerError.Code.stopped { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case stopped, sectionKeyPathNotSorted, objectOutsideContext, noObjects, invalidPageSize
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// The controller was stopped (`stop()`), or its coordinator (manager) was closed.
-        public static let stopped = Code("stopped")
+        public static let stopped = Code(.stopped)
         /// `sectionNameKeyPath` must be the key of the first sort descriptor (compared
         /// case-sensitively), so that each section is one run of the sorted objects.
-        public static let sectionKeyPathNotSorted = Code("sectionKeyPathNotSorted")
+        public static let sectionKeyPathNotSorted = Code(.sectionKeyPathNotSorted)
         /// `ManagedObjectController(objects:)` needs objects of one context; the object
         /// `objectID` belongs to none (or to another than the first's).
-        public static let objectOutsideContext = Code("objectOutsideContext")
+        public static let objectOutsideContext = Code(.objectOutsideContext)
         /// `ManagedObjectController(objects:)` was given no objects and no context.
-        public static let noObjects = Code("noObjects")
+        public static let noObjects = Code(.noObjects)
         /// A paging controller's page size (`pageSize`) must be at least 1.
-        public static let invalidPageSize = Code("invalidPageSize")
+        public static let invalidPageSize = Code(.invalidPageSize)
 
         /// The code's name, such as `stopped`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What went wrong, broadly.

@@ -14,19 +14,27 @@ public struct ConnectionPoolError: Error, Sendable, Equatable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch ConnectionPoolError.Code.timedOut { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case timedOut, closed
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// Every connection (`maximumConnections`) stayed busy for the whole timeout
         /// (`waited`).
-        public static let timedOut = Code("timedOut")
+        public static let timedOut = Code(.timedOut)
         /// The pool was closed.
-        public static let closed = Code("closed")
+        public static let closed = Code(.closed)
 
         /// The code's name, such as `timedOut`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// Why no connection was handed out.

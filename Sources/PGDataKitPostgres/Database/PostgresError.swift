@@ -16,63 +16,88 @@
 /// ```
 ///
 /// The description never shows bound parameter values (they may be personal data);
-/// `debugDescription` does.
-public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+/// `debugDescription` does. A `catch` clause can match the SQLSTATE or the kind without
+/// binding the error: `catch SQLState.uniqueViolation { … }`,
+/// `catch PostgresError.Code.connectionLost { … }`.
+public struct PostgresError: Error, Sendable, DescribedError {
     /// What went wrong, broadly.
     ///
     /// A struct of named values rather than an enum, so later versions can add kinds
     /// without breaking a caller's `switch` (which therefore needs a `default:`), as
-    /// postgres-nio's `PSQLError.Code` does. Compare with `==` or match in a `switch`.
-    public struct Kind: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// postgres-nio's `PSQLError.Code` does. Compare with `==`, match in a `switch`, or
+    /// let a kind stand as a `catch` pattern: `catch PostgresError.Code.connectionLost
+    /// { … }` (see `ErrorCode`); it is backed by an internal enum.
+    public struct Kind: ErrorCode {
+        /// The kinds, one case each: kinds compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case server, connectionFailed, connectionLost, connectionClosed, client
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which kind this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// The server rejected a statement; see `sqlState`, `message`, `detail`, `hint`.
-        public static let server = Kind("server")
+        public static let server = Kind(.server)
         /// A connection could not be opened; see `connectionFailureReason`.
-        public static let connectionFailed = Kind("connectionFailed")
+        public static let connectionFailed = Kind(.connectionFailed)
         /// An open connection broke (the server went away or the backend was terminated).
-        public static let connectionLost = Kind("connectionLost")
+        public static let connectionLost = Kind(.connectionLost)
         /// The connection was closed by this program and cannot be used.
-        public static let connectionClosed = Kind("connectionClosed")
+        public static let connectionClosed = Kind(.connectionClosed)
         /// libpq reported a client-side failure (out of memory, protocol trouble, bad
         /// state).
-        public static let client = Kind("client")
+        public static let client = Kind(.client)
 
         /// The kind's name, such as `connectionLost`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// Why a connection could not be opened.
     ///
     /// A struct of named values rather than an enum, like `Kind`, so later versions can
-    /// tell more reasons apart without breaking a caller's `switch`.
+    /// tell more reasons apart without breaking a caller's `switch`; backed by an
+    /// internal enum.
     public struct ConnectionFailureReason: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
-        /// How the description says it, such as `host not found`.
-        let phrase: String
+        /// The reasons, one case each: reasons compare by case and none is made from a
+        /// string.
+        enum Base: String, Sendable {
+            case hostNotFound, connectionRefused, authenticationFailed, databaseDoesNotExist, timeout, other
+        }
 
-        private init(_ name: String, _ phrase: String) {
-            self.name = name
-            self.phrase = phrase
+        /// Which reason this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// How the description says it, such as `host not found`.
+        var phrase: String {
+            switch base {
+            case .hostNotFound: return "host not found"
+            case .connectionRefused: return "connection refused"
+            case .authenticationFailed: return "authentication failed"
+            case .databaseDoesNotExist: return "database does not exist"
+            case .timeout: return "timeout"
+            case .other: return "connection failed"
+            }
         }
 
         /// The host name could not be resolved.
-        public static let hostNotFound = ConnectionFailureReason("hostNotFound", "host not found")
+        public static let hostNotFound = ConnectionFailureReason(.hostNotFound)
         /// Nothing accepts connections at the host and port.
-        public static let connectionRefused = ConnectionFailureReason("connectionRefused", "connection refused")
+        public static let connectionRefused = ConnectionFailureReason(.connectionRefused)
         /// The server rejected the credentials.
-        public static let authenticationFailed = ConnectionFailureReason("authenticationFailed", "authentication failed")
+        public static let authenticationFailed = ConnectionFailureReason(.authenticationFailed)
         /// The database does not exist on the server.
-        public static let databaseDoesNotExist = ConnectionFailureReason("databaseDoesNotExist", "database does not exist")
+        public static let databaseDoesNotExist = ConnectionFailureReason(.databaseDoesNotExist)
         /// The server did not answer in time.
-        public static let timeout = ConnectionFailureReason("timeout", "timeout")
+        public static let timeout = ConnectionFailureReason(.timeout)
         /// The server refused for another reason (too many connections, shutting down…).
-        public static let other = ConnectionFailureReason("other", "connection failed")
+        public static let other = ConnectionFailureReason(.other)
 
         /// The reason's name, such as `hostNotFound`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// Where a failed connection tried to go. The password is never kept.
@@ -92,6 +117,14 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
 
     /// The broad kind of failure.
     public internal(set) var kind: Kind
+
+    /// The kind, as every PGDataKit error calls it: `PostgresError.Code.connectionLost`
+    /// is `PostgresError.Kind.connectionLost`.
+    public typealias Code = Kind
+
+    /// The broad kind of failure (`kind`), under the name every PGDataKit error gives its
+    /// code: `catch PostgresError.Code.connectionLost { … }` matches it.
+    public var code: Kind { kind }
     /// The SQLSTATE code of a server error (also set for some connection failures).
     public internal(set) var sqlState: SQLState?
     /// The primary message (from the server or from libpq).
@@ -217,15 +250,20 @@ public struct PostgresError: Error, Sendable, CustomStringConvertible, CustomDeb
         return result
     }
 
-    /// The description plus what it withholds: the server's full message and detail,
-    /// and the bound parameters of the failing statement.
-    public var debugDescription: String {
-        var text = description
-        if carriesRowData {
-            text += " — message: \(message)"
-            if let detail, !detail.isEmpty { text += " — detail: \(detail)" }
-        }
-        guard let parameterDescriptions, !parameterDescriptions.isEmpty else { return text }
-        return text + " — parameters: [" + parameterDescriptions.joined(separator: ", ") + "]"
+    /// What `debugDescription` shows after `PostgresError.kind: `: the description
+    /// (statement, hint, endpoint), followed by what it withholds as context fields.
+    package var debugMessage: String { description }
+
+    /// What the description leaves out: the names the server reported, and (shown only by
+    /// `debugDescription`) the server's full message and detail where they may quote row
+    /// data, and the bound parameters.
+    package var contextFields: [ErrorContextField?] {
+        [
+            .name("constraint", constraint), .name("table", table), .name("column", column),
+            .name("position", position),
+            carriesRowData ? .value("message", message, limit: nil) : nil,
+            carriesRowData ? .value("detail", detail.flatMap { $0.isEmpty ? nil : $0 }, limit: nil) : nil,
+            .values("parameters", parameterDescriptions),
+        ]
     }
 }

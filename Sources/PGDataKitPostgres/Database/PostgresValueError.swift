@@ -19,28 +19,36 @@ public struct PostgresValueError: Error, Sendable, Equatable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch PostgresValueError.Code.unexpectedNull { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case unexpectedNull, invalidText, outOfRange, containsNUL, noSuchColumn, unencodable
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// The column is `NULL` but a non-optional type was asked for.
-        public static let unexpectedNull = Code("unexpectedNull")
+        public static let unexpectedNull = Code(.unexpectedNull)
         /// The text the server sent (`text`, shown only by `debugDescription`) is not a
         /// valid value of the Swift type.
-        public static let invalidText = Code("invalidText")
+        public static let invalidText = Code(.invalidText)
         /// The value does not fit the Swift type (overflow, too many digits).
-        public static let outOfRange = Code("outOfRange")
+        public static let outOfRange = Code(.outOfRange)
         /// A string parameter holds a NUL character, which PostgreSQL text cannot hold.
-        public static let containsNUL = Code("containsNUL")
+        public static let containsNUL = Code(.containsNUL)
         /// A column index or name that the result does not have.
-        public static let noSuchColumn = Code("noSuchColumn")
+        public static let noSuchColumn = Code(.noSuchColumn)
         /// A value could not be encoded (for example a JSON value that failed to
         /// serialise); `reason` says why.
-        public static let unencodable = Code("unencodable")
+        public static let unencodable = Code(.unencodable)
 
         /// The code's name, such as `unexpectedNull`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What was wrong.

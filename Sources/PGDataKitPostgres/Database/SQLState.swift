@@ -6,10 +6,16 @@
 /// ```swift
 /// do {
 ///     try connection.execute("INSERT INTO users (user_id) VALUES ($1)", ["u1"])
-/// } catch let error as PostgresError where error.sqlState == .uniqueViolation {
+/// } catch SQLState.uniqueViolation {
 ///     // the remote id exists already
 /// }
 /// ```
+///
+/// A code stands as a `catch` pattern for a `PostgresError` with that SQLSTATE, as error
+/// codes do (`ErrorCode`); `catch let error as PostgresError where error.sqlState ==
+/// .uniqueViolation` is the same with the error bound. Unlike error codes, an SQLSTATE can
+/// be made from any five characters (`SQLState(rawValue: "23P01")`): the server has
+/// hundreds of codes, and a program may match one this type does not name.
 public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The five-character code, such as `"23505"`.
     public let rawValue: String
@@ -73,6 +79,16 @@ public struct SQLState: RawRepresentable, Hashable, Sendable, CustomStringConver
     /// `0A000`: a feature is not supported; among others, a prepared statement's result
     /// columns changed since it was prepared ("cached plan must not change result type").
     public static let featureNotSupported = SQLState(rawValue: "0A000")
+
+    /// Whether `error` is a `PostgresError` with this SQLSTATE: lets a code stand as a
+    /// `catch` or `case` pattern (`catch SQLState.uniqueViolation { … }`).
+    ///
+    /// - Parameters:
+    ///   - state: The SQLSTATE to look for.
+    ///   - error: The thrown error; any error but a `PostgresError` never matches.
+    public static func ~= (state: SQLState, error: any Error) -> Bool {
+        (error as? PostgresError)?.sqlState == state
+    }
 
     /// Whether retrying the whole transaction may succeed: serialisation failures,
     /// deadlocks, a lock wait that ran past `lock_timeout` (`55P03`), and a prepared

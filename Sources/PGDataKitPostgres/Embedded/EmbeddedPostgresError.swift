@@ -17,38 +17,47 @@ public struct EmbeddedPostgresError: Error, Sendable, Equatable, DescribedError 
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch EmbeddedPostgresError.Code.binariesNotFound { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case binariesNotFound, noUnprivilegedUser, commandFailed, fileSystem,
+                notAServerDirectory, alreadyRunning, oldProcessesRemain, portInUse, cannotRestart
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// `initdb`, `pg_ctl` or `postgres` were not found; `searched` lists where.
-        public static let binariesNotFound = Code("binariesNotFound")
+        public static let binariesNotFound = Code(.binariesNotFound)
         /// The process runs as root and no unprivileged account (`user`) exists to run
         /// the server.
-        public static let noUnprivilegedUser = Code("noUnprivilegedUser")
+        public static let noUnprivilegedUser = Code(.noUnprivilegedUser)
         /// A server command (`command`) failed with `status`; `output` holds what it
         /// printed.
-        public static let commandFailed = Code("commandFailed")
+        public static let commandFailed = Code(.commandFailed)
         /// The folder could not be prepared; `reason` says why.
-        public static let fileSystem = Code("fileSystem")
+        public static let fileSystem = Code(.fileSystem)
         /// The folder (`directory`) holds no server started by `EmbeddedPostgres`.
-        public static let notAServerDirectory = Code("notAServerDirectory")
+        public static let notAServerDirectory = Code(.notAServerDirectory)
         /// `restart(port:)` or `moveAside()` found the server's postmaster running (it
         /// may still be starting up or recovering); `directory` is the server's folder.
-        public static let alreadyRunning = Code("alreadyRunning")
+        public static let alreadyRunning = Code(.alreadyRunning)
         /// Processes of a dead server (`pids`) still use its data directory and did not
         /// exit when asked, so PostgreSQL cannot start on it yet.
-        public static let oldProcessesRemain = Code("oldProcessesRemain")
+        public static let oldProcessesRemain = Code(.oldProcessesRemain)
         /// The port asked for (`port`) is taken by another program.
-        public static let portInUse = Code("portInUse")
+        public static let portInUse = Code(.portInUse)
         /// PostgreSQL could not start on the data directory of a server that died (a
         /// damaged folder, a full disk, …); `log` holds what the server logged. The
         /// folder is left as it was.
-        public static let cannotRestart = Code("cannotRestart")
+        public static let cannotRestart = Code(.cannotRestart)
 
         /// The code's name, such as `cannotRestart`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What failed.

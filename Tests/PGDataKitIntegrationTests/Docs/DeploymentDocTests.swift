@@ -14,6 +14,11 @@ struct DeploymentDocTests {
             } catch let error as PostgresError where error.sqlState == .uniqueViolation {
                 print("already there:", error.constraint ?? "")
             }
+            do {
+                try connection.execute("INSERT INTO users (user_id) VALUES ($1)", ["u1"])
+            } catch SQLState.uniqueViolation {
+                print("already there")
+            }
             // Any other error would have been thrown; the second insert did not happen.
             #expect(try connection.query("SELECT count(*) FROM users")[0].decode(Int.self, at: 0) == 1)
         }

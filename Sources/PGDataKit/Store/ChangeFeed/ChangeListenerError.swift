@@ -12,10 +12,16 @@ public struct ChangeListenerError: Error, Sendable, Equatable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    public struct Code: ErrorCode {
+        /// The codes there are.
+        enum Base: String, Sendable {
+            case notificationsNotDelivered
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// The listener's connection (to `endpoint`) goes through a pooler, and a
         /// notification sent from another session did not arrive within `waited`: the
@@ -24,10 +30,10 @@ public struct ChangeListenerError: Error, Sendable, Equatable, DescribedError {
         /// Other processes' saves then reach this process only when its listener
         /// reconnects and catches up from the change log. Give the listener a direct
         /// connection (or one through a session-mode pooler): `listenerConfiguration`.
-        public static let notificationsNotDelivered = Code("notificationsNotDelivered")
+        public static let notificationsNotDelivered = Code(.notificationsNotDelivered)
 
         /// The code's name, such as `notificationsNotDelivered`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What is wrong, broadly.

@@ -14,23 +14,31 @@ public struct ChangeLogError: Error, Sendable, Equatable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch ChangeLogError.Code.unreadableRecord { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case unreadableRecord, notInstalled, missingPrivilege
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// The record `recordID`'s `changes` column is not in the format this version
         /// writes; `reason` says why.
-        public static let unreadableRecord = Code("unreadableRecord")
+        public static let unreadableRecord = Code(.unreadableRecord)
         /// The change-log table `table` does not exist: run `pgdatakit migrate` (or
         /// `Migrator.migrate(on:)`, or the SQL of `Migrator.librarySchemaSQL`) with a role
         /// that may create tables.
-        public static let notInstalled = Code("notInstalled")
+        public static let notInstalled = Code(.notInstalled)
         /// The role lacks the grants in `privileges`.
-        public static let missingPrivilege = Code("missingPrivilege")
+        public static let missingPrivilege = Code(.missingPrivilege)
 
         /// The code's name, such as `notInstalled`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What went wrong, broadly.

@@ -36,31 +36,38 @@ public struct SaveOutcomeUnknownError: Error, Sendable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch SaveOutcomeUnknownError.Code.serverUnreachable { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case serverUnreachable, stillInProgress, statusUnavailable
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// No new connection could be opened before the timeout.
-        public static let serverUnreachable = Code("serverUnreachable")
+        public static let serverUnreachable = Code(.serverUnreachable)
         /// The transaction was still in progress at the timeout (its server process
         /// lives on, and could not be ended).
-        public static let stillInProgress = Code("stillInProgress")
+        public static let stillInProgress = Code(.stillInProgress)
         /// The server does not know the transaction's status: it is too old (the
         /// status is kept for a limited number of transactions), or the server is a
         /// standby that has not caught up with it.
-        public static let statusUnavailable = Code("statusUnavailable")
+        public static let statusUnavailable = Code(.statusUnavailable)
 
         /// The code's name, such as `serverUnreachable`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
 
         /// The reason in words, for the message.
         var phrase: String {
-            switch self {
+            switch base {
             case .serverUnreachable: return "the server could not be reached to look it up"
             case .stillInProgress: return "the transaction was still in progress"
             case .statusUnavailable: return "the server does not know the transaction's status"
-            default: return "its status could not be looked up (\(name))"
             }
         }
     }

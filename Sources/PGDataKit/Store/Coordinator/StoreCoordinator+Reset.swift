@@ -1,7 +1,42 @@
 import Foundation
 
-/// `resetStore(database:)` was refused.
-public struct StoreResetError: Error, Sendable, Equatable, CustomStringConvertible {
+/// `resetStore(database:)` was refused: `database` does not name the database the
+/// coordinator is connected to. Nothing was deleted.
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     try manager.coordinator.resetStore(database: "myapp_test")
+/// } catch StoreResetError.Code.wrongDatabase {
+///     // connected elsewhere: nothing was deleted
+/// }
+/// ```
+public struct StoreResetError: Error, Sendable, Equatable, DescribedError {
+    /// Why the reset was refused.
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch StoreResetError.Code.wrongDatabase { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case wrongDatabase
+        }
+
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// The name given is not the connected database's (`connectedDatabase`).
+        public static let wrongDatabase = Code(.wrongDatabase)
+
+        /// The code's name, such as `wrongDatabase`.
+        public var description: String { base.rawValue }
+    }
+
     /// The database the coordinator is connected to.
     public var connectedDatabase: String
     /// The name the caller gave.
@@ -13,10 +48,18 @@ public struct StoreResetError: Error, Sendable, Equatable, CustomStringConvertib
         self.requestedDatabase = requestedDatabase
     }
 
+    /// Why the reset was refused: `wrongDatabase`.
+    public var code: Code { .wrongDatabase }
+
     /// Names both databases.
-    public var description: String {
+    public var message: String {
         "resetStore(database: \"\(requestedDatabase)\") refused: the coordinator is connected to "
             + "\"\(connectedDatabase)\"; nothing was deleted"
+    }
+
+    /// Both names, for `debugDescription`.
+    package var contextFields: [ErrorContextField?] {
+        [.name("connectedDatabase", connectedDatabase), .name("requestedDatabase", requestedDatabase)]
     }
 }
 

@@ -2,7 +2,44 @@
 ///
 /// Mismatches of a many-to-many relationship's join table name the relationship pair
 /// (`Post.tags ↔ Tag.posts`) where the others name an entity.
-public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
+///
+/// For example:
+///
+/// ```swift
+/// do {
+///     try manager.coordinator.validateSchema()
+/// } catch let error as SchemaMismatchError {
+///     for mismatch in error.mismatches where mismatch.code == .missingPrivilege {
+///         print("GRANT \(mismatch.privilege ?? "") ON \(mismatch.object ?? "") TO …")
+///     }
+/// }
+/// ```
+public struct SchemaMismatchError: Error, Sendable, DescribedError {
+    /// What went wrong, broadly: each mismatch has a code of its own
+    /// (`Mismatch.Code`).
+    ///
+    /// A struct of named values rather than an enum, so later versions can add codes
+    /// without breaking a caller's `switch` (which therefore needs a `default:`).
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch SchemaMismatchError.Code.schemaMismatch { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case schemaMismatch
+        }
+
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// The schema differs from the model; `mismatches` lists how.
+        public static let schemaMismatch = Code(.schemaMismatch)
+
+        /// The code's name, such as `schemaMismatch`.
+        public var description: String { base.rawValue }
+    }
+
     /// One mismatch between the model and the schema: a `code`, the sentence that says it
     /// (`description`), and the names it is about.
     ///
@@ -12,31 +49,38 @@ public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
     public struct Mismatch: Sendable, Hashable, CustomStringConvertible {
         /// Which mismatch between the model and the schema.
         public struct Code: Sendable, Hashable, CustomStringConvertible {
-            private let name: String
+            /// The codes, one case each: codes compare by case and none is made from a string.
+            enum Base: String, Sendable {
+                case missingTable, missingJoinTable, missingColumn, wrongType,
+                    missingUniqueConstraint, primaryKeyWithoutSequence, missingPrivilege
+            }
 
-            private init(_ name: String) { self.name = name }
+            /// Which code this is.
+            let base: Base
+
+            private init(_ base: Base) { self.base = base }
 
             /// The entity's table does not exist.
-            public static let missingTable = Code("missingTable")
+            public static let missingTable = Code(.missingTable)
             /// The join table of a many-to-many relationship (`Post.tags ↔ Tag.posts`) does not
             /// exist; it needs the two key columns (`bigint` or `integer`) and a primary key
             /// on the pair.
-            public static let missingJoinTable = Code("missingJoinTable")
+            public static let missingJoinTable = Code(.missingJoinTable)
             /// A column the model needs does not exist.
-            public static let missingColumn = Code("missingColumn")
+            public static let missingColumn = Code(.missingColumn)
             /// A column's type does not fit the attribute.
-            public static let wrongType = Code("wrongType")
+            public static let wrongType = Code(.wrongType)
             /// A unique key of the model has no unique constraint or index. (For a one-to-one
             /// relationship's foreign key, and for a join table's pair of columns, too.)
-            public static let missingUniqueConstraint = Code("missingUniqueConstraint")
+            public static let missingUniqueConstraint = Code(.missingUniqueConstraint)
             /// The primary-key column has no sequence to draw new keys from.
-            public static let primaryKeyWithoutSequence = Code("primaryKeyWithoutSequence")
+            public static let primaryKeyWithoutSequence = Code(.primaryKeyWithoutSequence)
             /// The role lacks a grant the library needs: `SELECT`, `INSERT`, `UPDATE` or `DELETE`
             /// on the table, or `USAGE` on its key sequence (saves draw keys with `nextval`).
-            public static let missingPrivilege = Code("missingPrivilege")
+            public static let missingPrivilege = Code(.missingPrivilege)
 
             /// The code's name, such as `missingTable`.
-            public var description: String { name }
+            public var description: String { base.rawValue }
         }
 
         /// Which mismatch between the model and the schema.
@@ -146,11 +190,17 @@ public struct SchemaMismatchError: Error, Sendable, CustomStringConvertible {
     /// All mismatches.
     public let mismatches: [Mismatch]
 
-    /// One line per mismatch.
-    public var description: String {
+    /// What went wrong, broadly: `schemaMismatch`.
+    public var code: Code { .schemaMismatch }
+
+    /// One line per mismatch (names only: tables, columns, types, grants).
+    public var message: String {
         "the database schema does not match the model (\(mismatches.count) problem(s)):\n"
             + mismatches.map { "- \($0)" }.joined(separator: "\n")
     }
+
+    /// The mismatches' codes, for `debugDescription`.
+    package var contextFields: [ErrorContextField?] { [.names("mismatches", mismatches.map(\.code))] }
 }
 
 extension StoreCoordinator {

@@ -17,38 +17,47 @@ public struct HistoryError: Error, Sendable, Equatable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch HistoryError.Code.malformedToken { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case malformedToken, historyExpired, tokenAhead, readerNotRegistered,
+                invalidReaderName, recordWithoutToken
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// Text that is not a history token (`HistoryToken.init(parsing:)`); `reason`
         /// says what is wrong, without repeating the text.
-        public static let malformedToken = Code("malformedToken")
+        public static let malformedToken = Code(.malformedToken)
         /// Records after `token` were pruned from the change log (older than the
         /// retention, and no registered reader held them): reading on would silently miss
         /// them, so nothing is read. `oldestAvailable` is the oldest position the log
         /// still holds every record after — reading after it gives everything that is
         /// left.
-        public static let historyExpired = Code("historyExpired")
+        public static let historyExpired = Code(.historyExpired)
         /// `token` covers transactions that this database (now at `current`) has not seen
         /// end: it comes from another database, or from this one before it was restored
         /// from a backup (or before a failover lost the last transactions). Reading after
         /// it could skip records.
-        public static let tokenAhead = Code("tokenAhead")
+        public static let tokenAhead = Code(.tokenAhead)
         /// No history reader named `readerName` is registered (it was never registered,
         /// or was dropped with `StoreCoordinator.dropHistoryReader(named:)`).
-        public static let readerNotRegistered = Code("readerNotRegistered")
+        public static let readerNotRegistered = Code(.readerNotRegistered)
         /// A reader name must have 1 to 128 characters and no control characters;
         /// `reason` says what is wrong.
-        public static let invalidReaderName = Code("invalidReaderName")
+        public static let invalidReaderName = Code(.invalidReaderName)
         /// The record `recordID` did not come from a history read
         /// (`observeRemoteChanges` and `remoteChanges()` records carry no token), so it
         /// cannot be acknowledged.
-        public static let recordWithoutToken = Code("recordWithoutToken")
+        public static let recordWithoutToken = Code(.recordWithoutToken)
 
         /// The code's name, such as `historyExpired`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// What went wrong, broadly.

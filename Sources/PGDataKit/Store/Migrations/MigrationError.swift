@@ -14,25 +14,34 @@ public struct MigrationError: Error, Sendable, DescribedError {
     ///
     /// A struct of named values rather than an enum, so later versions can add codes
     /// without breaking a caller's `switch` (which therefore needs a `default:`).
-    public struct Code: Sendable, Hashable, CustomStringConvertible {
-        private let name: String
+    /// Backed by an internal enum; a code stands as a `catch` pattern:
+    /// `catch MigrationError.Code.unreadableDirectory { … }` (see `ErrorCode`).
+    public struct Code: ErrorCode {
+        /// The codes, one case each: codes compare by case and none is made from a string.
+        enum Base: String, Sendable {
+            case unreadableDirectory, invalidFileName, duplicateVersion, checksumMismatch,
+                migrationFailed, transactionControl, missingPrivilege, transactionPooledConnection
+        }
 
-        private init(_ name: String) { self.name = name }
+        /// Which code this is.
+        let base: Base
+
+        private init(_ base: Base) { self.base = base }
 
         /// The folder (`path`) could not be read; `reason` says why.
-        public static let unreadableDirectory = Code("unreadableDirectory")
+        public static let unreadableDirectory = Code(.unreadableDirectory)
         /// A `.sql` file's name (`file`) does not look like `NNNN_name.sql`.
-        public static let invalidFileName = Code("invalidFileName")
+        public static let invalidFileName = Code(.invalidFileName)
         /// Two files (`files`) share a version number (`version`).
-        public static let duplicateVersion = Code("duplicateVersion")
+        public static let duplicateVersion = Code(.duplicateVersion)
         /// An applied migration's file was edited afterwards (`recordedChecksum`,
         /// `currentChecksum`).
-        public static let checksumMismatch = Code("checksumMismatch")
+        public static let checksumMismatch = Code(.checksumMismatch)
         /// A migration's SQL failed (`underlying`); nothing of it was applied.
-        public static let migrationFailed = Code("migrationFailed")
+        public static let migrationFailed = Code(.migrationFailed)
         /// A pending migration begins, commits or rolls back a transaction itself
         /// (`command`, such as `COMMIT`); nothing was applied.
-        public static let transactionControl = Code("transactionControl")
+        public static let transactionControl = Code(.transactionControl)
         /// The connection's role (`role`) lacks rights that migrating needs —
         /// `privileges`, each as `PRIVILEGE on object`, such as `CREATE on schema public`
         /// — to do `neededFor` (such as `apply migration 2 (add_tags)`); nothing of that
@@ -44,15 +53,15 @@ public struct MigrationError: Error, Sendable, DescribedError {
         /// A role with DML rights only may run the migrator when everything is applied
         /// (it then only reads `pgdatakit_migrations`, which needs `SELECT` on it); a
         /// pending migration needs the schema owner's role.
-        public static let missingPrivilege = Code("missingPrivilege")
+        public static let missingPrivilege = Code(.missingPrivilege)
         /// The connection (to `endpoint`, `user@host:port/database`) goes through a
         /// pooler in transaction mode (`Connection.pooling`): the migrator's advisory
         /// lock belongs to a session, and would be taken in one server process and
         /// released in another. Migrate on a direct connection; nothing was done.
-        public static let transactionPooledConnection = Code("transactionPooledConnection")
+        public static let transactionPooledConnection = Code(.transactionPooledConnection)
 
         /// The code's name, such as `checksumMismatch`.
-        public var description: String { name }
+        public var description: String { base.rawValue }
     }
 
     /// A place in a migration file.
