@@ -157,7 +157,7 @@ extension FetchPredicate.Value {
         case let value as any StringProtocol: self = .string(String(value))
         case let value as any BinaryInteger:
             guard let integer = Int64(exactly: value) else {
-                throw FetchPredicateError(code: .invalidArgument, message: "integer \(value) does not fit in 64 bits")
+                throw FetchPredicateError(code: .invalidArgument, message: "an integer argument of type \(type(of: value)) does not fit in 64 bits")
             }
             self = .integer(integer)
         case let value as any BinaryFloatingPoint: self = .double(Double(value))

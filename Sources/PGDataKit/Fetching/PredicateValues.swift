@@ -69,17 +69,19 @@ enum PredicateValues {
         return arrays.filter { !$0.isEmpty }.map(\.array)
     }
 
-    /// A short rendering for messages.
+    /// What a value is, for messages: its kind, never the value itself (an argument of
+    /// a predicate is a bound value, which descriptions do not show; an object is named
+    /// by its ID).
     static func describe(_ value: FetchPredicate.Value) -> String {
         switch value {
         case .null: return "nil"
-        case .string(let text): return "the string \"\(text)\""
-        case .integer(let number): return "the integer \(number)"
-        case .double(let number): return "the number \(number)"
-        case .decimal(let number): return "the decimal \(number)"
-        case .bool(let flag): return "the boolean \(flag)"
-        case .date(let date): return "the date \(date)"
-        case .uuid(let uuid): return "the UUID \(uuid)"
+        case .string: return "a string"
+        case .integer: return "an integer"
+        case .double: return "a floating-point number"
+        case .decimal: return "a decimal"
+        case .bool: return "a boolean"
+        case .date: return "a date"
+        case .uuid: return "a UUID"
         case .data(let data): return "\(data.count) bytes of data"
         case .object(let id): return "the object \(id)"
         }

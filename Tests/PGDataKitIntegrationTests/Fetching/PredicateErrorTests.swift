@@ -48,6 +48,8 @@ struct PredicateErrorTests {
             try f.expectError(Writer.self, try FetchPredicate(format: "age == name"), "cannot compare age (Int?) with name (String?)")
             try f.expectError(Writer.self, try FetchPredicate(format: "name CONTAINS age"), "CONTAINS applies to strings only; age (Int?)")
             try f.expectError(Writer.self, try FetchPredicate(format: "age == 'x'"), "cannot compare age (Int?)")
+            // An argument is a bound value: the message names its kind, not the value.
+            try f.expectError(Writer.self, try FetchPredicate(format: "age == %@", "s3cret"), "cannot compare age (Int?) with a string")
             try f.expectError(Post.self, try FetchPredicate(format: "user < %@", 3), "cannot compare the relationship")
             try f.expectError(Post.self, try FetchPredicate(format: "SELF == user"), "cannot compare Post objects with User objects")
             try f.expectError(User.self, try FetchPredicate(format: "name IN age"), "IN needs a list, a to-many key path or a string")

@@ -435,7 +435,7 @@ struct PredicateParserTests {
     @Test func unsupportedArguments() {
         expectError("x == %@", Opaque(), at: 5, "argument 1 for %@: cannot use a value of type Opaque")
         expectError("x == %@", JSONValue.string("a"), at: 5, "JSONValue arguments are not supported")
-        expectError("x == %@", UInt64.max, at: 5, "does not fit in 64 bits")
+        expectError("x == %@", UInt64.max, at: 5, "an integer argument of type UInt64 does not fit in 64 bits")
         expectError("x == %@ AND y IN %@", 1, [Opaque()], at: 17, "argument 2 for %@")
     }
 
