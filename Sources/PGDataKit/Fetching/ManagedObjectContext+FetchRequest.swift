@@ -56,8 +56,10 @@ extension ManagedObjectContext {
             if let limit = request.fetchLimit { results = Array(results.prefix(limit)) }
         }
         try prefetch(request.relationshipKeyPathsForPrefetching, for: results, entity: entity)
-        // Every object of `entity` was created as `entity.objectClass`, which is `T`.
-        return results.map { unsafeDowncast($0, to: T.self) }
+        // (Checked: an object of a class outside the model that names itself after the
+        // entity can be inserted and is pending under its name, yet is no `T`; it is left
+        // out. `cast` skips the runtime's cast for the entity's own class.)
+        return results.compactMap { ManagedObject.cast($0, to: T.self) }
     }
 
     /// Counts the objects a request describes (`SELECT count(*)` unless pending changes

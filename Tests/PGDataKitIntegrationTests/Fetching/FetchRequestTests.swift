@@ -23,8 +23,30 @@ private func seed(_ manager: ContextManager) throws {
     }
 }
 
+/// A class outside the model that names itself after the model's `User` entity.
+private final class Stranger: ManagedObject {
+    override class var entityName: String { "User" }
+}
+
 @Suite("Fetch requests, format strings and results")
 struct FetchRequestTests {
+    /// An object of a class outside the model that takes an entity's name is pending
+    /// under that name, but it is no object of the entity's class: a fetch of the entity
+    /// leaves it out (it was cast to the entity's class unchecked).
+    @Test func aStrangerNamedAfterAnEntityIsNotFetchedAsOne() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let user = User(context: context)
+                user.userID = "u1"
+                context.insert(Stranger())
+                let fetched = try context.fetch(FetchRequest<User>())
+                #expect(fetched.count == 1)
+                #expect(fetched.first === user)
+            }
+        }
+    }
+
     @Test func formatStringPredicatesRunInTheDatabase() throws {
         try ExampleSchema.withManager { manager in
             try seed(manager)
