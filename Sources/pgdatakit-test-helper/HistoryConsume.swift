@@ -35,6 +35,8 @@ func historyConsume(_ arguments: [String]) -> Never {
                 while let record = try await records.next() {
                     guard let token = record.historyToken else { fail("record \(record.id) without a token") }
                     let line = Array("\(record.id) \(token)\n".utf8)
+                    // Unsafe: `write` reads `$0.count` bytes of `line` inside the closure and
+                    // keeps no pointer to them.
                     guard line.withUnsafeBytes({ write(output, $0.baseAddress, $0.count) }) == line.count else {
                         fail("cannot write to \(path)")
                     }

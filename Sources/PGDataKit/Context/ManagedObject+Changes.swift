@@ -29,6 +29,8 @@ extension ManagedObject {
         if values.count != attributes.count { prepareStorage() }
         guard let snapshot else { return attributes.count == 64 ? .max : (1 << UInt64(attributes.count)) - 1 }
         let hints = changeHints.masks(count: attributes.count)
+        // Unsafe: both are read inside the closures only, and hold one value per attribute:
+        // `values` as prepared above, a snapshot as committed `values` or a decoded row.
         return snapshot.withUnsafeBufferPointer { old in
             values.withUnsafeBufferPointer { new -> UInt64 in
                 guard let old = old.baseAddress, let new = new.baseAddress else { return 0 }
@@ -51,6 +53,8 @@ extension ManagedObject {
         var changed: [Int] = []
         changed.reserveCapacity(attributes.count)
         let hints = changeHints.masks(count: attributes.count)
+        // Unsafe: both are read inside the closures only, and hold one value per attribute:
+        // `values` as prepared above, a snapshot as committed `values` or a decoded row.
         snapshot.withUnsafeBufferPointer { old in
             values.withUnsafeBufferPointer { new in
                 guard let old = old.baseAddress, let new = new.baseAddress else { return }

@@ -238,6 +238,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// hand back thousands of objects per batch.
     @inline(__always)
     static func cast<T: ManagedObject>(_ object: ManagedObject, to type: T.Type) -> T? {
+        // Unsafe: the object's dynamic class is `type` itself (compared by identity on the
+        // same line), so the object is a `T`.
         if ObjectIdentifier(Swift.type(of: object)) == ObjectIdentifier(type) { return unsafeDowncast(object, to: type) }
         return object as? T
     }
@@ -258,6 +260,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     @inlinable
     func storedScalar<Scalar>(at slot: Int, as scalar: Scalar.Type) -> Scalar? {
         prepareRead(at: slot)
+        // Unsafe: the buffer is read only inside the closure, and only after `slot` is
+        // checked against its indices (a bad slot stops with a precondition failure).
         return values.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress, buffer.indices.contains(slot) else {
                 preconditionFailure("no attribute at position \(slot)")
@@ -299,7 +303,11 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
             }
             return
         }
-        let unchanged = values.withUnsafeBufferPointer { current in current.baseAddress.map { $0[slot] == value } ?? false }
+        // Unsafe: the buffer is read only inside the closure, and only at a `slot` checked
+        // against its indices (a bad slot then stops at the bounds-checked write below).
+        let unchanged = values.withUnsafeBufferPointer { current in
+            current.indices.contains(slot) && current[slot] == value
+        }
         if unchanged { return }
         // An attribute set earlier since the snapshot (and still known to be) means the
         // context was told then: it keeps the object among its changed ones until the

@@ -92,11 +92,15 @@ extension ManagedObjectContext {
                 registry.reserveCapacity(registry.count + result.count)
                 // Filled in place: `append` on an array of the unspecialized `T` is a call
                 // into the runtime's generic code per object.
+                // Unsafe: `count` is raised right after each element is initialized, so
+                // exactly the first `count` are initialized, also when a row throws.
                 return try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
                     // (By index: a `Row` holds a reference to the result, one retain per row.)
                     for index in 0..<min(result.count, buffer.count) {
                         let object = try register(result, row: index, entity: entity, making: making, in: &registry)
-                        // Every object of `entity` is created as `entity.objectClass`, a `T`.
+                        // Unsafe: an object registered under `entity.name` is an
+                        // `entity.objectClass` (fetched, or inserted with the model's entity
+                        // for its class); `T` is that class or a superclass.
                         buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
                         count += 1
                     }
@@ -108,20 +112,27 @@ extension ManagedObjectContext {
         // made, a table of ~10 MB for 100,000 objects written at random places between
         // the objects' own writes, measured slower on the clock for fewer instructions.)
         // The second pass reads only `made`: each object's key, and the reference the
-        // registry is to hold, retained while the object was at hand. (Reading the ID
-        // from the object, or retaining it then, would bring every object back into the
-        // processor's cache: most of that pass's time for a large fetch.)
+        // registry is to hold. (Reading the ID from the object, or retaining it then, would
+        // bring every object back into the processor's cache: most of that pass's time.)
+        // Unsafe: each entry owns one +1 reference, taken while the object was at hand, and
+        // given up exactly once: moved into the registry by `takeRetainedValue()` below, or
+        // released by the `catch` when a row fails.
         var made: [(key: Int64, object: Unmanaged<ManagedObject>)] = []
         made.reserveCapacity(result.count)
         let objects: [T]
         do {
+            // Unsafe: `count` is raised right after each element is initialized, so exactly
+            // the first `count` are initialized, also when a row throws.
             objects = try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
                 for index in 0..<min(result.count, buffer.count) {
                     let key = try Self.decodeInteger(result, row: index, column: 0)
                     let object = try makeObject(
                         result, row: index, entity: entity, objectID: ObjectID(entityName: entity.name, primaryKey: key),
                         key: key, making: making)
+                    // Unsafe: the +1 reference that `made` owns (see there).
                     made.append((key, Unmanaged.passRetained(object)))
+                    // Unsafe: `makeObject` made it as `entity.objectClass` (as `making` when
+                    // that is `T`); `T` is that class or a superclass.
                     buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
                     count += 1
                 }

@@ -181,6 +181,8 @@ extension ManagedObjectContext {
         for object in objects {
             guard let unique = object.upsertAttributeIndex else { continue }
             attributes.removeAll(keepingCapacity: true)
+            // Unsafe: both buffers are read only inside the closures, and the guard checks
+            // that each holds one value per attribute before any `index` is read.
             object.values.withUnsafeBufferPointer { valueBuffer in
                 defaults.withUnsafeBufferPointer { defaultBuffer in
                     guard valueBuffer.count == attributeDescriptions.count, defaultBuffer.count == attributeDescriptions.count,

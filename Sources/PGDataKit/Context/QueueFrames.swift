@@ -13,6 +13,8 @@ import Foundation
 enum QueueFrames {
     private struct Frame {
         let context: ObjectIdentifier
+        // Unsafe: the frame of an enclosing `run` on this thread, further down its stack:
+        // alive for as long as this frame is.
         let previous: UnsafeMutableRawPointer?
     }
 
@@ -25,6 +27,9 @@ enum QueueFrames {
     /// Runs `body` with a frame for `context` on the current thread's chain.
     static func run<T>(in context: AnyObject, _ body: () throws -> T) rethrows -> T {
         var frame = Frame(context: ObjectIdentifier(context), previous: pthread_getspecific(key))
+        // Unsafe: the pointer is in the thread's slot only while the closure runs (the
+        // `defer` puts the previous frame back on return and on throw), `body` cannot suspend
+        // and move to another thread, and only this thread reads its slot.
         return try withUnsafeMutablePointer(to: &frame) { pointer in
             pthread_setspecific(key, pointer)
             defer { pthread_setspecific(key, pointer.pointee.previous) }
@@ -38,6 +43,8 @@ enum QueueFrames {
         let id = ObjectIdentifier(context)
         var current = pthread_getspecific(key)
         while let raw = current {
+            // Unsafe: each pointer on the chain is a live `Frame` (bound by `run`) of a
+            // `run` further down this thread's stack.
             let frame = raw.assumingMemoryBound(to: Frame.self).pointee
             if frame.context == id { return true }
             current = frame.previous

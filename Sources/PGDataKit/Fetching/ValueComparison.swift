@@ -132,6 +132,7 @@ enum ValueComparison {
     }
 
     private static func bytes(_ uuid: UUID) -> [UInt8] {
+        // Unsafe: the 16 bytes of `uuid.uuid` are copied into an array inside the closure.
         withUnsafeBytes(of: uuid.uuid) { Array($0) }
     }
 

@@ -23,6 +23,8 @@ enum AttributeDecoding: Sendable {
         }
     }
 
+    // Unsafe: `bytes` is borrowed for the call: a `QueryResult.fieldBytes` cell of the result
+    // the caller holds (`apply`'s parameter); a string is copied out, nothing else is kept.
     /// The stored value of a non-NULL cell, or `nil` when this fast path cannot read it
     /// (the caller then decodes through the attribute's closure, which names the error).
     @inline(__always)
@@ -44,6 +46,8 @@ enum AttributeDecoding: Sendable {
         }
     }
 
+    // Unsafe: `bytes` is borrowed for the call (the caller holds the `QueryResult` whose
+    // `fieldBytes` they are) and only read.
     /// A decimal integer in PostgreSQL's text form, or `nil` (empty, stray characters,
     /// overflow).
     @inline(__always)

@@ -30,13 +30,14 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     let attributesByName: [String: AttributeDescription]
     let relationshipsByName: [String: RelationshipDescription]
 
+    // Unsafe: the table is held unretained; `slotTables` holds every table ever published and
+    // never drops one, so each lives as long as the entity: a reader never sees one freed.
     /// Storage positions by key-path identity; the key paths are kept alive so their
     /// identities cannot be reused.
     ///
     /// Property reads look here on every access, so reading takes no lock: the current
     /// table is immutable and published atomically; additions (a few per entity, on
-    /// first use of each property) build a new table under `slotTables`, which keeps
-    /// every table ever published alive, so a reader never sees one freed.
+    /// first use of each property) build a new table under `slotTables`.
     private let slotTable: Atomic<Unmanaged<SlotTable>>
     private let slotTables: Mutex<[SlotTable]>
 
@@ -47,6 +48,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.primaryKeyColumn = objectClass.primaryKeyColumn
         self.versionColumn = objectClass.versionColumn
         let emptyTable = SlotTable(entries: [], keyPaths: [])
+        // Unsafe: `slotTables`, set on the next line, keeps `emptyTable` alive.
         self.slotTable = Atomic(Unmanaged.passUnretained(emptyTable))
         self.slotTables = Mutex([emptyTable])
         let prototype = objectClass.init()
@@ -133,6 +135,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The cached storage position of the property behind a wrapper's storage key path.
     func cachedSlot(for keyPath: AnyKeyPath) -> Int? {
         let id = ObjectIdentifier(keyPath)
+        // Unsafe: the loaded table lives as long as `self` (see `slotTable`), so it is read
+        // without a retain; the acquiring load sees it fully built.
         return slotTable.load(ordering: .acquiring)._withUnsafeGuaranteedRef { $0.slot(for: id) }
     }
 
@@ -142,6 +146,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             let next = SlotTable(
                 entries: current.entries + [(ObjectIdentifier(keyPath), slot)], keyPaths: current.keyPaths + [keyPath])
             tables.append(next)
+            // Unsafe: `tables` (appended to above, never shrunk) keeps `next` alive.
             slotTable.store(Unmanaged.passUnretained(next), ordering: .releasing)
         }
     }
@@ -162,6 +167,7 @@ final class SlotTable: @unchecked Sendable {
     /// A linear scan: an entity has a handful of properties.
     @inline(__always)
     func slot(for id: ObjectIdentifier) -> Int? {
+        // Unsafe: `entries` is immutable, and the buffer is only iterated inside the closure.
         entries.withUnsafeBufferPointer { buffer in
             for entry in buffer where entry.0 == id { return entry.1 }
             return nil

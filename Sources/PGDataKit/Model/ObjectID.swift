@@ -51,6 +51,8 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         case .temporary(let uuid):
             // Temporary IDs of this process differ in their counter bits (see
             // `randomUUID()`); folding both halves keeps other UUIDs apart too.
+            // Unsafe: two 8-byte loads at offsets 0 and 8 of the 16 bytes of `uuid.uuid`,
+            // inside the closure; unaligned, as a tuple of bytes is only byte-aligned.
             let halves = withUnsafeBytes(of: uuid.uuid) {
                 ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
             }
@@ -83,6 +85,8 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     private static func randomUUID() -> UUID {
         let count = temporaryCounter.add(1, ordering: .relaxed).newValue
         var bytes = (temporarySeed.0, temporarySeed.1 ^ (count << 8))  // byte 8 stays the seed's
+        // Unsafe: `bytes` is two `UInt64`s, 16 contiguous bytes, so `raw[0]` to `raw[15]` are
+        // in bounds; `raw` is used only inside the closure.
         return withUnsafeMutableBytes(of: &bytes) { raw in
             raw[6] = (raw[6] & 0x0F) | 0x40  // version 4
             raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant

@@ -58,6 +58,8 @@ struct ControllerSortKey: Equatable {
     }
 
     static func compareBytes(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        // Unsafe: both buffers are read only inside the closures, and `memcmp` reads `length`
+        // bytes, the shorter count, from each (non-nil bases checked).
         a.withUnsafeBufferPointer { left in
             b.withUnsafeBufferPointer { right in
                 let length = Swift.min(left.count, right.count)
@@ -107,6 +109,7 @@ struct ControllerSortKeyBuilder {
         case .some(let date as Date): appendDouble(date.timeIntervalSinceReferenceDate)
         case .some(let uuid as UUID):
             bytes.append(0x01)
+            // Unsafe: the 16 bytes of `uuid.uuid` are copied into `bytes` inside the closure.
             withUnsafeBytes(of: uuid.uuid) { bytes.append(contentsOf: $0) }
         case .some(let data as Data):
             bytes.append(0x01)

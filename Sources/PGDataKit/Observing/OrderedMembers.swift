@@ -212,8 +212,13 @@ struct OrderedMembers<Element: AnyObject> {
     private static func remove<Value>(at indexes: [Int], from array: inout [Value]) {
         guard !indexes.isEmpty else { return }
         let count = array.count
+        // Unsafe: `indexes` are distinct, ascending and below `count` (`apply` sorts a set of
+        // member indexes), so each value moves out once and every gap is filled again before
+        // the closure ends: all `count` slots are initialized then, none twice.
         array.withUnsafeMutableBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return }
+            // Unsafe: scratch for the removed values, all moved back into the array before
+            // the `defer` deallocates it, so it frees uninitialized memory only.
             let removed = UnsafeMutablePointer<Value>.allocate(capacity: indexes.count)
             defer { removed.deallocate() }
             var write = indexes[0]
@@ -235,8 +240,13 @@ struct OrderedMembers<Element: AnyObject> {
         guard !values.isEmpty else { return }
         let count = array.count
         array.append(contentsOf: values)
+        // Unsafe: `positions` ascend and each `positions[j] - j` lies in `0...count`
+        // (`rearrange` takes them from `lowerBound`), so each old value moves once, into a
+        // free slot, and every slot is initialized again when the closure ends.
         array.withUnsafeMutableBufferPointer { buffer in
             guard let base = buffer.baseAddress else { return }
+            // Unsafe: scratch for the appended values, each moved back into the array before
+            // the `defer` deallocates it, so it frees uninitialized memory only.
             let incoming = UnsafeMutablePointer<Value>.allocate(capacity: values.count)
             defer { incoming.deallocate() }
             incoming.moveInitialize(from: base + count, count: values.count)

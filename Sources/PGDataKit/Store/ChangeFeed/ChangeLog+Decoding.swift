@@ -101,9 +101,13 @@ private func hexDigit(_ byte: UInt8) -> UInt8? {
 
 /// The space-separated header fields of a payload, read in order.
 private struct PayloadFields {
+    // Unsafe: the payload's `withUTF8` buffer: `payload(of:ownOrigin:)` makes and drops the
+    // fields inside that closure; every read checks `position < bytes.count` first.
     let bytes: UnsafeBufferPointer<UInt8>
     var position = 0
 
+    // Unsafe: the word is a slice of `bytes` (`start..<position`, within `bytes.count`), read
+    // by the caller inside the same `withUTF8` closure.
     /// The next word (up to a space or the end), consuming the space after it.
     mutating func word() -> Slice<UnsafeBufferPointer<UInt8>>? {
         let start = position
@@ -143,12 +147,15 @@ private struct PayloadFields {
 /// Scans a record: `[{"entity": "User", "inserted": [1], "updated": [{"keys": ["age"],
 /// "ids": [2]}], "deleted": []}, …]`.
 struct RecordScanner {
+    // Unsafe: borrowed: its two users (`ChangeLog.decode`, `payload(of:ownOrigin:)`) make and
+    // drop the scanner inside `withUTF8`; every read checks `position < bytes.count` first.
     let bytes: UnsafeBufferPointer<UInt8>
     var position = 0
 
     /// The deepest an unknown key's value may nest before the record is refused.
     static let maximumSkippedDepth = 64
 
+    // Unsafe: `bytes` must stay valid while the scanner is used (see `bytes`).
     init(bytes: UnsafeBufferPointer<UInt8>, position: Int = 0) {
         self.bytes = bytes
         self.position = position
@@ -289,6 +296,8 @@ struct RecordScanner {
             switch bytes[position] {
             case UInt8(ascii: "\""):
                 defer { position += 1 }
+                // Unsafe: `start..<position` lies within `bytes` (the loop runs while
+                // `position < bytes.count`); the bytes are copied.
                 return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
             case UInt8(ascii: "\\"):
                 position = start
@@ -307,6 +316,8 @@ struct RecordScanner {
         var scalars = String.UnicodeScalarView()
         var run = position
         func flush(upTo end: Int) {
+            // Unsafe: `run <= end <= bytes.count` (positions the scan reached, `run` first);
+            // the bytes are copied.
             scalars.append(contentsOf: String(decoding: UnsafeBufferPointer(rebasing: bytes[run..<end]), as: UTF8.self).unicodeScalars)
         }
         while position < bytes.count {

@@ -28,6 +28,8 @@ struct RowLocation: Equatable {
         self.packed = packed
     }
 
+    // Unsafe: `bytes` is borrowed for the call (a fetch's `QueryResult.fieldBytes` cell while
+    // it holds the result) and read only at indexes below `count`, checked first.
     /// Parses a `tid` as PostgreSQL writes it, `(block,offset)`; `nil` for anything else
     /// (or a serial of 0, which marks no location).
     init?(tid bytes: UnsafeBufferPointer<UInt8>, serial: UInt16) {

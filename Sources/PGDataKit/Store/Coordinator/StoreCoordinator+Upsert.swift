@@ -141,6 +141,8 @@ extension StoreCoordinator {
         // The row sent with a key text (rows mostly come back in the order sent, so the
         // next one is tried before a binary search).
         var cursor = 0
+        // Unsafe: `bytes` is borrowed for the call (a key cell `upsert` hands to its `row`
+        // closure, or `withUTF8` text) and only compared, never kept.
         func sentIndex(matching bytes: UnsafeBufferPointer<UInt8>) -> Int? {
             if cursor < sent.count, packed.compare(sent[cursor], with: bytes) == 0 {
                 cursor += 1
@@ -257,6 +259,8 @@ extension StoreCoordinator {
     private func upsert(
         into entity: EntityDescription, _ rows: RowBatch, order: [Int], uniqueAttribute: AttributeDescription,
         updating: [String], on connection: Connection,
+        // Unsafe: `keyText` is valid only during each call of `body`: a cell lent by
+        // `row.withBytes` (the row holds the result) or a local string's `withUTF8` bytes.
         row body: (_ primaryKey: Int64, _ version: Int64, _ keyText: UnsafeBufferPointer<UInt8>, _ inserted: Bool) throws -> Void
     ) throws {
         let quote = Connection.quoteIdentifier
