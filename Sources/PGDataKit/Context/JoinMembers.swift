@@ -24,7 +24,7 @@ struct JoinMembers {
 extension ManagedObject {
     /// Whether a many-to-many relationship of this object has unsaved changes.
     var hasJoinChanges: Bool {
-        joinMembers.values.contains { $0.hasChanges }
+        storage.joinMembers.values.contains { $0.hasChanges }
     }
 
     /// Whether a relationship is many-to-many. The model's descriptions (those of objects
@@ -48,7 +48,7 @@ extension ManagedObject {
     func joinedObjects(at index: Int) -> [ManagedObject] {
         let relationship = entity.relationships[index]
         if let context = managedObjectContext { return context.joinedMembers(of: self, relationship: relationship) }
-        return (joinMembers[index]?.added.values).map { Array($0) } ?? []
+        return (storage.joinMembers(at: index)?.added.values).map { Array($0) } ?? []
     }
 
     /// Sets a many-to-many relationship: pairs that go are removed on both sides, new
@@ -75,30 +75,32 @@ extension ManagedObject {
 
     /// Records `member` as added to a many-to-many relationship (undoing a removal).
     func addJoinMember(_ member: ManagedObject, at index: Int) {
-        var state = joinMembers[index] ?? JoinMembers()
+        var state = storage.joinMembers(at: index) ?? JoinMembers()
         let id = ObjectIdentifier(member)
         let wasRemoved = state.removed.removeValue(forKey: id) != nil
-        let isStored = member.objectID.primaryKey.map { loadedToMany.contains(index) && state.stored.contains($0) }
-            ?? (loadedToMany.contains(index) && state.storedTemporary.contains(member.objectID))
+        let loaded = storage.isLoaded(index)
+        let isStored = member.objectID.primaryKey.map { loaded && state.stored.contains($0) }
+            ?? (loaded && state.storedTemporary.contains(member.objectID))
         if isStored {
             if !wasRemoved { return }
         } else {
             if state.added[id] != nil && !wasRemoved { return }
             state.added[id] = member
         }
-        joinMembers[index] = state
+        storage.setJoinMembers(state, at: index)
         managedObjectContext?.objectDidChange(self)
     }
 
     /// Records `member` as removed from a many-to-many relationship (undoing an addition).
     func removeJoinMember(_ member: ManagedObject, at index: Int) {
-        var state = joinMembers[index] ?? JoinMembers()
+        var state = storage.joinMembers(at: index) ?? JoinMembers()
         let id = ObjectIdentifier(member)
         let wasAdded = state.added.removeValue(forKey: id) != nil
+        let loaded = storage.isLoaded(index)
         // (An object of temporary ID is in no stored set, except a parent's set a child
         // context read, or has yet to read.)
-        let isAbsent = member.objectID.primaryKey.map { loadedToMany.contains(index) && !state.stored.contains($0) }
-            ?? (loadedToMany.contains(index)
+        let isAbsent = member.objectID.primaryKey.map { loaded && !state.stored.contains($0) }
+            ?? (loaded
                 ? !state.storedTemporary.contains(member.objectID) : managedObjectContext?.parent == nil)
         if isAbsent {
             if !wasAdded { return }
@@ -106,33 +108,35 @@ extension ManagedObject {
             if state.removed[id] != nil && !wasAdded { return }
             state.removed[id] = member
         }
-        joinMembers[index] = state
+        storage.setJoinMembers(state, at: index)
         managedObjectContext?.objectDidChange(self)
     }
 
     /// Drops this object's unsaved many-to-many changes and the matching changes of its
     /// partners, so both sides agree again.
     func discardJoinChanges() {
-        for (index, state) in joinMembers where state.hasChanges {
+        for (index, state) in storage.joinMembers where state.hasChanges {
             let relationship = entity.relationships[index]
             for member in state.added.values {
                 if let inverse = inverse(of: relationship, on: member) {
-                    member.joinMembers[inverse.index]?.added.removeValue(forKey: ObjectIdentifier(self))
+                    member.storage.updateJoinMember(at: inverse.index) { $0.added.removeValue(forKey: ObjectIdentifier(self)) }
                 }
             }
             for member in state.removed.values {
                 if let inverse = inverse(of: relationship, on: member) {
-                    member.joinMembers[inverse.index]?.removed.removeValue(forKey: ObjectIdentifier(self))
+                    member.storage.updateJoinMember(at: inverse.index) { $0.removed.removeValue(forKey: ObjectIdentifier(self)) }
                 }
             }
-            joinMembers[index]?.added.removeAll()
-            joinMembers[index]?.removed.removeAll()
+            storage.updateJoinMember(at: index) {
+                $0.added.removeAll()
+                $0.removed.removeAll()
+            }
         }
     }
 
     /// The many-to-many relationships with unsaved changes, by name.
     var changedJoinRelationshipNames: Set<String> {
-        Set(joinMembers.compactMap { $0.value.hasChanges ? entity.relationships[$0.key].name : nil })
+        Set(storage.joinMembers.compactMap { $0.value.hasChanges ? entity.relationships[$0.key].name : nil })
     }
 
     /// Before a one-to-one partner is assigned through the side holding the foreign key,

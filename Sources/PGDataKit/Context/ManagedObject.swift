@@ -77,49 +77,11 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     var contextReference: ContextReference?
 
     var entityStorage: EntityDescription?
-    /// The attribute values. Any write outside `setStoredValue(_:at:)` forgets what
-    /// `changeHints` knew (the next change check compares every attribute).
-    @usableFromInline var values: [StoredValue] = [] { didSet { changeHints = .unknown } }
-    /// The to-one relationships. Any write tells the context that one-to-many members
-    /// may have changed (`ManagedObjectContext.members(of:relationship:)`).
-    var toOne: [RelatedReference] = [] { didSet { contextReference?.membershipGeneration &+= 1 } }
-    /// Committed attribute values; `nil` while the object was never saved or fetched.
-    var snapshot: [StoredValue]? { didSet { changeHints = .unknown } }
-    /// Which attributes differ from the snapshot, as far as `setStoredValue(_:at:)`
-    /// has seen (saves ask for every changed object's changes).
-    var changeHints = ChangeHints.unknown
-    /// Committed foreign keys of the to-one relationships.
-    var snapshotKeys: [Int64?] = []
-    /// The row version the snapshot was read at.
-    var version: Int64 = 0
-    /// What only some objects need (many-to-many members, loaded to-many relationships,
-    /// a child's temporary targets, a deep JSON value's keeper, key-path probes);
-    /// `nil` for most.
-    var extras: ObjectExtras?
-    /// For an object inserted by an import (`insertOrUpdate`): the index of the unique
-    /// attribute its insert is keyed on. The save writes it as `INSERT … ON CONFLICT
-    /// (that attribute) DO UPDATE`, so a row another process inserted meanwhile is
-    /// updated instead of duplicated.
-    var upsertAttributeIndex: Int?
-    /// For such an object: a row that exists after all is left as it is (`ON CONFLICT DO
-    /// NOTHING`; the object takes the stored values), for imports that do not update
-    /// existing objects (`ImportOptions.updatesExistingObjects`).
-    var upsertKeepsExisting = false
-    /// When set, property reads record which property they were (used to name the
-    /// properties behind Swift key paths; see `lastAccess`).
-    var recordsAccess = false
-    // (The flags follow the optional index: they fill its padding.)
     /// Which kinds of unsaved change the object has in its context (see `PendingObjects`).
     var pendingMembership = PendingMembership()
-    /// Deleted in this context and not saved yet.
-    var deletedFlag = false { didSet { contextReference?.membershipGeneration &+= 1 } }
-    /// Set when the row turned out to be gone from the database.
-    var isMissingFromStore = false
-    /// Where the row was when an import's fetch read it in the context's transaction, if
-    /// it did (a packed `RowLocation`; `0` for none): the save then finds the row by
-    /// location (see `RowLocation`). (Last: it fills the end of the object's malloc block,
-    /// adding no bytes.)
-    var rowLocation: UInt64 = 0
+    /// The object's state (values, references, committed values, flags): read through
+    /// its properties, changed through its methods only.
+    @usableFromInline var storage = ObjectStorage()
 
     /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
     public required init() {}
@@ -138,15 +100,49 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         return described
     }
 
+    /// Makes the storage hold a value per attribute and a reference per relationship
+    /// (objects made by `init()` have none until first used).
     func prepareStorage() {
-        let entity = self.entity
-        if values.count != entity.defaultValues.count {
-            values = entity.defaultValues
-        }
-        if toOne.count != entity.relationships.count {
-            toOne = Array(repeating: .none, count: entity.relationships.count)
-        }
+        if storage.prepare(for: entity) { contextReference?.membershipGeneration &+= 1 }
     }
+
+    /// Sets a to-one reference, telling the context that one-to-many members may have
+    /// changed (`ManagedObjectContext.members(of:relationship:)`).
+    func setReference(_ reference: RelatedReference, at index: Int) {
+        storage.setReference(reference, at: index)
+        contextReference?.membershipGeneration &+= 1
+    }
+
+    /// Replaces every to-one reference (see `setReference(_:at:)`).
+    func replaceReferences(_ references: [RelatedReference]) {
+        storage.replaceReferences(references)
+        contextReference?.membershipGeneration &+= 1
+    }
+
+    /// Takes another object's stored row: values, references, committed state and version
+    /// (a keyed insert merged into the row it met); it is no keyed insert any more.
+    func adoptStoredRow(of other: ManagedObject) {
+        storage.adoptStoredRow(of: other.storage)
+        contextReference?.membershipGeneration &+= 1
+    }
+
+    /// Puts back the values and references of a checkpoint (`ObjectStorage.checkpoint()`).
+    func restore(_ checkpoint: ObjectStorage.Checkpoint) {
+        storage.restore(checkpoint)
+        contextReference?.membershipGeneration &+= 1
+    }
+
+    /// Marks the object deleted (not saved yet) or not, telling the context that
+    /// one-to-many members may have changed.
+    func setDeleted(_ deleted: Bool) {
+        storage.setDeleted(deleted)
+        contextReference?.membershipGeneration &+= 1
+    }
+
+    /// Whether the object was deleted in its context and not saved yet.
+    var deletedFlag: Bool { storage.deletedFlag }
+    /// Whether the object's row turned out to be gone from the database.
+    var isMissingFromStore: Bool { storage.isMissingFromStore }
 
     // MARK: - State
 
@@ -191,7 +187,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     public var description: String {
         prepareStorage()
         let fields = entity.attributes.map { attribute in
-            "\(attribute.name): \(values[attribute.index].anyValue.map { "\($0)" } ?? "nil")"
+            "\(attribute.name): \(storage.values[attribute.index].anyValue.map { "\($0)" } ?? "nil")"
         }
         return "\(objectID) {\(fields.joined(separator: ", "))}"
     }
@@ -262,7 +258,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         prepareRead(at: slot)
         // Unsafe: the buffer is read only inside the closure, and only after `slot` is
         // checked against its indices (a bad slot stops with a precondition failure).
-        return values.withUnsafeBufferPointer { buffer in
+        return storage.values.withUnsafeBufferPointer { buffer in
             guard let base = buffer.baseAddress, buffer.indices.contains(slot) else {
                 preconditionFailure("no attribute at position \(slot)")
             }
@@ -275,8 +271,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     @usableFromInline
     func prepareRead(at slot: Int) {
         checkQueue()
-        if values.isEmpty { prepareStorage() }
-        if recordsAccess { lastAccess = (true, slot) }
+        if storage.values.isEmpty { prepareStorage() }
+        if storage.recordsAccess { storage.setLastAccess((true, slot)) }
     }
 
     @usableFromInline
@@ -292,35 +288,25 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted: not saved")
         }
-        if slot >= values.count { prepareStorage() }  // (storage is prepared whole or not at all)
-        guard snapshot != nil else {
-            // Never saved nor fetched (inserted, or in no context yet): nothing to compare
-            // with or to track, but an import's key (another imported object may hold it).
-            values[slot] = value
-            if slot == upsertAttributeIndex, let context = contextReference?.context {
-                context.keyedInsertKeysChanged = true
-                context.objectDidChange(self)
-            }
-            return
+        if slot >= storage.values.count { prepareStorage() }  // (storage is prepared whole or not at all)
+        let effect = storage.write(value, at: slot)
+        let isKey = slot == storage.upsertAttributeIndex
+        switch effect {
+        case .unchanged: return
+        case .untracked:
+            // Never saved nor fetched (inserted, or in no context yet): nothing to track,
+            // but an import's key (another imported object may hold it).
+            guard isKey, let context = contextReference?.context else { return }
+            context.keyedInsertKeysChanged = true
+            context.objectDidChange(self)
+        case .firstChange, .changedAgain:
+            // The context is told once per object (it keeps the object among its changed
+            // ones until the values are committed or the hints forgotten), and of an
+            // import's key; other sets need not load it.
+            guard effect == .firstChange || isKey, let context = contextReference?.context else { return }
+            if isKey { context.keyedInsertKeysChanged = true }
+            if effect == .firstChange { context.objectDidChange(self) }
         }
-        // Unsafe: the buffer is read only inside the closure, and only at a `slot` checked
-        // against its indices (a bad slot then stops at the bounds-checked write below).
-        let unchanged = values.withUnsafeBufferPointer { current in
-            current.indices.contains(slot) && current[slot] == value
-        }
-        if unchanged { return }
-        // An attribute set earlier since the snapshot (and still known to be) means the
-        // context was told then: it keeps the object among its changed ones until the
-        // values are committed or the hints forgotten.
-        let reported = changeHints.isKnown && changeHints.maybe != 0
-        let hints = changeHints.changing(slot)
-        values[slot] = value
-        changeHints = hints
-        // (The context is told once per object, and of an import's key; other sets need
-        // not load it.)
-        guard !reported || slot == upsertAttributeIndex, let context = contextReference?.context else { return }
-        if slot == upsertAttributeIndex { context.keyedInsertKeysChanged = true }
-        if !reported { context.objectDidChange(self) }
     }
 
     /// `setStoredValue(_:at:)` for a JSON attribute's typed property: a value nested
@@ -336,8 +322,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
             setStoredValue(StoredValue(scalar), at: slot)
             return
         }
-        let keeper = jsonKeeper ?? JSONValue.Keeper()
-        jsonKeeper = keeper
+        let keeper = storage.makeJSONKeeper()
         keeper.keep(consume json)
         scalar = nil
         (contextReference?.logger ?? Logger(label: "pgdatakit")).error(
@@ -349,24 +334,20 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// the key of a new object): no change tracking, as `setStoredValue(_:at:)` does for
     /// such objects, without comparing with the value replaced.
     func initializeValue(_ value: StoredValue, at slot: Int) {
-        if slot >= values.count { prepareStorage() }
-        values[slot] = value
+        if slot >= storage.values.count { prepareStorage() }
+        storage.initialize(value, at: slot)
     }
 
     /// The primary key a to-one reference points at, if the destination is saved.
     func referencedKey(at index: Int) -> Int64? {
         prepareStorage()
-        switch toOne[index] {
-        case .none: return nil
-        case .key(let key): return key
-        case .object(let object): return object.objectID.primaryKey
-        }
+        return storage.referencedKey(at: index)
     }
 
     /// Whether a to-one reference points at `object`.
     func references(_ object: ManagedObject, at index: Int) -> Bool {
         prepareStorage()
-        switch toOne[index] {
+        switch storage.toOne[index] {
         case .none: return false
         case .key(let key): return object.objectID.primaryKey == key
         case .object(let target): return target === object
@@ -376,8 +357,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     func relatedObjects(at index: Int) -> [ManagedObject] {
         checkQueue()
         prepareStorage()
-        if recordsAccess {
-            lastAccess = (false, index)
+        if storage.recordsAccess {
+            storage.setLastAccess((false, index))
             return []
         }
         let relationship = entity.relationships[index]
@@ -387,14 +368,14 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
             // the related objects' foreign keys.
             return managedObjectContext?.members(of: self, relationship: relationship) ?? []
         }
-        switch toOne[index] {
+        switch storage.toOne[index] {
         case .none: return []
         case .object(let object): return [object]
         case .key(let key):
             guard let context = managedObjectContext,
                 let object = context.resolve(key: key, entityName: relationship.destinationEntityName)
             else { return [] }
-            toOne[index] = .object(object)
+            setReference(.object(object), at: index)
             return [object]
         }
     }
@@ -434,13 +415,13 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
             return
         }
         let newValue: RelatedReference = objects.first.map { .object($0) } ?? .none
-        switch (toOne[index], newValue) {
+        switch (storage.toOne[index], newValue) {
         case (.none, .none): return
         case (.object(let old), .object(let new)) where old === new: return
         default: break
         }
         if let target = objects.first { releaseOneToOnePartner(of: target, through: relationship) }
-        toOne[index] = newValue
+        setReference(newValue, at: index)
         managedObjectContext?.objectDidChange(self)
     }
 
@@ -457,7 +438,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         checkQueue()
         if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }
         prepareStorage()
-        if let attribute = entity.attribute(named: key) { return values[attribute.index].anyValue }
+        if let attribute = entity.attribute(named: key) { return storage.values[attribute.index].anyValue }
         if let relationship = entity.relationship(named: key) {
             let objects = relatedObjects(at: relationship.index)
             return relationship.isToMany ? objects : objects.first

@@ -110,7 +110,7 @@ extension ManagedObjectContext {
         let entity = object.entity
         var toOne = [ObjectID?](repeating: nil, count: entity.toOneRelationships.isEmpty ? 0 : entity.relationships.count)
         for relationship in entity.toOneRelationships {
-            switch object.toOne[relationship.index] {
+            switch object.storage.toOne[relationship.index] {
             case .none:
                 continue
             case .key(let key):
@@ -124,7 +124,7 @@ extension ManagedObjectContext {
                 toOne[relationship.index] = target.objectID
             }
         }
-        return ObjectState(entity: entity, objectID: object.objectID, version: object.version, values: object.values, toOne: toOne)
+        return ObjectState(entity: entity, objectID: object.objectID, version: object.storage.version, values: object.storage.values, toOne: toOne)
     }
 
     /// The object a child names by `id`: also by the temporary ID an object had before
@@ -175,8 +175,8 @@ extension ManagedObjectContext {
         var found: [ManagedObject] = []
         let index = attribute.index
         for object in Array(insertedSet.union(changedSet)) + Array(deletedSet)
-        where object.entity.name == entity.name && object.values.count > index {
-            if let hash = UniqueValue(object.values[index]), wanted.removeValue(forKey: hash) != nil { found.append(object) }
+        where object.entity.name == entity.name && object.storage.values.count > index {
+            if let hash = UniqueValue(object.storage.values[index]), wanted.removeValue(forKey: hash) != nil { found.append(object) }
         }
         if !wanted.isEmpty { found += try fetchObjects(entity: entity, whereUnique: attribute, isIn: Array(wanted.values)) }
         return found
@@ -192,8 +192,8 @@ extension ManagedObjectContext {
         var pairs: [(objectID: ObjectID, value: StoredValue)] = []
         let index = attribute.index
         for object in insertedSet.union(changedSet)
-        where object.entity.name == entity.name && !object.deletedFlag && object.values.count > index {
-            if let hash = UniqueValue(object.values[index]), let value = wanted.removeValue(forKey: hash) {
+        where object.entity.name == entity.name && !object.deletedFlag && object.storage.values.count > index {
+            if let hash = UniqueValue(object.storage.values[index]), let value = wanted.removeValue(forKey: hash) {
                 pairs.append((object.objectID, value))
             }
         }
@@ -236,10 +236,7 @@ extension ManagedObjectContext {
 
     /// Makes a state's values an object's current and committed values.
     private func applyValues(_ state: ObjectState, to object: ManagedObject) {
-        object.version = state.version
-        object.values = state.values
-        object.snapshot = state.values
-        object.changeHints = .clean
+        object.storage.applyFetched(version: state.version, values: state.values)
     }
 
     /// Points an object's to-one relationships where the state says, as committed
@@ -247,28 +244,28 @@ extension ManagedObjectContext {
     private func link(_ object: ManagedObject, to state: ObjectState) {
         let entity = state.entity
         guard !state.toOne.isEmpty else { return }
-        if object.toOne.count != entity.relationships.count {
-            object.toOne = Array(repeating: .none, count: entity.relationships.count)
+        if object.storage.toOne.count != entity.relationships.count {
+            object.replaceReferences(Array(repeating: .none, count: entity.relationships.count))
         }
         var keys = [Int64?](repeating: nil, count: entity.relationships.count)
         var temporary: [Int: ObjectID] = [:]
         for relationship in entity.toOneRelationships {
             let index = relationship.index
             guard let target = state.toOne[index] else {
-                object.toOne[index] = .none
+                object.setReference(.none, at: index)
                 continue
             }
             if let key = target.primaryKey {
                 keys[index] = key
-                if case .object(let current) = object.toOne[index], current.objectID == target { continue }
-                object.toOne[index] = .key(key)
+                if case .object(let current) = object.storage.toOne[index], current.objectID == target { continue }
+                object.setReference(.key(key), at: index)
             } else {
                 temporary[index] = target
-                object.toOne[index] = registered[target].map { .object($0) } ?? .none
+                object.setReference(registered[target].map { .object($0) } ?? .none, at: index)
             }
         }
-        object.snapshotKeys = keys
-        object.snapshotTemporaryTargets = temporary.isEmpty ? nil : temporary
+        object.storage.replaceCommittedKeys(keys)
+        object.storage.setSnapshotTemporaryTargets(temporary.isEmpty ? nil : temporary)
     }
 
     /// The object with an ID, from the parent.
@@ -312,7 +309,7 @@ extension ManagedObjectContext {
     /// child context.
     func loadRelationship(_ relationship: RelationshipDescription, of owners: [ManagedObject]) throws {
         let index = relationship.index
-        let owners = owners.filter { !$0.loadedToMany.contains(index) && canLoadRelationships(of: $0) }
+        let owners = owners.filter { !$0.storage.loadedToMany.contains(index) && canLoadRelationships(of: $0) }
         guard !owners.isEmpty else { return }
         if let parent {
             try loadFromParent(relationship, of: owners, parent: parent)
@@ -327,7 +324,7 @@ extension ManagedObjectContext {
             let column = destination.relationship(named: inverseName)?.columnName
         else { return }
         _ = try fetchObjects(entity: destination, .rows(where: column, isIn: owners.compactMap(\.objectID.primaryKey)))
-        for owner in owners { owner.loadedToMany.insert(index) }
+        for owner in owners { owner.storage.setLoaded(index, true) }
     }
 
     /// Loads a relationship of owners from the parent: the members the parent's objects
@@ -347,12 +344,12 @@ extension ManagedObjectContext {
             let list = members[start..<(start + count)]
             start += count
             if relationship.joinTable != nil {
-                var state = owner.joinMembers[index] ?? JoinMembers()
+                var state = owner.storage.joinMembers(at: index) ?? JoinMembers()
                 state.stored = Set(list.compactMap(\.objectID.primaryKey))
                 state.storedTemporary = Set(list.lazy.map(\.objectID).filter(\.isTemporaryID))
-                owner.joinMembers[index] = state
+                owner.storage.setJoinMembers(state, at: index)
             }
-            owner.loadedToMany.insert(index)
+            owner.storage.setLoaded(index, true)
         }
     }
 

@@ -65,7 +65,7 @@ extension ManagedObjectContext {
             }
         }
         func joins(of object: ManagedObject, into pushed: inout PushedObject) {
-            for (index, state) in object.joinMembers.sorted(by: { $0.key < $1.key }) where state.hasChanges {
+            for (index, state) in object.storage.joinMembers.sorted(by: { $0.key < $1.key }) where state.hasChanges {
                 let added = state.added.values.filter { !$0.deletedFlag }.map(\.objectID)
                 let removed = state.removed.values.filter { !isGone($0) }.map(\.objectID)
                 pushed.joins.append((index, added, removed))
@@ -76,24 +76,24 @@ extension ManagedObjectContext {
         for object in insertedSet {
             object.prepareStorage()
             var pushed = PushedObject(object)
-            pushed.attributes = object.values.enumerated().map { ($0.offset, $0.element) }
+            pushed.attributes = object.storage.values.enumerated().map { ($0.offset, $0.element) }
             for relationship in object.entity.toOneRelationships {
-                if let id = target(object.toOne[relationship.index], relationship) { pushed.toOne.append((relationship.index, id)) }
+                if let id = target(object.storage.toOne[relationship.index], relationship) { pushed.toOne.append((relationship.index, id)) }
             }
             joins(of: object, into: &pushed)
-            pushed.upsertAttributeIndex = object.upsertAttributeIndex
-            pushed.upsertKeepsExisting = object.upsertKeepsExisting
+            pushed.upsertAttributeIndex = object.storage.upsertAttributeIndex
+            pushed.upsertKeepsExisting = object.storage.upsertKeepsExisting
             changes.inserted.append(pushed)
         }
         for object in changedSet where !insertedSet.contains(object) && !object.deletedFlag {
             let entity = object.entity
             var pushed = PushedObject(object)
             for index in object.changedAttributeIndexes {
-                pushed.attributes.append((index, object.values[index]))
+                pushed.attributes.append((index, object.storage.values[index]))
                 pushed.changedKeys.insert(entity.attributes[index].name)
             }
             for index in object.changedToOneIndexes {
-                pushed.toOne.append((index, target(object.toOne[index], entity.relationships[index])))
+                pushed.toOne.append((index, target(object.storage.toOne[index], entity.relationships[index])))
                 pushed.changedKeys.insert(entity.relationships[index].name)
             }
             joins(of: object, into: &pushed)
@@ -112,8 +112,7 @@ extension ManagedObjectContext {
     /// state (its objects now stand on the parent's), deleted objects leave.
     private func finishPush() {
         for object in insertedSet {
-            object.upsertAttributeIndex = nil
-            object.upsertKeepsExisting = false
+            object.storage.markKeyedInsert(attribute: nil, keepsExisting: false)
             commitPushed(object, wasInserted: true)
         }
         for object in changedSet where !insertedSet.contains(object) && !object.deletedFlag {
@@ -130,18 +129,18 @@ extension ManagedObjectContext {
         let entity = object.entity
         var temporary: [Int: ObjectID] = [:]
         for relationship in entity.toOneRelationships {
-            guard case .object(let target) = object.toOne[relationship.index] else { continue }
+            guard case .object(let target) = object.storage.toOne[relationship.index] else { continue }
             if isGone(target) {
-                object.toOne[relationship.index] = .none
+                object.setReference(.none, at: relationship.index)
             } else if target.objectID.isTemporaryID {
                 temporary[relationship.index] = target.objectID
             }
         }
         object.commitSnapshot()
-        object.snapshotTemporaryTargets = temporary.isEmpty ? nil : temporary
-        for (index, state) in object.joinMembers where state.hasChanges {
+        object.storage.setSnapshotTemporaryTargets(temporary.isEmpty ? nil : temporary)
+        for (index, state) in object.storage.joinMembers where state.hasChanges {
             var committed = JoinMembers(stored: state.stored, storedTemporary: state.storedTemporary)
-            if object.loadedToMany.contains(index) || wasInserted {
+            if object.storage.loadedToMany.contains(index) || wasInserted {
                 for member in state.removed.values {
                     if let key = member.objectID.primaryKey { committed.stored.remove(key) } else { committed.storedTemporary.remove(member.objectID) }
                 }
@@ -149,12 +148,12 @@ extension ManagedObjectContext {
                     if let key = member.objectID.primaryKey { committed.stored.insert(key) } else { committed.storedTemporary.insert(member.objectID) }
                 }
             }
-            object.joinMembers[index] = committed
+            object.storage.setJoinMembers(committed, at: index)
         }
         if wasInserted {
             // Its members are all here: none can be in the parent that the child lacks.
             for relationship in entity.relationships where relationship.isToMany || relationship.columnName == nil {
-                object.loadedToMany.insert(relationship.index)
+                object.storage.setLoaded(relationship.index, true)
             }
         }
     }
@@ -201,9 +200,8 @@ extension ManagedObjectContext {
             object.prepareStorage()
             object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)
             object.objectID = pushed.objectID
-            object.values = pushed.attributes.map(\.value)
-            object.upsertAttributeIndex = pushed.upsertAttributeIndex
-            object.upsertKeepsExisting = pushed.upsertKeepsExisting
+            object.storage.replaceValues(pushed.attributes.map(\.value))
+            object.storage.markKeyedInsert(attribute: pushed.upsertAttributeIndex, keepsExisting: pushed.upsertKeepsExisting)
             if pushed.upsertAttributeIndex != nil { keyedInsertKeysChanged = true }  // (the save checks for twins)
             registered[pushed.objectID] = object
             pending.insert(object, into: .inserted)

@@ -212,7 +212,7 @@ extension ManagedObjectContext {
                 let object = try register(result, row: index, entity: entity, in: &registry)
                 if locating {
                     let bytes = result.fieldBytes(row: index, column: locationColumn)
-                    object.rowLocation = bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0
+                    object.storage.setRowLocation(bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0)
                 }
                 objects.append(object)
             }
@@ -282,7 +282,7 @@ extension ManagedObjectContext {
     private func apply(
         _ result: QueryResult, row rowIndex: Int, to object: ManagedObject, entity: EntityDescription, key: Int64
     ) throws {
-        object.version = try Self.decodeInteger(result, row: rowIndex, column: 1)
+        let version = try Self.decodeInteger(result, row: rowIndex, column: 1)
         let decodings = entity.attributeDecodings
         var values: [StoredValue] = []
         values.reserveCapacity(decodings.count)
@@ -317,12 +317,10 @@ extension ManagedObjectContext {
                 }
             }
         }
-        object.values = values
-        object.snapshot = values
-        object.changeHints = .clean
+        object.storage.applyFetched(version: version, values: values)
         guard !entity.relationships.isEmpty else { return }
-        if object.toOne.count != entity.relationships.count {
-            object.toOne = Array(repeating: .none, count: entity.relationships.count)
+        if object.storage.toOne.count != entity.relationships.count {
+            object.replaceReferences(Array(repeating: .none, count: entity.relationships.count))
         }
         var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
         var column = 2 + decodings.count
@@ -330,14 +328,14 @@ extension ManagedObjectContext {
             let foreignKey = try result[rowIndex].decode(Int64?.self, at: column)
             column += 1
             keys[relationship.index] = foreignKey
-            if case .object(let current) = object.toOne[relationship.index],
+            if case .object(let current) = object.storage.toOne[relationship.index],
                 current.objectID.primaryKey == foreignKey
             {
                 continue
             }
-            object.toOne[relationship.index] = foreignKey.map { .key($0) } ?? .none
+            object.setReference(foreignKey.map { .key($0) } ?? .none, at: relationship.index)
         }
-        object.snapshotKeys = keys
+        object.storage.replaceCommittedKeys(keys)
     }
 
     /// A `bigint` key or version column, read straight from the result text.
@@ -398,7 +396,7 @@ extension ManagedObjectContext {
             let inverse = destination.relationship(named: inverseName),
             inverse.columnName != nil
         else { return [] }
-        if !object.loadedToMany.contains(relationship.index) {
+        if !object.storage.loadedToMany.contains(relationship.index) {
             do {
                 try loadRelationship(relationship, of: [object])
             } catch {
@@ -425,7 +423,7 @@ extension ManagedObjectContext {
         membersIndexBuilds += 1
         for candidate in registered.values where candidate.entity.name == destination.name && !candidate.deletedFlag {
             candidate.prepareStorage()
-            switch candidate.toOne[inverse.index] {
+            switch candidate.storage.toOne[inverse.index] {
             case .none: continue
             case .key(let owner): index.byKey[owner, default: []].append(candidate)
             case .object(let owner): index.byObject[ObjectIdentifier(owner), default: []].append(candidate)
@@ -476,8 +474,8 @@ extension ManagedObjectContext {
     /// unsaved changes as `localEdits` says.
     func refresh(_ object: ManagedObject, localEdits: LocalEdits, applying fresh: () throws -> Void) rethrows {
         let entity = object.entity
-        let localValues = object.values
-        let localToOne = object.toOne
+        let localValues = object.storage.values
+        let localToOne = object.storage.toOne
         var changedAttributes: [Int] = []
         var changedToOne: [Int] = []
         switch localEdits {
@@ -495,10 +493,10 @@ extension ManagedObjectContext {
             }
         }
         try fresh()
-        for index in changedAttributes { object.values[index] = localValues[index] }
-        for index in changedToOne { object.toOne[index] = localToOne[index] }
+        for index in changedAttributes { object.storage.initialize(localValues[index], at: index) }
+        for index in changedToOne { object.setReference(localToOne[index], at: index) }
         if case .discard = localEdits { object.discardJoinChanges() }
         if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { pending.remove(object, from: .changed) }
-        object.loadedToMany.removeAll()
+        object.storage.forgetLoaded()
     }
 }

@@ -85,7 +85,7 @@ extension ManagedObjectContext {
         keyed.reserveCapacity(objects.count)
         var seen: [Int: Set<UniqueValue>] = [:]
         for object in objects {
-            guard let index = object.upsertAttributeIndex else {
+            guard let index = object.storage.upsertAttributeIndex else {
                 plain.append(object)
                 continue
             }
@@ -93,7 +93,7 @@ extension ManagedObjectContext {
                 keyed.append(object)
                 continue
             }
-            guard let value = UniqueValue(object.values[index]) else {
+            guard let value = UniqueValue(object.storage.values[index]) else {
                 plain.append(object)
                 continue
             }
@@ -128,7 +128,7 @@ extension ManagedObjectContext {
             return holder !== merge.object
         }
         guard let clash else { return }
-        let attribute = clash.object.upsertAttributeIndex.map { entity.attributes[$0] }
+        let attribute = clash.object.storage.upsertAttributeIndex.map { entity.attributes[$0] }
         var error = PostgresError(
             kind: .server, sqlState: .uniqueViolation,
             message: "two new \(entity.name) objects have the same \(attribute?.name ?? "unique key") in one save",
@@ -179,11 +179,11 @@ extension ManagedObjectContext {
         attributes.reserveCapacity(attributeDescriptions.count)
         toOne.reserveCapacity(toOneIndexes.count)
         for object in objects {
-            guard let unique = object.upsertAttributeIndex else { continue }
+            guard let unique = object.storage.upsertAttributeIndex else { continue }
             attributes.removeAll(keepingCapacity: true)
             // Unsafe: both buffers are read only inside the closures, and the guard checks
             // that each holds one value per attribute before any `index` is read.
-            object.values.withUnsafeBufferPointer { valueBuffer in
+            object.storage.values.withUnsafeBufferPointer { valueBuffer in
                 defaults.withUnsafeBufferPointer { defaultBuffer in
                     guard valueBuffer.count == attributeDescriptions.count, defaultBuffer.count == attributeDescriptions.count,
                         let values = valueBuffer.baseAddress, let defaults = defaultBuffer.baseAddress
@@ -195,10 +195,10 @@ extension ManagedObjectContext {
             }
             toOne.removeAll(keepingCapacity: true)
             for index in toOneIndexes {
-                if case .none = object.toOne[index] { continue }
+                if case .none = object.storage.toOne[index] { continue }
                 toOne.append(index)
             }
-            if object.upsertKeepsExisting {
+            if object.storage.upsertKeepsExisting {
                 // Nothing to update on a conflict: `DO NOTHING`, and the row read back.
                 attributes.removeAll(keepingCapacity: true)
                 toOne.removeAll(keepingCapacity: true)
@@ -331,9 +331,9 @@ extension ManagedObjectContext {
                     if let key = keys[position] {
                         claimed[ObjectIdentifier(object)] = key
                     } else if updates {
-                        met.updating.append(object.values[unique])
+                        met.updating.append(object.storage.values[unique])
                     } else {
-                        met.keeping.append(object.values[unique])
+                        met.keeping.append(object.storage.values[unique])
                     }
                 }
             }
@@ -388,12 +388,7 @@ extension ManagedObjectContext {
             logger.warning("\(object.objectID) was registered twice after an upsert; keeping the imported object")
         }
         registered[object.objectID] = object
-        object.values = merged.row.values
-        object.toOne = merged.row.toOne
-        object.snapshot = merged.row.snapshot
-        object.snapshotKeys = merged.row.snapshotKeys
-        object.version = merged.row.version
-        object.upsertAttributeIndex = nil
+        object.adoptStoredRow(of: merged.row)
     }
 }
 

@@ -55,7 +55,7 @@ extension ManagedObjectContext {
 
     /// The location of an object's row when this transaction's import read it.
     func rowLocation(of object: ManagedObject) -> RowLocation? {
-        guard locationSerial != 0, let location = RowLocation(packed: object.rowLocation),
+        guard locationSerial != 0, let location = RowLocation(packed: object.storage.rowLocation),
             location.serial == locationSerial
         else { return nil }
         return location
@@ -95,7 +95,7 @@ extension ManagedObjectContext {
         }
         for object in insertedSet {
             for relationship in object.entity.toOneRelationships where relationship.columnName != nil {
-                referenced(object.toOne[relationship.index], of: relationship)
+                referenced(object.storage.toOne[relationship.index], of: relationship)
             }
         }
         for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
@@ -116,7 +116,7 @@ extension ManagedObjectContext {
             }
             add(key, changesKey ? .update : .noKeyUpdate, entity: entity.name, of: object)
             for index in toOne where entity.relationships[index].columnName != nil {
-                referenced(object.toOne[index], of: entity.relationships[index])
+                referenced(object.storage.toOne[index], of: entity.relationships[index])
             }
         }
         return Dictionary(uniqueKeysWithValues: sets)
@@ -131,7 +131,7 @@ extension ManagedObjectContext {
     ) throws -> [ObjectIdentifier: Int64] {
         var objects: [String: [Int: [UniqueValue: [ManagedObject]]]] = [:]
         for object in insertedSet {
-            guard let index = object.upsertAttributeIndex, let value = UniqueValue(object.values[index]) else { continue }
+            guard let index = object.storage.upsertAttributeIndex, let value = UniqueValue(object.storage.values[index]) else { continue }
             objects[object.entity.name, default: [:]][index, default: [:]][value, default: []].append(object)
         }
         var found: [ObjectIdentifier: Int64] = [:]
@@ -139,7 +139,7 @@ extension ManagedObjectContext {
             guard let byAttribute = objects[entity.name] else { continue }
             for (index, byValue) in byAttribute.sorted(by: { $0.key < $1.key }) {
                 let rows = try coordinator.selectKeys(
-                    of: entity, where: entity.attributes[index], isIn: byValue.values.compactMap { $0.first?.values[index] },
+                    of: entity, where: entity.attributes[index], isIn: byValue.values.compactMap { $0.first?.storage.values[index] },
                     on: connection)
                 for (key, value) in rows {
                     locks[entity.name, default: RowLockSet()].add(key, .noKeyUpdate)

@@ -12,17 +12,17 @@ extension ManagedObjectContext {
     /// the objects added since the last save; deleted objects left out.
     func joinedMembers(of object: ManagedObject, relationship: RelationshipDescription) -> [ManagedObject] {
         let index = relationship.index
-        if !object.loadedToMany.contains(index) {
+        if !object.storage.loadedToMany.contains(index) {
             do {
                 try loadRelationship(relationship, of: [object])
             } catch {
                 logger.warning("could not load \(object.objectID).\(relationship.name): \(error)")
             }
         }
-        let state = object.joinMembers[index] ?? JoinMembers()
+        let state = object.storage.joinMembers(at: index) ?? JoinMembers()
         var members: [ManagedObject] = []
         var seen: Set<ObjectIdentifier> = []
-        if object.loadedToMany.contains(index), !state.stored.isEmpty || !state.storedTemporary.isEmpty {
+        if object.storage.loadedToMany.contains(index), !state.stored.isEmpty || !state.storedTemporary.isEmpty {
             let destinationName = relationship.destinationEntityName
             var missing: [ObjectID] = []
             for key in state.stored where registered[ObjectID(entityName: destinationName, primaryKey: key)] == nil {
@@ -38,8 +38,8 @@ extension ManagedObjectContext {
                 }
                 let gone = missing.filter { registered[$0] == nil }
                 if !gone.isEmpty {
-                    object.joinMembers[index]?.stored.subtract(gone.compactMap(\.primaryKey))
-                    object.joinMembers[index]?.storedTemporary.subtract(gone)
+                    object.storage.updateJoinMember(at: index) { $0.stored.subtract(gone.compactMap(\.primaryKey)) }
+                    object.storage.updateJoinMember(at: index) { $0.storedTemporary.subtract(gone) }
                 }
             }
             func add(_ id: ObjectID) {
@@ -47,8 +47,8 @@ extension ManagedObjectContext {
                 else { return }
                 if seen.insert(ObjectIdentifier(member)).inserted { members.append(member) }
             }
-            for key in object.joinMembers[index]?.stored ?? [] { add(ObjectID(entityName: destinationName, primaryKey: key)) }
-            for id in object.joinMembers[index]?.storedTemporary ?? [] { add(id) }
+            for key in object.storage.joinMembers(at: index)?.stored ?? [] { add(ObjectID(entityName: destinationName, primaryKey: key)) }
+            for id in object.storage.joinMembers(at: index)?.storedTemporary ?? [] { add(id) }
         }
         for member in state.added.values where !member.deletedFlag && seen.insert(ObjectIdentifier(member)).inserted {
             members.append(member)
@@ -76,8 +76,8 @@ extension ManagedObjectContext {
         }
         for owner in owners {
             guard let key = owner.objectID.primaryKey else { continue }
-            owner.joinMembers[relationship.index, default: JoinMembers()].stored = byOwner[key] ?? []
-            owner.loadedToMany.insert(relationship.index)
+            owner.storage.updateJoinMembers(at: relationship.index) { $0.stored = byOwner[key] ?? [] }
+            owner.storage.setLoaded(relationship.index, true)
         }
     }
 
@@ -91,12 +91,12 @@ extension ManagedObjectContext {
         for relationship in object.entity.relationships {
             let index = relationship.index
             if relationship.joinTable != nil {
-                for member in object.joinMembers[index]?.added.values.map({ $0 }) ?? []
+                for member in object.storage.joinMembers(at: index)?.added.values.map({ $0 }) ?? []
                 where member.managedObjectContext == nil {
                     insert(member)
                 }
-            } else if !relationship.isToMany, relationship.columnName == nil, case .object(let partner) = object.toOne[index] {
-                object.toOne[index] = .none
+            } else if !relationship.isToMany, relationship.columnName == nil, case .object(let partner) = object.storage.toOne[index] {
+                object.setReference(.none, at: index)
                 if partner.managedObjectContext == nil { insert(partner) }
                 if let inverse = object.inverse(of: relationship, on: partner), inverse.columnName != nil {
                     partner.setRelatedObjects([object], at: inverse.index)
@@ -147,7 +147,7 @@ extension ManagedObjectContext {
 
         for object in insertedSet.union(changedSet) where !object.deletedFlag && object.hasJoinChanges {
             guard let owner = key(object) else { continue }
-            for (index, state) in object.joinMembers where state.hasChanges {
+            for (index, state) in object.storage.joinMembers where state.hasChanges {
                 let relationship = object.entity.relationships[index]
                 guard let table = relationship.joinTable, let canonical = orientation[table.tableName] else { continue }
                 let flipped = canonical.sourceColumn != table.sourceColumn
@@ -198,7 +198,7 @@ extension ManagedObjectContext {
         }
         for object in changedSet where !object.deletedFlag {
             if let names = changedNames.removeValue(forKey: ObjectIdentifier(object)) {
-                outcome.updated.append((object, names, object.version))  // (not bumped)
+                outcome.updated.append((object, names, object.storage.version))  // (not bumped)
             }
         }
     }
@@ -215,16 +215,16 @@ extension ManagedObjectContext {
     }
 
     private func commitJoinChanges(of object: ManagedObject, wasInserted: Bool) {
-        for (index, state) in object.joinMembers where state.hasChanges {
+        for (index, state) in object.storage.joinMembers where state.hasChanges {
             var stored = state.stored
-            if object.loadedToMany.contains(index) || wasInserted {
+            if object.storage.loadedToMany.contains(index) || wasInserted {
                 for member in state.removed.values { if let key = member.objectID.primaryKey { stored.remove(key) } }
                 for member in state.added.values where !member.deletedFlag {
                     if let key = member.objectID.primaryKey { stored.insert(key) }
                 }
-                object.loadedToMany.insert(index)
+                object.storage.setLoaded(index, true)
             }
-            object.joinMembers[index] = JoinMembers(stored: stored)
+            object.storage.setJoinMembers(JoinMembers(stored: stored), at: index)
         }
     }
 
@@ -238,10 +238,10 @@ extension ManagedObjectContext {
         for id in deleted {
             if let key = id.primaryKey { keysByEntity[id.entityName, default: []].insert(key) }
         }
-        for object in registered.values where !object.joinMembers.isEmpty {
-            for index in Array(object.joinMembers.keys) {
+        for object in registered.values where !object.storage.joinMembers.isEmpty {
+            for index in Array(object.storage.joinMembers.keys) {
                 let destination = object.entity.relationships[index].destinationEntityName
-                if let keys = keysByEntity[destination] { object.joinMembers[index]?.stored.subtract(keys) }
+                if let keys = keysByEntity[destination] { object.storage.updateJoinMember(at: index) { $0.stored.subtract(keys) } }
             }
         }
     }

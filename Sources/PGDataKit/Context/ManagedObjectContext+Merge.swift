@@ -51,7 +51,7 @@ extension ManagedObjectContext {
                     let inverse = destination.relationship(named: inverseName)
                 else { continue }
                 for object in registered.values where object.entity.name == destination.name {
-                    object.loadedToMany.remove(inverse.index)
+                    object.storage.setLoaded(inverse.index, false)
                 }
             }
         }

@@ -20,7 +20,7 @@ extension ManagedObjectContext {
                 guard let column = relationship.columnName else { continue }
                 let index = relationship.index
                 let keys = candidates.filter { object in
-                    let committed = object.snapshotKeys.count > index ? object.snapshotKeys[index] : nil
+                    let committed = object.storage.snapshotKeys.count > index ? object.storage.snapshotKeys[index] : nil
                     return committed != nil && (object.deletedFlag || object.changedToOneIndexes.contains(index))
                 }.compactMap(\.objectID.primaryKey)
                 try coordinator.clearForeignKey(column, of: entity, keys: keys.sorted(), on: connection)

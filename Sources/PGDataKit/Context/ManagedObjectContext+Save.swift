@@ -159,11 +159,11 @@ extension ManagedObjectContext {
         let entity = object.entity
         let keys = Set(only.attributes.map { entity.attributes[$0].name })
         var outcome = WriteOutcome()
-        outcome.updated = [(object, keys, object.version)]
+        outcome.updated = [(object, keys, object.storage.version)]
         let changes = savedChanges(outcome: outcome, reservedKeys: [:])
         let rows = RowBatch(
-            keys: [object.objectID.primaryKey ?? 0], versions: [object.version],
-            attributes: only.attributes.map { entity.attributes[$0] }, values: [object.values])
+            keys: [object.objectID.primaryKey ?? 0], versions: [object.storage.version],
+            attributes: only.attributes.map { entity.attributes[$0] }, values: [object.storage.values])
         let connection = try beginWriteTransaction()
         let result: StoreCoordinator.OneRowSaveResult
         do {
@@ -277,7 +277,7 @@ extension ManagedObjectContext {
                 // The rows are locked, so this means they changed in a way we cannot see.
                 throw MergeConflictError(conflicts: outcome.conflicts.map {
                     MergeConflict(
-                        objectID: $0.objectID, snapshotVersion: $0.version, storeVersion: nil,
+                        objectID: $0.objectID, snapshotVersion: $0.storage.version, storeVersion: nil,
                         snapshotValues: [:], objectValues: [:], storeValues: nil)
                 })
             }
@@ -323,20 +323,20 @@ extension ManagedObjectContext {
             for object in objects {
                 guard let key = object.objectID.primaryKey else { continue }
                 let snapshotValues = Dictionary(
-                    uniqueKeysWithValues: entity.attributes.map { ($0.name, object.snapshot?[$0.index].anyValue) })
+                    uniqueKeysWithValues: entity.attributes.map { ($0.name, object.storage.snapshot?[$0.index].anyValue) })
                 let objectValues = Dictionary(
                     uniqueKeysWithValues: object.changedAttributeIndexes.map {
-                        (entity.attributes[$0].name, object.values[$0].anyValue)
+                        (entity.attributes[$0].name, object.storage.values[$0].anyValue)
                     })
                 guard let row = rows[key] else {
                     let report = MergeConflict(
-                        objectID: object.objectID, snapshotVersion: object.version, storeVersion: nil,
+                        objectID: object.objectID, snapshotVersion: object.storage.version, storeVersion: nil,
                         snapshotValues: snapshotValues, objectValues: objectValues, storeValues: nil)
                     conflicts.append(Conflict(object: object, storeVersion: nil, storeValues: nil, storeKeys: nil, report: report))
                     continue
                 }
                 let storeVersion = try row.decode(Int64.self, at: 1)
-                guard storeVersion != object.version else { continue }
+                guard storeVersion != object.storage.version else { continue }
                 var storeValues: [StoredValue] = []
                 var column = 2
                 for attribute in entity.attributes {
@@ -349,7 +349,7 @@ extension ManagedObjectContext {
                     column += 1
                 }
                 let report = MergeConflict(
-                    objectID: object.objectID, snapshotVersion: object.version, storeVersion: storeVersion,
+                    objectID: object.objectID, snapshotVersion: object.storage.version, storeVersion: storeVersion,
                     snapshotValues: snapshotValues, objectValues: objectValues,
                     storeValues: Dictionary(uniqueKeysWithValues: entity.attributes.map { ($0.name, storeValues[$0.index].anyValue) }))
                 conflicts.append(
@@ -380,39 +380,38 @@ extension ManagedObjectContext {
             case .mergeByPropertyStoreTrump:
                 for attribute in entity.attributes {
                     let index = attribute.index
-                    let storeChanged = storeValues[index] != (object.snapshot?[index] ?? .null)
-                    if !changedAttributes.contains(index) || storeChanged { object.values[index] = storeValues[index] }
+                    let storeChanged = storeValues[index] != (object.storage.snapshot?[index] ?? .null)
+                    if !changedAttributes.contains(index) || storeChanged { object.storage.initialize(storeValues[index], at: index) }
                 }
                 for index in entity.toOneRelationships.map(\.index) {
-                    let committed = object.snapshotKeys.count > index ? object.snapshotKeys[index] : nil
+                    let committed = object.storage.snapshotKeys.count > index ? object.storage.snapshotKeys[index] : nil
                     if !changedToOne.contains(index) || storeKeys[index] != committed {
-                        object.toOne[index] = storeKeys[index].map { .key($0) } ?? .none
+                        object.setReference(storeKeys[index].map { .key($0) } ?? .none, at: index)
                     }
                 }
             case .mergeByPropertyObjectTrump:
                 for index in entity.attributes.indices where !changedAttributes.contains(index) {
-                    object.values[index] = storeValues[index]
+                    object.storage.initialize(storeValues[index], at: index)
                 }
                 for index in entity.toOneRelationships.map(\.index) where !changedToOne.contains(index) {
-                    object.toOne[index] = storeKeys[index].map { .key($0) } ?? .none
+                    object.setReference(storeKeys[index].map { .key($0) } ?? .none, at: index)
                 }
             case .overwrite:
                 overwrite.insert(ObjectIdentifier(object))
             case .rollback:
-                object.values = storeValues
+                object.storage.replaceValues(storeValues)
                 for index in entity.toOneRelationships.map(\.index) {
-                    object.toOne[index] = storeKeys[index].map { .key($0) } ?? .none
+                    object.setReference(storeKeys[index].map { .key($0) } ?? .none, at: index)
                 }
                 if isDelete {
                     pending.remove(object, from: .deleted)
-                    object.deletedFlag = false
+                    object.setDeleted(false)
                 }
             }
             // The object now stands on the store's row.
-            object.snapshot = storeValues
-            object.snapshotKeys = storeKeys
-            object.version = storeVersion
-            object.loadedToMany.removeAll()
+            object.storage.replaceSnapshot(storeValues, keys: storeKeys)
+            object.storage.setVersion(storeVersion)
+            object.storage.forgetLoaded()
         }
     }
 
@@ -444,8 +443,8 @@ extension ManagedObjectContext {
             if notesIDs { savedTemporaryIDs[object.objectID] = permanent }
             object.objectID = permanent
             registered[object.objectID] = object
-            object.version = 1
-            object.upsertAttributeIndex = nil
+            object.storage.setVersion(1)
+            object.storage.markKeyedInsert(attribute: nil, keepsExisting: false)
             object.commitSnapshot()
         }
         for merged in outcome.merged {
@@ -455,7 +454,7 @@ extension ManagedObjectContext {
             finishMergedInsert(merged)
         }
         for (object, _, version) in outcome.updated {
-            object.version = version
+            object.storage.setVersion(version)
             object.commitSnapshot()
         }
         // The rows are gone: touching these objects is `objectDeleted`, as for rows
@@ -474,7 +473,7 @@ extension ManagedObjectContext {
             pending.removeAll(.changed) { object in
                 guard object.managedObjectContext === self else { return true }
                 if object.hasPersistentChangedValues { return false }
-                object.changeHints = .clean  // (its values are its snapshot's: it leaves the set)
+                object.storage.markClean()  // (its values are its snapshot's: it leaves the set)
                 return true
             }
         }

@@ -43,7 +43,7 @@ extension ManagedObjectContext {
         /// The foreign key a to-one relationship of the object writes.
         @inline(__always)
         mutating func foreignKey(_ object: ManagedObject, _ index: Int) -> Int64? {
-            switch object.toOne[index] {
+            switch object.storage.toOne[index] {
             case .none: return nil
             case .key(let key): return key
             case .object(let target):
@@ -58,8 +58,8 @@ extension ManagedObjectContext {
             _ objects: [ManagedObject], _ entity: EntityDescription, attributes: [Int], toOne: [Int], withKeys: Bool = true
         ) -> RowBatch {
             RowBatch(
-                keys: withKeys ? objects.map { key(of: $0) } : [], versions: objects.map(\.version),
-                attributes: attributes.map { entity.attributes[$0] }, values: objects.map(\.values),
+                keys: withKeys ? objects.map { key(of: $0) } : [], versions: objects.map(\.storage.version),
+                attributes: attributes.map { entity.attributes[$0] }, values: objects.map(\.storage.values),
                 foreignKeys: toOne.compactMap { index in
                     entity.relationships[index].columnName.map { ($0, objects.map { foreignKey($0, index) }) }
                 })
@@ -174,7 +174,7 @@ extension ManagedObjectContext {
                 let located = locations[delete.entity.name].flatMap { $0.suits(batch.count) ? $0.literal : nil }
                 removed.formUnion(
                     try coordinator.deleteRows(
-                        of: delete.entity, keys: batch.map { keys.key(of: $0) }, versions: batch.map(\.version),
+                        of: delete.entity, keys: batch.map { keys.key(of: $0) }, versions: batch.map(\.storage.version),
                         checksVersion: checksVersion, locations: located, on: connection))
             }
             for object in delete.objects {

@@ -292,12 +292,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.prepareStorage()
         object.managedObjectContext = self
         object.pendingMembership = []  // (what a context that went away left on it)
-        object.rowLocation = 0
+        object.storage.setRowLocation(0)
         object.objectID = ObjectID(temporaryFor: object.entity.name)
         registered[object.objectID] = object
         pending.insert(object, into: .inserted)
         // Related objects set before insertion come along.
-        for case .object(let related) in object.toOne where related.managedObjectContext == nil {
+        for case .object(let related) in object.storage.toOne where related.managedObjectContext == nil {
             insert(related)
         }
         adoptRelationshipsSetBeforeInsertion(object)
@@ -308,18 +308,18 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// entity up or visiting relationships it cannot have yet.
     func insertNew(_ object: ManagedObject, entity: EntityDescription) {
         // An initialiser that set relationships brings related objects: the full path.
-        guard object.toOne.isEmpty, object.joinMembers.isEmpty, object.managedObjectContext == nil else {
+        guard object.storage.toOne.isEmpty, object.storage.joinMembers.isEmpty, object.managedObjectContext == nil else {
             insert(object)
             return
         }
         object.entityStorage = entity
-        if object.values.count != entity.defaultValues.count { object.values = entity.defaultValues }
+        if object.storage.values.count != entity.defaultValues.count { object.storage.replaceValues(entity.defaultValues) }
         if !entity.relationships.isEmpty { object.prepareStorage() }
         object.contextReference = reference
         object.objectID = ObjectID(temporaryFor: entity.name)
         registered[object.objectID] = object
         object.pendingMembership = []  // (what a context that went away left on it)
-        object.rowLocation = 0
+        object.storage.setRowLocation(0)
         pending.insert(object, into: .inserted)
     }
 
@@ -337,7 +337,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func delete(_ object: ManagedObject) {
         assertOnQueue()
         guard object.managedObjectContext === self, !object.deletedFlag else { return }
-        object.deletedFlag = true
+        object.setDeleted(true)
         let wasInserted = pending.remove(object, from: .inserted) != nil
         if wasInserted {
             registered.removeValue(forKey: object.objectID)
@@ -411,7 +411,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if lastTransactionSerial == UInt16.max {
             // The serials start over: no location read 65,535 transactions ago may pass
             // for one of the new transaction's.
-            for object in registered.values { object.rowLocation = 0 }
+            for object in registered.values { object.storage.setRowLocation(0) }
             lastTransactionSerial = 1
         } else {
             lastTransactionSerial += 1
@@ -445,17 +445,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
         for object in insertedSet {
             registered.removeValue(forKey: object.objectID)
             object.managedObjectContext = nil
-            object.deletedFlag = false
+            object.setDeleted(false)
         }
         pending.removeAll(.inserted)
         keyedInsertKeysChanged = false
-        for object in deletedSet { object.deletedFlag = false }
+        for object in deletedSet { object.setDeleted(false) }
         pending.removeAll(.deleted)
         for object in changedSet { revert(object) }
         pending.removeAll(.changed)
         for object in registered.values {
-            object.loadedToMany.removeAll()
-            object.joinMembers.removeAll()
+            object.storage.forgetLoaded()
+            object.storage.forgetJoinMembers()
         }
         endTransaction()
     }
@@ -463,14 +463,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Puts an object's committed values and to-one keys back (in a child context: the
     /// parent's values and references as the child read them).
     func revert(_ object: ManagedObject) {
-        guard let snapshot = object.snapshot else { return }
-        object.values = snapshot
+        guard let snapshot = object.storage.snapshot else { return }
+        object.storage.replaceValues(snapshot)
         for relationship in object.entity.toOneRelationships {
-            let key = object.snapshotKeys.count > relationship.index ? object.snapshotKeys[relationship.index] : nil
-            object.toOne[relationship.index] = key.map { .key($0) } ?? .none
+            let key = object.storage.snapshotKeys.count > relationship.index ? object.storage.snapshotKeys[relationship.index] : nil
+            object.setReference(key.map { .key($0) } ?? .none, at: relationship.index)
         }
-        for (index, id) in object.snapshotTemporaryTargets ?? [:] {
-            object.toOne[index] = registered[id].map { .object($0) } ?? .none
+        for (index, id) in object.storage.snapshotTemporaryTargets ?? [:] {
+            object.setReference(registered[id].map { .object($0) } ?? .none, at: index)
         }
     }
 
@@ -526,8 +526,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Marks an object whose row is gone as deleted and removes it from the context.
     func forgetDeletedObject(_ object: ManagedObject) {
-        object.deletedFlag = true
-        object.isMissingFromStore = true
+        object.setDeleted(true)
+        object.storage.setMissingFromStore(true)
         registered.removeValue(forKey: object.objectID)
         pending.remove(object)
         object.contextReference = detachedReference

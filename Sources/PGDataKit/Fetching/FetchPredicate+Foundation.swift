@@ -217,9 +217,9 @@ struct PredicateTranslator {
             throw FetchPredicateError(message: "unsupported #Predicate key path \(keyPath.debugDescription)")
         }
         let probe = objectType.init()
-        probe.recordsAccess = true
+        probe.storage.setRecordsAccess(true)
         _ = probe[keyPath: keyPath]
-        guard let access = probe.lastAccess else {
+        guard let access = probe.storage.lastAccess else {
             throw FetchPredicateError(
                 message: "#Predicate key path \(keyPath.debugDescription) is not an @Attribute or @Relationship of \(objectType)")
         }

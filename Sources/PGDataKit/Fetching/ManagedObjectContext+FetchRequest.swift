@@ -297,7 +297,7 @@ extension ManagedObjectContext {
                     var missing: Set<ObjectID> = []
                     for object in level {
                         object.prepareStorage()
-                        if case .key(let key) = object.toOne[relationship.index] {
+                        if case .key(let key) = object.storage.toOne[relationship.index] {
                             let id = ObjectID(entityName: destination.name, primaryKey: key)
                             if registered[id] == nil { missing.insert(id) }
                         }

@@ -83,7 +83,7 @@ struct PredicateEvaluator {
         switch resolved.end {
         case .attribute(let attribute):
             current.prepareStorage()
-            return (nil, current.values[attribute.index].anyValue)
+            return (nil, current.storage.values[attribute.index].anyValue)
         case .toOne(let relationship):
             return (current.relatedObjects(at: relationship.index).first, nil)
         case .object:
@@ -107,7 +107,7 @@ struct PredicateEvaluator {
             guard case .toOne(let relationship) = resolved.end else { return ObjectReference(current) }
             // The foreign key as it stands, without loading the related object.
             current.prepareStorage()
-            switch current.toOne[relationship.index] {
+            switch current.storage.toOne[relationship.index] {
             case .none: return nil
             case .key(let key): return ObjectReference(key: key)
             case .object(let target): return ObjectReference(target)

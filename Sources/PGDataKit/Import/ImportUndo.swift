@@ -4,8 +4,7 @@
 final class ImportUndo {
     private struct Remembered {
         let object: ManagedObject
-        let values: [StoredValue]
-        let toOne: [RelatedReference]
+        let checkpoint: ObjectStorage.Checkpoint
         let wasChanged: Bool
     }
 
@@ -43,7 +42,7 @@ final class ImportUndo {
         guard remembered[id] == nil else { return }
         object.prepareStorage()
         remembered[id] = Remembered(
-            object: object, values: object.values, toOne: object.toOne, wasChanged: context.changedSet.contains(object))
+            object: object, checkpoint: object.storage.checkpoint(), wasChanged: context.changedSet.contains(object))
     }
 
     /// Puts the context back: changed objects get their values back, then inserted
@@ -51,8 +50,7 @@ final class ImportUndo {
     /// ones when those go, so no delete rule reaches them.)
     func revert(in context: ManagedObjectContext) {
         for entry in remembered.values {
-            entry.object.values = entry.values
-            entry.object.toOne = entry.toOne
+            entry.object.restore(entry.checkpoint)
             if !entry.wasChanged { context.pending.remove(entry.object, from: .changed) }
         }
         // After the remembered ones: an object fetched by this call and remembered by a

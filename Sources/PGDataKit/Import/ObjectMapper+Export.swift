@@ -67,7 +67,7 @@ extension CompiledMapper {
         object.prepareStorage()
         var record: [String: JSONValue] = [:]
         for map in attributeMaps {
-            let value = map.conversion.recordValue(object.values[map.attribute.index], formatters: formatters)
+            let value = map.conversion.recordValue(object.storage.values[map.attribute.index], formatters: formatters)
             if exportOmitsNil && value.isNull { continue }
             Self.put(value, at: map.paths[0], into: &record, style: style)
         }
@@ -75,7 +75,7 @@ extension CompiledMapper {
             let related = object.relatedObjects(at: link.relationship.index).first
             let value = related.map { related -> JSONValue in
                 related.prepareStorage()
-                return conversion.recordValue(related.values[link.destinationKey.index], formatters: formatters)
+                return conversion.recordValue(related.storage.values[link.destinationKey.index], formatters: formatters)
             } ?? .null
             if exportOmitsNil && value.isNull { continue }
             Self.put(value, at: link.paths[0], into: &record, style: style)

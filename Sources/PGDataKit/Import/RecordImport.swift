@@ -121,8 +121,7 @@ struct RecordImport {
                 context.insertNew(object, entity: entity)
                 undo.noteInserted(object)
                 object.initializeValue(batch.storedKeys[first], at: key.index)
-                object.upsertAttributeIndex = key.index
-                object.upsertKeepsExisting = !updatesExisting
+                object.storage.markKeyedInsert(attribute: key.index, keepsExisting: !updatesExisting)
             }
             var offset = first
             while offset >= 0 {
@@ -148,8 +147,8 @@ struct RecordImport {
     ) throws -> (found: [ManagedObject?], fresh: [Bool]) {
         var found = [ManagedObject?](repeating: nil, count: count)
         let pendingObjects = context.insertedSet.union(context.changedSet).union(context.deletedSet)
-        for object in pendingObjects where object.entity.name == entity.name && object.values.count > key.index {
-            guard let hash = UniqueValue(object.values[key.index]), let first = batch.firstOffset[hash] else { continue }
+        for object in pendingObjects where object.entity.name == entity.name && object.storage.values.count > key.index {
+            guard let hash = UniqueValue(object.storage.values[key.index]), let first = batch.firstOffset[hash] else { continue }
             if object.deletedFlag {
                 throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
             }
@@ -167,7 +166,7 @@ struct RecordImport {
         // the dictionary compares keys, before it is hashed.
         var next = 0
         for object in fetched {
-            guard let value = UniqueValue(object.values[key.index]) else { continue }
+            guard let value = UniqueValue(object.storage.values[key.index]) else { continue }
             let first: Int
             if let position = Self.position(of: value, in: keys, from: next) {
                 first = missing[position]
@@ -219,7 +218,7 @@ struct RecordImport {
                 continue
             case .null:
                 object.prepareStorage()
-                if case .none = object.toOne[link.relationship.index] { continue }
+                if case .none = object.storage.toOne[link.relationship.index] { continue }
                 if link.ignoresNull { continue }
                 object.setRelatedObjects([], at: link.relationship.index)
             case .key(let hash):
@@ -242,22 +241,22 @@ struct RecordImport {
         object.prepareStorage()
         switch target {
         case .none:
-            if case .none = object.toOne[index] { return }
+            if case .none = object.storage.toOne[index] { return }
             object.setRelatedObjects([], at: index)
         case .object(let related):
             object.setRelatedObjects([related], at: index)
         case .key(let primaryKey):
             let id = ObjectID(entityName: link.destination.name, primaryKey: primaryKey)
             if let registered = context.registered[id], !registered.deletedFlag {
-                if case .object(let current) = object.toOne[index], current === registered { return }
+                if case .object(let current) = object.storage.toOne[index], current === registered { return }
                 object.setRelatedObjects([registered], at: index)
                 return
             }
-            switch object.toOne[index] {
+            switch object.storage.toOne[index] {
             case .key(let current) where current == primaryKey: return
             case .object(let current) where current.objectID.primaryKey == primaryKey: return
             default:
-                object.toOne[index] = .key(primaryKey)
+                object.setReference(.key(primaryKey), at: index)
                 context.objectDidChange(object)
             }
         }
@@ -341,8 +340,8 @@ struct RecordImport {
         var targets: [UniqueValue: Target] = [:]
         let keyIndex = link.destinationKey.index
         for object in context.insertedSet.union(context.changedSet)
-        where object.entity.name == link.destination.name && !object.deletedFlag && object.values.count > keyIndex {
-            if let hash = UniqueValue(object.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
+        where object.entity.name == link.destination.name && !object.deletedFlag && object.storage.values.count > keyIndex {
+            if let hash = UniqueValue(object.storage.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
         }
         var remaining: [UniqueValue] = []
         for hash in wanted.keys where targets[hash] == nil {
@@ -375,7 +374,7 @@ struct RecordImport {
                 context.insert(stub)
                 undo.noteInserted(stub)
                 stub.setStoredValue(wanted[hash] ?? .null, at: keyIndex)
-                stub.upsertAttributeIndex = keyIndex
+                stub.storage.markKeyedInsert(attribute: keyIndex, keepsExisting: false)
                 stubs.append(Stub(entity: link.destination.name, attribute: link.destinationKey.name, value: hash, object: stub))
                 targets[hash] = .object(stub)
             case .leaveNil:

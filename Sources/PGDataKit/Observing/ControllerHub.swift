@@ -269,7 +269,7 @@ final class ControllerHub: @unchecked Sendable {
                 let key = try ManagedObjectContext.decodeInteger(row, column: 0)
                 // Rows the merge already refreshed (or refreshed past) are not applied again.
                 let registered = context.registered[ObjectID(entityName: batch.entity.name, primaryKey: key)]
-                if registered.map({ $0.version < (try? ManagedObjectContext.decodeInteger(row, column: 1)) ?? 0 }) ?? true {
+                if registered.map({ $0.storage.version < (try? ManagedObjectContext.decodeInteger(row, column: 1)) ?? 0 }) ?? true {
                     _ = try context.register(row: row, entity: batch.entity)
                 }
                 let flags = try answer.flags(of: row)

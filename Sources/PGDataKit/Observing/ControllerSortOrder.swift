@@ -52,7 +52,7 @@ struct ControllerSortOrder {
         for term in terms {
             let value: (any Sendable)?
             if committed, term.resolved.hops.isEmpty, case .attribute(let attribute) = term.resolved.end,
-                let snapshot = object.snapshot, attribute.index < snapshot.count
+                let snapshot = object.storage.snapshot, attribute.index < snapshot.count
             {
                 value = snapshot[attribute.index].anyValue
             } else if case .toOne = term.resolved.end {

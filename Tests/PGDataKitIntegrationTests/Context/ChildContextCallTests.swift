@@ -126,7 +126,7 @@ struct ChildContextCallTests {
             try main.performAndWait { () throws in
                 #expect(main.insertedObjects.count == 6)  // u5, u7, u6, p1, p2, p3
                 let six = try #require(try User.first(in: main, where: "userID == 'u6'"))
-                #expect(six.isInserted && six.upsertAttributeIndex != nil)
+                #expect(six.isInserted && six.storage.upsertAttributeIndex != nil)
                 #expect((try main.existingObject(with: pendingID) as? User)?.name == "Five")
                 try main.save()
             }

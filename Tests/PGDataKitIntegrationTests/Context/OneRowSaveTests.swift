@@ -42,7 +42,7 @@ struct OneRowSaveTests {
                 #expect(proxy.roundTrips - trips == 1, "a private context's one-row save")
                 let after = try stored()
                 #expect(after.version == before.version + 1 && after.age == age && after.records == before.records + 1)
-                #expect(context.performAndWait { user.version } == after.version)
+                #expect(context.performAndWait { user.storage.version } == after.version)
             }
 
             let main = manager.mainContext
@@ -96,7 +96,7 @@ struct OneRowSaveTests {
             #expect(try row.decode(String.self, at: 0) == "mine")
             #expect(try row.decode(Int.self, at: 1) == 50)
             #expect(try row.decode(Int64.self, at: 2) == 3)
-            #expect(main.performAndWait { user.version } == 3)
+            #expect(main.performAndWait { user.storage.version } == 3)
         }
     }
 }

@@ -90,13 +90,13 @@ struct RowLocationSaveTests {
     @Test func locationsAreForgottenWhenTheSerialsStartOver() throws {
         let saved = try Self.withImporter(seeding: 5, expecting: "imported", version: 2) { _, importer in
             let users = try Self.importNames(5, name: "imported", in: importer)
-            #expect(users.allSatisfy { $0.rowLocation != 0 })
+            #expect(users.allSatisfy { $0.storage.rowLocation != 0 })
             try importer.save()
-            #expect(users.allSatisfy { $0.rowLocation != 0 }, "kept, though no longer trusted")
+            #expect(users.allSatisfy { $0.storage.rowLocation != 0 }, "kept, though no longer trusted")
             importer.lastTransactionSerial = .max
             _ = try User.count(in: importer)  // a new transaction, serial 1
             #expect(importer.locationSerial == 1)
-            #expect(users.allSatisfy { $0.rowLocation == 0 })
+            #expect(users.allSatisfy { $0.storage.rowLocation == 0 })
         }
         #expect(saved == 5)
     }
@@ -128,7 +128,7 @@ struct RowLocationSaveTests {
         let saved = try Self.withImporter(seeding: 10, isolation: .readCommitted, expecting: "imported", version: 2) {
             _, importer in
             let users = try Self.importNames(10, name: "imported", in: importer)
-            #expect(users.allSatisfy { $0.rowLocation == 0 })
+            #expect(users.allSatisfy { $0.storage.rowLocation == 0 })
             try importer.save()
         }
         #expect(saved == 10)
@@ -162,7 +162,7 @@ struct RowLocationSaveTests {
                     record, part in part.name = record["name"]?.stringValue
                 }
                 #expect(parts.count == 200)
-                #expect(parts.allSatisfy { $0.rowLocation == 0 })
+                #expect(parts.allSatisfy { $0.storage.rowLocation == 0 })
                 try importer.save()
             }
             #expect(try setup.query("SELECT count(*) FROM coded_parts WHERE name = 'imported'")[0].decode(Int.self, at: 0) == 200)
@@ -227,7 +227,7 @@ extension RowLocationSaveTests {
             let editor = manager.newPrivateContext(name: "editor")
             try editor.performAndWait {
                 let users = try editor.fetch(FetchRequest<User>(format: "userID BEGINSWITH 'u'"))
-                #expect(users.count == 20 && users.allSatisfy { $0.rowLocation == 0 })
+                #expect(users.count == 20 && users.allSatisfy { $0.storage.rowLocation == 0 })
                 for user in users.prefix(14) { user.name = "edited" }
                 for user in users.dropFirst(14).prefix(2) { user.age = 99 }
                 for user in users.suffix(4) { editor.delete(user) }

@@ -26,7 +26,7 @@ struct ObjectFootprintTests {
     @Test func anObjectWithoutExtrasIsSmall() {
         // 216 bytes before the rarely used fields moved to `ObjectExtras`; a field added
         // to every object shows here.
-        #expect(ManagedObject().extras == nil)
+        #expect(!ManagedObject().storage.hasExtras)
         let base = Self.allocatedBytes { ManagedObject() }
         #expect(base <= 168, "ManagedObject takes \(base) bytes")
         // Each attribute's wrapper is stored in the object (the default, the column name,
@@ -36,19 +36,26 @@ struct ObjectFootprintTests {
     }
 
     @Test func extrasAreAllocatedOnFirstWriteAndReadAsDefaultsBefore() {
-        let object = ManagedObject()
-        #expect(object.loadedToMany.isEmpty && object.joinMembers.isEmpty)
-        #expect(object.snapshotTemporaryTargets == nil && object.jsonKeeper == nil && object.lastAccess == nil)
-        object.snapshotTemporaryTargets = nil
-        #expect(object.extras == nil, "reads and clearing writes allocate nothing")
+        var storage = ObjectStorage()
+        #expect(storage.loadedToMany.isEmpty && storage.joinMembers.isEmpty)
+        #expect(storage.snapshotTemporaryTargets == nil && storage.jsonKeeper == nil && storage.lastAccess == nil)
+        storage.setSnapshotTemporaryTargets(nil)
+        storage.setJoinMembers(nil, at: 2)
+        storage.setLastAccess(nil)
+        storage.setLoaded(2, false)
+        storage.forgetLoaded()
+        storage.forgetJoinMembers()
+        let updated = storage.updateJoinMember(at: 2) { $0.stored.insert(1) }
+        #expect(updated == nil, "no members to change")
+        #expect(!storage.hasExtras, "reads and clearing writes allocate nothing")
 
-        object.loadedToMany.insert(2)
-        object.joinMembers[2, default: JoinMembers()].stored.insert(7)
-        object.joinMembers[2]?.stored.insert(8)
-        #expect(object.extras != nil)
-        #expect(object.loadedToMany == [2])
-        #expect(object.joinMembers[2]?.stored == [7, 8], "in-place mutations reach the extras")
-        object.lastAccess = (true, 1)
-        #expect(object.lastAccess?.index == 1)
+        storage.setLoaded(2, true)
+        storage.updateJoinMembers(at: 2) { $0.stored.insert(7) }
+        storage.updateJoinMember(at: 2) { $0.stored.insert(8) }
+        #expect(storage.hasExtras)
+        #expect(storage.loadedToMany == [2] && storage.isLoaded(2) && !storage.isLoaded(3))
+        #expect(storage.joinMembers(at: 2)?.stored == [7, 8], "in-place changes reach the extras")
+        storage.setLastAccess((true, 1))
+        #expect(storage.lastAccess?.index == 1)
     }
 }

@@ -43,9 +43,8 @@ struct SavePlanTests {
     private func fetched<T: ManagedObject>(_ type: T.Type, key: Int64) throws -> T {
         let object = try new(type)
         object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
-        object.snapshot = object.values
-        object.snapshotKeys = Array(repeating: nil, count: object.entity.relationships.count)
-        object.version = 7
+        object.storage.applyFetched(version: 7, values: object.storage.values)
+        object.storage.replaceCommittedKeys(Array(repeating: nil, count: object.entity.relationships.count))
         return object
     }
 
@@ -80,8 +79,8 @@ struct SavePlanTests {
     @Test func keyedInsertsTakeTheirKeysFromTheirUpsert() throws {
         let label = try #require(model.entity(for: Shelf.self)?.attribute(named: "label")).index
         let keyed = try new(Shelf.self)
-        keyed.values[label] = .string("A")
-        keyed.upsertAttributeIndex = label
+        keyed.storage.initialize(.string("A"), at: label)
+        keyed.storage.markKeyedInsert(attribute: label, keepsExisting: false)
         let plain = try new(Shelf.self)
         let inserts = try #require(plan(inserted: [keyed, plain]).inserts.first)
         #expect(inserts.keyed == [keyed])
@@ -92,8 +91,8 @@ struct SavePlanTests {
     @Test func keyedInsertsOfASelfReferencingEntityReserveKeys() throws {
         let code = try #require(model.entity(for: Branch.self)?.attribute(named: "code")).index
         let branch = try new(Branch.self)
-        branch.values[code] = .string("root")
-        branch.upsertAttributeIndex = code
+        branch.storage.initialize(.string("root"), at: code)
+        branch.storage.markKeyedInsert(attribute: code, keepsExisting: false)
         let inserts = try #require(plan(inserted: [branch]).inserts.first)
         #expect(inserts.keyed == [branch])
         #expect(inserts.needingKeys == [branch])
@@ -103,8 +102,8 @@ struct SavePlanTests {
         let label = try #require(model.entity(for: Shelf.self)?.attribute(named: "label")).index
         let shelves = try (0..<2).map { _ in try new(Shelf.self) }
         for shelf in shelves {
-            shelf.values[label] = .string("same")
-            shelf.upsertAttributeIndex = label
+            shelf.storage.initialize(.string("same"), at: label)
+            shelf.storage.markKeyedInsert(attribute: label, keepsExisting: false)
         }
         let unchecked = try #require(plan(inserted: Set(shelves)).inserts.first)
         #expect(unchecked.keyed.count == 2 && unchecked.plain.isEmpty)
@@ -118,15 +117,15 @@ struct SavePlanTests {
         let title = try #require(entity.attribute(named: "title")).index
         let pages = try #require(entity.attribute(named: "pages")).index
         let retitled = try (1...3).map { key in try fetched(Volume.self, key: key) }
-        for volume in retitled { volume.values[title] = .string("new") }
+        for volume in retitled { volume.storage.initialize(.string("new"), at: title) }
         let longer = try fetched(Volume.self, key: 4)
-        longer.values[pages] = .int32(100)
+        longer.storage.initialize(.int32(100), at: pages)
         let forced = try fetched(Volume.self, key: 5)
-        forced.values[title] = .string("mine")
+        forced.storage.initialize(.string("mine"), at: title)
         let untouched = try fetched(Volume.self, key: 6)
         let inserted = try new(Volume.self)
         let deleted = try fetched(Volume.self, key: 8)
-        deleted.values[title] = .string("gone")
+        deleted.storage.initialize(.string("gone"), at: title)
 
         let plan = plan(
             inserted: [inserted], changed: Set(retitled + [longer, forced, untouched, inserted, deleted]),
@@ -143,7 +142,7 @@ struct SavePlanTests {
         let entity = try #require(model.entity(for: Volume.self))
         let shelfIndex = try #require(entity.relationship(named: "shelf")).index
         let volume = try fetched(Volume.self, key: 1)
-        volume.toOne[shelfIndex] = .key(9)
+        volume.setReference(.key(9), at: shelfIndex)
         let update = try #require(plan(changed: [volume]).updates.first)
         #expect(update.shape.attributeIndexes.isEmpty)
         #expect(update.shape.toOneIndexes == [shelfIndex])
