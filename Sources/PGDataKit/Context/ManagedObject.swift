@@ -62,9 +62,10 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         set { objectIDStorage = newValue }
     }
     var objectIDStorage: ObjectID?
-    /// Where the object is in its context's list of pending objects while it has unsaved
-    /// changes (see `PendingObjects`). (Declared here: it fills the ID's padding.)
-    var pendingPosition: Int32 = 0
+    /// The object's kinds of unsaved change and its place in its context's list of
+    /// pending objects (written by `PendingObjects` only). (Declared here: it fills the
+    /// ID's padding.)
+    var pendingSlot = PendingSlot()
 
     /// The context the object belongs to; `nil` before insertion and after it was
     /// deleted and saved, or unregistered.
@@ -77,11 +78,18 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     var contextReference: ContextReference?
 
     var entityStorage: EntityDescription?
-    /// Which kinds of unsaved change the object has in its context (see `PendingObjects`).
-    var pendingMembership = PendingMembership()
     /// The object's state (values, references, committed values, flags): read through
     /// its properties, changed through its methods only.
-    @usableFromInline var storage = ObjectStorage()
+    ///
+    /// Read and changed in place: a read borrows the stored value for as long as the
+    /// caller uses it (a plain stored property would be copied out first, retaining every
+    /// array it holds, to end its access before a method call on it).
+    @inlinable var storage: ObjectStorage {
+        _read { yield storageField }
+        _modify { yield &storageField }
+    }
+    /// What `storage` reads and changes (named only here: `.ci/check-layers`).
+    @usableFromInline var storageField = ObjectStorage()
 
     /// Creates an object that belongs to no context yet; `context.insert(_:)` adds it.
     public required init() {}
@@ -297,14 +305,14 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
             // Never saved nor fetched (inserted, or in no context yet): nothing to track,
             // but an import's key (another imported object may hold it).
             guard isKey, let context = contextReference?.context else { return }
-            context.keyedInsertKeysChanged = true
+            context.bookkeeping.noteKeyedInsertKeyChanged()
             context.objectDidChange(self)
         case .firstChange, .changedAgain:
             // The context is told once per object (it keeps the object among its changed
             // ones until the values are committed or the hints forgotten), and of an
             // import's key; other sets need not load it.
             guard effect == .firstChange || isKey, let context = contextReference?.context else { return }
-            if isKey { context.keyedInsertKeysChanged = true }
+            if isKey { context.bookkeeping.noteKeyedInsertKeyChanged() }
             if effect == .firstChange { context.objectDidChange(self) }
         }
     }

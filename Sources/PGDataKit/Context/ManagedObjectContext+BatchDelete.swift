@@ -32,7 +32,7 @@ extension ManagedObjectContext {
             }
         }
         for id in changes.deleted {
-            if let object = registered[id] { forgetDeletedObject(object) }
+            if let object = bookkeeping.object(for: id) { forgetDeletedObject(object) }
         }
         observers.postDidSave(changes)
         return changes.deleted

@@ -132,7 +132,7 @@ extension ManagedObjectContext {
     ///
     /// - Throws: `ManagedObjectError.objectNotFound` or `.objectDeleted`, `PostgresError`.
     func objectForChild(_ id: ObjectID) throws -> ManagedObject {
-        try object(with: savedTemporaryIDs[id] ?? id)
+        try object(with: bookkeeping.permanentID(forTemporary: id) ?? id)
     }
 
     /// The objects a child names, those this context still has (not deleted), each with
@@ -142,17 +142,17 @@ extension ManagedObjectContext {
         var found: [(asked: ObjectID, object: ManagedObject)] = []
         var missing: [ObjectID] = []
         for asked in ids {
-            let id = savedTemporaryIDs[asked] ?? asked
-            if let object = registered[id] {
+            let id = bookkeeping.permanentID(forTemporary: asked) ?? asked
+            if let object = bookkeeping.object(for: id) {
                 if !object.deletedFlag { found.append((asked, object)) }
             } else {
                 missing.append(asked)
             }
         }
         guard !missing.isEmpty else { return found }
-        _ = try fetchObjects(withIDs: missing.map { savedTemporaryIDs[$0] ?? $0 })
+        _ = try fetchObjects(withIDs: missing.map { bookkeeping.permanentID(forTemporary: $0) ?? $0 })
         for asked in missing {
-            if let object = registered[savedTemporaryIDs[asked] ?? asked], !object.deletedFlag { found.append((asked, object)) }
+            if let object = bookkeeping.object(for: bookkeeping.permanentID(forTemporary: asked) ?? asked), !object.deletedFlag { found.append((asked, object)) }
         }
         return found
     }
@@ -210,7 +210,7 @@ extension ManagedObjectContext {
     func register(_ answer: ParentObjects) -> [ManagedObject] {
         var linking: [(object: ManagedObject, state: ObjectState)] = []
         func take(_ state: ObjectState) -> ManagedObject {
-            if let existing = registered[state.objectID] {
+            if let existing = bookkeeping.object(for: state.objectID) {
                 if !changedSet.contains(existing) && !existing.deletedFlag && !insertedSet.contains(existing) {
                     applyValues(state, to: existing)
                     linking.append((existing, state))
@@ -222,11 +222,11 @@ extension ManagedObjectContext {
             object.objectID = state.objectID
             object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)
             applyValues(state, to: object)
-            registered[state.objectID] = object
+            bookkeeping.register(object, as: state.objectID)
             linking.append((object, state))
             return object
         }
-        registered.reserveCapacity(registered.count + answer.states.count + answer.related.count)
+        bookkeeping.reserveRegistry(adding: answer.states.count + answer.related.count)
         for state in answer.related { _ = take(state) }
         let objects = answer.states.map(take)
         // After every object is registered: references to unsaved ones need their instance.
@@ -261,7 +261,7 @@ extension ManagedObjectContext {
                 object.setReference(.key(key), at: index)
             } else {
                 temporary[index] = target
-                object.setReference(registered[target].map { .object($0) } ?? .none, at: index)
+                object.setReference(bookkeeping.object(for: target).map { .object($0) } ?? .none, at: index)
             }
         }
         object.storage.replaceCommittedKeys(keys)
@@ -281,7 +281,7 @@ extension ManagedObjectContext {
     /// entity, or one call to the parent in a child context; IDs of objects that are gone
     /// (or temporary, outside a child) are left out.
     func fetchObjects(withIDs ids: [ObjectID]) throws -> [ManagedObject] {
-        let missing = ids.filter { registered[$0] == nil }
+        let missing = ids.filter { bookkeeping.object(for: $0) == nil }
         guard !missing.isEmpty else { return [] }
         if let parent {
             let answer = try parent.performAndWait { parent.statesForChild(try parent.objectsForChild(missing).map(\.object)) }

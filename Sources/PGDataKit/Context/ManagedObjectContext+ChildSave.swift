@@ -105,7 +105,7 @@ extension ManagedObjectContext {
 
     /// Whether an object left this context for good: inserted here and deleted again.
     private func isGone(_ object: ManagedObject) -> Bool {
-        object.deletedFlag && registered[object.objectID] !== object
+        object.deletedFlag && bookkeeping.object(for: object.objectID) !== object
     }
 
     /// After the parent took the changes: what was pushed becomes the child's committed
@@ -119,8 +119,8 @@ extension ManagedObjectContext {
             commitPushed(object, wasInserted: false)
         }
         for object in deletedSet { forgetDeletedObject(object) }
-        pending.removeAll(keepingCapacity: false)
-        keyedInsertKeysChanged = false
+        bookkeeping.pending.removeAll(keepingCapacity: false)
+        bookkeeping.clearKeyedInsertKeysChanged()
     }
 
     /// Makes an object's current values, references and many-to-many sets its committed
@@ -202,9 +202,9 @@ extension ManagedObjectContext {
             object.objectID = pushed.objectID
             object.storage.replaceValues(pushed.attributes.map(\.value))
             object.storage.markKeyedInsert(attribute: pushed.upsertAttributeIndex, keepsExisting: pushed.upsertKeepsExisting)
-            if pushed.upsertAttributeIndex != nil { keyedInsertKeysChanged = true }  // (the save checks for twins)
-            registered[pushed.objectID] = object
-            pending.insert(object, into: .inserted)
+            if pushed.upsertAttributeIndex != nil { bookkeeping.noteKeyedInsertKeyChanged() }  // (the save checks for twins)
+            bookkeeping.register(object, as: pushed.objectID)
+            bookkeeping.pending.insert(object, into: .inserted)
             objects[pushed.objectID] = object
         }
         for pushed in changes.updated {

@@ -22,7 +22,7 @@ extension ManagedObjectContext {
         } else {
             // (Rows of one result have distinct keys: in an empty context none can be registered.)
             stored = try fetchObjects(
-                entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey), mayBeRegistered: !registered.isEmpty)
+                entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey), mayBeRegistered: hasRegisteredObjects)
         }
         let pending = insertedSet.filter { $0.entity.name == entity.name }
         return (stored.filter { !$0.deletedFlag } + pending.sorted { $0.objectID.description < $1.objectID.description })
@@ -38,7 +38,7 @@ extension ManagedObjectContext {
     ///   in a child's parent) and not saved yet, or `PostgresError`.
     public func object(with objectID: ObjectID) throws -> ManagedObject {
         assertOnQueue()
-        if let object = registered[objectID] {
+        if let object = bookkeeping.object(for: objectID) {
             if object.deletedFlag { throw ManagedObjectError.objectDeleted(objectID) }
             return object
         }
@@ -88,7 +88,7 @@ extension ManagedObjectContext {
         // a fetch by entity name asks for `ManagedObject`, a superclass of it).
         let making: ManagedObject.Type? = ObjectIdentifier(T.self) == ObjectIdentifier(entity.objectClass) ? T.self : nil
         guard !mayBeRegistered else {
-            return try withRegistry { registry in
+            return try bookkeeping.withRegistry { registry in
                 registry.reserveCapacity(registry.count + result.count)
                 // Filled in place: `append` on an array of the unspecialized `T` is a call
                 // into the runtime's generic code per object.
@@ -141,7 +141,7 @@ extension ManagedObjectContext {
             for entry in made { entry.object.release() }  // (the references meant for the registry)
             throw error
         }
-        withRegistry { registry in
+        bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + made.count)
             for entry in made {
                 // The retained reference moves into the registry.
@@ -149,30 +149,6 @@ extension ManagedObjectContext {
             }
         }
         return objects
-    }
-
-    /// Runs `body` with the registry of objects (`registered`) moved into a variable of
-    /// its own, then moves it back.
-    ///
-    /// A loop that registers many objects works on the variable: every change of the
-    /// stored property is an access the runtime checks (Swift's exclusivity check, which
-    /// tracks an access held across the dictionary's call), and one access held over the
-    /// whole loop would make any nested use of the property a trap. In the meantime the
-    /// property holds no object, so `body` must not use it (nor call this again).
-    /// Registering only adds objects: the members indexes are dropped when the count
-    /// changed, as any change of `registered` drops them.
-    func withRegistry<R>(_ body: (inout [ObjectID: ManagedObject]) throws -> R) rethrows -> R {
-        assert(!registryMovedOut, "withRegistry is not reentrant")
-        var registry: [ObjectID: ManagedObject] = [:]
-        registryMovedOut = true
-        swap(&registry, &registered)
-        let count = registry.count
-        defer {
-            swap(&registry, &registered)
-            registryMovedOut = false
-            if registered.count != count, !membersIndexes.isEmpty { membersIndexes.removeAll() }
-        }
-        return try body(&registry)
     }
 
     /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
@@ -206,7 +182,7 @@ extension ManagedObjectContext {
         objects.reserveCapacity(result.count)
         let serial = locationSerial
         let locationColumn = entity.selectColumns.count
-        try withRegistry { registry in
+        try bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + result.count)
             for index in 0..<result.count {
                 let object = try register(result, row: index, entity: entity, in: &registry)
@@ -232,7 +208,7 @@ extension ManagedObjectContext {
     func register(
         row: Row, entity: EntityDescription, mayBeRegistered: Bool = true, making objectClass: ManagedObject.Type? = nil
     ) throws -> ManagedObject {
-        try withRegistry { registry in
+        try bookkeeping.withRegistry { registry in
             try register(
                 row.result, row: row.index, entity: entity, mayBeRegistered: mayBeRegistered, making: objectClass,
                 in: &registry)
@@ -378,7 +354,7 @@ extension ManagedObjectContext {
     /// when the row is gone.
     func resolve(key: Int64, entityName: String) -> ManagedObject? {
         let objectID = ObjectID(entityName: entityName, primaryKey: key)
-        if let object = registered[objectID] { return object }
+        if let object = bookkeeping.object(for: objectID) { return object }
         do {
             return try object(with: objectID)
         } catch {
@@ -418,20 +394,18 @@ extension ManagedObjectContext {
         let key = MembersIndex.Key(entity: destination.name, relationship: inverse.index)
         // (`reset()` replaces the reference and empties the registry, which drops the
         // indexes: a generation is only ever compared with its own reference's.)
-        if let index = membersIndexes[key], index.generation == reference.membershipGeneration { return index }
-        var index = MembersIndex()
-        membersIndexBuilds += 1
-        for candidate in registered.values where candidate.entity.name == destination.name && !candidate.deletedFlag {
-            candidate.prepareStorage()
-            switch candidate.storage.toOne[inverse.index] {
-            case .none: continue
-            case .key(let owner): index.byKey[owner, default: []].append(candidate)
-            case .object(let owner): index.byObject[ObjectIdentifier(owner), default: []].append(candidate)
+        return bookkeeping.membersIndex(key, generation: { reference.membershipGeneration }) { registered in
+            var index = MembersIndex()
+            for candidate in registered where candidate.entity.name == destination.name && !candidate.deletedFlag {
+                candidate.prepareStorage()
+                switch candidate.storage.toOne[inverse.index] {
+                case .none: continue
+                case .key(let owner): index.byKey[owner, default: []].append(candidate)
+                case .object(let owner): index.byObject[ObjectIdentifier(owner), default: []].append(candidate)
+                }
             }
+            return index
         }
-        index.generation = reference.membershipGeneration  // (preparing storage may have counted)
-        membersIndexes[key] = index
-        return index
     }
 
     /// What a refresh does with an object's unsaved changes.
@@ -496,7 +470,7 @@ extension ManagedObjectContext {
         for index in changedAttributes { object.storage.initialize(localValues[index], at: index) }
         for index in changedToOne { object.setReference(localToOne[index], at: index) }
         if case .discard = localEdits { object.discardJoinChanges() }
-        if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { pending.remove(object, from: .changed) }
+        if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { bookkeeping.pending.remove(object, from: .changed) }
         object.storage.forgetLoaded()
     }
 }

@@ -124,7 +124,7 @@ extension ManagedObjectContext {
         let written = Set(plain.map(key))
         let clash = merged.first { merge in
             if written.contains(merge.primaryKey) { return true }
-            guard let holder = registered[ObjectID(entityName: entity.name, primaryKey: merge.primaryKey)] else { return false }
+            guard let holder = bookkeeping.object(for: ObjectID(entityName: entity.name, primaryKey: merge.primaryKey)) else { return false }
             return holder !== merge.object
         }
         guard let clash else { return }
@@ -380,14 +380,14 @@ extension ManagedObjectContext {
     /// object (its ID, committed values and version).
     func finishMergedInsert(_ merged: MergedInsert) {
         let object = merged.object
-        registered.removeValue(forKey: object.objectID)
+        bookkeeping.unregister(object.objectID)
         object.objectID = ObjectID(entityName: object.entity.name, primaryKey: merged.primaryKey)
-        if let other = registered[object.objectID], other !== object {
+        if let other = bookkeeping.object(for: object.objectID), other !== object {
             // The context held the row already under another object (its key was changed
             // in memory): that object now stands for a row that is this one.
             logger.warning("\(object.objectID) was registered twice after an upsert; keeping the imported object")
         }
-        registered[object.objectID] = object
+        bookkeeping.register(object, as: object.objectID)
         object.adoptStoredRow(of: merged.row)
     }
 }

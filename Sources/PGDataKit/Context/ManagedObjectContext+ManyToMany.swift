@@ -25,10 +25,10 @@ extension ManagedObjectContext {
         if object.storage.loadedToMany.contains(index), !state.stored.isEmpty || !state.storedTemporary.isEmpty {
             let destinationName = relationship.destinationEntityName
             var missing: [ObjectID] = []
-            for key in state.stored where registered[ObjectID(entityName: destinationName, primaryKey: key)] == nil {
+            for key in state.stored where bookkeeping.object(for: ObjectID(entityName: destinationName, primaryKey: key)) == nil {
                 missing.append(ObjectID(entityName: destinationName, primaryKey: key))
             }
-            for id in state.storedTemporary where registered[id] == nil { missing.append(id) }
+            for id in state.storedTemporary where bookkeeping.object(for: id) == nil { missing.append(id) }
             if !missing.isEmpty {
                 // Members that left the context (a batch fetch lets go of its pages): one query.
                 do {
@@ -36,14 +36,14 @@ extension ManagedObjectContext {
                 } catch {
                     logger.warning("could not load members of \(object.objectID).\(relationship.name): \(error)")
                 }
-                let gone = missing.filter { registered[$0] == nil }
+                let gone = missing.filter { bookkeeping.object(for: $0) == nil }
                 if !gone.isEmpty {
                     object.storage.updateJoinMember(at: index) { $0.stored.subtract(gone.compactMap(\.primaryKey)) }
                     object.storage.updateJoinMember(at: index) { $0.storedTemporary.subtract(gone) }
                 }
             }
             func add(_ id: ObjectID) {
-                guard let member = registered[id], !member.deletedFlag, state.removed[ObjectIdentifier(member)] == nil
+                guard let member = bookkeeping.object(for: id), !member.deletedFlag, state.removed[ObjectIdentifier(member)] == nil
                 else { return }
                 if seen.insert(ObjectIdentifier(member)).inserted { members.append(member) }
             }
@@ -238,7 +238,7 @@ extension ManagedObjectContext {
         for id in deleted {
             if let key = id.primaryKey { keysByEntity[id.entityName, default: []].insert(key) }
         }
-        for object in registered.values where !object.storage.joinMembers.isEmpty {
+        for object in bookkeeping.registeredObjects where !object.storage.joinMembers.isEmpty {
             for index in Array(object.storage.joinMembers.keys) {
                 let destination = object.entity.relationships[index].destinationEntityName
                 if let keys = keysByEntity[destination] { object.storage.updateJoinMember(at: index) { $0.stored.subtract(keys) } }

@@ -17,7 +17,7 @@ extension ManagedObjectContext {
     public func mergeChanges(_ changes: ContextChanges) throws {
         assertOnQueue()
         for id in changes.deleted {
-            if let object = registered[id] { forgetDeletedObject(object) }
+            if let object = bookkeeping.object(for: id) { forgetDeletedObject(object) }
         }
         forgetJoinMembers(deleted: changes.deleted)
         let localEdits: LocalEdits
@@ -28,7 +28,7 @@ extension ManagedObjectContext {
         }
         var byEntity: [String: [Int64: ManagedObject]] = [:]
         for id in changes.updated {
-            guard let object = registered[id], let key = id.primaryKey else { continue }
+            guard let object = bookkeeping.object(for: id), let key = id.primaryKey else { continue }
             byEntity[id.entityName, default: [:]][key] = object
         }
         for (entityName, objects) in byEntity.sorted(by: { $0.key < $1.key }) {
@@ -50,7 +50,7 @@ extension ManagedObjectContext {
                     let destination = coordinator.model.entity(named: relationship.destinationEntityName),
                     let inverse = destination.relationship(named: inverseName)
                 else { continue }
-                for object in registered.values where object.entity.name == destination.name {
+                for object in bookkeeping.registeredObjects where object.entity.name == destination.name {
                     object.storage.setLoaded(inverse.index, false)
                 }
             }

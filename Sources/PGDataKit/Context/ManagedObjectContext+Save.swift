@@ -66,45 +66,76 @@ extension ManagedObjectContext {
         }
     }
 
-    /// `save()`'s work.
+    /// `save()`'s work: the shell of a `SaveStateMachine`, which decides the path (one
+    /// round trip, the own transaction, the read-committed redo) and what is counted; this
+    /// runs the statements and tells it how each attempt ended.
     private func saveChanges() throws {
-        guard hasUnsavedChanges else {
-            endTransaction()
-            resolvedConflicts = []
-            return
-        }
-        try validateDeleteRules()
+        var machine = SaveStateMachine()
+        let hasChanges = hasUnsavedChanges
+        if hasChanges { try validateDeleteRules() }
+        let only = hasChanges ? oneRowUpdate() : nil
+        var step = machine.start(hasChanges: hasChanges, oneRowUpdate: only != nil)
         var reservedKeys: [ObjectIdentifier: Int64] = [:]
         var overwrite: Set<ObjectIdentifier> = []
-        if let only = oneRowUpdate() {
-            guard try !saveOneRowUpdate(only) else { return }
-            try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
-            return
-        }
-
-        // First attempt: in the context's own transaction.
-        let first = try beginWriteTransaction()
-        let outcome: WriteOutcome
-        do {
-            outcome = try writeChanges(on: first, reservedKeys: &reservedKeys, overwrite: overwrite, locked: nil)
-        } catch {
-            try abandonFirstAttempt(first, after: error, committing: false)
-            try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
-            return
-        }
-        if !outcome.conflicts.isEmpty {
-            abortWriteTransaction(first)
-            coordinator.metrics.transientFailure(.conflict)
-            coordinator.metrics.retry(.conflict, unit: "save")
-            try saveResolvingConflicts(reservedKeys: &reservedKeys, overwrite: &overwrite)
-            return
-        }
-        do {
-            try commitSave(on: first, outcome: outcome, reservedKeys: reservedKeys)
-            resolvedConflicts = []
-        } catch {
-            abortWriteTransaction(first)
-            throw error
+        var own: (connection: Connection, outcome: WriteOutcome)?
+        var lastError: (any Error)?
+        while true {
+            coordinator.metrics.transientFailure(step.failure)
+            switch step.action {
+            case .finishWithoutWriting:
+                endTransaction()
+                resolvedConflicts = []
+                return
+            case .saveOneRow:
+                guard let only else { preconditionFailure("a one-row save without its row") }
+                let connection = try beginWriteTransaction()
+                do {
+                    step = try saveOneRowUpdate(only, on: connection) ? machine.committed() : machine.versionMissed()
+                } catch {
+                    lastError = error
+                    step = machine.failed(.of(error))
+                }
+            case .writeInOwnTransaction:
+                let connection = try beginWriteTransaction()
+                do {
+                    let outcome = try writeChanges(on: connection, reservedKeys: &reservedKeys, overwrite: overwrite, locked: nil)
+                    if outcome.conflicts.isEmpty { own = (connection, outcome) } else { abortWriteTransaction(connection) }
+                    step = machine.written(conflicts: !outcome.conflicts.isEmpty)
+                } catch {
+                    abortWriteTransaction(connection)
+                    lastError = error
+                    step = machine.failed(.of(error))
+                }
+            case .commit:
+                guard let (connection, outcome) = own else { preconditionFailure("a commit without its transaction") }
+                do {
+                    try commitSave(on: connection, outcome: outcome, reservedKeys: reservedKeys)
+                    resolvedConflicts = []
+                    step = machine.committed()
+                } catch {
+                    abortWriteTransaction(connection)
+                    lastError = error
+                    step = machine.failed(.of(error))
+                }
+            case .resolveConflicts(let attempt):
+                coordinator.metrics.retry(step.failure, unit: "save")
+                logger.debug("save redone in a read-committed transaction (attempt \(attempt), after \((step.failure ?? .other).rawValue))")
+                let connection = try coordinator.beginTransaction(isolation: .readCommitted)
+                do {
+                    try resolveConflictsAndCommit(on: connection, reservedKeys: &reservedKeys, overwrite: &overwrite)
+                    step = machine.committed()
+                } catch {
+                    lastError = error
+                    step = machine.failed(.of(error))
+                }
+            case .finished:
+                return
+            case .throwError:
+                throw lastError ?? CancellationError()
+            case .throwLockError:
+                guard let met = lastError as? KeyedInsertsMetUnlockedRows else { throw lastError ?? CancellationError() }
+                throw met.lockError
+            }
         }
     }
 
@@ -154,7 +185,7 @@ extension ManagedObjectContext {
     /// - Returns: `true` when saved; `false` when the row was not at the version read
     ///   (or a transient failure such as a serialization failure ended the
     ///   transaction): the caller redoes the save resolving conflicts.
-    private func saveOneRowUpdate(_ only: (object: ManagedObject, attributes: [Int])) throws -> Bool {
+    private func saveOneRowUpdate(_ only: (object: ManagedObject, attributes: [Int]), on connection: Connection) throws -> Bool {
         let object = only.object
         let entity = object.entity
         let keys = Set(only.attributes.map { entity.attributes[$0].name })
@@ -164,19 +195,16 @@ extension ManagedObjectContext {
         let rows = RowBatch(
             keys: [object.objectID.primaryKey ?? 0], versions: [object.storage.version],
             attributes: only.attributes.map { entity.attributes[$0] }, values: [object.storage.values])
-        let connection = try beginWriteTransaction()
         let result: StoreCoordinator.OneRowSaveResult
         do {
             result = try coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
         } catch {
-            try abandonFirstAttempt(connection, after: error, committing: true)
-            return false
+            abortWriteTransaction(connection)
+            throw error
         }
         if connection === transaction { transaction = nil }
         switch result {
         case .conflict:
-            coordinator.metrics.transientFailure(.conflict)
-            coordinator.metrics.retry(.conflict, unit: "save")
             return false
         case .committed(let version):
             outcome.updated[0].version = version
@@ -185,29 +213,6 @@ extension ManagedObjectContext {
             resolvedConflicts = []
             return true
         }
-    }
-
-    /// Ends a save's first transaction after `error`. Returns when the save is to be
-    /// redone resolving conflicts (a transient failure other than a lock timeout, or
-    /// keyed inserts that met rows the attempt had not locked); throws `error`
-    /// otherwise — also a lost connection when the attempt included the `COMMIT`
-    /// (`committing`), which is thrown as from any commit (see `save()`).
-    private func abandonFirstAttempt(_ connection: Connection, after error: any Error, committing: Bool) throws {
-        abortWriteTransaction(connection)
-        if let met = error as? KeyedInsertsMetUnlockedRows {
-            // The save's keyed inserts need their rows locked in order first, which the
-            // redo does.
-            logger.debug("\(met)")
-            coordinator.metrics.transientFailure(.rowHeld)
-            coordinator.metrics.retry(.rowHeld, unit: "save")
-            return
-        }
-        coordinator.metrics.transientFailure(TransientCause(error))
-        guard let failure = error as? PostgresError, failure.isTransient, failure.sqlState != .lockNotAvailable,
-            !(committing && failure.isConnectionError)
-        else { throw error }
-        logger.debug("save hit \(failure.sqlState?.rawValue ?? "?"); resolving conflicts in a new transaction")
-        coordinator.metrics.retry(TransientCause(error), unit: "save")
     }
 
     /// What a save changes, with the permanent IDs its inserted objects will have.
@@ -233,36 +238,14 @@ extension ManagedObjectContext {
         return changes
     }
 
-    /// Redoes the save in a read-committed transaction: locks the rows of updated and
-    /// deleted objects, compares versions, applies the merge policy, writes, commits.
-    ///
-    /// Keyed inserts that meet a row committed after the redo looked them up (while it
-    /// waited for its locks) and held by another transaction
-    /// (`KeyedInsertsMetUnlockedRows`) make it start over, up to three times, each time
-    /// looking the rows up again; then it throws the `55P03` that stopped it.
-    private func saveResolvingConflicts(
-        reservedKeys: inout [ObjectIdentifier: Int64], overwrite: inout Set<ObjectIdentifier>
-    ) throws {
-        var attempt = 1
-        while true {
-            do {
-                try resolveConflictsAndCommit(reservedKeys: &reservedKeys, overwrite: &overwrite)
-                return
-            } catch let met as KeyedInsertsMetUnlockedRows {
-                coordinator.metrics.transientFailure(.rowHeld)
-                guard attempt < 3 else { throw met.lockError }
-                attempt += 1
-                coordinator.metrics.retry(.rowHeld, unit: "save")
-                logger.debug("\(met)")
-            }
-        }
-    }
-
-    /// One transaction of `saveResolvingConflicts`.
+    /// One read-committed redo of a save: locks the rows of updated and deleted objects,
+    /// compares versions, applies the merge policy, writes, commits. Keyed inserts that
+    /// meet a row committed after the redo looked them up (while it waited for its locks)
+    /// and held by another transaction throw `KeyedInsertsMetUnlockedRows`: the state
+    /// machine starts over, up to three times.
     private func resolveConflictsAndCommit(
-        reservedKeys: inout [ObjectIdentifier: Int64], overwrite: inout Set<ObjectIdentifier>
+        on connection: Connection, reservedKeys: inout [ObjectIdentifier: Int64], overwrite: inout Set<ObjectIdentifier>
     ) throws {
-        let connection = try coordinator.beginTransaction(isolation: .readCommitted)
         do {
             let (conflicts, locked) = try lockAndFindConflicts(on: connection)
             if !conflicts.isEmpty {
@@ -285,9 +268,6 @@ extension ManagedObjectContext {
             resolvedConflicts = settled
         } catch {
             abortWriteTransaction(connection)
-            if !(error is KeyedInsertsMetUnlockedRows) {
-                coordinator.metrics.transientFailure(error is MergeConflictError ? .conflict : TransientCause(error))
-            }
             throw error
         }
     }
@@ -404,7 +384,7 @@ extension ManagedObjectContext {
                     object.setReference(storeKeys[index].map { .key($0) } ?? .none, at: index)
                 }
                 if isDelete {
-                    pending.remove(object, from: .deleted)
+                    bookkeeping.pending.remove(object, from: .deleted)
                     object.setDeleted(false)
                 }
             }
@@ -433,23 +413,24 @@ extension ManagedObjectContext {
     /// Updates the objects after a commit and tells did-save observers (the context
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
-        registered.reserveCapacity(registered.count + outcome.inserted.count)
+        bookkeeping.reserveRegistry(adding: outcome.inserted.count)
         // Child contexts may hold the temporary IDs: the new IDs are noted for their saves.
         let notesIDs = liveChildren.load(ordering: .relaxed) > 0
-        if !notesIDs && !savedTemporaryIDs.isEmpty { savedTemporaryIDs = [:] }
+        if !notesIDs { bookkeeping.forgetSavedIDs() }
         for (object, key) in outcome.inserted {
-            registered.removeValue(forKey: object.objectID)
+            bookkeeping.unregister(object.objectID)
             let permanent = ObjectID(entityName: object.entity.name, primaryKey: key)
-            if notesIDs { savedTemporaryIDs[object.objectID] = permanent }
+            if notesIDs { bookkeeping.noteSavedID(permanent, forTemporary: object.objectID) }
             object.objectID = permanent
-            registered[object.objectID] = object
+            bookkeeping.register(object, as: object.objectID)
             object.storage.setVersion(1)
             object.storage.markKeyedInsert(attribute: nil, keepsExisting: false)
             object.commitSnapshot()
         }
         for merged in outcome.merged {
             if notesIDs {
-                savedTemporaryIDs[merged.object.objectID] = ObjectID(entityName: merged.object.entity.name, primaryKey: merged.primaryKey)
+                bookkeeping.noteSavedID(
+                    ObjectID(entityName: merged.object.entity.name, primaryKey: merged.primaryKey), forTemporary: merged.object.objectID)
             }
             finishMergedInsert(merged)
         }
@@ -461,16 +442,16 @@ extension ManagedObjectContext {
         // deleted elsewhere.
         for object in outcome.deleted { forgetDeletedObject(object) }
         commitJoinChanges()
-        keyedInsertKeysChanged = false
+        bookkeeping.clearKeyedInsertKeysChanged()
         // The objects just updated carry no changes now; only the others are looked at.
-        if outcome.updated.count == pending.count(of: .changed) {
+        if outcome.updated.count == bookkeeping.pending.count(of: .changed) {
             // Every changed object was updated (they all come from it): nothing is left.
-            pending.removeAll(keepingCapacity: false)
+            bookkeeping.pending.removeAll(keepingCapacity: false)
         } else {
-            pending.removeAll(.inserted)
-            pending.removeAll(.deleted)
-            for (object, _, _) in outcome.updated { pending.remove(object, from: .changed) }
-            pending.removeAll(.changed) { object in
+            bookkeeping.pending.removeAll(.inserted)
+            bookkeeping.pending.removeAll(.deleted)
+            for (object, _, _) in outcome.updated { bookkeeping.pending.remove(object, from: .changed) }
+            bookkeeping.pending.removeAll(.changed) { object in
                 guard object.managedObjectContext === self else { return true }
                 if object.hasPersistentChangedValues { return false }
                 object.storage.markClean()  // (its values are its snapshot's: it leaves the set)

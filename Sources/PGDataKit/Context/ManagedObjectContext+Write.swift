@@ -77,7 +77,7 @@ extension ManagedObjectContext {
     ) throws -> WriteOutcome {
         let plan = SavePlan(
             model: coordinator.model, inserted: insertedSet, changed: changedSet, deleted: deletedSet,
-            overwrite: overwrite, reservedKeys: reservedKeys, keyedInsertKeysChanged: keyedInsertKeysChanged)
+            overwrite: overwrite, reservedKeys: reservedKeys, keyedInsertKeysChanged: bookkeeping.keyedInsertKeysChanged)
         // Keyed inserts (imports) get their primary keys from their upsert.
         for inserts in plan.inserts where !inserts.needingKeys.isEmpty {
             let keys = try coordinator.reserveKeys(for: inserts.entity, count: inserts.needingKeys.count, on: connection)
@@ -93,7 +93,7 @@ extension ManagedObjectContext {
             // committed since fails its claim at once under repeatable read (`40001`);
             // under read committed it is locked without waiting, and when another
             // transaction holds it (`KeyedInsertsMetUnlockedRows`) the save is redone
-            // read-committed, looking such rows up first (`saveResolvingConflicts`).
+            // read-committed, looking such rows up first (`SaveStateMachine`).
             locked = try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
         }
         let lockedKeyedRows = locked?.keyedRows

@@ -93,33 +93,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
     let detachedReference: ContextReference
     let logger: Logger
 
-    /// The objects of the context by ID. Any change drops the members indexes.
-    var registered: [ObjectID: ManagedObject] = [:] {
-        didSet {
-            // (An index holds objects: it must not keep those that left alive. Moving the
-            // registry out and back is no change: `withRegistry(_:)` judges that itself.)
-            if !registryMovedOut, !membersIndexes.isEmpty { membersIndexes.removeAll() }
-        }
-    }
-    /// Whether `withRegistry(_:)` holds the registry (`registered` is empty meanwhile).
-    var registryMovedOut = false
-    /// One-to-many members by owner, per destination entity and inverse relationship,
-    /// valid while `reference.membershipGeneration` stays what it was when built.
-    var membersIndexes: [MembersIndex.Key: MembersIndex] = [:]
-    /// How many members indexes were built (for tests: one per change, not per owner).
-    var membersIndexBuilds = 0
-    /// The objects a `reset()` let go of, released while the context's next statement runs
-    /// on the server (their deallocation then costs no wall time), or at the next reset.
-    var retired: [ObjectID: ManagedObject]?
-    /// The objects with unsaved changes, each with the kinds it has (one list; see
-    /// `PendingObjects`).
-    var pending = PendingObjects()
+    /// The registry, pending changes and the rest of the context's bookkeeping (their
+    /// one owner; see `ContextBookkeeping`).
+    let bookkeeping = ContextBookkeeping()
     /// Objects inserted and not saved yet.
-    var insertedSet: PendingSet { pending.view(.inserted) }
+    var insertedSet: PendingSet { bookkeeping.pending.view(.inserted) }
     /// Objects deleted and not saved yet.
-    var deletedSet: PendingSet { pending.view(.deleted) }
+    var deletedSet: PendingSet { bookkeeping.pending.view(.deleted) }
     /// Registered objects that were changed since the last save (may have reverted).
-    var changedSet: PendingSet { pending.view(.changed) }
+    var changedSet: PendingSet { bookkeeping.pending.view(.changed) }
     /// The open transaction of a private context.
     var transaction: Connection? { didSet { locationSerial = 0 } }
     /// The serial of the open transaction when it reads at one snapshot (a private
@@ -131,16 +113,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// over, the locations its objects hold are forgotten).
     var lastTransactionSerial: UInt16 = 0
     var observers = ContextObservers()
-    /// Set when the unique key of an object an import inserted was changed afterwards:
-    /// until the next save, two such objects may share a key, so the save checks.
-    var keyedInsertKeysChanged = false
     /// How many child contexts of this one are alive (counted from any thread).
     let liveChildren = Atomic<Int>(0)
-    /// The permanent IDs this context's saves gave objects whose temporary IDs a child may
-    /// still hold, by temporary ID: kept while children live, so a child's save can name
-    /// an object the parent has saved since the child read it.
-    var savedTemporaryIDs: [ObjectID: ObjectID] = [:]
-
     /// Creates a context; usually `ContextManager` does this.
     ///
     /// - Parameters:
@@ -241,7 +215,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Every object registered in the context.
     public var registeredObjects: Set<ManagedObject> {
         assertOnQueue()
-        return Set(registered.values)
+        return Set(bookkeeping.registeredObjects)
     }
 
     /// Objects inserted and not saved yet.
@@ -291,11 +265,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.entityStorage = coordinator.model.entity(for: type(of: object)) ?? object.entity
         object.prepareStorage()
         object.managedObjectContext = self
-        object.pendingMembership = []  // (what a context that went away left on it)
+        PendingObjects.clearStaleSlot(of: object)  // (what a context that went away left on it)
         object.storage.setRowLocation(0)
         object.objectID = ObjectID(temporaryFor: object.entity.name)
-        registered[object.objectID] = object
-        pending.insert(object, into: .inserted)
+        bookkeeping.register(object, as: object.objectID)
+        bookkeeping.pending.insert(object, into: .inserted)
         // Related objects set before insertion come along.
         for case .object(let related) in object.storage.toOne where related.managedObjectContext == nil {
             insert(related)
@@ -317,17 +291,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if !entity.relationships.isEmpty { object.prepareStorage() }
         object.contextReference = reference
         object.objectID = ObjectID(temporaryFor: entity.name)
-        registered[object.objectID] = object
-        object.pendingMembership = []  // (what a context that went away left on it)
+        bookkeeping.register(object, as: object.objectID)
+        PendingObjects.clearStaleSlot(of: object)  // (what a context that went away left on it)
         object.storage.setRowLocation(0)
-        pending.insert(object, into: .inserted)
+        bookkeeping.pending.insert(object, into: .inserted)
     }
 
     /// Makes room for objects about to be inserted and changed (an import's batch), so
     /// the tables are not rehashed as they grow.
     func reserveCapacity(inserting: Int, changing: Int) {
-        if inserting > 0 { registered.reserveCapacity(registered.count + inserting) }
-        if inserting + changing > 0 { pending.reserveCapacity(adding: inserting + changing) }
+        if inserting > 0 { bookkeeping.reserveRegistry(adding: inserting) }
+        if inserting + changing > 0 { bookkeeping.pending.reserveCapacity(adding: inserting + changing) }
     }
 
     /// Marks an object for deletion at the next save and applies its relationships'
@@ -338,11 +312,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
         assertOnQueue()
         guard object.managedObjectContext === self, !object.deletedFlag else { return }
         object.setDeleted(true)
-        let wasInserted = pending.remove(object, from: .inserted) != nil
+        let wasInserted = bookkeeping.pending.remove(object, from: .inserted) != nil
         if wasInserted {
-            registered.removeValue(forKey: object.objectID)
+            bookkeeping.unregister(object.objectID)
         } else {
-            pending.insert(object, into: .deleted)
+            bookkeeping.pending.insert(object, into: .deleted)
         }
         for relationship in object.entity.relationships {
             switch relationship.deleteRule {
@@ -368,7 +342,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Records a change to a registered object.
     func objectDidChange(_ object: ManagedObject) {
         guard object.contextReference === reference else { return }  // (this context's objects share it)
-        if !insertedSet.contains(object) { pending.insert(object, into: .changed) }
+        if !insertedSet.contains(object) { bookkeeping.pending.insert(object, into: .changed) }
     }
 
     // MARK: - Database access
@@ -384,13 +358,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
             return try coordinator.pool.withConnection(body)
         case .private:
             let connection = try transactionConnection()
-            if retired != nil {
-                connection.doWhileWaiting { [weak self] in self?.retired = nil }
+            if bookkeeping.holdsRetired {
+                connection.doWhileWaiting { [weak bookkeeping] in bookkeeping?.releaseRetired() }
             }
             defer {
-                if retired != nil {
+                if bookkeeping.holdsRetired {
                     connection.doWhileWaiting(nil)
-                    retired = nil
+                    bookkeeping.releaseRetired()
                 }
             }
             do {
@@ -411,7 +385,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if lastTransactionSerial == UInt16.max {
             // The serials start over: no location read 65,535 transactions ago may pass
             // for one of the new transaction's.
-            for object in registered.values { object.storage.setRowLocation(0) }
+            for object in bookkeeping.registeredObjects { object.storage.setRowLocation(0) }
             lastTransactionSerial = 1
         } else {
             lastTransactionSerial += 1
@@ -443,17 +417,17 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func rollback() {
         assertOnQueue()
         for object in insertedSet {
-            registered.removeValue(forKey: object.objectID)
+            bookkeeping.unregister(object.objectID)
             object.managedObjectContext = nil
             object.setDeleted(false)
         }
-        pending.removeAll(.inserted)
-        keyedInsertKeysChanged = false
+        bookkeeping.pending.removeAll(.inserted)
+        bookkeeping.clearKeyedInsertKeysChanged()
         for object in deletedSet { object.setDeleted(false) }
-        pending.removeAll(.deleted)
+        bookkeeping.pending.removeAll(.deleted)
         for object in changedSet { revert(object) }
-        pending.removeAll(.changed)
-        for object in registered.values {
+        bookkeeping.pending.removeAll(.changed)
+        for object in bookkeeping.registeredObjects {
             object.storage.forgetLoaded()
             object.storage.forgetJoinMembers()
         }
@@ -470,7 +444,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             object.setReference(key.map { .key($0) } ?? .none, at: relationship.index)
         }
         for (index, id) in object.storage.snapshotTemporaryTargets ?? [:] {
-            object.setReference(registered[id].map { .object($0) } ?? .none, at: index)
+            object.setReference(bookkeeping.object(for: id).map { .object($0) } ?? .none, at: index)
         }
     }
 
@@ -490,13 +464,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         reference.context = self
         // A context reset after each batch of an import refills its tables with about as
         // many objects: their room is kept, up to a bound, so memory stays flat.
-        let keeps = registered.count <= 16_384
-        retired = nil
         // (A child's reads run on its parent's connection: it has no statement to overlap.)
-        if concurrencyType == .private && parent == nil && keeps && !registered.isEmpty { retired = registered }
-        registered.removeAll(keepingCapacity: keeps)
-        pending.removeAll(keepingCapacity: keeps && pending.count <= 16_384)
-        keyedInsertKeysChanged = false
+        bookkeeping.reset(retiring: concurrencyType == .private && parent == nil, keepBound: 16_384)
         endTransaction()
     }
 
@@ -524,12 +493,30 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if object.isMissingFromStore { throw ManagedObjectError.objectNotFound(object.objectID) }
     }
 
+    // MARK: - Narrow reads for the layers above
+
+    /// The registered object with this ID, if any (nothing is fetched).
+    func registeredObject(for id: ObjectID) -> ManagedObject? { bookkeeping.object(for: id) }
+
+    /// Whether any object is registered.
+    var hasRegisteredObjects: Bool { bookkeeping.registeredCount > 0 }
+
+    /// How many objects have unsaved changes of any kind.
+    var pendingObjectCount: Int { bookkeeping.pending.count }
+
+    /// Lets go of an object: it leaves the registry and the context (a batched fetch's
+    /// page without unsaved changes).
+    func unregister(_ object: ManagedObject) {
+        bookkeeping.unregister(object.objectID)
+        object.managedObjectContext = nil
+    }
+
     /// Marks an object whose row is gone as deleted and removes it from the context.
     func forgetDeletedObject(_ object: ManagedObject) {
         object.setDeleted(true)
         object.storage.setMissingFromStore(true)
-        registered.removeValue(forKey: object.objectID)
-        pending.remove(object)
+        bookkeeping.unregister(object.objectID)
+        bookkeeping.pending.remove(object)
         object.contextReference = detachedReference
     }
 }

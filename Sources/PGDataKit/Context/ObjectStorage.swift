@@ -55,6 +55,7 @@ struct ObjectStorage {
     var hasExtras: Bool { extras != nil }
 
     /// The primary key a to-one reference points at, if the destination is saved.
+    @inline(__always)
     func referencedKey(at index: Int) -> Int64? {
         switch toOne[index] {
         case .none: return nil
@@ -97,6 +98,7 @@ struct ObjectStorage {
     }
 
     /// Sets attribute `slot`, keeping the change hints. The caller prepared the storage.
+    @inline(__always)
     mutating func write(_ value: StoredValue, at slot: Int) -> WriteEffect {
         guard snapshot != nil else {
             values[slot] = value
@@ -182,9 +184,9 @@ struct ObjectStorage {
         snapshotKeys = keys
     }
 
-    /// Makes the current values the committed ones (after a save or a fetch).
+    /// Makes the current values the committed ones (after a save or a fetch). The caller
+    /// prepared the storage.
     mutating func commit(_ entity: EntityDescription) {
-        prepare(for: entity)
         snapshot = values
         changeHints = .clean
         if entity.relationships.isEmpty {

@@ -12,9 +12,19 @@ struct PendingMembership: OptionSet {
     static let deleted = PendingMembership(rawValue: 1 << 2)
 }
 
+/// An object's kinds of unsaved change and its place in its context's pending list, kept
+/// on the object (`ManagedObject.pendingSlot`) and written only by `PendingObjects`
+/// (its fields are `fileprivate(set)` to this file).
+struct PendingSlot {
+    /// Where the object is in the list while it has unsaved changes.
+    fileprivate(set) var position: Int32 = 0
+    /// Which kinds of unsaved change the object has in its context.
+    fileprivate(set) var membership = PendingMembership()
+}
+
 /// The context's objects with unsaved changes, in one list: each object is listed once
-/// whatever kinds of change it has, and carries its kinds (`pendingMembership`) and its
-/// place in the list (`pendingPosition`) itself.
+/// whatever kinds of change it has, and carries its kinds and its place in the list
+/// itself (`PendingSlot`).
 ///
 /// So asking whether an object is inserted reads one byte, and adding or removing one is
 /// an append or a swap with the last element — no hashing, no second retain, one
@@ -24,13 +34,19 @@ struct PendingMembership: OptionSet {
 /// An object belongs to one context: its membership describes that context's list.
 /// Every way an object leaves a living context takes it out of the list (`remove`,
 /// `removeAll`); an object left in a deallocated context's list keeps its membership,
-/// which inserting it into another context clears (`insert(_:)`, `insertNew`).
+/// which inserting it into another context clears (`clearStaleSlot(of:)`).
 struct PendingObjects {
     private(set) var list: [ManagedObject] = []
     private var counts = (inserted: 0, changed: 0, deleted: 0)
 
     /// How many objects have any unsaved change.
     var count: Int { list.count }
+
+    /// Clears what the list of a context that went away left on an object now joining
+    /// another context.
+    static func clearStaleSlot(of object: ManagedObject) {
+        object.pendingSlot.membership = []
+    }
 
     /// How many objects have this kind of change.
     func count(of kind: PendingMembership) -> Int {
@@ -54,12 +70,12 @@ struct PendingObjects {
     /// - Returns: whether it did not have it before.
     @discardableResult
     mutating func insert(_ object: ManagedObject, into kind: PendingMembership) -> Bool {
-        if object.pendingMembership.contains(kind) { return false }
-        if object.pendingMembership.isEmpty {
-            object.pendingPosition = Int32(truncatingIfNeeded: list.count)
+        if object.pendingSlot.membership.contains(kind) { return false }
+        if object.pendingSlot.membership.isEmpty {
+            object.pendingSlot.position = Int32(truncatingIfNeeded: list.count)
             list.append(object)
         }
-        object.pendingMembership.insert(kind)
+        object.pendingSlot.membership.insert(kind)
         adjustCount(of: kind, by: 1)
         return true
     }
@@ -69,10 +85,10 @@ struct PendingObjects {
     /// - Returns: the object when it had that kind of change, else `nil`.
     @discardableResult
     mutating func remove(_ object: ManagedObject, from kind: PendingMembership) -> ManagedObject? {
-        guard object.pendingMembership.contains(kind) else { return nil }
-        object.pendingMembership.remove(kind)
+        guard object.pendingSlot.membership.contains(kind) else { return nil }
+        object.pendingSlot.membership.remove(kind)
         adjustCount(of: kind, by: -1)
-        if object.pendingMembership.isEmpty { unlist(object) }
+        if object.pendingSlot.membership.isEmpty { unlist(object) }
         return object
     }
 
@@ -82,24 +98,24 @@ struct PendingObjects {
     /// only objects of this context reach here, and inserting clears what another left:
     /// it stops the process rather than corrupt the list.)
     private mutating func unlist(_ object: ManagedObject) {
-        let position = Int(object.pendingPosition)
+        let position = Int(object.pendingSlot.position)
         guard list.indices.contains(position), list[position] === object else {
             preconditionFailure("a pending object is not where it says it is in its context's list")
         }
         let last = list.removeLast()
         if position < list.count {
             list[position] = last
-            last.pendingPosition = Int32(truncatingIfNeeded: position)
+            last.pendingSlot.position = Int32(truncatingIfNeeded: position)
         }
     }
 
     /// Takes every kind of change from an object (it leaves the list).
     mutating func remove(_ object: ManagedObject) {
-        for kind in [PendingMembership.inserted, .changed, .deleted] where object.pendingMembership.contains(kind) {
+        for kind in [PendingMembership.inserted, .changed, .deleted] where object.pendingSlot.membership.contains(kind) {
             adjustCount(of: kind, by: -1)
         }
-        if object.pendingMembership.isEmpty { return }
-        object.pendingMembership = []
+        if object.pendingSlot.membership.isEmpty { return }
+        object.pendingSlot.membership = []
         unlist(object)
     }
 
@@ -111,12 +127,12 @@ struct PendingObjects {
         var removed = 0
         for position in list.indices {
             let object = list[position]
-            if object.pendingMembership.contains(kind), leaves?(object) ?? true {
-                object.pendingMembership.remove(kind)
+            if object.pendingSlot.membership.contains(kind), leaves?(object) ?? true {
+                object.pendingSlot.membership.remove(kind)
                 removed += 1
             }
-            if object.pendingMembership.isEmpty { continue }
-            object.pendingPosition = Int32(truncatingIfNeeded: kept)
+            if object.pendingSlot.membership.isEmpty { continue }
+            object.pendingSlot.position = Int32(truncatingIfNeeded: kept)
             if kept != position { list[kept] = object }
             kept += 1
         }
@@ -127,7 +143,7 @@ struct PendingObjects {
 
     /// Forgets every object's unsaved changes.
     mutating func removeAll(keepingCapacity: Bool) {
-        for object in list { object.pendingMembership = [] }
+        for object in list { object.pendingSlot.membership = [] }
         list.removeAll(keepingCapacity: keepingCapacity)
         counts = (0, 0, 0)
     }
@@ -163,7 +179,7 @@ struct PendingSet: ObjectMembership {
 
     /// Whether `object` has this kind of change.
     @inline(__always)
-    func contains(_ object: ManagedObject) -> Bool { object.pendingMembership.contains(kind) }
+    func contains(_ object: ManagedObject) -> Bool { object.pendingSlot.membership.contains(kind) }
 
     /// The first member in list order, if any.
     var first: ManagedObject? { first { _ in true } }
@@ -185,7 +201,7 @@ struct PendingSet: ObjectMembership {
             while position < list.count {
                 let object = list[position]
                 position += 1
-                if object.pendingMembership.contains(kind) { return object }
+                if object.pendingSlot.membership.contains(kind) { return object }
             }
             return nil
         }

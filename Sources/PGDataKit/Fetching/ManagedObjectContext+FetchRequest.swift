@@ -27,7 +27,7 @@ extension ManagedObjectContext {
             query.limit = request.fetchLimit
             query.offset = request.fetchOffset
             // Rows of one result have distinct keys: in an empty context none can be registered.
-            let objects = try fetchObjects(entity: entity, query, as: T.self, mayBeRegistered: !registered.isEmpty)
+            let objects = try fetchObjects(entity: entity, query, as: T.self, mayBeRegistered: hasRegisteredObjects)
             if !request.relationshipKeyPathsForPrefetching.isEmpty {
                 try prefetch(request.relationshipKeyPathsForPrefetching, for: objects.map { $0 }, entity: entity)
             }
@@ -192,8 +192,7 @@ extension ManagedObjectContext {
                 try prefetch(request.relationshipKeyPathsForPrefetching, for: batch, entity: entity)
                 try body(batch.compactMap { ManagedObject.cast($0, to: T.self) })
                 for object in batch where !changedSet.contains(object) && !deletedSet.contains(object) {
-                    registered.removeValue(forKey: object.objectID)
-                    object.managedObjectContext = nil
+                    unregister(object)
                 }
             }
         }
@@ -237,7 +236,7 @@ extension ManagedObjectContext {
         query.limit = limit
         query.offset = offset
         // Rows of one result have distinct keys: in an empty context none can be registered.
-        return try fetchObjects(entity: entity, query, mayBeRegistered: !registered.isEmpty)
+        return try fetchObjects(entity: entity, query, mayBeRegistered: hasRegisteredObjects)
     }
 
     /// Orders objects as `orderBy` does in SQL: `nil` first ascending, strings by
@@ -299,7 +298,7 @@ extension ManagedObjectContext {
                         object.prepareStorage()
                         if case .key(let key) = object.storage.toOne[relationship.index] {
                             let id = ObjectID(entityName: destination.name, primaryKey: key)
-                            if registered[id] == nil { missing.insert(id) }
+                            if registeredObject(for: id) == nil { missing.insert(id) }
                         }
                     }
                     if !missing.isEmpty { _ = try fetchObjects(withIDs: Array(missing)) }

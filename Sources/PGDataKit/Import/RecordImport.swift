@@ -157,7 +157,7 @@ struct RecordImport {
         let missing = batch.order.filter { found[$0] == nil }
         var fresh: [Bool] = []
         guard !guaranteedInsert && !missing.isEmpty else { return (found, fresh) }
-        if context.registered.isEmpty { fresh = [Bool](repeating: false, count: count) }
+        if !context.hasRegisteredObjects { fresh = [Bool](repeating: false, count: count) }
         let keys = missing.map { batch.storedKeys[$0] }
         let fetched = try context.fetchObjects(entity: entity, whereUnique: key, isIn: keys)
         // Rows come in the index's order or the table's, often the keys' order (records
@@ -247,7 +247,7 @@ struct RecordImport {
             object.setRelatedObjects([related], at: index)
         case .key(let primaryKey):
             let id = ObjectID(entityName: link.destination.name, primaryKey: primaryKey)
-            if let registered = context.registered[id], !registered.deletedFlag {
+            if let registered = context.registeredObject(for: id), !registered.deletedFlag {
                 if case .object(let current) = object.storage.toOne[index], current === registered { return }
                 object.setRelatedObjects([registered], at: index)
                 return

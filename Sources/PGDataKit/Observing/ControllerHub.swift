@@ -25,7 +25,7 @@ struct EntityChangeBatch {
     /// The batch with each candidate's registered object.
     func resolved(in context: ManagedObjectContext) -> EntityChangeBatch {
         var batch = self
-        batch.objects = candidates.map { context.registered[$0] }
+        batch.objects = candidates.map { context.registeredObject(for: $0) }
         return batch
     }
 }
@@ -268,7 +268,7 @@ final class ControllerHub: @unchecked Sendable {
             for row in answer.rows {
                 let key = try ManagedObjectContext.decodeInteger(row, column: 0)
                 // Rows the merge already refreshed (or refreshed past) are not applied again.
-                let registered = context.registered[ObjectID(entityName: batch.entity.name, primaryKey: key)]
+                let registered = context.registeredObject(for: ObjectID(entityName: batch.entity.name, primaryKey: key))
                 if registered.map({ $0.storage.version < (try? ManagedObjectContext.decodeInteger(row, column: 1)) ?? 0 }) ?? true {
                     _ = try context.register(row: row, entity: batch.entity)
                 }

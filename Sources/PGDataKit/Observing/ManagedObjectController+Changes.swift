@@ -10,7 +10,7 @@ extension ManagedObjectController: ControllerClient {
     func needsMembership(for batch: EntityChangeBatch, changes: ContextChanges) -> Bool {
         guard isFetched, !shared.isStopped, fetchRequest != nil else { return false }
         if mayNeedMembership(for: batch, changes: changes) { return true }
-        return batch.updated.contains { members.member($0) != nil && context.registered[$0] == nil }
+        return batch.updated.contains { members.member($0) != nil && context.registeredObject(for: $0) == nil }
     }
 
     /// The part of `needsMembership` that reads only immutable state, so any thread may

@@ -26,20 +26,20 @@ struct MembersIndexTests {
                 }
                 try context.save()
                 // Loaded for all at once (one query), as a controller or an export would.
-                let builds = context.membersIndexBuilds
+                let builds = context.bookkeeping.membersIndexBuilds
                 var request = FetchRequest<User>()
                 request.relationshipKeyPathsForPrefetching = ["posts"]
                 _ = try context.fetch(request)
                 for (index, user) in users.enumerated() { #expect(user.posts.count == index % 4) }
                 // One pass over the registry for the 300 owners (the prefetch's or the
                 // first read's), not one per owner.
-                #expect(context.membersIndexBuilds - builds <= 1)
+                #expect(context.bookkeeping.membersIndexBuilds - builds <= 1)
                 // Fetching the owners again registers no new object: the index stays.
-                let built = context.membersIndexBuilds
+                let built = context.bookkeeping.membersIndexBuilds
                 #expect(try context.fetch(FetchRequest<User>()).count == 300)
                 #expect(try context.fetchAll(User.self).count == 300)
                 for (index, user) in users.enumerated() { #expect(user.posts.count == index % 4) }
-                #expect(context.membersIndexBuilds == built)
+                #expect(context.bookkeeping.membersIndexBuilds == built)
                 // A change is seen at once.
                 let moved = try #require(users[3].posts.first)
                 moved.user = users[0]

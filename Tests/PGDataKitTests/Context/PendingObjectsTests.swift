@@ -8,11 +8,11 @@ struct PendingObjectsTests {
     /// Every listed object is where its position says, and has some kind of change.
     private func checkInvariants(_ pending: PendingObjects, sourceLocation: SourceLocation = #_sourceLocation) {
         for (position, object) in pending.list.enumerated() {
-            #expect(Int(object.pendingPosition) == position, sourceLocation: sourceLocation)
-            #expect(!object.pendingMembership.isEmpty, sourceLocation: sourceLocation)
+            #expect(Int(object.pendingSlot.position) == position, sourceLocation: sourceLocation)
+            #expect(!object.pendingSlot.membership.isEmpty, sourceLocation: sourceLocation)
         }
         for kind in [PendingMembership.inserted, .changed, .deleted] {
-            #expect(pending.count(of: kind) == pending.list.filter { $0.pendingMembership.contains(kind) }.count, sourceLocation: sourceLocation)
+            #expect(pending.count(of: kind) == pending.list.filter { $0.pendingSlot.membership.contains(kind) }.count, sourceLocation: sourceLocation)
         }
     }
 
@@ -37,7 +37,7 @@ struct PendingObjectsTests {
         let undeleted = pending.remove(a, from: .deleted)
         #expect(undeleted === a)
         #expect(pending.list.map(ObjectIdentifier.init) == [ObjectIdentifier(b)], "the last object took its place")
-        #expect(a.pendingMembership.isEmpty)
+        #expect(a.pendingSlot.membership.isEmpty)
         checkInvariants(pending)
     }
 
@@ -50,7 +50,7 @@ struct PendingObjectsTests {
         pending.insert(c, into: .changed)
         pending.remove(a)
         pending.remove(a)  // (no longer listed: nothing happens)
-        #expect(a.pendingMembership.isEmpty && pending.count == 2)
+        #expect(a.pendingSlot.membership.isEmpty && pending.count == 2)
         #expect(pending.count(of: .changed) == 1 && pending.count(of: .deleted) == 0 && pending.count(of: .inserted) == 1)
         checkInvariants(pending)
     }
@@ -74,7 +74,7 @@ struct PendingObjectsTests {
         #expect(pending.count(of: .inserted) == 17, "inserted objects untouched")
         checkInvariants(pending)
         pending.removeAll(keepingCapacity: true)
-        #expect(pending.count == 0 && objects.allSatisfy { $0.pendingMembership.isEmpty })
+        #expect(pending.count == 0 && objects.allSatisfy { $0.pendingSlot.membership.isEmpty })
     }
 
     @Test func iterationSkipsObjectsThatLeftAfterTheViewWasTaken() {

@@ -51,13 +51,13 @@ final class ImportUndo {
     func revert(in context: ManagedObjectContext) {
         for entry in remembered.values {
             entry.object.restore(entry.checkpoint)
-            if !entry.wasChanged { context.pending.remove(entry.object, from: .changed) }
+            if !entry.wasChanged { context.bookkeeping.pending.remove(entry.object, from: .changed) }
         }
         // After the remembered ones: an object fetched by this call and remembered by a
         // later batch of it ends at its committed values.
         for object in fetched where object.managedObjectContext === context {
             context.revert(object)
-            context.pending.remove(object, from: .changed)
+            context.bookkeeping.pending.remove(object, from: .changed)
         }
         for object in inserted.reversed() where object.managedObjectContext === context {
             context.delete(object)

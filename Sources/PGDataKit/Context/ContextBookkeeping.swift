@@ -1,0 +1,155 @@
+import Foundation
+
+/// A context's bookkeeping: the registry of its objects by ID, the one-to-many members
+/// indexes built from it, the objects a reset let go of, the pending changes
+/// (`PendingObjects`, itself the owner of the objects' pending slots), the keyed-insert
+/// flag and the IDs its saves gave objects a child may still know by their temporary
+/// ID. The only owner of these: the context and its collaborators change them through
+/// the methods below, every other layer through the context's narrow methods
+/// (`registeredObject(for:)`, `hasPendingChanges(_:)`, …).
+///
+/// A class, held by the context for its lifetime: its fields are separate properties, so
+/// a loop over one (the pending list) may read another (the registry), as Swift's
+/// exclusivity checks require of overlapping accesses. Used on the context's queue only.
+final class ContextBookkeeping {
+    /// The objects by ID. Any change drops the members indexes.
+    private var objects: [ObjectID: ManagedObject] = [:]
+    /// Whether `withRegistry(_:)` holds the registry (`objects` is empty meanwhile).
+    private var registryMovedOut = false
+    /// One-to-many members by owner, per destination entity and inverse relationship,
+    /// valid while the context reference's `membershipGeneration` stays what it was when
+    /// built.
+    private var membersIndexes: [MembersIndex.Key: MembersIndex] = [:]
+    /// How many members indexes were built (for tests: one per change, not per owner).
+    private(set) var membersIndexBuilds = 0
+    /// The objects a `reset` let go of, released while the context's next statement runs
+    /// on the server (their deallocation then costs no wall time), or at the next reset.
+    private var retired: [ObjectID: ManagedObject]?
+    /// The objects with unsaved changes, each with the kinds it has (one list; see
+    /// `PendingObjects`, which owns its fields).
+    var pending = PendingObjects()
+    /// Set when the unique key of an object an import inserted was changed afterwards:
+    /// until the next save, two such objects may share a key, so the save checks.
+    private(set) var keyedInsertKeysChanged = false
+    /// The permanent IDs this context's saves gave objects whose temporary IDs a child may
+    /// still hold, by temporary ID: kept while children live.
+    private var savedTemporaryIDs: [ObjectID: ObjectID] = [:]
+
+    // MARK: - Registry
+
+    /// The registered object with this ID, if any.
+    @inline(__always)
+    func object(for id: ObjectID) -> ManagedObject? { objects[id] }
+
+    /// How many objects are registered.
+    var registeredCount: Int { objects.count }
+
+    /// The registered objects, in no particular order (a copy: changing the registry
+    /// while walking it is safe).
+    var registeredObjects: Dictionary<ObjectID, ManagedObject>.Values { objects.values }
+
+    /// Registers an object under an ID (replacing any other there).
+    func register(_ object: ManagedObject, as id: ObjectID) {
+        objects[id] = object
+        dropMembersIndexes()
+    }
+
+    /// Removes the object registered under an ID.
+    ///
+    /// - Returns: the object that was there.
+    @discardableResult
+    func unregister(_ id: ObjectID) -> ManagedObject? {
+        let removed = objects.removeValue(forKey: id)
+        if removed != nil { dropMembersIndexes() }
+        return removed
+    }
+
+    /// Makes room for this many more objects.
+    func reserveRegistry(adding count: Int) {
+        objects.reserveCapacity(objects.count + count)
+    }
+
+    /// Runs `body` with the registry moved into a variable of its own, then moves it back.
+    ///
+    /// A loop that registers many objects works on the variable: every change of the
+    /// stored property is an access the runtime checks (Swift's exclusivity check, which
+    /// tracks an access held across the dictionary's call), and one access held over the
+    /// whole loop would make any nested use of the property a trap. In the meantime the
+    /// registry holds no object, so `body` must not use it (nor call this again).
+    /// Registering only adds objects: the members indexes are dropped when the count
+    /// changed, as any change of the registry drops them.
+    func withRegistry<R>(_ body: (inout [ObjectID: ManagedObject]) throws -> R) rethrows -> R {
+        assert(!registryMovedOut, "withRegistry is not reentrant")
+        var registry: [ObjectID: ManagedObject] = [:]
+        registryMovedOut = true
+        swap(&registry, &objects)
+        let count = registry.count
+        defer {
+            swap(&registry, &objects)
+            registryMovedOut = false
+            if objects.count != count { dropMembersIndexes() }
+        }
+        return try body(&registry)
+    }
+
+    /// An index changes with the registry: it holds objects, and must not keep those that
+    /// left alive. (Moving the registry out and back is no change.)
+    private func dropMembersIndexes() {
+        if !registryMovedOut, !membersIndexes.isEmpty { membersIndexes.removeAll() }
+    }
+
+    /// The members index for a key, built by `build` when there is none of the current
+    /// `generation` (read again after building: preparing objects' storage may move it).
+    func membersIndex(
+        _ key: MembersIndex.Key, generation: () -> Int, build: ([ObjectID: ManagedObject].Values) -> MembersIndex
+    ) -> MembersIndex {
+        if let index = membersIndexes[key], index.generation == generation() { return index }
+        membersIndexBuilds += 1
+        var index = build(objects.values)
+        index.generation = generation()
+        membersIndexes[key] = index
+        return index
+    }
+
+    /// Forgets every registered object and pending change (a context's reset). The
+    /// objects are kept as retired, to be released while the next statement runs, when
+    /// `retiring` (and there are at most `keepBound` of them, whose room is then kept).
+    func reset(retiring: Bool, keepBound: Int) {
+        let keeps = objects.count <= keepBound
+        retired = nil
+        if retiring && keeps && !objects.isEmpty { retired = objects }
+        objects.removeAll(keepingCapacity: keeps)
+        pending.removeAll(keepingCapacity: keeps && pending.count <= keepBound)
+        keyedInsertKeysChanged = false
+    }
+
+    /// Whether objects a reset let go of are still held.
+    var holdsRetired: Bool { retired != nil }
+
+    /// Releases the objects a reset let go of.
+    func releaseRetired() { retired = nil }
+
+    // MARK: - Keyed inserts and saved IDs
+
+    /// Notes that an imported object's unique key changed (the next save checks for
+    /// twins).
+    func noteKeyedInsertKeyChanged() { keyedInsertKeysChanged = true }
+
+    /// Clears the note of changed keyed-insert keys.
+    func clearKeyedInsertKeysChanged() { keyedInsertKeysChanged = false }
+
+    /// The permanent ID a save gave the object of a temporary ID, if it noted one.
+    func permanentID(forTemporary id: ObjectID) -> ObjectID? {
+        savedTemporaryIDs.isEmpty ? nil : savedTemporaryIDs[id]
+    }
+
+    /// Notes the permanent ID a save gave an object of temporary ID.
+    func noteSavedID(_ permanent: ObjectID, forTemporary temporary: ObjectID) {
+        savedTemporaryIDs[temporary] = permanent
+    }
+
+    /// Forgets the noted IDs (no child can hold a temporary ID any more).
+    func forgetSavedIDs() {
+        if !savedTemporaryIDs.isEmpty { savedTemporaryIDs = [:] }
+    }
+}
