@@ -94,32 +94,14 @@ final class ControllerHub: @unchecked Sendable {
     private var nextID = 0
     private var tokens: [ObserverToken] = []
 
-    private static let registry = Mutex<[ObjectIdentifier: WeakHub]>([:])
-
-    private struct WeakHub {
-        weak var hub: ControllerHub?
-    }
-
     private init(context: ManagedObjectContext) {
         self.context = context
     }
 
-    deinit {
-        let key = ObjectIdentifier(context)
-        Self.registry.withLock { hubs in
-            if hubs[key]?.hub == nil { hubs.removeValue(forKey: key) }
-        }
-    }
-
-    /// The hub of a context, made on first use.
+    /// The hub of a context, made on first use: the context holds it (weakly, as an
+    /// attachment; its controllers and observer tokens keep it alive).
     static func hub(for context: ManagedObjectContext) -> ControllerHub {
-        let (hub, isNew) = registry.withLock { hubs -> (ControllerHub, Bool) in
-            let key = ObjectIdentifier(context)
-            if let existing = hubs[key]?.hub, existing.context === context { return (existing, false) }
-            let hub = ControllerHub(context: context)
-            hubs[key] = WeakHub(hub: hub)
-            return (hub, true)
-        }
+        let (hub, isNew) = context.attachment(ControllerHub.self) { ControllerHub(context: context) }
         if isNew { hub.start() }
         return hub
     }

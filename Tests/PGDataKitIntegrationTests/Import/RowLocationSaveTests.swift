@@ -48,7 +48,7 @@ struct RowLocationSaveTests {
     @Test func anImportsSaveLocksAndUpdatesItsRowsByLocation() throws {
         let saved = try Self.withImporter(seeding: 40, expecting: "imported", version: 2) { manager, importer in
             let users = try Self.importNames(40, name: "imported", in: importer)
-            let transaction = try #require(importer.transaction)
+            let transaction = try #require(importer.transaction.connection)
             // Each object's location is where its row is, as the server says.
             var stored: [Int64: String] = [:]
             for row in try transaction.query("SELECT id, ctid::text FROM users") {
@@ -76,7 +76,7 @@ struct RowLocationSaveTests {
             for user in users { user.name = "second" }
             _ = try User.count(in: importer)  // a new transaction
             #expect(users.allSatisfy { importer.rowLocation(of: $0) == nil })
-            let transaction = try #require(importer.transaction)
+            let transaction = try #require(importer.transaction.connection)
             // Locked by key; the lock statement says where the rows are.
             let locked = try importer.lockRowsInOrder(on: transaction, keyedRows: false).locations["User"]
             #expect(locked?.byLocation == false && locked?.rows == 10)
@@ -93,9 +93,9 @@ struct RowLocationSaveTests {
             #expect(users.allSatisfy { $0.storage.rowLocation != 0 })
             try importer.save()
             #expect(users.allSatisfy { $0.storage.rowLocation != 0 }, "kept, though no longer trusted")
-            importer.lastTransactionSerial = .max
+            importer.transaction.setLastSerial(.max)
             _ = try User.count(in: importer)  // a new transaction, serial 1
-            #expect(importer.locationSerial == 1)
+            #expect(importer.transaction.locationSerial == 1)
             #expect(users.allSatisfy { $0.storage.rowLocation == 0 })
         }
         #expect(saved == 5)
@@ -108,7 +108,7 @@ struct RowLocationSaveTests {
         let saved = try Self.withImporter(seeding: 10, expecting: "imported", version: 2) { manager, importer in
             #expect(importer.mergePolicy == .error)
             _ = try Self.importNames(10, name: "imported", in: importer)
-            let transaction = try #require(importer.transaction)
+            let transaction = try #require(importer.transaction.connection)
             try transaction.execute("UPDATE users SET age = age WHERE user_id = 'u3'")
             let entity = try #require(manager.coordinator.model.entity(for: User.self))
             var locks = RowLockSet()

@@ -37,6 +37,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     // Sendable: the context is confined to `queue`; every method that touches its state
     // asserts (in debug builds) that it runs there. `perform` and `performAndWait` are
     // the ways in from other threads.
+    // (Attachments, asked for from any thread, are behind their own lock.)
 
     /// The kind of context.
     public enum ConcurrencyType: Sendable {
@@ -102,17 +103,14 @@ public final class ManagedObjectContext: @unchecked Sendable {
     var deletedSet: PendingSet { bookkeeping.pending.view(.deleted) }
     /// Registered objects that were changed since the last save (may have reverted).
     var changedSet: PendingSet { bookkeeping.pending.view(.changed) }
-    /// The open transaction of a private context.
-    var transaction: Connection? { didSet { locationSerial = 0 } }
-    /// The serial of the open transaction when it reads at one snapshot (a private
-    /// context at repeatable read or serializable): the rows' locations it reads are
-    /// tagged with it and trusted only while it stays the same (see `RowLocation`). `0`
-    /// when there is no such transaction.
-    private(set) var locationSerial: UInt16 = 0
-    /// The serial of the last transaction the context began (never 0; when it starts
-    /// over, the locations its objects hold are forgotten).
-    var lastTransactionSerial: UInt16 = 0
+    /// A private context's open transaction and its serials (see `ContextTransaction`).
+    var transaction = ContextTransaction()
     var observers = ContextObservers()
+    /// Objects of the layers above that belong to this context, one per type, held
+    /// weakly (a controller hub lives while its controllers do): see `attachment(_:make:)`.
+    /// (Behind `attachmentsLock`: any thread may ask.)
+    private var attachments: [ObjectIdentifier: WeakAttachment] = [:]
+    private let attachmentsLock = NSLock()
     /// How many child contexts of this one are alive (counted from any thread).
     let liveChildren = Atomic<Int>(0)
     /// Creates a context; usually `ContextManager` does this.
@@ -149,8 +147,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
     }
 
     deinit {
-        if let transaction {
-            coordinator.pool.release(transaction)  // rolls the open transaction back
+        if let connection = transaction.connection {
+            coordinator.pool.release(connection)  // rolls the open transaction back
         }
         parent?.liveChildren.subtract(1, ordering: .relaxed)
         observers.finishAll()
@@ -379,33 +377,27 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// The private context's transaction, begun if needed.
     func transactionConnection() throws -> Connection {
-        if let transaction { return transaction }
+        if let connection = transaction.connection { return connection }
         let connection = try coordinator.beginTransaction(isolation: isolationLevel)
-        transaction = connection
-        if lastTransactionSerial == UInt16.max {
-            // The serials start over: no location read 65,535 transactions ago may pass
+        if transaction.opened(connection, readsAtOneSnapshot: isolationLevel != .readCommitted) {
+            // The serials started over: no location read 65,535 transactions ago may pass
             // for one of the new transaction's.
             for object in bookkeeping.registeredObjects { object.storage.setRowLocation(0) }
-            lastTransactionSerial = 1
-        } else {
-            lastTransactionSerial += 1
         }
-        if isolationLevel != .readCommitted { locationSerial = lastTransactionSerial }
         return connection
     }
 
     /// Ends a private context's transaction (rolling back what it did not commit) and
     /// gives the connection back.
     func endTransaction() {
-        guard let connection = transaction else { return }
-        transaction = nil
+        guard let connection = transaction.close() else { return }
         coordinator.rollbackAndRelease(connection)
     }
 
     /// Whether a private context holds an open transaction (and its snapshot).
     public var hasOpenTransaction: Bool {
         assertOnQueue()
-        return transaction != nil
+        return transaction.isOpen
     }
 
     // MARK: - Rollback, reset, refresh
@@ -491,6 +483,30 @@ public final class ManagedObjectContext: @unchecked Sendable {
         guard let key = object.objectID.primaryKey else { return }
         try refreshObjects([key: object], entity: object.entity, localEdits: mergeChanges ? .keep : .discard)
         if object.isMissingFromStore { throw ManagedObjectError.objectNotFound(object.objectID) }
+    }
+
+    // MARK: - Attachments
+
+    /// A weakly held attachment.
+    private struct WeakAttachment {
+        weak var object: AnyObject?
+    }
+
+    /// The context's attachment of a type (a layer above keeps per-context state this
+    /// way, such as the controllers' shared observation), made by `make` when there is
+    /// none alive. The context holds it weakly: whoever uses it keeps it alive. Any thread.
+    ///
+    /// - Returns: the attachment, and whether it was made now.
+    func attachment<Attachment: AnyObject>(
+        _ type: Attachment.Type, make: () -> Attachment
+    ) -> (attachment: Attachment, isNew: Bool) {
+        attachmentsLock.withLock {
+            let key = ObjectIdentifier(type)
+            if let existing = attachments[key]?.object as? Attachment { return (existing, false) }
+            let made = make()
+            attachments[key] = WeakAttachment(object: made)
+            return (made, true)
+        }
     }
 
     // MARK: - Narrow reads for the layers above

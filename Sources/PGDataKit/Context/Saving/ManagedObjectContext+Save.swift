@@ -152,7 +152,7 @@ extension ManagedObjectContext {
 
     /// Rolls a write transaction back and gives its connection back.
     func abortWriteTransaction(_ connection: Connection) {
-        if connection === transaction { transaction = nil }
+        transaction.close(ifItIs: connection)
         coordinator.rollbackAndRelease(connection)
     }
 
@@ -163,7 +163,7 @@ extension ManagedObjectContext {
     private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
         let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
         try coordinator.recordChangesAndCommit(changes, on: connection)
-        if connection === transaction { transaction = nil }
+        transaction.close(ifItIs: connection)
         coordinator.metrics.saved(changes, context: concurrencyType == .main ? "main" : "private")
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
     }
@@ -202,7 +202,7 @@ extension ManagedObjectContext {
             abortWriteTransaction(connection)
             throw error
         }
-        if connection === transaction { transaction = nil }
+        transaction.close(ifItIs: connection)
         switch result {
         case .conflict:
             return false

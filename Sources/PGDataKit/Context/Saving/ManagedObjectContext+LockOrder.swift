@@ -28,7 +28,7 @@ extension ManagedObjectContext {
     func lockRowsInOrder(
         on connection: Connection, keyedRows: Bool, beforeReading: Bool = false
     ) throws -> LockedRows {
-        var locks = rowLocks(locating: !beforeReading && connection === transaction)
+        var locks = rowLocks(locating: !beforeReading && connection === transaction.connection)
         if !beforeReading, insertedSet.isEmpty, deletedSet.isEmpty, locks.count == 1,
             let only = locks.first?.value.onlyRow, only.mode != .keyShare,
             !changedSet.contains(where: \.hasJoinChanges)
@@ -55,8 +55,8 @@ extension ManagedObjectContext {
 
     /// The location of an object's row when this transaction's import read it.
     func rowLocation(of object: ManagedObject) -> RowLocation? {
-        guard locationSerial != 0, let location = RowLocation(packed: object.storage.rowLocation),
-            location.serial == locationSerial
+        guard transaction.locationSerial != 0, let location = RowLocation(packed: object.storage.rowLocation),
+            location.serial == transaction.locationSerial
         else { return nil }
         return location
     }

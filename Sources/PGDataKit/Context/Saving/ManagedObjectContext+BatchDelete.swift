@@ -24,7 +24,7 @@ extension ManagedObjectContext {
                         ObjectID(entityName: entity.name, primaryKey: $0)
                     })
                 try coordinator.recordChangesAndCommit(changes, on: connection)
-                if connection === transaction { transaction = nil }
+                transaction.close(ifItIs: connection)
                 return changes
             } catch {
                 abortWriteTransaction(connection)

@@ -175,12 +175,12 @@ extension ManagedObjectContext {
         // transaction finds them by location.
         var locating = false
         let result = try withDatabase { connection in
-            locating = locationSerial != 0
+            locating = transaction.locationSerial != 0
             return try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: connection)
         }
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
-        let serial = locationSerial
+        let serial = transaction.locationSerial
         let locationColumn = entity.selectColumns.count
         try bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + result.count)

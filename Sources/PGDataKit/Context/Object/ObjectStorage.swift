@@ -65,6 +65,7 @@ struct ObjectStorage {
     }
 
     /// Whether the storage holds a value per attribute and a reference per relationship.
+    @inline(__always)
     func isPrepared(for entity: EntityDescription) -> Bool {
         values.count == entity.defaultValues.count && toOne.count == entity.relationships.count
     }
@@ -174,16 +175,6 @@ struct ObjectStorage {
         changeHints = .clean
     }
 
-    /// A fetched row's to-one references and committed keys (`references` as the row
-    /// has them; `nil` keeps the one there, an object of that key already).
-    mutating func applyFetchedReferences(_ references: [RelatedReference?], keys: [Int64?]) {
-        if toOne.count != references.count { toOne = Array(repeating: .none, count: references.count) }
-        for (index, reference) in references.enumerated() {
-            if let reference { toOne[index] = reference }
-        }
-        snapshotKeys = keys
-    }
-
     /// Makes the current values the committed ones (after a save or a fetch). The caller
     /// prepared the storage.
     mutating func commit(_ entity: EntityDescription) {
@@ -206,23 +197,11 @@ struct ObjectStorage {
         if let keys { snapshotKeys = keys }
     }
 
-    /// Sets one committed value (a conflict's stored value under a kept edit).
-    mutating func setCommittedValue(_ value: StoredValue, at slot: Int) {
-        snapshot?[slot] = value
-        changeHints = .unknown
-    }
-
     /// Records that the values equal the committed ones (the caller made them so).
     mutating func markClean() { changeHints = .clean }
 
     /// Replaces the committed foreign keys.
     mutating func replaceCommittedKeys(_ keys: [Int64?]) { snapshotKeys = keys }
-
-    /// Sets one committed foreign key.
-    mutating func setCommittedKey(_ key: Int64?, at index: Int) {
-        if snapshotKeys.count <= index { snapshotKeys += Array(repeating: nil, count: index + 1 - snapshotKeys.count) }
-        snapshotKeys[index] = key
-    }
 
     /// The state an undo puts back (see `restore(_:)`).
     struct Checkpoint {
@@ -257,6 +236,7 @@ struct ObjectStorage {
     // MARK: - Change facts (the storage prepared for `entity`)
 
     /// Whether any attribute differs from its committed value (stops at the first).
+    @inline(__always)
     func hasChangedAttributes(_ entity: EntityDescription) -> Bool {
         guard let snapshot else { return !values.isEmpty }
         let attributes = entity.attributes
@@ -273,6 +253,7 @@ struct ObjectStorage {
 
     /// The changed attributes as a bit mask (bit `i` for attribute `i`), for an entity of
     /// at most 64 attributes.
+    @inline(__always)
     func changedAttributeMask(_ entity: EntityDescription) -> UInt64 {
         let attributes = entity.attributes
         guard let snapshot else { return attributes.count == 64 ? .max : (1 << UInt64(attributes.count)) - 1 }
@@ -295,6 +276,7 @@ struct ObjectStorage {
     }
 
     /// The attributes that differ from their committed values, by index.
+    @inline(__always)
     func changedAttributeIndexes(_ entity: EntityDescription) -> [Int] {
         guard let snapshot else { return Array(entity.attributes.indices) }
         let attributes = entity.attributes
