@@ -56,24 +56,38 @@ struct ObjectStorageTests {
     @Test func writesSayWhetherTheContextHasToHear() {
         var new = ObjectStorage()
         new.prepare(for: entity)
-        let effect1 = new.write(.string("a"), at: 0)
+        let effect1 = new.write(.string("a"), at: 0).effect
         #expect(effect1 == .untracked, "never saved nor fetched")
-        let effect2 = new.write(.string("a"), at: 0)
+        let effect2 = new.write(.string("a"), at: 0).effect
         #expect(effect2 == .untracked)
 
         var storage = fetched()
-        let effect3 = storage.write(.string(""), at: 0)
+        let effect3 = storage.write(.string(""), at: 0).effect
         #expect(effect3 == .unchanged, "the committed value again")
-        let effect4 = storage.write(.string("b"), at: 0)
+        let effect4 = storage.write(.string("b"), at: 0).effect
         #expect(effect4 == .firstChange)
-        let effect5 = storage.write(.int(4), at: 1)
+        let effect5 = storage.write(.int(4), at: 1).effect
         #expect(effect5 == .changedAgain)
-        let effect6 = storage.write(.string(""), at: 0)
+        let effect6 = storage.write(.string(""), at: 0).effect
         #expect(effect6 == .changedAgain, "back to the committed value")
-        #expect(storage.changedAttributeIndexes(entity) == [1])
+        let fact1 = storage.changedAttributeIndexes(entity)
+        #expect(fact1 == [1])
         storage.commit(entity)
-        let effect7 = storage.write(.int(5), at: 1)
+        let effect7 = storage.write(.int(5), at: 1).effect
         #expect(effect7 == .firstChange, "told again after a commit")
+    }
+
+    @Test func aWriteToUnpreparedStorageWritesNothingAndSaysSo() {
+        var bare = ObjectStorage()
+        let unprepared = bare.write(.string("a"), at: 0)
+        #expect(unprepared.effect == .unprepared && bare.values.isEmpty)
+        var keyed = fetched()
+        keyed.markKeyedInsert(attribute: 1, keepsExisting: false)
+        keyed.setMissingFromStore(true)
+        let result = keyed.write(.int(3), at: 1)
+        #expect(result.effect == .firstChange && result.isKey && result.isMissingFromStore)
+        let other = keyed.write(.string("x"), at: 0)
+        #expect(!other.isKey)
     }
 
     @Test func changeFactsMatchAPlainComparison() {
@@ -90,23 +104,28 @@ struct ObjectStorageTests {
                 let slot = Int.random(in: 0..<choices.count, using: &generator)
                 let value = choices[slot].randomElement(using: &generator) ?? .null
                 if Bool.random(using: &generator) {
-                    _ = storage.write(value, at: slot)
+                    _ = storage.write(value, at: slot).effect
                 } else {
                     storage.initialize(value, at: slot)  // (the hints forget what they knew)
                 }
             }
             let expected = naiveChanges(storage)
-            #expect(storage.changedAttributeIndexes(entity) == expected)
-            #expect(storage.changedAttributeMask(entity) == expected.reduce(0) { $0 | 1 << UInt64($1) })
-            #expect(storage.hasChangedAttributes(entity) == !expected.isEmpty)
+            let fact2 = storage.changedAttributeIndexes(entity)
+            #expect(fact2 == expected)
+            let fact3 = storage.changedAttributeMask(entity)
+            #expect(fact3 == expected.reduce(0) { $0 | 1 << UInt64($1) })
+            let fact4 = storage.hasChangedAttributes(entity)
+            #expect(fact4 == !expected.isEmpty)
         }
     }
 
     @Test func neverCommittedStorageHasEveryAttributeChanged() {
         var storage = ObjectStorage()
         storage.prepare(for: entity)
-        #expect(storage.changedAttributeIndexes(entity) == Array(entity.attributes.indices))
-        #expect(storage.changedAttributeMask(entity) == (1 << UInt64(entity.attributes.count)) - 1)
+        let fact5 = storage.changedAttributeIndexes(entity)
+        #expect(fact5 == Array(entity.attributes.indices))
+        let fact6 = storage.changedAttributeMask(entity)
+        #expect(fact6 == (1 << UInt64(entity.attributes.count)) - 1)
     }
 
     @Test func aCommitMakesTheValuesAndKeysTheCommittedOnes() {
@@ -118,7 +137,8 @@ struct ObjectStorageTests {
         #expect(storage.snapshot == storage.values && storage.changeHints.isKnown)
         #expect(storage.snapshotKeys == [12])
         #expect(storage.snapshotTemporaryTargets == nil)
-        #expect(!storage.hasChangedAttributes(entity))
+        let fact7 = storage.hasChangedAttributes(entity)
+        #expect(!fact7)
     }
 
     @Test func aCheckpointPutsBackValuesAndReferences() {
@@ -129,7 +149,8 @@ struct ObjectStorageTests {
         storage.restore(checkpoint)
         #expect(storage.values == entity.defaultValues)
         #expect(storage.referencedKey(at: 0) == nil)
-        #expect(!storage.hasChangedAttributes(entity))
+        let fact8 = storage.hasChangedAttributes(entity)
+        #expect(!fact8)
     }
 
     @Test func aKeyedInsertMarkRoundTrips() {
@@ -152,6 +173,7 @@ struct ObjectStorageTests {
         imported.adoptStoredRow(of: row)
         #expect(imported.values == row.values && imported.snapshot == row.snapshot)
         #expect(imported.snapshotKeys == [8] && imported.version == 9 && imported.upsertAttributeIndex == nil)
-        #expect(!imported.hasChangedAttributes(entity))
+        let fact9 = imported.hasChangedAttributes(entity)
+        #expect(!fact9)
     }
 }

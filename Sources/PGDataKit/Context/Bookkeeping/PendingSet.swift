@@ -42,6 +42,13 @@ struct PendingObjects {
     /// How many objects have any unsaved change.
     var count: Int { list.count }
 
+    /// Whether an object has this kind of change in its context (one byte read on the
+    /// object; static, so no copy of a context's list is made to ask).
+    @inline(__always)
+    static func has(_ object: ManagedObject, _ kind: PendingMembership) -> Bool {
+        object.pendingSlot.membership.contains(kind)
+    }
+
     /// Clears what the list of a context that went away left on an object now joining
     /// another context.
     static func clearStaleSlot(of object: ManagedObject) {

@@ -340,7 +340,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Records a change to a registered object.
     func objectDidChange(_ object: ManagedObject) {
         guard object.contextReference === reference else { return }  // (this context's objects share it)
-        if !insertedSet.contains(object) { bookkeeping.pending.insert(object, into: .changed) }
+        if !PendingObjects.has(object, .inserted) { bookkeeping.pending.insert(object, into: .changed) }
     }
 
     // MARK: - Database access

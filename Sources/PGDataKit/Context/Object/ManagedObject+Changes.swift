@@ -11,6 +11,7 @@ extension ManagedObject {
         return storage.hasChangedAttributes(entity)
     }
 
+
     /// `changedAttributeIndexes` as a bit mask (bit `i` for attribute `i`), without an
     /// array; `nil` for an entity of more than 64 attributes.
     var changedAttributeMask: UInt64? {
@@ -75,6 +76,14 @@ extension ManagedObject {
             result[relationship.name] = .some(storage.snapshotKeys.count > relationship.index ? storage.snapshotKeys[relationship.index] : nil)
         }
         return result
+    }
+
+    /// After a save wrote the object at `version`: its values become the committed ones,
+    /// and it is no keyed insert any more (one change of the storage).
+    func commitSaved(version: Int64) {
+        let entity = self.entity
+        if !storage.isPrepared(for: entity) { prepareStorage() }
+        storage.commitSaved(entity, version: version)
     }
 
     /// Makes the current values the committed ones (after a save or a fetch).

@@ -292,15 +292,18 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     @usableFromInline
     func setStoredValue(_ value: StoredValue, at slot: Int) {
         checkQueue()
-        if isMissingFromStore {
+        var result = storage.write(value, at: slot)
+        if case .unprepared = result.effect {
+            prepareStorage()  // (storage is prepared whole or not at all)
+            result = storage.write(value, at: slot)
+        }
+        if result.isMissingFromStore {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted: not saved")
         }
-        if slot >= storage.values.count { prepareStorage() }  // (storage is prepared whole or not at all)
-        let effect = storage.write(value, at: slot)
-        let isKey = slot == storage.upsertAttributeIndex
+        let (effect, isKey) = (result.effect, result.isKey)
         switch effect {
-        case .unchanged: return
+        case .unchanged, .unprepared: return
         case .untracked:
             // Never saved nor fetched (inserted, or in no context yet): nothing to track,
             // but an import's key (another imported object may hold it).

@@ -74,6 +74,9 @@ struct ObjectStorage {
 
     /// What `write(_:at:)` did.
     enum WriteEffect {
+        /// Nothing: the storage is not prepared (no value at the slot); prepare it and
+        /// write again.
+        case unprepared
         /// The value was already there: nothing changed.
         case unchanged
         /// The first change since the snapshot: the context has to hear of it.
@@ -98,9 +101,26 @@ struct ObjectStorage {
         return true
     }
 
-    /// Sets attribute `slot`, keeping the change hints. The caller prepared the storage.
+    /// Sets attribute `slot`, keeping the change hints (in one access to the storage,
+    /// the setters' path: what the object does next is in the result).
     @inline(__always)
-    mutating func write(_ value: StoredValue, at slot: Int) -> WriteEffect {
+    mutating func write(_ value: StoredValue, at slot: Int) -> WriteResult {
+        WriteResult(
+            effect: slot < values.count ? writePrepared(value, at: slot) : .unprepared,
+            isKey: slot == keyedInsertIndex, isMissingFromStore: isMissingFromStore)
+    }
+
+    /// What a setter's write did, and what it needs to know of the object.
+    struct WriteResult {
+        let effect: WriteEffect
+        /// The slot is the keyed insert's key (`upsertAttributeIndex`).
+        let isKey: Bool
+        /// The object's row is gone (the write is not saved).
+        let isMissingFromStore: Bool
+    }
+
+    @inline(__always)
+    private mutating func writePrepared(_ value: StoredValue, at slot: Int) -> WriteEffect {
         guard snapshot != nil else {
             values[slot] = value
             changeHints = .unknown
@@ -175,6 +195,15 @@ struct ObjectStorage {
         changeHints = .clean
     }
 
+    /// After a save wrote the row at `version`: `commit(_:)`, and no keyed insert any
+    /// more. The caller prepared the storage.
+    mutating func commitSaved(_ entity: EntityDescription, version newVersion: Int64) {
+        version = newVersion
+        keyedInsertIndex = -1
+        upsertKeepsExisting = false
+        commit(entity)
+    }
+
     /// Makes the current values the committed ones (after a save or a fetch). The caller
     /// prepared the storage.
     mutating func commit(_ entity: EntityDescription) {
@@ -234,10 +263,15 @@ struct ObjectStorage {
     }
 
     // MARK: - Change facts (the storage prepared for `entity`)
+    //
+    // (`mutating` though they change nothing: called on an object's storage, a mutating
+    // method works on it in place, where a non-mutating one is handed a copy — every
+    // array of the storage retained and released — as a class's stored struct is read
+    // out before the call. Saves ask these of every changed object.)
 
     /// Whether any attribute differs from its committed value (stops at the first).
     @inline(__always)
-    func hasChangedAttributes(_ entity: EntityDescription) -> Bool {
+    mutating func hasChangedAttributes(_ entity: EntityDescription) -> Bool {
         guard let snapshot else { return !values.isEmpty }
         let attributes = entity.attributes
         if let (certain, maybe) = changeHints.masks(count: attributes.count) {
@@ -254,7 +288,7 @@ struct ObjectStorage {
     /// The changed attributes as a bit mask (bit `i` for attribute `i`), for an entity of
     /// at most 64 attributes.
     @inline(__always)
-    func changedAttributeMask(_ entity: EntityDescription) -> UInt64 {
+    mutating func changedAttributeMask(_ entity: EntityDescription) -> UInt64 {
         let attributes = entity.attributes
         guard let snapshot else { return attributes.count == 64 ? .max : (1 << UInt64(attributes.count)) - 1 }
         let hints = changeHints.masks(count: attributes.count)
@@ -277,7 +311,7 @@ struct ObjectStorage {
 
     /// The attributes that differ from their committed values, by index.
     @inline(__always)
-    func changedAttributeIndexes(_ entity: EntityDescription) -> [Int] {
+    mutating func changedAttributeIndexes(_ entity: EntityDescription) -> [Int] {
         guard let snapshot else { return Array(entity.attributes.indices) }
         let attributes = entity.attributes
         var changed: [Int] = []

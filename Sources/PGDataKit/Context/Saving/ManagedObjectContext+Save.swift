@@ -423,9 +423,7 @@ extension ManagedObjectContext {
             if notesIDs { bookkeeping.noteSavedID(permanent, forTemporary: object.objectID) }
             object.objectID = permanent
             bookkeeping.register(object, as: object.objectID)
-            object.storage.setVersion(1)
-            object.storage.markKeyedInsert(attribute: nil, keepsExisting: false)
-            object.commitSnapshot()
+            object.commitSaved(version: 1)
         }
         for merged in outcome.merged {
             if notesIDs {
@@ -435,8 +433,7 @@ extension ManagedObjectContext {
             finishMergedInsert(merged)
         }
         for (object, _, version) in outcome.updated {
-            object.storage.setVersion(version)
-            object.commitSnapshot()
+            object.commitSaved(version: version)
         }
         // The rows are gone: touching these objects is `objectDeleted`, as for rows
         // deleted elsewhere.
