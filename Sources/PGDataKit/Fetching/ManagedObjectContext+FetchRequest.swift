@@ -206,7 +206,9 @@ extension ManagedObjectContext {
 
     /// Inserted, changed and deleted objects of an entity.
     func pendingObjects(of entity: EntityDescription) -> [ManagedObject] {
-        (Array(insertedSet) + Array(changedSet) + Array(deletedSet)).filter { $0.entity.name == entity.name }
+        // (By identity: an object of a class outside the model that names itself after the
+        // entity is pending under that name, yet is none of the entity's.)
+        (Array(insertedSet) + Array(changedSet) + Array(deletedSet)).filter { $0.entity === entity }
     }
 
     /// A request's predicate, order and window compiled for the Store.

@@ -37,12 +37,16 @@ struct FetchRequestTests {
         try ExampleSchema.withManager { manager in
             let context = manager.newPrivateContext()
             try context.performAndWait {
+                context.insert(Stranger())  // (first: a window of one must not be spent on it)
                 let user = User(context: context)
                 user.userID = "u1"
-                context.insert(Stranger())
                 let fetched = try context.fetch(FetchRequest<User>())
                 #expect(fetched.count == 1)
                 #expect(fetched.first === user)
+                #expect(try context.count(for: FetchRequest<User>()) == 1, "nor counted as one")
+                var one = FetchRequest<User>()
+                one.fetchLimit = 1
+                #expect(try context.fetch(one).first === user)
             }
         }
     }
