@@ -43,6 +43,7 @@ struct ObjectStorage {
     /// The row turned out to be gone from the database.
     private(set) var isMissingFromStore = false
 
+    /// Empty storage, prepared for its entity on first use (`prepare(for:)`).
     @usableFromInline init() {}
 
     // MARK: - Reads
