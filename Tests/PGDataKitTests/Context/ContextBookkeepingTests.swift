@@ -25,6 +25,19 @@ struct ContextBookkeepingTests {
         #expect(bookkeeping.object(for: id(1)) == nil && bookkeeping.registeredCount == 0)
     }
 
+    @Test func rekeyingMovesAnObjectToItsPermanentID() {
+        let bookkeeping = ContextBookkeeping()
+        let object = ManagedObject()
+        let temporary = ObjectID(temporaryFor: "Thing")
+        bookkeeping.register(object, as: temporary)
+        _ = index(bookkeeping)
+        bookkeeping.rekey(object, from: temporary, to: id(3))
+        #expect(bookkeeping.object(for: temporary) == nil && bookkeeping.object(for: id(3)) === object)
+        #expect(bookkeeping.registeredCount == 1)
+        _ = index(bookkeeping)
+        #expect(bookkeeping.membersIndexBuilds == 2, "a re-key drops the indexes")
+    }
+
     @Test func aMembersIndexIsKeptUntilTheRegistryOrTheGenerationChanges() {
         let bookkeeping = ContextBookkeeping()
         bookkeeping.register(ManagedObject(), as: id(1))

@@ -64,6 +64,14 @@ final class ContextBookkeeping {
         return removed
     }
 
+    /// Moves an object from one ID to another (a saved insert's temporary ID to its
+    /// permanent one): one change of the registry.
+    func rekey(_ object: ManagedObject, from old: ObjectID, to new: ObjectID) {
+        objects.removeValue(forKey: old)
+        objects[new] = object
+        dropMembersIndexes()
+    }
+
     /// Makes room for this many more objects.
     func reserveRegistry(adding count: Int) {
         objects.reserveCapacity(objects.count + count)

@@ -418,11 +418,11 @@ extension ManagedObjectContext {
         let notesIDs = liveChildren.load(ordering: .relaxed) > 0
         if !notesIDs { bookkeeping.forgetSavedIDs() }
         for (object, key) in outcome.inserted {
-            bookkeeping.unregister(object.objectID)
+            let temporary = object.objectID
             let permanent = ObjectID(entityName: object.entity.name, primaryKey: key)
-            if notesIDs { bookkeeping.noteSavedID(permanent, forTemporary: object.objectID) }
+            if notesIDs { bookkeeping.noteSavedID(permanent, forTemporary: temporary) }
             object.objectID = permanent
-            bookkeeping.register(object, as: object.objectID)
+            bookkeeping.rekey(object, from: temporary, to: permanent)
             object.commitSaved(version: 1)
         }
         for merged in outcome.merged {
