@@ -81,9 +81,10 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// The object's state (values, references, committed values, flags): read through
     /// its properties, changed through its methods only.
     ///
-    /// Read and changed in place: a read borrows the stored value for as long as the
-    /// caller uses it (a plain stored property would be copied out first, retaining every
-    /// array it holds, to end its access before a method call on it).
+    /// Reads project the field they need out of the stored value. (This accessor does
+    /// not keep a non-mutating method call on the storage from working on a copy, every
+    /// array retained: callgrind showed the copies with it. The storage's change facts,
+    /// asked of every changed object, are `mutating` for that reason; see there.)
     @inlinable var storage: ObjectStorage {
         _read { yield storageField }
         _modify { yield &storageField }
