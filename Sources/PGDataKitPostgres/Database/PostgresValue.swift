@@ -171,41 +171,41 @@ package struct ArrayLiteralBuilder: ~Copyable {
 
     /// Appends a string, quoted and escaped.
     ///
-    /// - Throws: `PostgresValueError` with code `.containsNUL`.
+    /// - Throws: `PostgresValueError` with code `.containsNUL` (the literal is left as it
+    ///   was).
     package mutating func append(_ text: String) throws {
         var text = text
-        // One pass to check and count the bytes to escape, then one copy.
-        let (length, escapes) = try text.withUTF8 { utf8 -> (Int, Int) in
-            var escapes = 0
-            for byte in utf8 {
-                if byte == 0 { throw PostgresValueError(code: .containsNUL, swiftType: "String") }
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { escapes += 1 }
-            }
-            return (utf8.count, escapes)
+        try text.withUTF8 { utf8 in try appendQuoted(utf8) }
+    }
+
+    /// Writes `utf8` quoted and escaped in one pass over its bytes, into room for the worst
+    /// case (every byte escaped); the literal takes the element only once it was accepted.
+    private mutating func appendQuoted(_ utf8: UnsafeBufferPointer<UInt8>) throws {
+        reserve(utf8.count + utf8.count + 4)
+        var position = count
+        if position > 1 {
+            base[position] = UInt8(ascii: ",")
+            position += 1
         }
-        reserve(length + escapes + 3)
-        separate()
-        base[count] = UInt8(ascii: "\"")
-        let start = base + count + 1
-        text.withUTF8 { utf8 in
-            guard let source = utf8.baseAddress else { return }
-            if escapes == 0 {
-                start.initialize(from: source, count: utf8.count)  // nothing to escape: one copy
-                return
+        base[position] = UInt8(ascii: "\"")
+        position += 1
+        for byte in utf8 {
+            // (Letters, digits and most punctuation: two comparisons.)
+            if byte > UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+                base[position] = byte
+                position += 1
+                continue
             }
-            var position = 0
-            for byte in utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    start[position] = UInt8(ascii: "\\")
-                    position += 1
-                }
-                start[position] = byte
+            if byte == 0 { throw PostgresValueError(code: .containsNUL, swiftType: "String") }
+            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                base[position] = UInt8(ascii: "\\")
                 position += 1
             }
+            base[position] = byte
+            position += 1
         }
-        count += 1 + length + escapes
-        base[count] = UInt8(ascii: "\"")
-        count += 1
+        base[position] = UInt8(ascii: "\"")
+        count = position + 1
     }
 
     /// Appends an integer, quoted.

@@ -115,7 +115,11 @@ struct ValueEncodingTests {
         var refused = ArrayLiteralBuilder(capacity: 4)
         try refused.append("a")
         #expect(throws: PostgresValueError.self) { try refused.append("nul\u{0}inside") }
-        #expect(refused.text() == #"{"a"}"#)
+        for text in ["\u{0}", "\u{0}first", "last\u{0}", "q\"\\\u{0}"] {
+            #expect(throws: PostgresValueError.self) { try refused.append(text) }
+        }
+        try refused.append(" !#[]^~\u{1}")  // (bytes around the escaped ones, kept as they are)
+        #expect(refused.text() == "{\"a\",\" !#[]^~\u{1}\"}")
     }
 
     @Test func arrayLiteralsParse() throws {
