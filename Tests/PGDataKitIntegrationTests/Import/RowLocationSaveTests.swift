@@ -58,7 +58,7 @@ struct RowLocationSaveTests {
                 let key = try #require(user.objectID.primaryKey)
                 #expect(importer.rowLocation(of: user)?.text == stored[key], "\(user.userID)")
             }
-            let locked = try importer.lockRowsInOrder(on: transaction, keyedRows: false)
+            let locked = try SavePipeline(context: importer).lockRowsInOrder(on: transaction, keyedRows: false)
             #expect(locked.locations["User"]?.byLocation == true)
             try importer.save()
             let updatesByLocation = manager.coordinator.updateStatements.withLock { $0.keys.filter(\.byLocation).count }
@@ -78,7 +78,7 @@ struct RowLocationSaveTests {
             #expect(users.allSatisfy { importer.rowLocation(of: $0) == nil })
             let transaction = try #require(importer.transaction.connection)
             // Locked by key; the lock statement says where the rows are.
-            let locked = try importer.lockRowsInOrder(on: transaction, keyedRows: false).locations["User"]
+            let locked = try SavePipeline(context: importer).lockRowsInOrder(on: transaction, keyedRows: false).locations["User"]
             #expect(locked?.byLocation == false && locked?.rows == 10)
             try importer.save()
         }

@@ -131,7 +131,7 @@ extension ManagedObjectContext {
     /// reload those sets. Versions are not bumped: adding and removing pairs are set
     /// operations that do not conflict.
     func writeJoinTableChanges(
-        on connection: Connection, reservedKeys: [ObjectIdentifier: Int64], outcome: inout WriteOutcome
+        on connection: Connection, reservedKeys: [ObjectIdentifier: Int64], outcome: inout SavePipeline.WriteOutcome
     ) throws {
         let model = coordinator.model
         guard !model.joinTables.isEmpty else { return }

@@ -54,7 +54,7 @@ enum UniqueValue: Hashable {
 /// (`upsertAttributeIndex` is set). A save writes them as `INSERT … ON CONFLICT (key) DO
 /// UPDATE`, so when another process inserted the same key since the import looked, that
 /// row is updated instead of duplicated, and the object takes its primary key.
-extension ManagedObjectContext {
+extension SavePipeline {
     /// A keyed insert that met an existing row.
     struct MergedInsert {
         let object: ManagedObject
@@ -124,7 +124,8 @@ extension ManagedObjectContext {
         let written = Set(plain.map(key))
         let clash = merged.first { merge in
             if written.contains(merge.primaryKey) { return true }
-            guard let holder = bookkeeping.object(for: ObjectID(entityName: entity.name, primaryKey: merge.primaryKey)) else { return false }
+            let id = ObjectID(entityName: entity.name, primaryKey: merge.primaryKey)
+            guard let holder = context.bookkeeping.object(for: id) else { return false }
             return holder !== merge.object
         }
         guard let clash else { return }
@@ -270,7 +271,7 @@ extension ManagedObjectContext {
             let updating =
                 shape.attributes.map { entity.attributes[$0].columnName }
                 + shape.toOne.compactMap { entity.relationships[$0].columnName }
-            let results = try coordinator.upsertRows(
+            let results = try context.coordinator.upsertRows(
                 into: entity, batch, uniqueAttribute: entity.attributes[shape.unique], updating: updating, on: connection)
             let writtenKeys = Set(
                 shape.attributes.map { entity.attributes[$0].name } + shape.toOne.map { entity.relationships[$0].name })
@@ -320,7 +321,7 @@ extension ManagedObjectContext {
             batch.versions = []
             if !Self.keyedInsertsSendKeys(entity) { batch.keys = [] }
             let attribute = entity.attributes[unique]
-            let keys = try coordinator.claimRows(into: entity, batch, uniqueAttribute: attribute, on: connection)
+            let keys = try context.coordinator.claimRows(into: entity, batch, uniqueAttribute: attribute, on: connection)
             claimed.reserveCapacity(claimed.count + members.count)  // (grown one doubling at a time, a batch rehashed 10 times)
             var met: (updating: [StoredValue], keeping: [StoredValue]) = ([], [])
             var position = 0  // in `members`, and so in `keys`
@@ -339,7 +340,7 @@ extension ManagedObjectContext {
             }
             for (values, mode) in [(met.updating, RowLockMode.noKeyUpdate), (met.keeping, .keyShare)] where !values.isEmpty {
                 do {
-                    try coordinator.lockRowsWithoutWaiting(
+                    try context.coordinator.lockRowsWithoutWaiting(
                         of: entity, whereUnique: attribute, isIn: values, mode: mode, on: connection)
                 } catch let error as PostgresError where error.sqlState == .lockNotAvailable {
                     throw KeyedInsertsMetUnlockedRows(entity: entity.name, lockError: error)
@@ -357,13 +358,13 @@ extension ManagedObjectContext {
         _ existing: [(object: ManagedObject, key: Int64, changedKeys: Set<String>?)], of entity: EntityDescription,
         on connection: Connection
     ) throws -> [MergedInsert] {
-        let result = try coordinator.selectObjects(of: entity, .keys(existing.map(\.key), of: entity), on: connection)
+        let result = try context.coordinator.selectObjects(of: entity, .keys(existing.map(\.key), of: entity), on: connection)
         var stored: [Int64: ManagedObject] = [:]
         for row in result {
-            let key = try Self.decodeInteger(row, column: 0)
+            let key = try ManagedObjectContext.decodeInteger(row, column: 0)
             let scratch = entity.makeObject()
             scratch.entityStorage = entity
-            try apply(row: row, to: scratch, entity: entity, key: key)
+            try context.apply(row: row, to: scratch, entity: entity, key: key)
             stored[key] = scratch
         }
         var merged: [MergedInsert] = []
@@ -380,14 +381,14 @@ extension ManagedObjectContext {
     /// object (its ID, committed values and version).
     func finishMergedInsert(_ merged: MergedInsert) {
         let object = merged.object
-        bookkeeping.unregister(object.objectID)
+        context.bookkeeping.unregister(object.objectID)
         object.objectID = ObjectID(entityName: object.entity.name, primaryKey: merged.primaryKey)
-        if let other = bookkeeping.object(for: object.objectID), other !== object {
+        if let other = context.bookkeeping.object(for: object.objectID), other !== object {
             // The context held the row already under another object (its key was changed
             // in memory): that object now stands for a row that is this one.
-            logger.warning("\(object.objectID) was registered twice after an upsert; keeping the imported object")
+            context.logger.warning("\(object.objectID) was registered twice after an upsert; keeping the imported object")
         }
-        bookkeeping.register(object, as: object.objectID)
+        context.bookkeeping.register(object, as: object.objectID)
         object.adoptStoredRow(of: merged.row)
     }
 }

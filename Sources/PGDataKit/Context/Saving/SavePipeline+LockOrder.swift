@@ -1,6 +1,6 @@
 /// Which rows a save locks before it writes, so that every save takes its row locks in
 /// the one global order described at `StoreCoordinator.lockRows(of:_:on:)`.
-extension ManagedObjectContext {
+extension SavePipeline {
     /// Locks, entity by entity in insert order and each entity's rows in ascending
     /// primary-key order, every existing row the save will write or reference: deleted
     /// rows and rows whose key column changes `FOR UPDATE`, other updated rows `FOR NO
@@ -28,17 +28,17 @@ extension ManagedObjectContext {
     func lockRowsInOrder(
         on connection: Connection, keyedRows: Bool, beforeReading: Bool = false
     ) throws -> LockedRows {
-        var locks = rowLocks(locating: !beforeReading && connection === transaction.connection)
-        if !beforeReading, insertedSet.isEmpty, deletedSet.isEmpty, locks.count == 1,
+        var locks = rowLocks(locating: !beforeReading && connection === context.transaction.connection)
+        if !beforeReading, context.insertedSet.isEmpty, context.deletedSet.isEmpty, locks.count == 1,
             let only = locks.first?.value.onlyRow, only.mode != .keyShare,
-            !changedSet.contains(where: \.hasJoinChanges)
+            !context.changedSet.contains(where: \.hasJoinChanges)
         {
             return LockedRows(keyedRows: keyedRows ? [:] : nil)
         }
         var locked = LockedRows(keyedRows: keyedRows ? try addKeyedInsertRows(to: &locks, on: connection) : nil)
-        for entity in coordinator.model.insertOrder {
+        for entity in context.coordinator.model.insertOrder {
             guard let set = locks[entity.name], !set.isEmpty else { continue }
-            locked.locations[entity.name] = try coordinator.lockRows(of: entity, set, on: connection)
+            locked.locations[entity.name] = try context.coordinator.lockRows(of: entity, set, on: connection)
         }
         return locked
     }
@@ -53,14 +53,6 @@ extension ManagedObjectContext {
         var locations: [String: LockedLocations] = [:]
     }
 
-    /// The location of an object's row when this transaction's import read it.
-    func rowLocation(of object: ManagedObject) -> RowLocation? {
-        guard transaction.locationSerial != 0, let location = RowLocation(packed: object.storage.rowLocation),
-            location.serial == transaction.locationSerial
-        else { return nil }
-        return location
-    }
-
     /// The rows to lock, by entity name; with `locating`, the rows' locations where this
     /// transaction's import read them.
     private func rowLocks(locating: Bool) -> [String: RowLockSet] {
@@ -68,7 +60,7 @@ extension ManagedObjectContext {
         // compared by their bits first) instead of hashing a name once per object.
         var sets: [(name: String, rows: RowLockSet)] = []
         func add(_ key: Int64, _ mode: RowLockMode, entity name: String, of object: ManagedObject? = nil) {
-            let location = locating ? object.flatMap(rowLocation(of:)) : nil
+            let location = locating ? object.flatMap(context.rowLocation(of:)) : nil
             if let index = sets.lastIndex(where: { $0.name == name }) {
                 sets[index].rows.add(key, mode, location: location)
             } else {
@@ -89,16 +81,16 @@ extension ManagedObjectContext {
             }
             add(key, .keyShare, entity: relationship.destinationEntityName)
         }
-        for object in deletedSet {
+        for object in context.deletedSet {
             guard let key = object.objectID.primaryKey else { continue }
             add(key, .update, entity: object.entity.name, of: object)
         }
-        for object in insertedSet {
+        for object in context.insertedSet {
             for relationship in object.entity.toOneRelationships where relationship.columnName != nil {
                 referenced(object.storage.toOne[relationship.index], of: relationship)
             }
         }
-        for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
+        for object in context.changedSet where !context.insertedSet.contains(object) && !context.deletedSet.contains(object) {
             guard let key = object.objectID.primaryKey else { continue }
             let entity = object.entity
             let toOne = object.changedToOneIndexes
@@ -130,15 +122,15 @@ extension ManagedObjectContext {
         to locks: inout [String: RowLockSet], on connection: Connection
     ) throws -> [ObjectIdentifier: Int64] {
         var objects: [String: [Int: [UniqueValue: [ManagedObject]]]] = [:]
-        for object in insertedSet {
+        for object in context.insertedSet {
             guard let index = object.storage.upsertAttributeIndex, let value = UniqueValue(object.storage.values[index]) else { continue }
             objects[object.entity.name, default: [:]][index, default: [:]][value, default: []].append(object)
         }
         var found: [ObjectIdentifier: Int64] = [:]
-        for entity in coordinator.model.insertOrder {
+        for entity in context.coordinator.model.insertOrder {
             guard let byAttribute = objects[entity.name] else { continue }
             for (index, byValue) in byAttribute.sorted(by: { $0.key < $1.key }) {
-                let rows = try coordinator.selectKeys(
+                let rows = try context.coordinator.selectKeys(
                     of: entity, where: entity.attributes[index], isIn: byValue.values.compactMap { $0.first?.storage.values[index] },
                     on: connection)
                 for (key, value) in rows {

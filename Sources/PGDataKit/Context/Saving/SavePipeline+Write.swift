@@ -1,6 +1,6 @@
 /// A save's writes: `SavePlan` decides them, the functions here send them on the
 /// save's connection and collect what the server answered.
-extension ManagedObjectContext {
+extension SavePipeline {
     /// What a save's statements did, for the commit and the objects' bookkeeping.
     struct WriteOutcome {
         /// The objects inserted, with their primary keys (reserved, or assigned by their
@@ -76,11 +76,11 @@ extension ManagedObjectContext {
         overwrite: Set<ObjectIdentifier>, locked: LockedRows?
     ) throws -> WriteOutcome {
         let plan = SavePlan(
-            model: coordinator.model, inserted: insertedSet, changed: changedSet, deleted: deletedSet,
-            overwrite: overwrite, reservedKeys: reservedKeys, keyedInsertKeysChanged: bookkeeping.keyedInsertKeysChanged)
+            model: context.coordinator.model, inserted: context.insertedSet, changed: context.changedSet, deleted: context.deletedSet,
+            overwrite: overwrite, reservedKeys: reservedKeys, keyedInsertKeysChanged: context.bookkeeping.keyedInsertKeysChanged)
         // Keyed inserts (imports) get their primary keys from their upsert.
         for inserts in plan.inserts where !inserts.needingKeys.isEmpty {
-            let keys = try coordinator.reserveKeys(for: inserts.entity, count: inserts.needingKeys.count, on: connection)
+            let keys = try context.coordinator.reserveKeys(for: inserts.entity, count: inserts.needingKeys.count, on: connection)
             for (object, key) in zip(inserts.needingKeys, keys) { reservedKeys[ObjectIdentifier(object)] = key }
         }
         var keys = SaveKeys(keys: reservedKeys)
@@ -94,7 +94,7 @@ extension ManagedObjectContext {
             // under read committed it is locked without waiting, and when another
             // transaction holds it (`KeyedInsertsMetUnlockedRows`) the save is redone
             // read-committed, looking such rows up first (`SaveStateMachine`).
-            locked = try lockRowsInOrder(on: connection, keyedRows: concurrencyType == .main)
+            locked = try lockRowsInOrder(on: connection, keyedRows: context.concurrencyType == .main)
         }
         let lockedKeyedRows = locked?.keyedRows
         var locations = locked?.locations ?? [:]
@@ -105,7 +105,7 @@ extension ManagedObjectContext {
             try writeInserts(inserts, keys: &keys, outcome: &outcome, lockedKeyedRows: lockedKeyedRows, on: connection)
         }
         try writeUpdates(plan.updates, keys: &keys, locations: locations, outcome: &outcome, on: connection)
-        try writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
+        try context.writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
         try writeDeletes(plan.deletes, keys: &keys, locations: locations, outcome: &outcome, on: connection)
         return outcome
     }
@@ -122,7 +122,7 @@ extension ManagedObjectContext {
             var batch = keys.rows(
                 plain, entity, attributes: Array(entity.attributes.indices), toOne: entity.toOneRelationships.map(\.index))
             batch.versions = Array(repeating: 1, count: plain.count)
-            try coordinator.insertRows(into: entity, batch, on: connection)
+            try context.coordinator.insertRows(into: entity, batch, on: connection)
             outcome.inserted += plain.map { ($0, keys.key(of: $0)) }
         }
         guard !inserts.keyed.isEmpty else { return }
@@ -149,7 +149,7 @@ extension ManagedObjectContext {
             guard let entity = objects.first?.entity else { continue }
             var rows = keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
             if let located = locations[entity.name], located.suits(objects.count) { rows.locations = located.literal }
-            let written = try coordinator.updateRows(of: entity, rows, checksVersion: !shape.overwrite, on: connection)
+            let written = try context.coordinator.updateRows(of: entity, rows, checksVersion: !shape.overwrite, on: connection)
             var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
             changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
             for object in objects {
@@ -173,7 +173,7 @@ extension ManagedObjectContext {
             for (checksVersion, batch) in delete.batches {
                 let located = locations[delete.entity.name].flatMap { $0.suits(batch.count) ? $0.literal : nil }
                 removed.formUnion(
-                    try coordinator.deleteRows(
+                    try context.coordinator.deleteRows(
                         of: delete.entity, keys: batch.map { keys.key(of: $0) }, versions: batch.map(\.storage.version),
                         checksVersion: checksVersion, locations: located, on: connection))
             }

@@ -1,78 +1,28 @@
 import Foundation
 
-extension ManagedObjectContext {
-    /// Writes the context's changes in one transaction and commits: inserts (in
-    /// foreign-key order), updates, deletes, all or nothing.
-    ///
-    /// Statements are bounded by entities and kinds of change, not by rows: one
-    /// statement reserves the new primary keys of an entity, one multi-row `INSERT`
-    /// inserts its objects, one `UPDATE … FROM unnest(…)` per set of changed columns
-    /// updates them, one `DELETE … USING unnest(…)` deletes them. Objects an import
-    /// inserted for unique keys it did not find (`insertOrUpdate`) go as one `INSERT …
-    /// ON CONFLICT (key) DO UPDATE` instead, taking their keys from the sequence, so a row
-    /// another process inserted meanwhile is updated rather than duplicated.
-    ///
-    /// Updates and deletes check the version column. A row changed or deleted elsewhere
-    /// since this context read it is a conflict, resolved by `mergePolicy`; with the
-    /// default `.error` the save throws `MergeConflictError` and writes nothing. When a
-    /// private context's own transaction cannot write a conflicting row (repeatable read
-    /// refuses to), the save is rolled back and redone in a fresh read-committed
-    /// transaction that locks the rows, resolves the conflicts and commits.
-    ///
-    /// On any failure (but `SaveOutcomeUnknownError`) the database is untouched and the
-    /// context keeps its changes for a retry or `rollback()`. After a save a private
-    /// context's transaction is over: its next read sees a new snapshot.
-    ///
-    /// A child context (one with a `parent`) writes nothing: its save pushes its inserts,
-    /// changes and deletes into the parent, all or nothing, and the parent holds them as
-    /// unsaved changes of its own until it saves (see `newChildContext(name:)`). It throws
-    /// `ChildContextError.objectGoneFromParent` when the parent no longer has an object
-    /// the changes name; the parent and the child are then left as they were.
-    ///
-    /// The outcome reported is never wrong, also when the connection breaks at the
-    /// `COMMIT`. If the `COMMIT`'s answer arrived, the save succeeded, whatever happens
-    /// to the connection afterwards. If the connection broke before it, the save looks
-    /// its transaction up on a new connection (by the transaction id the statement sent
-    /// just before the `COMMIT`, the change record, returned) before reporting:
-    /// committed, and it returns as any successful save does; not committed, and it
-    /// throws a lost connection that says so. Only when that cannot be found out within
-    /// `StoreCoordinator.commitOutcomeTimeout` does it throw `SaveOutcomeUnknownError`,
-    /// leaving the context's changes in place.
-    ///
-    /// - Throws: `MergeConflictError`, `ManagedObjectError.deleteDenied`,
-    ///   `ChildContextError` (a child context),
-    ///   `PostgresError` (for example `.uniqueViolation`; a lost connection only when
-    ///   nothing was committed: `transactionDidNotCommit` is set and `isTransient` is
-    ///   true, so the save may simply be redone), or `SaveOutcomeUnknownError` (not
-    ///   transient: the save may have committed; its `transactionID` tells).
-    public func save() throws {
-        assertOnQueue()
-        if let parent {
-            try pushChanges(into: parent)
-            return
-        }
-        try settlingLostConnections { try saveChanges() }
-    }
-
-    /// Runs a write that ends in a commit. A lost connection it throws comes from
-    /// before the `COMMIT` was sent (one that breaks at the `COMMIT` is settled by the
-    /// Store: a success, a lost connection marked not committed, or
-    /// `SaveOutcomeUnknownError`), so nothing committed: it is marked so, and transient.
-    func settlingLostConnections<T>(_ write: () throws -> T) throws -> T {
-        do {
-            return try write()
-        } catch let error as PostgresError where error.isConnectionError && !error.transactionDidNotCommit {
-            throw error.notCommitted()
-        }
-    }
+/// One save of a root context: plan → row locks → statements → commit → outcome, driven
+/// by `SaveStateMachine` (which decides the path: nothing to write, one row in one round
+/// trip, the context's own transaction, the read-committed redo that resolves conflicts).
+/// `ManagedObjectContext.save()` makes one and runs it; it lives for that save.
+///
+/// `SavePlan` decides what is written; the pipeline sends it through the context's
+/// `coordinator` on a connection from the context's write transaction
+/// (`beginWriteTransaction`, `abortWriteTransaction`, `transaction`). It reads the
+/// context's pending changes (`insertedSet`, `changedSet`, `deletedSet`, through
+/// `bookkeeping`), `mergePolicy` and `concurrencyType`; after a commit it writes the
+/// context's state: the objects' IDs and committed values, the registry and pending
+/// changes (`bookkeeping`), `resolvedConflicts`, and it tells the did-save `observers`.
+struct SavePipeline {
+    /// The context whose changes this save writes (held for the one save).
+    let context: ManagedObjectContext
 
     /// `save()`'s work: the shell of a `SaveStateMachine`, which decides the path (one
     /// round trip, the own transaction, the read-committed redo) and what is counted; this
     /// runs the statements and tells it how each attempt ended.
-    private func saveChanges() throws {
+    func run() throws {
         var machine = SaveStateMachine()
-        let hasChanges = hasUnsavedChanges
-        if hasChanges { try validateDeleteRules() }
+        let hasChanges = context.hasUnsavedChanges
+        if hasChanges { try context.validateDeleteRules() }
         let only = hasChanges ? oneRowUpdate() : nil
         var step = machine.start(hasChanges: hasChanges, oneRowUpdate: only != nil)
         var reservedKeys: [ObjectIdentifier: Int64] = [:]
@@ -80,15 +30,15 @@ extension ManagedObjectContext {
         var own: (connection: Connection, outcome: WriteOutcome)?
         var lastError: (any Error)?
         while true {
-            coordinator.metrics.transientFailure(step.failure)
+            context.coordinator.metrics.transientFailure(step.failure)
             switch step.action {
             case .finishWithoutWriting:
-                endTransaction()
-                resolvedConflicts = []
+                context.endTransaction()
+                context.resolvedConflicts = []
                 return
             case .saveOneRow:
                 guard let only else { preconditionFailure("a one-row save without its row") }
-                let connection = try beginWriteTransaction()
+                let connection = try context.beginWriteTransaction()
                 do {
                     step = try saveOneRowUpdate(only, on: connection) ? machine.committed() : machine.versionMissed()
                 } catch {
@@ -96,13 +46,13 @@ extension ManagedObjectContext {
                     step = machine.failed(.of(error))
                 }
             case .writeInOwnTransaction:
-                let connection = try beginWriteTransaction()
+                let connection = try context.beginWriteTransaction()
                 do {
                     let outcome = try writeChanges(on: connection, reservedKeys: &reservedKeys, overwrite: overwrite, locked: nil)
-                    if outcome.conflicts.isEmpty { own = (connection, outcome) } else { abortWriteTransaction(connection) }
+                    if outcome.conflicts.isEmpty { own = (connection, outcome) } else { context.abortWriteTransaction(connection) }
                     step = machine.written(conflicts: !outcome.conflicts.isEmpty)
                 } catch {
-                    abortWriteTransaction(connection)
+                    context.abortWriteTransaction(connection)
                     lastError = error
                     step = machine.failed(.of(error))
                 }
@@ -110,17 +60,18 @@ extension ManagedObjectContext {
                 guard let (connection, outcome) = own else { preconditionFailure("a commit without its transaction") }
                 do {
                     try commitSave(on: connection, outcome: outcome, reservedKeys: reservedKeys)
-                    resolvedConflicts = []
+                    context.resolvedConflicts = []
                     step = machine.committed()
                 } catch {
-                    abortWriteTransaction(connection)
+                    context.abortWriteTransaction(connection)
                     lastError = error
                     step = machine.failed(.of(error))
                 }
             case .resolveConflicts(let attempt):
-                coordinator.metrics.retry(step.failure, unit: "save")
-                logger.debug("save redone in a read-committed transaction (attempt \(attempt), after \((step.failure ?? .other).rawValue))")
-                let connection = try coordinator.beginTransaction(isolation: .readCommitted)
+                context.coordinator.metrics.retry(step.failure, unit: "save")
+                context.logger.debug(
+                    "save redone in a read-committed transaction (attempt \(attempt), after \((step.failure ?? .other).rawValue))")
+                let connection = try context.coordinator.beginTransaction(isolation: .readCommitted)
                 do {
                     try resolveConflictsAndCommit(on: connection, reservedKeys: &reservedKeys, overwrite: &overwrite)
                     step = machine.committed()
@@ -139,22 +90,7 @@ extension ManagedObjectContext {
         }
     }
 
-    // MARK: - Transactions of a save
-
-    /// The transaction writes go into: a private context's own, or a read-committed one
-    /// on a borrowed connection for the main context.
-    func beginWriteTransaction() throws -> Connection {
-        switch concurrencyType {
-        case .private: return try transactionConnection()
-        case .main: return try coordinator.beginTransaction(isolation: .readCommitted)
-        }
-    }
-
-    /// Rolls a write transaction back and gives its connection back.
-    func abortWriteTransaction(_ connection: Connection) {
-        transaction.close(ifItIs: connection)
-        coordinator.rollbackAndRelease(connection)
-    }
+    // MARK: - Commit
 
     /// Writes the change record (which queues the notification) and commits in one round
     /// trip, then updates the objects and tells observers. When the connection breaks at
@@ -162,9 +98,9 @@ extension ManagedObjectContext {
     /// and the save finishes as any other.
     private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
         let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
-        try coordinator.recordChangesAndCommit(changes, on: connection)
-        transaction.close(ifItIs: connection)
-        coordinator.metrics.saved(changes, context: concurrencyType == .main ? "main" : "private")
+        try context.coordinator.recordChangesAndCommit(changes, on: connection)
+        context.transaction.close(ifItIs: connection)
+        context.coordinator.metrics.saved(changes, context: context.concurrencyType == .main ? "main" : "private")
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
     }
 
@@ -173,7 +109,8 @@ extension ManagedObjectContext {
     /// inserts or deletes). Such a save needs no lock statement (see `lockRowsInOrder`)
     /// and is written with `saveOneRowUpdate`.
     private func oneRowUpdate() -> (object: ManagedObject, attributes: [Int])? {
-        guard insertedSet.isEmpty, deletedSet.isEmpty, changedSet.count == 1, let object = changedSet.first,
+        guard context.insertedSet.isEmpty, context.deletedSet.isEmpty, context.changedSet.count == 1,
+            let object = context.changedSet.first,
             object.objectID.primaryKey != nil, object.changedToOneIndexes.isEmpty, !object.hasJoinChanges
         else { return nil }
         let attributes = object.changedAttributeIndexes
@@ -197,20 +134,20 @@ extension ManagedObjectContext {
             attributes: only.attributes.map { entity.attributes[$0] }, values: [object.storage.values])
         let result: StoreCoordinator.OneRowSaveResult
         do {
-            result = try coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
+            result = try context.coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
         } catch {
-            abortWriteTransaction(connection)
+            context.abortWriteTransaction(connection)
             throw error
         }
-        transaction.close(ifItIs: connection)
+        context.transaction.close(ifItIs: connection)
         switch result {
         case .conflict:
             return false
         case .committed(let version):
             outcome.updated[0].version = version
-            coordinator.metrics.saved(changes, context: concurrencyType == .main ? "main" : "private")
+            context.coordinator.metrics.saved(changes, context: context.concurrencyType == .main ? "main" : "private")
             finishSave(outcome: outcome, reservedKeys: [:], changes: changes)
-            resolvedConflicts = []
+            context.resolvedConflicts = []
             return true
         }
     }
@@ -249,7 +186,7 @@ extension ManagedObjectContext {
         do {
             let (conflicts, locked) = try lockAndFindConflicts(on: connection)
             if !conflicts.isEmpty {
-                if mergePolicy == .error {
+                if context.mergePolicy == .error {
                     throw MergeConflictError(conflicts: conflicts.map(\.report))
                 }
                 resolve(conflicts, overwrite: &overwrite)
@@ -265,20 +202,27 @@ extension ManagedObjectContext {
                 })
             }
             try commitSave(on: connection, outcome: outcome, reservedKeys: reservedKeys)
-            resolvedConflicts = settled
+            context.resolvedConflicts = settled
         } catch {
-            abortWriteTransaction(connection)
+            context.abortWriteTransaction(connection)
             throw error
         }
     }
 
     // MARK: - Conflicts
 
+    /// An updated or deleted object whose row moved on since it was read (or is gone),
+    /// found by a read-committed redo (`lockAndFindConflicts`).
     struct Conflict {
+        /// The object of this context.
         let object: ManagedObject
+        /// The row's version now; `nil` when the row is gone (and so the next three).
         let storeVersion: Int64?
+        /// The row's attribute values now, by attribute index.
         let storeValues: [StoredValue]?
+        /// The row's to-one foreign keys now, by relationship index.
         let storeKeys: [Int64?]?
+        /// What `MergeConflictError` and `resolvedConflicts` report.
         let report: MergeConflict
     }
 
@@ -289,15 +233,15 @@ extension ManagedObjectContext {
     /// inserts whose rows it found, where the rows to write are).
     private func lockAndFindConflicts(on connection: Connection) throws -> (conflicts: [Conflict], locked: LockedRows) {
         let locked = try lockRowsInOrder(on: connection, keyedRows: true, beforeReading: true)
-        let candidates = Set(changedSet.lazy.filter { !self.insertedSet.contains($0) && $0.objectID.primaryKey != nil })
-            .union(deletedSet)
+        let candidates = Set(context.changedSet.lazy.filter { !context.insertedSet.contains($0) && $0.objectID.primaryKey != nil })
+            .union(context.deletedSet)
         var conflicts: [Conflict] = []
-        for entity in coordinator.model.insertOrder {
+        for entity in context.coordinator.model.insertOrder {
             let objects = candidates.filter { $0.entity.name == entity.name }
             guard !objects.isEmpty else { continue }
             var rows: [Int64: Row] = [:]
             let keys = objects.compactMap(\.objectID.primaryKey)
-            for row in try coordinator.selectObjects(of: entity, .keys(keys, of: entity), on: connection) {
+            for row in try context.coordinator.selectObjects(of: entity, .keys(keys, of: entity), on: connection) {
                 rows[try row.decode(Int64.self, at: 0)] = row
             }
             for object in objects {
@@ -347,14 +291,14 @@ extension ManagedObjectContext {
                 let storeKeys = conflict.storeKeys
             else {
                 // The row is gone: nothing left to update or delete.
-                forgetDeletedObject(object)
+                context.forgetDeletedObject(object)
                 continue
             }
             let entity = object.entity
             let changedAttributes = Set(object.changedAttributeIndexes)
             let changedToOne = Set(object.changedToOneIndexes)
-            let isDelete = deletedSet.contains(object)
-            switch mergePolicy {
+            let isDelete = context.deletedSet.contains(object)
+            switch context.mergePolicy {
             case .error:
                 continue
             case .mergeByPropertyStoreTrump:
@@ -384,7 +328,7 @@ extension ManagedObjectContext {
                     object.setReference(storeKeys[index].map { .key($0) } ?? .none, at: index)
                 }
                 if isDelete {
-                    bookkeeping.pending.remove(object, from: .deleted)
+                    context.bookkeeping.pending.remove(object, from: .deleted)
                     object.setDeleted(false)
                 }
             }
@@ -395,39 +339,26 @@ extension ManagedObjectContext {
         }
     }
 
-    // MARK: - Validation and bookkeeping
-
-    func validateDeleteRules() throws {
-        for object in deletedSet {
-            for relationship in object.entity.relationships where relationship.deleteRule == .deny {
-                let remaining = object.relatedObjects(at: relationship.index).filter { !$0.deletedFlag }
-                if !remaining.isEmpty {
-                    throw ManagedObjectError.deleteDenied(
-                        entity: object.entity.name, relationship: relationship.name, objectID: object.objectID,
-                        relatedCount: remaining.count)
-                }
-            }
-        }
-    }
+    // MARK: - After the commit
 
     /// Updates the objects after a commit and tells did-save observers (the context
     /// manager among them).
     private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
-        bookkeeping.reserveRegistry(adding: outcome.inserted.count)
+        context.bookkeeping.reserveRegistry(adding: outcome.inserted.count)
         // Child contexts may hold the temporary IDs: the new IDs are noted for their saves.
-        let notesIDs = liveChildren.load(ordering: .relaxed) > 0
-        if !notesIDs { bookkeeping.forgetSavedIDs() }
+        let notesIDs = context.liveChildren.load(ordering: .relaxed) > 0
+        if !notesIDs { context.bookkeeping.forgetSavedIDs() }
         for (object, key) in outcome.inserted {
             let temporary = object.objectID
             let permanent = ObjectID(entityName: object.entity.name, primaryKey: key)
-            if notesIDs { bookkeeping.noteSavedID(permanent, forTemporary: temporary) }
+            if notesIDs { context.bookkeeping.noteSavedID(permanent, forTemporary: temporary) }
             object.objectID = permanent
-            bookkeeping.rekey(object, from: temporary, to: permanent)
+            context.bookkeeping.rekey(object, from: temporary, to: permanent)
             object.commitSaved(version: 1)
         }
         for merged in outcome.merged {
             if notesIDs {
-                bookkeeping.noteSavedID(
+                context.bookkeeping.noteSavedID(
                     ObjectID(entityName: merged.object.entity.name, primaryKey: merged.primaryKey), forTemporary: merged.object.objectID)
             }
             finishMergedInsert(merged)
@@ -437,24 +368,24 @@ extension ManagedObjectContext {
         }
         // The rows are gone: touching these objects is `objectDeleted`, as for rows
         // deleted elsewhere.
-        for object in outcome.deleted { forgetDeletedObject(object) }
-        commitJoinChanges()
-        bookkeeping.clearKeyedInsertKeysChanged()
+        for object in outcome.deleted { context.forgetDeletedObject(object) }
+        context.commitJoinChanges()
+        context.bookkeeping.clearKeyedInsertKeysChanged()
         // The objects just updated carry no changes now; only the others are looked at.
-        if outcome.updated.count == bookkeeping.pending.count(of: .changed) {
+        if outcome.updated.count == context.bookkeeping.pending.count(of: .changed) {
             // Every changed object was updated (they all come from it): nothing is left.
-            bookkeeping.pending.removeAll(keepingCapacity: false)
+            context.bookkeeping.pending.removeAll(keepingCapacity: false)
         } else {
-            bookkeeping.pending.removeAll(.inserted)
-            bookkeeping.pending.removeAll(.deleted)
-            for (object, _, _) in outcome.updated { bookkeeping.pending.remove(object, from: .changed) }
-            bookkeeping.pending.removeAll(.changed) { object in
-                guard object.managedObjectContext === self else { return true }
+            context.bookkeeping.pending.removeAll(.inserted)
+            context.bookkeeping.pending.removeAll(.deleted)
+            for (object, _, _) in outcome.updated { context.bookkeeping.pending.remove(object, from: .changed) }
+            context.bookkeeping.pending.removeAll(.changed) { object in
+                guard object.managedObjectContext === context else { return true }
                 if object.hasPersistentChangedValues { return false }
                 object.storage.markClean()  // (its values are its snapshot's: it leaves the set)
                 return true
             }
         }
-        observers.postDidSave(changes)
+        context.observers.postDidSave(changes)
     }
 }

@@ -1,5 +1,5 @@
 /// What a save writes and in what order, decided from the context's changed objects
-/// without a connection: `ManagedObjectContext.writeChanges` sends it.
+/// without a connection: `SavePipeline.writeChanges` sends it.
 ///
 /// The order is the one a save's statements go in: primary keys reserved for the
 /// inserts that need them, inserts entity by entity in foreign-key order (plain ones,
@@ -46,7 +46,7 @@ struct SavePlan {
     ///   - overwrite: objects the merge policy `.overwrite` writes whole, unchecked.
     ///   - reservedKeys: primary keys reserved by an earlier attempt of the save.
     ///   - keyedInsertKeysChanged: whether an imported object's key was changed since
-    ///     the import (see `ManagedObjectContext.partitionKeyedInserts`).
+    ///     the import (see `SavePipeline.partitionKeyedInserts`).
     init(
         model: Model, inserted: some ObjectMembership, changed: some ObjectMembership, deleted: some ObjectMembership,
         overwrite: Set<ObjectIdentifier>, reservedKeys: [ObjectIdentifier: Int64], keyedInsertKeysChanged: Bool
@@ -54,7 +54,7 @@ struct SavePlan {
         let insertedByEntity = Self.objectsByEntity(inserted)
         for entity in model.insertOrder {
             guard let objects = insertedByEntity[entity.name], !objects.isEmpty else { continue }
-            let parts = ManagedObjectContext.partitionKeyedInserts(objects, of: entity, keysChanged: keyedInsertKeysChanged)
+            let parts = SavePipeline.partitionKeyedInserts(objects, of: entity, keysChanged: keyedInsertKeysChanged)
             let needing = (parts.plain + parts.keyedNeedingKeys).filter { reservedKeys[ObjectIdentifier($0)] == nil }
             inserts.append(Inserts(entity: entity, plain: parts.plain, keyed: parts.keyed, needingKeys: needing))
         }

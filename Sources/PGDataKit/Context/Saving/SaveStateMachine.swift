@@ -4,8 +4,8 @@ import Foundation
 /// first, when a failure or a conflict means redoing it in a read-committed transaction
 /// that locks its rows and resolves conflicts, how often keyed inserts that met rows
 /// held elsewhere start that redo over, and which failures and retries the metrics
-/// count. `ManagedObjectContext.save()` is the shell: it asks, runs the statements,
-/// and tells what happened.
+/// count. `SavePipeline.run()` (what `ManagedObjectContext.save()` runs) is the shell:
+/// it asks, runs the statements, and tells what happened.
 ///
 /// The paths:
 /// - nothing to save: the transaction ends, nothing is written;

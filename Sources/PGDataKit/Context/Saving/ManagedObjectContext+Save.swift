@@ -1,0 +1,115 @@
+import Foundation
+
+extension ManagedObjectContext {
+    /// Writes the context's changes in one transaction and commits: inserts (in
+    /// foreign-key order), updates, deletes, all or nothing.
+    ///
+    /// Statements are bounded by entities and kinds of change, not by rows: one
+    /// statement reserves the new primary keys of an entity, one multi-row `INSERT`
+    /// inserts its objects, one `UPDATE … FROM unnest(…)` per set of changed columns
+    /// updates them, one `DELETE … USING unnest(…)` deletes them. Objects an import
+    /// inserted for unique keys it did not find (`insertOrUpdate`) go as one `INSERT …
+    /// ON CONFLICT (key) DO UPDATE` instead, taking their keys from the sequence, so a row
+    /// another process inserted meanwhile is updated rather than duplicated.
+    ///
+    /// Updates and deletes check the version column. A row changed or deleted elsewhere
+    /// since this context read it is a conflict, resolved by `mergePolicy`; with the
+    /// default `.error` the save throws `MergeConflictError` and writes nothing. When a
+    /// private context's own transaction cannot write a conflicting row (repeatable read
+    /// refuses to), the save is rolled back and redone in a fresh read-committed
+    /// transaction that locks the rows, resolves the conflicts and commits.
+    ///
+    /// On any failure (but `SaveOutcomeUnknownError`) the database is untouched and the
+    /// context keeps its changes for a retry or `rollback()`. After a save a private
+    /// context's transaction is over: its next read sees a new snapshot.
+    ///
+    /// A child context (one with a `parent`) writes nothing: its save pushes its inserts,
+    /// changes and deletes into the parent, all or nothing, and the parent holds them as
+    /// unsaved changes of its own until it saves (see `newChildContext(name:)`). It throws
+    /// `ChildContextError.objectGoneFromParent` when the parent no longer has an object
+    /// the changes name; the parent and the child are then left as they were.
+    ///
+    /// The outcome reported is never wrong, also when the connection breaks at the
+    /// `COMMIT`. If the `COMMIT`'s answer arrived, the save succeeded, whatever happens
+    /// to the connection afterwards. If the connection broke before it, the save looks
+    /// its transaction up on a new connection (by the transaction id the statement sent
+    /// just before the `COMMIT`, the change record, returned) before reporting:
+    /// committed, and it returns as any successful save does; not committed, and it
+    /// throws a lost connection that says so. Only when that cannot be found out within
+    /// `StoreCoordinator.commitOutcomeTimeout` does it throw `SaveOutcomeUnknownError`,
+    /// leaving the context's changes in place.
+    ///
+    /// - Throws: `MergeConflictError`, `ManagedObjectError.deleteDenied`,
+    ///   `ChildContextError` (a child context),
+    ///   `PostgresError` (for example `.uniqueViolation`; a lost connection only when
+    ///   nothing was committed: `transactionDidNotCommit` is set and `isTransient` is
+    ///   true, so the save may simply be redone), or `SaveOutcomeUnknownError` (not
+    ///   transient: the save may have committed; its `transactionID` tells).
+    public func save() throws {
+        assertOnQueue()
+        if let parent {
+            try pushChanges(into: parent)
+            return
+        }
+        try settlingLostConnections { try SavePipeline(context: self).run() }
+    }
+
+    /// Runs a write that ends in a commit. A lost connection it throws comes from
+    /// before the `COMMIT` was sent (one that breaks at the `COMMIT` is settled by the
+    /// Store: a success, a lost connection marked not committed, or
+    /// `SaveOutcomeUnknownError`), so nothing committed: it is marked so, and transient.
+    func settlingLostConnections<T>(_ write: () throws -> T) throws -> T {
+        do {
+            return try write()
+        } catch let error as PostgresError where error.isConnectionError && !error.transactionDidNotCommit {
+            throw error.notCommitted()
+        }
+    }
+
+    // MARK: - Transactions of a save
+
+    /// The transaction writes go into: a private context's own, or a read-committed one
+    /// on a borrowed connection for the main context.
+    func beginWriteTransaction() throws -> Connection {
+        switch concurrencyType {
+        case .private: return try transactionConnection()
+        case .main: return try coordinator.beginTransaction(isolation: .readCommitted)
+        }
+    }
+
+    /// Rolls a write transaction back and gives its connection back.
+    func abortWriteTransaction(_ connection: Connection) {
+        transaction.close(ifItIs: connection)
+        coordinator.rollbackAndRelease(connection)
+    }
+
+    // MARK: - Validation
+
+    /// Refuses to save the deletion of an object that still has related objects through a
+    /// relationship whose delete rule is `.deny` (a root save checks before it writes, a
+    /// child's before it pushes into the parent).
+    ///
+    /// - Throws: `ManagedObjectError.deleteDenied`.
+    func validateDeleteRules() throws {
+        for object in deletedSet {
+            for relationship in object.entity.relationships where relationship.deleteRule == .deny {
+                let remaining = object.relatedObjects(at: relationship.index).filter { !$0.deletedFlag }
+                if !remaining.isEmpty {
+                    throw ManagedObjectError.deleteDenied(
+                        entity: object.entity.name, relationship: relationship.name, objectID: object.objectID,
+                        relatedCount: remaining.count)
+                }
+            }
+        }
+    }
+
+    // MARK: - Row locations
+
+    /// The location of an object's row when this transaction's import read it.
+    func rowLocation(of object: ManagedObject) -> RowLocation? {
+        guard transaction.locationSerial != 0, let location = RowLocation(packed: object.storage.rowLocation),
+            location.serial == transaction.locationSerial
+        else { return nil }
+        return location
+    }
+}
