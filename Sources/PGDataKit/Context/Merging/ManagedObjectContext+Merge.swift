@@ -1,0 +1,21 @@
+extension ManagedObjectContext {
+    /// Merges another context's (or another process's) saved changes into this one (Core
+    /// Data's `mergeChanges(fromContextDidSave:)`).
+    ///
+    /// Registered objects that were updated are re-read with one query per entity. Their
+    /// unsaved local changes follow the context's `mergePolicy`: `.rollback` drops them,
+    /// `.mergeByPropertyStoreTrump` drops those of the keys the other save changed and
+    /// keeps the rest, the other policies keep them all on top (a later save settles any
+    /// conflict). Deleted objects are marked deleted and leave the context: `isDeleted` is
+    /// true, `managedObjectContext` is `nil`, and `value(forKey:)` / `setValue(_:forKey:)`
+    /// on them throw `ManagedObjectError.objectDeleted` (typed properties still read the
+    /// last values; setting one logs a warning and is saved nowhere). Inserted objects
+    /// need nothing:
+    /// fetches find them. Afterwards the context tells its objects-did-change observers.
+    ///
+    /// - Throws: `PostgresError` when re-reading fails.
+    public func mergeChanges(_ changes: ContextChanges) throws {
+        assertOnQueue()
+        try ContextMerger(context: self).merge(changes)
+    }
+}
