@@ -127,43 +127,6 @@ extension ManagedObjectContext {
         return ObjectState(entity: entity, objectID: object.objectID, version: object.storage.version, values: object.storage.values, toOne: toOne)
     }
 
-    /// The object a child names by `id`: also by the temporary ID an object had before
-    /// this context saved it.
-    ///
-    /// - Throws: `ManagedObjectError.objectNotFound` or `.objectDeleted`, `PostgresError`.
-    func objectForChild(_ id: ObjectID) throws -> ManagedObject {
-        try object(with: bookkeeping.permanentID(forTemporary: id) ?? id)
-    }
-
-    /// The objects a child names, those this context still has (not deleted), each with
-    /// the ID the child asked by: registered ones, then the others with one query per
-    /// entity (one call to its own parent for a child).
-    func objectsForChild(_ ids: [ObjectID]) throws -> [(asked: ObjectID, object: ManagedObject)] {
-        var found: [(asked: ObjectID, object: ManagedObject)] = []
-        var missing: [ObjectID] = []
-        for asked in ids {
-            let id = bookkeeping.permanentID(forTemporary: asked) ?? asked
-            if let object = bookkeeping.object(for: id) {
-                if !object.deletedFlag { found.append((asked, object)) }
-            } else {
-                missing.append(asked)
-            }
-        }
-        guard !missing.isEmpty else { return found }
-        _ = try fetchObjects(withIDs: missing.map { bookkeeping.permanentID(forTemporary: $0) ?? $0 })
-        for asked in missing {
-            if let object = bookkeeping.object(for: bookkeeping.permanentID(forTemporary: asked) ?? asked), !object.deletedFlag { found.append((asked, object)) }
-        }
-        return found
-    }
-
-    /// The members of a relationship of owners a child names (owners this context no
-    /// longer has have none).
-    func membersForChild(of ownerIDs: [ObjectID], relationship: RelationshipDescription) throws -> [[ManagedObject]] {
-        let owners = Dictionary(try objectsForChild(ownerIDs).map { ($0.asked, $0.object) }, uniquingKeysWith: { a, _ in a })
-        return ownerIDs.map { owners[$0]?.relatedObjects(at: relationship.index) ?? [] }
-    }
-
     /// The objects of `entity` whose unique `attribute` is one of `values`, as this
     /// context sees them, for a child's import: its unsaved objects first (deleted ones
     /// last, so an object inserted for a deleted one's key wins), then the stored rows.
@@ -180,25 +143,6 @@ extension ManagedObjectContext {
         }
         if !wanted.isEmpty { found += try fetchObjects(entity: entity, whereUnique: attribute, isIn: Array(wanted.values)) }
         return found
-    }
-
-    /// `uniqueObjectIDs(of:where:isIn:)` as this context sees them, for a child: its
-    /// unsaved objects (not deleted) first, then the stored rows.
-    func uniqueObjectIDsForChild(
-        of entity: EntityDescription, where attribute: AttributeDescription, isIn values: [StoredValue]
-    ) throws -> [(objectID: ObjectID, value: StoredValue)] {
-        var wanted: [UniqueValue: StoredValue] = [:]
-        for value in values { if let hash = UniqueValue(value) { wanted[hash] = value } }
-        var pairs: [(objectID: ObjectID, value: StoredValue)] = []
-        let index = attribute.index
-        for object in insertedSet.union(changedSet)
-        where object.entity.name == entity.name && !object.deletedFlag && object.storage.values.count > index {
-            if let hash = UniqueValue(object.storage.values[index]), let value = wanted.removeValue(forKey: hash) {
-                pairs.append((object.objectID, value))
-            }
-        }
-        if !wanted.isEmpty { pairs += try uniqueObjectIDs(of: entity, where: attribute, isIn: Array(wanted.values)) }
-        return pairs
     }
 
     // MARK: - Reading through the parent (on the child's queue)
@@ -235,13 +179,13 @@ extension ManagedObjectContext {
     }
 
     /// Makes a state's values an object's current and committed values.
-    private func applyValues(_ state: ObjectState, to object: ManagedObject) {
+    func applyValues(_ state: ObjectState, to object: ManagedObject) {
         object.storage.applyFetched(version: state.version, values: state.values)
     }
 
     /// Points an object's to-one relationships where the state says, as committed
     /// references: keys for saved objects, the child's instances for unsaved ones.
-    private func link(_ object: ManagedObject, to state: ObjectState) {
+    func link(_ object: ManagedObject, to state: ObjectState) {
         let entity = state.entity
         guard !state.toOne.isEmpty else { return }
         if object.storage.toOne.count != entity.relationships.count {
@@ -268,13 +212,11 @@ extension ManagedObjectContext {
         object.storage.setSnapshotTemporaryTargets(temporary.isEmpty ? nil : temporary)
     }
 
-    /// The object with an ID, from the parent.
+    /// The object with an ID, from the parent (`ParentLink.objectFromParent(_:)`).
     ///
     /// - Throws: what the parent's `object(with:)` throws.
     func objectFromParent(_ id: ObjectID, parent: ManagedObjectContext) throws -> ManagedObject {
-        let answer = try parent.performAndWait { parent.statesForChild([try parent.objectForChild(id)]) }
-        guard let object = register(answer).first else { throw ManagedObjectError.objectNotFound(id) }
-        return object
+        try ParentLink(child: self, parent: parent).objectFromParent(id)
     }
 
     /// Registers the objects with these IDs that are not registered yet: one query per
@@ -284,7 +226,8 @@ extension ManagedObjectContext {
         let missing = ids.filter { bookkeeping.object(for: $0) == nil }
         guard !missing.isEmpty else { return [] }
         if let parent {
-            let answer = try parent.performAndWait { parent.statesForChild(try parent.objectsForChild(missing).map(\.object)) }
+            let link = ParentLink(child: self, parent: parent)
+            let answer = try parent.performAndWait { parent.statesForChild(try link.objectsForChild(missing).map(\.object)) }
             return register(answer)
         }
         var keysByEntity: [String: [Int64]] = [:]
@@ -312,7 +255,7 @@ extension ManagedObjectContext {
         let owners = owners.filter { !$0.storage.loadedToMany.contains(index) && canLoadRelationships(of: $0) }
         guard !owners.isEmpty else { return }
         if let parent {
-            try loadFromParent(relationship, of: owners, parent: parent)
+            try ParentLink(child: self, parent: parent).loadFromParent(relationship, of: owners)
             return
         }
         if relationship.joinTable != nil {
@@ -327,55 +270,11 @@ extension ManagedObjectContext {
         for owner in owners { owner.storage.setLoaded(index, true) }
     }
 
-    /// Loads a relationship of owners from the parent: the members the parent's objects
-    /// have now. A many-to-many set read so becomes the owner's committed set here.
-    private func loadFromParent(
-        _ relationship: RelationshipDescription, of owners: [ManagedObject], parent: ManagedObjectContext
-    ) throws {
-        let ids = owners.map(\.objectID)
-        let (answer, counts) = try parent.performAndWait { () throws -> (ParentObjects, [Int]) in
-            let lists = try parent.membersForChild(of: ids, relationship: relationship)
-            return (parent.statesForChild(lists.flatMap { $0 }), lists.map(\.count))
-        }
-        let members = register(answer)
-        let index = relationship.index
-        var start = 0
-        for (owner, count) in zip(owners, counts) {
-            let list = members[start..<(start + count)]
-            start += count
-            if relationship.joinTable != nil {
-                var state = owner.storage.joinMembers(at: index) ?? JoinMembers()
-                state.stored = Set(list.compactMap(\.objectID.primaryKey))
-                state.storedTemporary = Set(list.lazy.map(\.objectID).filter(\.isTemporaryID))
-                owner.storage.setJoinMembers(state, at: index)
-            }
-            owner.storage.setLoaded(index, true)
-        }
-    }
-
-    /// Re-reads objects from the parent (a child's refresh and merge): the parent's
-    /// current values, with the child's unsaved changes kept as `localEdits` says.
-    /// Objects the parent no longer has are marked deleted and leave the context.
+    /// Re-reads objects from the parent (a child's refresh and merge:
+    /// `ParentLink.refreshFromParent(_:localEdits:)`); nothing outside a child context.
     func refreshFromParent(_ objects: [ManagedObject], localEdits: LocalEdits) throws {
         guard let parent, !objects.isEmpty else { return }
-        let ids = objects.map(\.objectID)
-        let (answer, asked) = try parent.performAndWait { () throws -> (ParentObjects, [ObjectID]) in
-            let found = try parent.objectsForChild(ids)
-            return (parent.statesForChild(found.map(\.object)), found.map(\.asked))
-        }
-        _ = register(ParentObjects(related: answer.related))
-        var states: [ObjectID: ObjectState] = [:]
-        for (id, state) in zip(asked, answer.states) { states[id] = state }
-        for object in objects {
-            guard let state = states[object.objectID] else {
-                forgetDeletedObject(object)
-                continue
-            }
-            refresh(object, localEdits: localEdits) {
-                applyValues(state, to: object)
-                link(object, to: state)
-            }
-        }
+        try ParentLink(child: self, parent: parent).refreshFromParent(objects, localEdits: localEdits)
     }
 
     /// The IDs of the objects of `entity` whose unique `attribute` is one of `values`
@@ -388,11 +287,21 @@ extension ManagedObjectContext {
         of entity: EntityDescription, where attribute: AttributeDescription, isIn values: [StoredValue]
     ) throws -> [(objectID: ObjectID, value: StoredValue)] {
         if let parent {
-            return try parent.performAndWait { try parent.uniqueObjectIDsForChild(of: entity, where: attribute, isIn: values) }
+            let link = ParentLink(child: self, parent: parent)
+            return try parent.performAndWait { try link.uniqueObjectIDsForChild(of: entity, where: attribute, isIn: values) }
         }
         return try withDatabase { try coordinator.selectKeys(of: entity, where: attribute, isIn: values, on: $0) }.map {
             (ObjectID(entityName: entity.name, primaryKey: $0.primaryKey), $0.value)
         }
+    }
+
+    /// A child context's `save()`: pushes its changes into the parent
+    /// (`ParentLink.pushChanges()`).
+    ///
+    /// - Throws: `ManagedObjectError.deleteDenied`, `ChildContextError.objectGoneFromParent`,
+    ///   or `PostgresError` (the parent had to read an object and could not).
+    func pushChanges(into parent: ManagedObjectContext) throws {
+        try ParentLink(child: self, parent: parent).pushChanges()
     }
 
     /// A call a child context refuses (see `newChildContext(name:)`).

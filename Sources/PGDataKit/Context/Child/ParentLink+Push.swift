@@ -32,8 +32,8 @@ struct PushedChanges {
     var deleted: [ObjectID] = []
 }
 
-extension ManagedObjectContext {
-    // MARK: - The child's side
+extension ParentLink {
+    // MARK: - Saving into the parent (the child's side)
 
     /// A child context's `save()`: checks the delete rules, hands its changes to the
     /// parent as values (on the parent's queue: `applyChildChanges`), then makes them the
@@ -42,14 +42,14 @@ extension ManagedObjectContext {
     ///
     /// - Throws: `ManagedObjectError.deleteDenied`, `ChildContextError.objectGoneFromParent`,
     ///   or `PostgresError` (the parent had to read an object and could not).
-    func pushChanges(into parent: ManagedObjectContext) throws {
-        resolvedConflicts = []
-        guard hasUnsavedChanges else { return }
-        try validateDeleteRules()
+    func pushChanges() throws {
+        child.resolvedConflicts = []
+        guard child.hasUnsavedChanges else { return }
+        try child.validateDeleteRules()
         let changes = pushedChanges()
-        let saved = try parent.performAndWait { try parent.applyChildChanges(changes) }
+        let saved = try parent.performAndWait { try applyChildChanges(changes) }
         finishPush()
-        observers.postDidSave(saved)
+        child.observers.postDidSave(saved)
     }
 
     /// The child's unsaved changes, as values.
@@ -72,8 +72,8 @@ extension ManagedObjectContext {
                 pushed.changedKeys.insert(object.entity.relationships[index].name)
             }
         }
-        changes.inserted.reserveCapacity(insertedSet.count)
-        for object in insertedSet {
+        changes.inserted.reserveCapacity(child.insertedSet.count)
+        for object in child.insertedSet {
             object.prepareStorage()
             var pushed = PushedObject(object)
             pushed.attributes = object.storage.values.enumerated().map { ($0.offset, $0.element) }
@@ -85,7 +85,7 @@ extension ManagedObjectContext {
             pushed.upsertKeepsExisting = object.storage.upsertKeepsExisting
             changes.inserted.append(pushed)
         }
-        for object in changedSet where !insertedSet.contains(object) && !object.deletedFlag {
+        for object in child.changedSet where !child.insertedSet.contains(object) && !object.deletedFlag {
             let entity = object.entity
             var pushed = PushedObject(object)
             for index in object.changedAttributeIndexes {
@@ -99,28 +99,28 @@ extension ManagedObjectContext {
             joins(of: object, into: &pushed)
             if !pushed.isEmpty { changes.updated.append(pushed) }
         }
-        changes.deleted = deletedSet.map(\.objectID)
+        changes.deleted = child.deletedSet.map(\.objectID)
         return changes
     }
 
-    /// Whether an object left this context for good: inserted here and deleted again.
+    /// Whether an object left the child for good: inserted here and deleted again.
     private func isGone(_ object: ManagedObject) -> Bool {
-        object.deletedFlag && bookkeeping.object(for: object.objectID) !== object
+        object.deletedFlag && child.bookkeeping.object(for: object.objectID) !== object
     }
 
     /// After the parent took the changes: what was pushed becomes the child's committed
     /// state (its objects now stand on the parent's), deleted objects leave.
     private func finishPush() {
-        for object in insertedSet {
+        for object in child.insertedSet {
             object.storage.markKeyedInsert(attribute: nil, keepsExisting: false)
             commitPushed(object, wasInserted: true)
         }
-        for object in changedSet where !insertedSet.contains(object) && !object.deletedFlag {
+        for object in child.changedSet where !child.insertedSet.contains(object) && !object.deletedFlag {
             commitPushed(object, wasInserted: false)
         }
-        for object in deletedSet { forgetDeletedObject(object) }
-        bookkeeping.pending.removeAll(keepingCapacity: false)
-        bookkeeping.clearKeyedInsertKeysChanged()
+        for object in child.deletedSet { child.forgetDeletedObject(object) }
+        child.bookkeeping.pending.removeAll(keepingCapacity: false)
+        child.bookkeeping.clearKeyedInsertKeysChanged()
     }
 
     /// Makes an object's current values, references and many-to-many sets its committed
@@ -158,22 +158,22 @@ extension ManagedObjectContext {
         }
     }
 
-    // MARK: - The parent's side
+    // MARK: - Taking the child's changes (the parent's side)
 
-    /// Applies a child's pushed changes to this context (on its queue), all or nothing:
+    /// Applies the child's pushed changes to the parent (on its queue), all or nothing:
     /// every object they name is looked up first (registered, or read now) along with the
     /// many-to-many sets they change, and only then is anything changed. Inserted objects
     /// keep the child's temporary IDs; attributes and relationships the child changed
-    /// replace this context's values; deletes apply the delete rules here. A delete, or
-    /// the removal of a set member, of an object this context no longer has is moot and
+    /// replace the parent's values; deletes apply the delete rules here. A delete, or
+    /// the removal of a set member, of an object the parent no longer has is moot and
     /// left out.
     ///
     /// - Returns: the changes, for the child's did-save observers.
     /// - Throws: `ChildContextError.objectGoneFromParent` naming an updated object, a
-    ///   relationship's destination or an added member this context no longer has
+    ///   relationship's destination or an added member the parent no longer has
     ///   (deleted here, or forgotten), or `PostgresError` from reading; nothing changed.
     func applyChildChanges(_ changes: PushedChanges) throws -> ContextChanges {
-        assertOnQueue()
+        parent.assertOnQueue()
         let insertedIDs = Set(changes.inserted.map(\.objectID))
         // Objects that must be here, and objects that may be gone.
         var required: [ObjectID] = changes.updated.map(\.objectID)
@@ -198,13 +198,13 @@ extension ManagedObjectContext {
             let object = pushed.entity.makeObject()
             object.entityStorage = pushed.entity
             object.prepareStorage()
-            object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)
+            object.contextReference = parent.reference  // (not via `managedObjectContext`: no retain of the context)
             object.objectID = pushed.objectID
             object.storage.replaceValues(pushed.attributes.map(\.value))
             object.storage.markKeyedInsert(attribute: pushed.upsertAttributeIndex, keepsExisting: pushed.upsertKeepsExisting)
-            if pushed.upsertAttributeIndex != nil { bookkeeping.noteKeyedInsertKeyChanged() }  // (the save checks for twins)
-            bookkeeping.register(object, as: pushed.objectID)
-            bookkeeping.pending.insert(object, into: .inserted)
+            if pushed.upsertAttributeIndex != nil { parent.bookkeeping.noteKeyedInsertKeyChanged() }  // (the save checks for twins)
+            parent.bookkeeping.register(object, as: pushed.objectID)
+            parent.bookkeeping.pending.insert(object, into: .inserted)
             objects[pushed.objectID] = object
         }
         for pushed in changes.updated {
@@ -230,7 +230,7 @@ extension ManagedObjectContext {
             }
         }
         for id in changes.deleted {
-            if let object = objects[id] { delete(object) }
+            if let object = objects[id] { parent.delete(object) }
         }
 
         var saved = ContextChanges()
@@ -255,7 +255,7 @@ extension ManagedObjectContext {
             }
         }
         for (_, entry) in owners.sorted(by: { $0.key < $1.key }) {
-            try loadRelationship(entry.relationship, of: entry.owners)
+            try parent.loadRelationship(entry.relationship, of: entry.owners)
         }
     }
 }
