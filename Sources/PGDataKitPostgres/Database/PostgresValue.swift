@@ -178,8 +178,9 @@ package struct ArrayLiteralBuilder: ~Copyable {
         try text.withUTF8 { utf8 in try appendQuoted(utf8) }
     }
 
-    /// Writes `utf8` quoted and escaped in one pass over its bytes, into room for the worst
-    /// case (every byte escaped); the literal takes the element only once it was accepted.
+    /// Writes `utf8` quoted and escaped into room for the worst case (every byte escaped):
+    /// one copy when a scan finds nothing to escape (the common case), else one pass that
+    /// escapes; the literal takes the element only once it was accepted.
     private mutating func appendQuoted(_ utf8: UnsafeBufferPointer<UInt8>) throws {
         reserve(utf8.count + utf8.count + 4)
         var position = count
@@ -189,6 +190,12 @@ package struct ArrayLiteralBuilder: ~Copyable {
         }
         base[position] = UInt8(ascii: "\"")
         position += 1
+        if let source = utf8.baseAddress, !Self.needsEscaping(source, count: utf8.count) {
+            (base + position).initialize(from: source, count: utf8.count)  // the common case: one copy
+            base[position + utf8.count] = UInt8(ascii: "\"")
+            count = position + utf8.count + 1
+            return
+        }
         for byte in utf8 {
             // (Letters, digits and most punctuation: two comparisons.)
             if byte > UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
@@ -206,6 +213,32 @@ package struct ArrayLiteralBuilder: ~Copyable {
         }
         base[position] = UInt8(ascii: "\"")
         count = position + 1
+    }
+
+    /// Whether any of `count` bytes is `"`, `\` or NUL, looked for eight bytes at a time: a
+    /// word holds one of them when its XOR with that byte repeated has a zero byte, which
+    /// `(w - 0x01…01) & ~w & 0x80…80` finds (exactly, as a yes or no). The last word
+    /// overlaps the one before it; a text shorter than a word is padded with `a`s.
+    private static func needsEscaping(_ bytes: UnsafePointer<UInt8>, count: Int) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        @inline(__always) func holdsOne(_ word: UInt64) -> Bool {
+            @inline(__always) func hasZeroByte(_ word: UInt64) -> Bool { (word &- ones) & ~word & (ones &* 0x80) != 0 }
+            return hasZeroByte(word) || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
+        }
+        let raw = UnsafeRawPointer(bytes)
+        guard count >= 8 else {
+            var word = ones &* UInt64(UInt8(ascii: "a"))
+            withUnsafeMutableBytes(of: &word) { padded in
+                padded.baseAddress?.copyMemory(from: raw, byteCount: count)
+            }
+            return holdsOne(word)
+        }
+        var index = 0
+        while count - index > 8 {
+            if holdsOne(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) { return true }
+            index += 8
+        }
+        return holdsOne(raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self))
     }
 
     /// Appends an integer, quoted.

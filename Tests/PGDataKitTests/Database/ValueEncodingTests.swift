@@ -122,6 +122,28 @@ struct ValueEncodingTests {
         #expect(refused.text() == "{\"a\",\" !#[]^~\u{1}\"}")
     }
 
+    @Test func arrayLiteralBuilderFindsEveryByteToEscapeWherever() throws {
+        // The scan reads eight bytes at a time, then one by one: each special byte at each
+        // position of texts shorter and longer than a word or two.
+        for length in 1...19 {
+            for position in 0..<length {
+                for special in ["\"", "\\", "\u{0}"] {
+                    var characters = Array(repeating: "a", count: length)
+                    characters[position] = special
+                    let text = characters.joined()
+                    var literal = ArrayLiteralBuilder(capacity: 1)
+                    if special == "\u{0}" {
+                        #expect(throws: PostgresValueError.self) { try literal.append(text) }
+                        #expect(literal.text() == "{}")
+                    } else {
+                        try literal.append(text)
+                        #expect(literal.text() == "{\"" + text.replacingOccurrences(of: special, with: "\\" + special) + "\"}")
+                    }
+                }
+            }
+        }
+    }
+
     @Test func arrayLiteralsParse() throws {
         #expect(try decode([String?].self, from: #"{a,"b c",NULL,"NULL","q\"x"}"#) == ["a", "b c", nil, "NULL", "q\"x"])
         #expect(try decode([Int].self, from: "[0:1]={7,8}") == [7, 8])

@@ -311,13 +311,11 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     }
 
     @usableFromInline
-    func setStoredValue(_ value: StoredValue, at slot: Int) {
+    func setStoredValue(_ value: consuming StoredValue, at slot: Int) {
         checkQueue()
-        var result = storage.write(value, at: slot)
-        if case .unprepared = result.effect {
-            prepareStorage()  // (storage is prepared whole or not at all)
-            result = storage.write(value, at: slot)
-        }
+        // (Storage is prepared whole or not at all; the value moves into it, uncopied.)
+        if slot >= storage.values.count { prepareStorage() }
+        let result = storage.write(consume value, at: slot)
         if result.isMissingFromStore {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted: not saved")

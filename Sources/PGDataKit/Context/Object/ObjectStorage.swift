@@ -105,9 +105,9 @@ struct ObjectStorage {
     /// Sets attribute `slot`, keeping the change hints (in one access to the storage,
     /// the setters' path: what the object does next is in the result).
     @inline(__always)
-    mutating func write(_ value: StoredValue, at slot: Int) -> WriteResult {
+    mutating func write(_ value: consuming StoredValue, at slot: Int) -> WriteResult {
         WriteResult(
-            effect: slot < values.count ? writePrepared(value, at: slot) : .unprepared,
+            effect: slot < values.count ? writePrepared(consume value, at: slot) : .unprepared,
             isKey: slot == keyedInsertIndex, isMissingFromStore: isMissingFromStore)
     }
 
@@ -121,9 +121,9 @@ struct ObjectStorage {
     }
 
     @inline(__always)
-    private mutating func writePrepared(_ value: StoredValue, at slot: Int) -> WriteEffect {
+    private mutating func writePrepared(_ value: consuming StoredValue, at slot: Int) -> WriteEffect {
         guard snapshot != nil else {
-            values[slot] = value
+            values[slot] = consume value
             changeHints = .unknown
             return .untracked
         }
@@ -137,7 +137,7 @@ struct ObjectStorage {
         // context was told then.
         let reported = changeHints.isKnown && changeHints.maybe != 0
         let hints = changeHints.changing(slot)
-        values[slot] = value
+        values[slot] = consume value
         changeHints = hints
         return reported ? .changedAgain : .firstChange
     }
