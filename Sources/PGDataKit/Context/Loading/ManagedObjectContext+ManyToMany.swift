@@ -1,84 +1,23 @@
 import Foundation
 
-/// Many-to-many relationships in a context: loading members (one query per relationship
-/// load, for any number of owners), the join rows a save writes (one delete and one
-/// insert statement per join table), and keeping loaded sets right after saves and
-/// merges. The in-memory bookkeeping of each object's set is `JoinMembers`.
+/// Many-to-many relationships in a context: the join rows a save writes (one delete and
+/// one insert statement per join table), and keeping loaded sets right after inserts,
+/// deletes, saves and merges. Loading members (one query per relationship load, for any
+/// number of owners) is `ObjectLoader`'s (`ObjectLoader+Relationships.swift`); the
+/// context forwards to it. The in-memory bookkeeping of each object's set is `JoinMembers`.
 extension ManagedObjectContext {
     // MARK: - Reading
 
-    /// The members of a many-to-many relationship: the stored pairs (loaded once with one
-    /// query; in a child context, the parent's set), minus the objects removed and plus
-    /// the objects added since the last save; deleted objects left out.
+    /// The members of a many-to-many relationship
+    /// (`ObjectLoader.joinedMembers(of:relationship:)`).
     func joinedMembers(of object: ManagedObject, relationship: RelationshipDescription) -> [ManagedObject] {
-        let index = relationship.index
-        if !object.storage.loadedToMany.contains(index) {
-            do {
-                try loadRelationship(relationship, of: [object])
-            } catch {
-                logger.warning("could not load \(object.objectID).\(relationship.name): \(error)")
-            }
-        }
-        let state = object.storage.joinMembers(at: index) ?? JoinMembers()
-        var members: [ManagedObject] = []
-        var seen: Set<ObjectIdentifier> = []
-        if object.storage.loadedToMany.contains(index), !state.stored.isEmpty || !state.storedTemporary.isEmpty {
-            let destinationName = relationship.destinationEntityName
-            var missing: [ObjectID] = []
-            for key in state.stored where bookkeeping.object(for: ObjectID(entityName: destinationName, primaryKey: key)) == nil {
-                missing.append(ObjectID(entityName: destinationName, primaryKey: key))
-            }
-            for id in state.storedTemporary where bookkeeping.object(for: id) == nil { missing.append(id) }
-            if !missing.isEmpty {
-                // Members that left the context (a batch fetch lets go of its pages): one query.
-                do {
-                    _ = try fetchObjects(withIDs: missing)
-                } catch {
-                    logger.warning("could not load members of \(object.objectID).\(relationship.name): \(error)")
-                }
-                let gone = missing.filter { bookkeeping.object(for: $0) == nil }
-                if !gone.isEmpty {
-                    object.storage.updateJoinMember(at: index) { $0.stored.subtract(gone.compactMap(\.primaryKey)) }
-                    object.storage.updateJoinMember(at: index) { $0.storedTemporary.subtract(gone) }
-                }
-            }
-            func add(_ id: ObjectID) {
-                guard let member = bookkeeping.object(for: id), !member.deletedFlag, state.removed[ObjectIdentifier(member)] == nil
-                else { return }
-                if seen.insert(ObjectIdentifier(member)).inserted { members.append(member) }
-            }
-            for key in object.storage.joinMembers(at: index)?.stored ?? [] { add(ObjectID(entityName: destinationName, primaryKey: key)) }
-            for id in object.storage.joinMembers(at: index)?.storedTemporary ?? [] { add(id) }
-        }
-        for member in state.added.values where !member.deletedFlag && seen.insert(ObjectIdentifier(member)).inserted {
-            members.append(member)
-        }
-        return members.sorted { $0.objectID.description < $1.objectID.description }
+        ObjectLoader(context: self).joinedMembers(of: object, relationship: relationship)
     }
 
-    /// Loads the stored members of a many-to-many relationship for saved owners (of one
-    /// entity) with one query, registers them, and records each owner's stored set.
+    /// Loads the stored members of a many-to-many relationship for saved owners
+    /// (`ObjectLoader.loadJoinMembers(of:relationship:)`).
     func loadJoinMembers(of owners: [ManagedObject], relationship: RelationshipDescription) throws {
-        guard let table = relationship.joinTable,
-            let destination = coordinator.model.entity(named: relationship.destinationEntityName)
-        else { return }
-        let keys = owners.compactMap(\.objectID.primaryKey)
-        guard !keys.isEmpty else { return }
-        let result = try withDatabase {
-            try coordinator.selectJoinedObjects(of: destination, through: table, ownerKeys: keys, on: $0)
-        }
-        let ownerColumn = destination.selectColumns.count
-        var byOwner: [Int64: Set<Int64>] = [:]
-        for row in result {
-            let member = try register(row: row, entity: destination)
-            guard let memberKey = member.objectID.primaryKey else { continue }
-            byOwner[try Self.decodeInteger(row, column: ownerColumn), default: []].insert(memberKey)
-        }
-        for owner in owners {
-            guard let key = owner.objectID.primaryKey else { continue }
-            owner.storage.updateJoinMembers(at: relationship.index) { $0.stored = byOwner[key] ?? [] }
-            owner.storage.setLoaded(relationship.index, true)
-        }
+        try ObjectLoader(context: self).loadJoinMembers(of: owners, relationship: relationship)
     }
 
     // MARK: - Inserting and deleting

@@ -1,71 +1,21 @@
 import Foundation
 
-extension ManagedObjectContext {
-    /// Every object of an entity: the stored rows plus unsaved inserted objects, minus
-    /// unsaved deletions. Objects already registered keep their identity and their
-    /// unsaved changes. A child context starts from its parent's objects (the parent's
-    /// unsaved changes included) instead of the stored rows.
-    ///
-    /// For example:
-    ///
-    /// ```swift
-    /// let users = try context.fetchAll(User.self)
-    /// ```
-    ///
-    /// - Throws: `ManagedObjectError.unknownEntity`, or `PostgresError`.
-    public func fetchAll<T: ManagedObject>(_ type: T.Type) throws -> [T] {
-        assertOnQueue()
-        let entity = try entityDescription(for: type)
-        let stored: [ManagedObject]
-        if let parent {
-            stored = register(try parent.performAndWait { parent.statesForChild(try parent.fetchAll(type)) })
-        } else {
-            // (Rows of one result have distinct keys: in an empty context none can be registered.)
-            stored = try fetchObjects(
-                entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey), mayBeRegistered: hasRegisteredObjects)
-        }
-        let pending = insertedSet.filter { $0.entity.name == entity.name }
-        return (stored.filter { !$0.deletedFlag } + pending.sorted { $0.objectID.description < $1.objectID.description })
-            .compactMap { ManagedObject.cast($0, to: T.self) }
-    }
-
-    /// The object with an ID: the registered instance, or the row fetched now. A child
-    /// context asks its parent instead, which also knows the temporary IDs of its unsaved
-    /// inserts.
-    ///
-    /// - Throws: `ManagedObjectError.objectNotFound` when no row exists (deleted, or a
-    ///   temporary ID of another context), `.objectDeleted` when it was deleted here (or
-    ///   in a child's parent) and not saved yet, or `PostgresError`.
-    public func object(with objectID: ObjectID) throws -> ManagedObject {
-        assertOnQueue()
-        if let object = bookkeeping.object(for: objectID) {
-            if object.deletedFlag { throw ManagedObjectError.objectDeleted(objectID) }
-            return object
-        }
-        if let parent { return try objectFromParent(objectID, parent: parent) }
-        guard let key = objectID.primaryKey else { throw ManagedObjectError.objectNotFound(objectID) }
-        guard let entity = coordinator.model.entity(named: objectID.entityName) else {
-            throw ManagedObjectError.unknownEntity(objectID.entityName)
-        }
-        let found = try fetchObjects(entity: entity, .keys([key], of: entity))
-        guard let object = found.first else { throw ManagedObjectError.objectNotFound(objectID) }
-        return object
-    }
-
-    /// The object with an ID, checking that its row still exists (Core Data's
-    /// `existingObject(with:)`; RHManagedObject's `objectInCurrentThreadContext`).
-    ///
-    /// - Throws: `ManagedObjectError.objectNotFound` or `.objectDeleted`.
-    public func existingObject(with objectID: ObjectID) throws -> ManagedObject {
-        try object(with: objectID)
-    }
-
-    func entityDescription(for type: ManagedObject.Type) throws -> EntityDescription {
-        guard let entity = coordinator.model.entity(for: type) else {
-            throw ManagedObjectError.unknownEntity(type.entityName)
-        }
-        return entity
-    }
+/// One load of stored rows into a context's objects: a fetch's rows made into new
+/// objects or put under the registered ones (`fetchObjects`, `register(row:…)`,
+/// `apply(row:…)`), registered objects re-read (`refreshObjects`, `refresh`), and the
+/// members of to-many and many-to-many relationships read
+/// (`ObjectLoader+Relationships.swift`). The context makes one for each load, in its
+/// forwards of the same names (`ManagedObjectContext+Fetch.swift`,
+/// `+ManyToMany.swift`); it lives for that load.
+///
+/// It reads and writes the context's registry (`bookkeeping`), reads rows through the
+/// context's connection (`withDatabase`, `coordinator`), and in a child context asks the
+/// parent through the context (`register(_:)`, `refreshFromParent`, `loadRelationship`).
+/// It holds the one reference and nothing else: a method call copies it, and a fetch's
+/// rows are loaded inside one call.
+struct ObjectLoader {
+    /// The context the rows are loaded into (held for the one load).
+    let context: ManagedObjectContext
 
     /// Fetches rows of an entity and registers them (one query).
     ///
@@ -83,12 +33,12 @@ extension ManagedObjectContext {
     func fetchObjects<T: ManagedObject>(
         entity: EntityDescription, _ query: StoreQuery, as type: T.Type, mayBeRegistered: Bool
     ) throws -> [T] {
-        let result = try withDatabase { try coordinator.selectObjects(of: entity, query, on: $0) }
+        let result = try context.withDatabase { try context.coordinator.selectObjects(of: entity, query, on: $0) }
         // New objects are made as `T` directly when it is the entity's class (a typed fetch;
         // a fetch by entity name asks for `ManagedObject`, a superclass of it).
         let making: ManagedObject.Type? = ObjectIdentifier(T.self) == ObjectIdentifier(entity.objectClass) ? T.self : nil
         guard !mayBeRegistered else {
-            return try bookkeeping.withRegistry { registry in
+            return try context.bookkeeping.withRegistry { registry in
                 registry.reserveCapacity(registry.count + result.count)
                 // Filled in place: `append` on an array of the unspecialized `T` is a call
                 // into the runtime's generic code per object.
@@ -125,7 +75,7 @@ extension ManagedObjectContext {
             // the first `count` are initialized, also when a row throws.
             objects = try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
                 for index in 0..<min(result.count, buffer.count) {
-                    let key = try Self.decodeInteger(result, row: index, column: 0)
+                    let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
                     let object = try makeObject(
                         result, row: index, entity: entity, objectID: ObjectID(entityName: entity.name, primaryKey: key),
                         key: key, making: making)
@@ -141,7 +91,7 @@ extension ManagedObjectContext {
             for entry in made { entry.object.release() }  // (the references meant for the registry)
             throw error
         }
-        bookkeeping.withRegistry { registry in
+        context.bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + made.count)
             for entry in made {
                 // The retained reference moves into the registry.
@@ -162,27 +112,27 @@ extension ManagedObjectContext {
     func fetchObjects(
         entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue]
     ) throws -> [ManagedObject] {
-        if let parent {
+        if let parent = context.parent {
             let (answer, deleted) = try parent.performAndWait { () throws -> (ParentObjects, ObjectID?) in
                 let objects = try parent.uniqueObjectsForChild(of: entity, whereUnique: attribute, isIn: values)
                 return (parent.statesForChild(objects.filter { !$0.deletedFlag }), objects.first(where: \.deletedFlag)?.objectID)
             }
             if let deleted { throw ChildContextError.objectGoneFromParent(deleted, call: "insertOrUpdate / importRecords") }
-            return register(answer)
+            return context.register(answer)
         }
         // In a transaction that reads at one snapshot (it has a location serial, once
         // begun), the rows' locations come along: the save that follows in the same
         // transaction finds them by location.
         var locating = false
-        let result = try withDatabase { connection in
-            locating = transaction.locationSerial != 0
-            return try coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: connection)
+        let result = try context.withDatabase { connection in
+            locating = context.transaction.locationSerial != 0
+            return try context.coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: connection)
         }
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
-        let serial = transaction.locationSerial
+        let serial = context.transaction.locationSerial
         let locationColumn = entity.selectColumns.count
-        try bookkeeping.withRegistry { registry in
+        try context.bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + result.count)
             for index in 0..<result.count {
                 let object = try register(result, row: index, entity: entity, in: &registry)
@@ -208,7 +158,7 @@ extension ManagedObjectContext {
     func register(
         row: Row, entity: EntityDescription, mayBeRegistered: Bool = true, making objectClass: ManagedObject.Type? = nil
     ) throws -> ManagedObject {
-        try bookkeeping.withRegistry { registry in
+        try context.bookkeeping.withRegistry { registry in
             try register(
                 row.result, row: row.index, entity: entity, mayBeRegistered: mayBeRegistered, making: objectClass,
                 in: &registry)
@@ -221,10 +171,10 @@ extension ManagedObjectContext {
         _ result: QueryResult, row index: Int, entity: EntityDescription, mayBeRegistered: Bool = true,
         making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject]
     ) throws -> ManagedObject {
-        let key = try Self.decodeInteger(result, row: index, column: 0)
+        let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
         let objectID = ObjectID(entityName: entity.name, primaryKey: key)
         if mayBeRegistered, let existing = registry[objectID] {
-            if !changedSet.contains(existing) && !existing.deletedFlag {
+            if !context.changedSet.contains(existing) && !existing.deletedFlag {
                 try apply(result, row: index, to: existing, entity: entity, key: key)
             }
             return existing
@@ -243,7 +193,7 @@ extension ManagedObjectContext {
         let object = objectClass?.init() ?? entity.makeObject()
         object.entityStorage = entity
         object.objectID = objectID
-        object.contextReference = reference  // (not via `managedObjectContext`: no retain of the context)
+        object.contextReference = context.reference  // (not via `managedObjectContext`: no retain of the context)
         try apply(result, row: row, to: object, entity: entity, key: key)
         return object
     }
@@ -258,7 +208,7 @@ extension ManagedObjectContext {
     private func apply(
         _ result: QueryResult, row rowIndex: Int, to object: ManagedObject, entity: EntityDescription, key: Int64
     ) throws {
-        let version = try Self.decodeInteger(result, row: rowIndex, column: 1)
+        let version = try ManagedObjectContext.decodeInteger(result, row: rowIndex, column: 1)
         let decodings = entity.attributeDecodings
         var values: [StoredValue] = []
         values.reserveCapacity(decodings.count)
@@ -314,21 +264,6 @@ extension ManagedObjectContext {
         object.storage.replaceCommittedKeys(keys)
     }
 
-    /// A `bigint` key or version column, read straight from the result text.
-    @inline(__always)
-    static func decodeInteger(_ row: Row, column: Int) throws -> Int64 {
-        try decodeInteger(row.result, row: row.index, column: column)
-    }
-
-    /// `decodeInteger(_:column:)` for row `index` of `result`.
-    @inline(__always)
-    static func decodeInteger(_ result: QueryResult, row index: Int, column: Int) throws -> Int64 {
-        if let bytes = result.fieldBytes(row: index, column: column), let value = AttributeDecoding.integer(bytes) {
-            return Int64(value)
-        }
-        return try result[index].decode(Int64.self, at: column)  // the error names the column
-    }
-
     /// An attribute's value decoded through its closure; on failure decoded again with the
     /// column's name and type, so the error names them.
     ///
@@ -350,87 +285,21 @@ extension ManagedObjectContext {
         }
     }
 
-    /// The object for a primary key: registered, or fetched now (one query); `nil`
-    /// when the row is gone.
-    func resolve(key: Int64, entityName: String) -> ManagedObject? {
-        let objectID = ObjectID(entityName: entityName, primaryKey: key)
-        if let object = bookkeeping.object(for: objectID) { return object }
-        do {
-            return try object(with: objectID)
-        } catch {
-            logger.debug("could not load \(objectID): \(error)")
-            return nil
-        }
-    }
-
-    /// The members of a to-many relationship: loaded once with one query (in a child
-    /// context, from the parent), then read from the registered objects so unsaved
-    /// changes count.
-    func members(of object: ManagedObject, relationship: RelationshipDescription) -> [ManagedObject] {
-        guard let inverseName = relationship.inverseName,
-            let destination = coordinator.model.entity(named: relationship.destinationEntityName),
-            let inverse = destination.relationship(named: inverseName),
-            inverse.columnName != nil
-        else { return [] }
-        if !object.storage.loadedToMany.contains(relationship.index) {
-            do {
-                try loadRelationship(relationship, of: [object])
-            } catch {
-                logger.warning("could not load \(object.objectID).\(relationship.name): \(error)")
-            }
-        }
-        let index = membersIndex(of: destination, inverse: inverse)
-        // (Each candidate is in one of the two lists: its to-one holds an object or a key.)
-        var found = index.byObject[ObjectIdentifier(object)] ?? []
-        if let key = object.objectID.primaryKey, let byKey = index.byKey[key] { found += byKey }
-        return found.sorted { $0.objectID.description < $1.objectID.description }
-    }
-
-    /// The registered objects of `destination` by the owner their `inverse` to-one
-    /// relationship points at: built with one pass over the registry, and kept until a
-    /// registration, a to-one reference or a deletion mark changes, so reading the
-    /// members of many owners costs one pass plus their members, not one pass each.
-    private func membersIndex(of destination: EntityDescription, inverse: RelationshipDescription) -> MembersIndex {
-        let key = MembersIndex.Key(entity: destination.name, relationship: inverse.index)
-        // (`reset()` replaces the reference and empties the registry, which drops the
-        // indexes: a generation is only ever compared with its own reference's.)
-        return bookkeeping.membersIndex(key, generation: { reference.membershipGeneration }) { registered in
-            var index = MembersIndex()
-            for candidate in registered where candidate.entity.name == destination.name && !candidate.deletedFlag {
-                candidate.prepareStorage()
-                switch candidate.storage.toOne[inverse.index] {
-                case .none: continue
-                case .key(let owner): index.byKey[owner, default: []].append(candidate)
-                case .object(let owner): index.byObject[ObjectIdentifier(owner), default: []].append(candidate)
-                }
-            }
-            return index
-        }
-    }
-
-    /// What a refresh does with an object's unsaved changes.
-    enum LocalEdits {
-        /// Keep them on top of the stored values.
-        case keep
-        /// Drop them.
-        case discard
-        /// Keep them, except for the keys another save changed (store trumps).
-        case keepUnlessChanged([ObjectID: Set<String>])
-    }
+    // MARK: - Refreshing
 
     /// Re-reads the rows of registered objects of one entity (one query; in a child
     /// context, the parent's objects). Objects whose row is gone are marked deleted and
     /// leave the context.
     func refreshObjects(
-        _ objects: [Int64: ManagedObject], entity: EntityDescription, localEdits: LocalEdits
+        _ objects: [Int64: ManagedObject], entity: EntityDescription, localEdits: ManagedObjectContext.LocalEdits
     ) throws {
         guard !objects.isEmpty else { return }
-        if parent != nil {
-            try refreshFromParent(Array(objects.values), localEdits: localEdits)
+        if context.parent != nil {
+            try context.refreshFromParent(Array(objects.values), localEdits: localEdits)
             return
         }
-        let result = try withDatabase {
-            try coordinator.selectObjects(of: entity, .keys(Array(objects.keys), of: entity), on: $0)
+        let result = try context.withDatabase {
+            try context.coordinator.selectObjects(of: entity, .keys(Array(objects.keys), of: entity), on: $0)
         }
         var seen: Set<Int64> = []
         for row in result {
@@ -440,13 +309,13 @@ extension ManagedObjectContext {
             try refresh(object, localEdits: localEdits) { try apply(row: row, to: object, entity: entity, key: key) }
         }
         for (key, object) in objects where !seen.contains(key) {
-            forgetDeletedObject(object)
+            context.forgetDeletedObject(object)
         }
     }
 
     /// Puts fresh committed values under an object (`fresh` applies them), keeping its
     /// unsaved changes as `localEdits` says.
-    func refresh(_ object: ManagedObject, localEdits: LocalEdits, applying fresh: () throws -> Void) rethrows {
+    func refresh(_ object: ManagedObject, localEdits: ManagedObjectContext.LocalEdits, applying fresh: () throws -> Void) rethrows {
         let entity = object.entity
         let localValues = object.storage.values
         let localToOne = object.storage.toOne
@@ -470,7 +339,7 @@ extension ManagedObjectContext {
         for index in changedAttributes { object.storage.initialize(localValues[index], at: index) }
         for index in changedToOne { object.setReference(localToOne[index], at: index) }
         if case .discard = localEdits { object.discardJoinChanges() }
-        if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { bookkeeping.pending.remove(object, from: .changed) }
+        if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { context.bookkeeping.pending.remove(object, from: .changed) }
         object.storage.forgetLoaded()
     }
 }
