@@ -30,7 +30,7 @@ enum AttributeDecoding: Sendable {
     @inline(__always)
     func decode(_ bytes: UnsafeBufferPointer<UInt8>) -> StoredValue? {
         switch self {
-        case .string: return .string(String(decoding: bytes, as: UTF8.self))
+        case .string: return .string(Self.text(bytes))
         case .int: return Self.integer(bytes).map { .int($0) }
         case .int64: return Self.integer(bytes).map { .int64(Int64($0)) }
         case .int32: return Self.integer(bytes).flatMap { Int32(exactly: $0) }.map { .int32($0) }
@@ -43,6 +43,22 @@ enum AttributeDecoding: Sendable {
             default: return nil
             }
         case .generic: return nil
+        }
+    }
+
+    // Unsafe: `bytes` is borrowed for the call (the caller holds the `QueryResult` whose
+    // `fieldBytes` they are) and copied out.
+    /// A cell's text, as `String(decoding:as: UTF8.self)` reads it (invalid UTF-8 repaired).
+    /// Up to 15 bytes (keys, codes, short names) are copied straight into a small string,
+    /// which checks only whether they are ASCII (callgrind: about 50 instructions fewer a
+    /// string); longer text is validated as it comes.
+    @inline(__always)
+    static func text(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        guard bytes.count <= 15 else { return String(decoding: bytes, as: UTF8.self) }
+        // Unsafe: the new string's buffer, `bytes.count` long, is filled from `bytes` (the
+        // caller's borrowed cell) and that count returned.
+        return String(unsafeUninitializedCapacity: bytes.count) { buffer in
+            buffer.initialize(fromContentsOf: bytes)
         }
     }
 

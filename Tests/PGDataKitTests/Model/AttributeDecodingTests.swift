@@ -31,6 +31,25 @@ struct AttributeDecodingTests {
         #expect(decode(.int16, "32768") == nil)
     }
 
+    @Test func textReadsAsDecodingDoesAtEveryLength() {
+        // Up to 15 bytes go straight into a small string; longer text is validated. Both
+        // read as `String(decoding:as:)` does, invalid UTF-8 repaired.
+        let samples: [[UInt8]] = [
+            [], Array("a".utf8), Array("user-0001234".utf8), Array("fifteen bytes!!".utf8),
+            Array("sixteen bytes!!!".utf8), Array("Grüße".utf8), Array("東京".utf8),
+            [0x61, 0xFF, 0x62], [0xE6, 0x9D], Array(repeating: 0x80, count: 15), Array(repeating: 0x80, count: 16),
+        ]
+        for bytes in samples {
+            let expected = String(decoding: bytes, as: UTF8.self)
+            #expect(bytes.withUnsafeBufferPointer { AttributeDecoding.text($0) } == expected)
+            #expect(bytes.withUnsafeBufferPointer { decodedText(.string, $0) } == expected)
+        }
+    }
+
+    func decodedText(_ decoding: AttributeDecoding, _ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        decoding.decode(bytes).flatMap { $0.scalar(as: String.self) }
+    }
+
     @Test func booleansStringsAndTheRest() {
         #expect(decode(.bool, "t").flatMap { $0.scalar(as: Bool.self) } == true)
         #expect(decode(.bool, "f").flatMap { $0.scalar(as: Bool.self) } == false)

@@ -228,7 +228,7 @@ struct ObjectLoader {
             // attribute's closure.
             switch decoding {
             case .string:
-                values.append(.string(String(decoding: bytes, as: UTF8.self)))
+                values.append(.string(AttributeDecoding.text(bytes)))
             case .int:
                 if let value = AttributeDecoding.integer(bytes) {
                     values.append(.int(value))
