@@ -178,11 +178,12 @@ package struct ArrayLiteralBuilder: ~Copyable {
         try text.withUTF8 { utf8 in try appendQuoted(utf8) }
     }
 
-    /// Writes `utf8` quoted and escaped into room for the worst case (every byte escaped):
-    /// one copy when a scan finds nothing to escape (the common case), else one pass that
-    /// escapes; the literal takes the element only once it was accepted.
+    /// Writes `utf8` quoted and escaped: one copy when a scan finds nothing to escape (the
+    /// common case), else one pass that escapes, into room for every byte escaped; the
+    /// literal takes the element only once it was accepted.
     private mutating func appendQuoted(_ utf8: UnsafeBufferPointer<UInt8>) throws {
-        reserve(utf8.count + utf8.count + 4)
+        let plain = utf8.baseAddress.map { !Self.needsEscaping($0, count: utf8.count) } ?? true
+        reserve((plain ? utf8.count : utf8.count + utf8.count) + 3)
         var position = count
         if position > 1 {
             base[position] = UInt8(ascii: ",")
@@ -190,26 +191,19 @@ package struct ArrayLiteralBuilder: ~Copyable {
         }
         base[position] = UInt8(ascii: "\"")
         position += 1
-        if let source = utf8.baseAddress, !Self.needsEscaping(source, count: utf8.count) {
-            (base + position).initialize(from: source, count: utf8.count)  // the common case: one copy
-            base[position + utf8.count] = UInt8(ascii: "\"")
-            count = position + utf8.count + 1
-            return
-        }
-        for byte in utf8 {
-            // (Letters, digits and most punctuation: two comparisons.)
-            if byte > UInt8(ascii: "\"") && byte != UInt8(ascii: "\\") {
+        if plain {
+            if let source = utf8.baseAddress { (base + position).initialize(from: source, count: utf8.count) }
+            position += utf8.count
+        } else {
+            for byte in utf8 {
+                if byte == 0 { throw PostgresValueError(code: .containsNUL, swiftType: "String") }
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    base[position] = UInt8(ascii: "\\")
+                    position += 1
+                }
                 base[position] = byte
                 position += 1
-                continue
             }
-            if byte == 0 { throw PostgresValueError(code: .containsNUL, swiftType: "String") }
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                base[position] = UInt8(ascii: "\\")
-                position += 1
-            }
-            base[position] = byte
-            position += 1
         }
         base[position] = UInt8(ascii: "\"")
         count = position + 1
