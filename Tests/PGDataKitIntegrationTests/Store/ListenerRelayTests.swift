@@ -147,8 +147,11 @@ struct ListenerRelayTests {
                         try sessions(admin, named: ChangeListener.relayApplicationName) == 1
                     }
                     try insert(manager, (0..<10).map { "r\(round)-\($0)" })
+                    // (Waiting up to 5 s for the session to end: a terminated backend stays
+                    // in pg_stat_activity until it exits, and the next round's "back" would
+                    // count it.)
                     kills += try admin.query(
-                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
                             + "WHERE datname = current_database() AND application_name = $1",
                         [ChangeListener.relayApplicationName])[0].decode(Int.self, at: 0)
                     // Saves while the relay reconnects reach the watcher only by its catch-up.

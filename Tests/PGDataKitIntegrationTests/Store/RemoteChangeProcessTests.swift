@@ -99,8 +99,10 @@ struct RemoteChangeProcessTests {
                         back.duration(to: .now) < patience {
                         try admin.execute("SELECT pg_sleep(0.01)")
                     }
+                    // (Waiting up to 5 s for the session to end, so the next round's wait
+                    // does not take the dying backend for the reconnected one.)
                     let killed = try admin.query(
-                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                        "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
                             + "WHERE application_name = $1 AND datname = current_database() AND pid <> $2",
                         [ChangeListener.applicationName, Int(own)])
                     kills += try killed[0].decode(Int.self, at: 0)
