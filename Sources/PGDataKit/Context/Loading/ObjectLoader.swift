@@ -122,26 +122,37 @@ struct ObjectLoader {
         }
         // In a transaction that reads at one snapshot (it has a location serial, once
         // begun), the rows' locations come along: the save that follows in the same
-        // transaction finds them by location.
+        // transaction finds them by location. The first such fetch to lock rows in the
+        // transaction also locks its rows, `FOR NO KEY UPDATE` in primary-key order (the
+        // save then sends no lock statement for the rows it updates; see `LockFrontier`).
         var locating = false
+        var locking = false
         let result = try context.withDatabase { connection in
             locating = context.transaction.locationSerial != 0
-            return try context.coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: connection)
+            locking = locating && context.transaction.lockFrontier == nil
+            return try context.coordinator.selectObjects(
+                of: entity, whereUnique: attribute, isIn: values, locating: locating, locking: locking, on: connection)
         }
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
-        let serial = context.transaction.locationSerial
+        let serial = locking ? context.transaction.lockSerial : context.transaction.locationSerial
         let locationColumn = entity.selectColumns.count
+        var lastKey = Int64.min
         try context.bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + result.count)
             for index in 0..<result.count {
                 let object = try register(result, row: index, entity: entity, in: &registry)
                 if locating {
                     let bytes = result.fieldBytes(row: index, column: locationColumn)
-                    object.storage.setRowLocation(bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0)
+                    let location = bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed }
+                    object.storage.setRowLocation(location ?? (locking ? RowLocation.withoutPlace(serial: serial) : 0))
                 }
+                if locking { lastKey = max(lastKey, try ManagedObjectContext.decodeInteger(result, row: index, column: 0)) }
                 objects.append(object)
             }
+        }
+        if locking, !objects.isEmpty, let position = context.coordinator.model.insertOrder.firstIndex(where: { $0 === entity }) {
+            context.transaction.lockedRows(entityPosition: position, upTo: lastKey)
         }
         return objects
     }

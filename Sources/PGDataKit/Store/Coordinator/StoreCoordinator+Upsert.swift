@@ -309,16 +309,18 @@ extension StoreCoordinator {
     /// for a value given twice (or two values the column's collation holds equal).
     ///
     /// With `locating`, each row's location (`ctid`) follows the entity's columns (see
-    /// `RowLocation`).
+    /// `RowLocation`). With `locking` (and `locating`), the rows are locked `FOR NO KEY
+    /// UPDATE` in primary-key order (PostgreSQL locks after sorting) and come in that
+    /// order.
     ///
     /// - Throws: `PostgresError`, `PostgresValueError` naming `Entity.attribute`.
     func selectObjects(
         of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
-        locating: Bool = false, on connection: Connection
+        locating: Bool = false, locking: Bool = false, on connection: Connection
     ) throws -> QueryResult {
         try execute(
             "SELECT \(entity.selectList(alias: "t"))\(locating ? ", t.ctid" : "") FROM "
-                + Self.rowsByUniqueValue(entity, attribute, locating: locating),
+                + Self.rowsByUniqueValue(entity, attribute, locating: locating, locking: locating && locking),
             [try attribute.encodeColumn(values)], on: connection, reusesPlan: Self.reusesPlan(keys: values.count))
     }
 
@@ -353,8 +355,8 @@ extension StoreCoordinator {
     /// The rows (as `t`) whose unique `attribute` is one of the values of array
     /// parameter `$1`, read from the attribute's unique index (`rowsByUniqueColumn`).
     static func rowsByUniqueValue(
-        _ entity: EntityDescription, _ attribute: AttributeDescription, locating: Bool = false
+        _ entity: EntityDescription, _ attribute: AttributeDescription, locating: Bool = false, locking: Bool = false
     ) -> String {
-        rowsByUniqueColumn(entity, attribute.columnName, sqlType: attribute.type.sqlType, locating: locating)
+        rowsByUniqueColumn(entity, attribute.columnName, sqlType: attribute.type.sqlType, locating: locating, locking: locking)
     }
 }
