@@ -141,13 +141,14 @@ struct ObjectLoader {
         try context.bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + result.count)
             for index in 0..<result.count {
-                let object = try register(result, row: index, entity: entity, in: &registry)
+                let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
+                let object = try register(result, row: index, key: key, entity: entity, in: &registry)
                 if locating {
                     let bytes = result.fieldBytes(row: index, column: locationColumn)
                     let location = bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed }
                     object.storage.setRowLocation(location ?? (locking ? RowLocation.withoutPlace(serial: serial) : 0))
                 }
-                if locking { lastKey = max(lastKey, try ManagedObjectContext.decodeInteger(result, row: index, column: 0)) }
+                lastKey = max(lastKey, key)
                 objects.append(object)
             }
         }
@@ -182,7 +183,17 @@ struct ObjectLoader {
         _ result: QueryResult, row index: Int, entity: EntityDescription, mayBeRegistered: Bool = true,
         making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject]
     ) throws -> ManagedObject {
-        let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
+        try register(
+            result, row: index, key: try ManagedObjectContext.decodeInteger(result, row: index, column: 0), entity: entity,
+            mayBeRegistered: mayBeRegistered, making: objectClass, in: &registry)
+    }
+
+    /// `register(_:row:entity:mayBeRegistered:making:in:)` for a row whose primary key
+    /// (column 0) the caller decoded.
+    private func register(
+        _ result: QueryResult, row index: Int, key: Int64, entity: EntityDescription, mayBeRegistered: Bool = true,
+        making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject]
+    ) throws -> ManagedObject {
         let objectID = ObjectID(entityName: entity.name, primaryKey: key)
         if mayBeRegistered, let existing = registry[objectID] {
             if !context.changedSet.contains(existing) && !existing.deletedFlag {

@@ -69,10 +69,20 @@ extension SavePipeline {
         // A save has objects of a few entities: a scan of their names (the same strings,
         // compared by their bits first) instead of hashing a name once per object.
         var sets: [(name: String, rows: RowLockSet)] = []
+        // (`ManagedObjectContext.rowLocation(of:)` and `holdsRowLock(of:)`, with the
+        // transaction's serials read once.)
+        let serial = locating ? context.transaction.locationSerial : 0
+        let lockSerial = locating ? context.transaction.lockSerial : 0
         func add(_ key: Int64, _ mode: RowLockMode, entity name: String, of object: ManagedObject? = nil) {
-            let location = locating ? object.flatMap(context.rowLocation(of:)) : nil
-            // (The import's fetch locked its rows `FOR NO KEY UPDATE`.)
-            let held = locating && mode <= .noKeyUpdate && object.map(context.holdsRowLock(of:)) == true
+            var location: RowLocation?
+            var held = false
+            if serial != 0, let object, let read = RowLocation(packed: object.storage.rowLocation),
+                read.serial == serial || read.serial == lockSerial
+            {
+                if read.hasPlace { location = read }
+                // (The import's fetch locked its rows `FOR NO KEY UPDATE`.)
+                held = read.serial == lockSerial && mode <= .noKeyUpdate
+            }
             if let index = sets.lastIndex(where: { $0.name == name }) {
                 sets[index].rows.add(key, mode, location: location, held: held)
             } else {
