@@ -130,10 +130,9 @@ struct LockOrderTests {
         }
     }
 
-    /// An import (a scan in the table's order, here the reverse of the keys') whose
-    /// fetch locks the rows it reads, then saves them by location, against a save that
-    /// updates the same rows by key: the fetch sorts its rows by key before it locks
-    /// them.
+    /// An import's save that finds its rows by location (a scan in the table's order,
+    /// here the reverse of the keys') against a save that updates the same rows by key:
+    /// the rows found by location are sorted by key before they are locked.
     @Test func anImportSavingByLocationAndAnUpdateOfTheSameRowsDoNotDeadlock() throws {
         try withDeadlockProneManager { manager, run in
             for round in 0..<6 {
@@ -141,52 +140,16 @@ struct LockOrderTests {
                 let second = try run.insertUsersInReverseTableOrder(a, b)
                 let importer = manager.newPrivateContext(name: "importer")
                 importer.mergePolicy = .mergeByPropertyObjectTrump
-                let editor = try renamingEditor([a, b], in: manager)
-                let importing: @Sendable () throws -> Void = {
-                    try importer.performAndWait {
-                        let users = try importUsers([a, b], name: "imported", in: importer)
-                        guard users.allSatisfy({ importer.holdsRowLock(of: $0) && importer.rowLocation(of: $0) != nil }) else {
-                            throw LockRaceFailure("the fetch did not lock and locate its rows")
-                        }
-                        try importer.save()
+                try importer.performAndWait {
+                    let records: [JSONValue] = [a, b].map { .object(["UserID": .string($0), "Name": "imported"]) }
+                    let users = try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: importer) {
+                        record, user in user.name = record["Name"]?.stringValue
                     }
+                    #expect(users.allSatisfy { importer.rowLocation(of: $0) != nil })
                 }
-                guard try run.race(blocking: ("users", second), first: importing, second: { try editor.performAndWait { try editor.save() } })
-                else { break }
+                let editor = try renamingEditor([a, b], in: manager)
+                guard try run.race(blocking: ("users", second), first: importer, second: editor) else { break }
             }
-        }
-    }
-
-    /// Two imports of the same keys, their records in opposite orders, while a third
-    /// session holds a row in the middle: each fetch locks its rows in primary-key order
-    /// whatever the records' order, so the second waits for the first's lowest row
-    /// holding nothing. (Locking in the records' order, each would hold rows the other
-    /// waits for.) The first finds its records unchanged (it only locks), so the second,
-    /// at repeatable read, may lock and update the rows after it.
-    @Test func importsLockingTheSameRowsInTheirFetchesInOppositeRecordOrdersDoNotDeadlock() throws {
-        try withDeadlockProneManager { manager, run in
-            let keys = (0..<6).map { "o\($0)" }
-            var middle: Int64 = 0
-            for key in keys {
-                let id = try run.insertUser(key)
-                if key == "o3" { middle = id }
-            }
-            let unchanged = manager.newPrivateContext(name: "unchanged")
-            let renaming = manager.newPrivateContext(name: "renaming")
-            let first: @Sendable () throws -> Void = {
-                try unchanged.performAndWait {
-                    _ = try importUsers(keys, name: nil, in: unchanged)
-                    try unchanged.save()
-                }
-            }
-            let second: @Sendable () throws -> Void = {
-                try renaming.performAndWait {
-                    _ = try importUsers(keys.reversed(), name: "renamed", in: renaming)
-                    try renaming.save()
-                }
-            }
-            try run.race(blocking: ("users", middle), first: first, second: second)
-            #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'renamed' AND version = 2", in: manager) == 6)
         }
     }
 
@@ -387,23 +350,6 @@ struct LockRace {
 /// see (`deadlock_timeout` of a minute), with a `LockRace`.
 /// A private context (`.mergeByPropertyObjectTrump`) that fetched the users of `keys`
 /// and renamed them "edited", unsaved: one side of a race.
-/// Imports users `keys` named `name` (`nil`: no name) into `context`, records in the
-/// order of `keys`.
-private func importUsers(_ keys: [String], name: String?, in context: ManagedObjectContext) throws -> [User] {
-    let records: [JSONValue] = keys.map { key in
-        name.map { .object(["UserID": .string(key), "Name": .string($0)]) } ?? .object(["UserID": .string(key)])
-    }
-    return try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context) {
-        record, user in user.name = record["Name"]?.stringValue
-    }
-}
-
-/// A lock-order test's unit of work found what it did not expect.
-private struct LockRaceFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
-}
-
 private func renamingEditor(_ keys: [String], in manager: ContextManager) throws -> ManagedObjectContext {
     let editor = manager.newPrivateContext(name: "editor")
     editor.mergePolicy = .mergeByPropertyObjectTrump

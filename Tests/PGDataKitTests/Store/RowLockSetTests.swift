@@ -128,44 +128,4 @@ struct RowLocationTests {
         #expect(RowLocation.arrayLiteral(locations) == "{\"(1,2)\",\"(300000,17)\"}")
         #expect(RowLocation.arrayLiteral([]) == "{}")
     }
-
-    @Test func aLocationWithoutAPlaceCarriesOnlyItsSerial() throws {
-        let marker = try #require(RowLocation(packed: RowLocation.withoutPlace(serial: 9)))
-        #expect(marker.serial == 9 && !marker.hasPlace)
-        #expect(try #require(parse("(0,1)", serial: 9)).hasPlace, "offsets start at 1")
-    }
-
-    /// Rows an import's fetch locked are held: a set of only those needs no statement,
-    /// and the least key of the others decides whether the save may wait for them.
-    @Test func heldRowsAreCountedApart() {
-        var set = RowLockSet()
-        #expect(set.allHeld && set.lowestUnheldKey == .max)
-        set.add(40, .noKeyUpdate, held: true)
-        set.add(30, .noKeyUpdate, held: true)
-        #expect(set.allHeld && set.lowestUnheldKey == .max)
-        set.add(50, .keyShare)
-        set.add(45, .noKeyUpdate)
-        #expect(!set.allHeld && set.unheld == 2 && set.lowestUnheldKey == 45)
-        #expect(set.ordered.keys == [30, 40, 45, 50], "held rows are in the statement too")
-    }
-
-    /// A lock may be waited for after an import's fetch only when it comes after every
-    /// row the fetch locked: a later entity in insert order, or a greater key of the same.
-    @Test func theFrontierOrdersEntitiesThenKeys() {
-        let frontier = ContextTransaction.LockFrontier(entityPosition: 2, primaryKey: 100)
-        #expect(frontier.precedes(entityPosition: 3, primaryKey: 1))
-        #expect(frontier.precedes(entityPosition: 2, primaryKey: 101))
-        #expect(!frontier.precedes(entityPosition: 2, primaryKey: 100))
-        #expect(!frontier.precedes(entityPosition: 2, primaryKey: -5))
-        #expect(!frontier.precedes(entityPosition: 1, primaryKey: 1_000))
-        var transaction = ContextTransaction()
-        #expect(transaction.lockFrontier == nil && transaction.lockSerial == 0)
-        transaction.lockedRows(entityPosition: 2, upTo: 100)
-        transaction.lockedRows(entityPosition: 1, upTo: 500)  // (not past the frontier: kept)
-        #expect(transaction.lockFrontier == frontier)
-        transaction.lockedRows(entityPosition: 2, upTo: 300)
-        #expect(transaction.lockFrontier?.primaryKey == 300)
-        transaction.close()
-        #expect(transaction.lockFrontier == nil)
-    }
 }

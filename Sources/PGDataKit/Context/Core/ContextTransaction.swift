@@ -4,42 +4,17 @@ import Foundation
 /// row location may trust: the one owner of these. The context begins, hands over and
 /// ends the transaction through it; nothing else sets the connection.
 ///
-/// Each transaction the context begins gets two serials (odd then even, 1 to 65,534,
-/// then starting over); one that reads at one snapshot (repeatable read or
-/// serializable) makes them the `locationSerial`, which tags the row locations an
-/// import's fetch reads (`RowLocation`), and the `lockSerial`, which tags those of the
-/// rows such a fetch also locked; both are `0` whenever no such transaction is open.
-///
-/// It also keeps the transaction's place in the lock order of saves (see
-/// `StoreCoordinator.lockRows(of:_:waiting:on:)`) once an import's fetch has locked rows: the
-/// `lockFrontier`.
+/// Each transaction the context begins gets a serial (1 to 65,535, then starting over);
+/// one that reads at one snapshot (repeatable read or serializable) makes it the
+/// `locationSerial`, which tags the row locations an import's fetch reads
+/// (`RowLocation`) and is `0` whenever no such transaction is open.
 struct ContextTransaction {
-    /// The last row an import's fetch locked in the lock order of saves: the position of
-    /// its entity in the model's insert order and the greatest primary key it locked.
-    struct LockFrontier: Equatable {
-        let entityPosition: Int
-        let primaryKey: Int64
-
-        /// Whether a lock on row `key` of the entity at `position` comes after every row
-        /// locked up to this frontier in the lock order, so that waiting for it cannot
-        /// close a cycle.
-        func precedes(entityPosition position: Int, primaryKey key: Int64) -> Bool {
-            position > entityPosition || (position == entityPosition && key > primaryKey)
-        }
-    }
-
     /// The open transaction's connection, if any.
     private(set) var connection: Connection?
     /// The serial of the open transaction when it reads at one snapshot; `0` otherwise.
     private(set) var locationSerial: UInt16 = 0
-    /// The serial that tags the locations of rows an import's fetch locked in the open
-    /// transaction (`locationSerial + 1`); `0` when no transaction reads at one snapshot.
-    var lockSerial: UInt16 { locationSerial == 0 ? 0 : locationSerial + 1 }
-    /// The serial of the last transaction begun (odd; never 0 once one was).
+    /// The serial of the last transaction begun (never 0 once one was).
     private(set) var lastSerial: UInt16 = 0
-    /// The last row an import's fetch locked in the open transaction, `nil` while none
-    /// did (a fetch that locks rows must be the transaction's first to lock any).
-    private(set) var lockFrontier: LockFrontier?
 
     /// Whether a transaction is open.
     var isOpen: Bool { connection != nil }
@@ -50,10 +25,9 @@ struct ContextTransaction {
     ///   must be forgotten (none may pass for one of the new transaction's).
     mutating func opened(_ connection: Connection, readsAtOneSnapshot: Bool) -> Bool {
         self.connection = connection
-        let wrapped = lastSerial >= UInt16.max - 2
-        lastSerial = wrapped || lastSerial == 0 ? 1 : lastSerial + 2
+        let wrapped = lastSerial == UInt16.max
+        lastSerial = wrapped ? 1 : lastSerial + 1
         locationSerial = readsAtOneSnapshot ? lastSerial : 0
-        lockFrontier = nil
         return wrapped
     }
 
@@ -64,7 +38,6 @@ struct ContextTransaction {
         defer {
             connection = nil
             locationSerial = 0
-            lockFrontier = nil
         }
         return connection
     }
@@ -73,14 +46,6 @@ struct ContextTransaction {
     /// back the connection it was given).
     mutating func close(ifItIs other: Connection) {
         if connection === other { close() }
-    }
-
-    /// Notes that an import's fetch locked rows of the entity at `entityPosition` (in the
-    /// model's insert order) up to `primaryKey`.
-    mutating func lockedRows(entityPosition: Int, upTo primaryKey: Int64) {
-        let frontier = LockFrontier(entityPosition: entityPosition, primaryKey: primaryKey)
-        if let current = lockFrontier, !current.precedes(entityPosition: entityPosition, primaryKey: primaryKey) { return }
-        lockFrontier = frontier
     }
 
     /// Makes the next transaction's serial the last one (for tests of the serials'

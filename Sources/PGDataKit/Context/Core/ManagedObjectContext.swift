@@ -380,7 +380,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let connection = transaction.connection { return connection }
         let connection = try coordinator.beginTransaction(isolation: isolationLevel)
         if transaction.opened(connection, readsAtOneSnapshot: isolationLevel != .readCommitted) {
-            // The serials started over: no location read 32,767 transactions ago may pass
+            // The serials started over: no location read 65,535 transactions ago may pass
             // for one of the new transaction's.
             for object in bookkeeping.registeredObjects { object.storage.setRowLocation(0) }
         }

@@ -122,38 +122,26 @@ struct ObjectLoader {
         }
         // In a transaction that reads at one snapshot (it has a location serial, once
         // begun), the rows' locations come along: the save that follows in the same
-        // transaction finds them by location. The first such fetch to lock rows in the
-        // transaction also locks its rows, `FOR NO KEY UPDATE` in primary-key order (the
-        // save then sends no lock statement for the rows it updates; see `LockFrontier`).
+        // transaction finds them by location.
         var locating = false
-        var locking = false
         let result = try context.withDatabase { connection in
             locating = context.transaction.locationSerial != 0
-            locking = locating && context.transaction.lockFrontier == nil
-            return try context.coordinator.selectObjects(
-                of: entity, whereUnique: attribute, isIn: values, locating: locating, locking: locking, on: connection)
+            return try context.coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: connection)
         }
         var objects: [ManagedObject] = []
         objects.reserveCapacity(result.count)
-        let serial = locking ? context.transaction.lockSerial : context.transaction.locationSerial
+        let serial = context.transaction.locationSerial
         let locationColumn = entity.selectColumns.count
-        var lastKey = Int64.min
         try context.bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + result.count)
             for index in 0..<result.count {
-                let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
-                let object = try register(result, row: index, key: key, entity: entity, in: &registry)
+                let object = try register(result, row: index, entity: entity, in: &registry)
                 if locating {
                     let bytes = result.fieldBytes(row: index, column: locationColumn)
-                    let location = bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed }
-                    object.storage.setRowLocation(location ?? (locking ? RowLocation.withoutPlace(serial: serial) : 0))
+                    object.storage.setRowLocation(bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0)
                 }
-                lastKey = max(lastKey, key)
                 objects.append(object)
             }
-        }
-        if locking, !objects.isEmpty, let position = context.coordinator.model.insertOrder.firstIndex(where: { $0 === entity }) {
-            context.transaction.lockedRows(entityPosition: position, upTo: lastKey)
         }
         return objects
     }
@@ -183,17 +171,7 @@ struct ObjectLoader {
         _ result: QueryResult, row index: Int, entity: EntityDescription, mayBeRegistered: Bool = true,
         making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject]
     ) throws -> ManagedObject {
-        try register(
-            result, row: index, key: try ManagedObjectContext.decodeInteger(result, row: index, column: 0), entity: entity,
-            mayBeRegistered: mayBeRegistered, making: objectClass, in: &registry)
-    }
-
-    /// `register(_:row:entity:mayBeRegistered:making:in:)` for a row whose primary key
-    /// (column 0) the caller decoded.
-    private func register(
-        _ result: QueryResult, row index: Int, key: Int64, entity: EntityDescription, mayBeRegistered: Bool = true,
-        making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject]
-    ) throws -> ManagedObject {
+        let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
         let objectID = ObjectID(entityName: entity.name, primaryKey: key)
         if mayBeRegistered, let existing = registry[objectID] {
             if !context.changedSet.contains(existing) && !existing.deletedFlag {

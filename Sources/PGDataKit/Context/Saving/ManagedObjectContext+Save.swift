@@ -108,15 +108,8 @@ extension ManagedObjectContext {
     /// The location of an object's row when this transaction's import read it.
     func rowLocation(of object: ManagedObject) -> RowLocation? {
         guard transaction.locationSerial != 0, let location = RowLocation(packed: object.storage.rowLocation),
-            location.serial == transaction.locationSerial || location.serial == transaction.lockSerial,
-            location.hasPlace
+            location.serial == transaction.locationSerial
         else { return nil }
         return location
-    }
-
-    /// Whether this transaction's import fetch locked the object's row (`FOR NO KEY
-    /// UPDATE`, see `ObjectLoader.fetchObjects(entity:whereUnique:isIn:)`).
-    func holdsRowLock(of object: ManagedObject) -> Bool {
-        transaction.lockSerial != 0 && RowLocation(packed: object.storage.rowLocation)?.serial == transaction.lockSerial
     }
 }

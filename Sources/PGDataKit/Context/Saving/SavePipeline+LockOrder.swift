@@ -1,5 +1,5 @@
 /// Which rows a save locks before it writes, so that every save takes its row locks in
-/// the one global order described at `StoreCoordinator.lockRows(of:_:waiting:on:)`.
+/// the one global order described at `StoreCoordinator.lockRows(of:_:on:)`.
 extension SavePipeline {
     /// Locks, entity by entity in insert order and each entity's rows in ascending
     /// primary-key order, every existing row the save will write or reference: deleted
@@ -19,11 +19,7 @@ extension SavePipeline {
     ///
     /// Rows an import's fetch read in this same transaction are found by location rather
     /// than by key (see `RowLocation`), except before reading (conflict resolution runs
-    /// in a read-committed transaction of its own). Rows the fetch locked are not locked
-    /// again when the save updates them; after the fetch's locks, rows that do not come
-    /// after them in the order are locked without waiting (step 0 at
-    /// `StoreCoordinator.lockRows(of:_:waiting:on:)`), and a save that updates a single row sends
-    /// a lock statement when that row is not one the fetch locked.
+    /// in a read-committed transaction of its own).
     ///
     /// - Returns: with `keyedRows`, the keyed inserts whose rows were found and locked,
     ///   with those rows' primary keys (see `upsertKeyedInserts`); `nil` without. And
@@ -32,23 +28,17 @@ extension SavePipeline {
     func lockRowsInOrder(
         on connection: Connection, keyedRows: Bool, beforeReading: Bool = false
     ) throws -> LockedRows {
-        let inTransaction = !beforeReading && connection === context.transaction.connection
-        // Where an import's fetch left the transaction in the lock order, when it locked rows.
-        let frontier = inTransaction ? context.transaction.lockFrontier : nil
-        var locks = rowLocks(locating: inTransaction)
-        if !beforeReading, frontier == nil, context.insertedSet.isEmpty, context.deletedSet.isEmpty, locks.count == 1,
+        var locks = rowLocks(locating: !beforeReading && connection === context.transaction.connection)
+        if !beforeReading, context.insertedSet.isEmpty, context.deletedSet.isEmpty, locks.count == 1,
             let only = locks.first?.value.onlyRow, only.mode != .keyShare,
             !context.changedSet.contains(where: \.hasJoinChanges)
         {
             return LockedRows(keyedRows: keyedRows ? [:] : nil)
         }
         var locked = LockedRows(keyedRows: keyedRows ? try addKeyedInsertRows(to: &locks, on: connection) : nil)
-        for (position, entity) in context.coordinator.model.insertOrder.enumerated() {
+        for entity in context.coordinator.model.insertOrder {
             guard let set = locks[entity.name], !set.isEmpty else { continue }
-            // After the fetch's locks, only rows past them in the order may be waited for;
-            // the others are taken without waiting (`NOWAIT`), which cannot close a cycle.
-            let waiting = frontier?.precedes(entityPosition: position, primaryKey: set.lowestUnheldKey) ?? true
-            locked.locations[entity.name] = try context.coordinator.lockRows(of: entity, set, waiting: waiting, on: connection)
+            locked.locations[entity.name] = try context.coordinator.lockRows(of: entity, set, on: connection)
         }
         return locked
     }
@@ -69,25 +59,13 @@ extension SavePipeline {
         // A save has objects of a few entities: a scan of their names (the same strings,
         // compared by their bits first) instead of hashing a name once per object.
         var sets: [(name: String, rows: RowLockSet)] = []
-        // (`ManagedObjectContext.rowLocation(of:)` and `holdsRowLock(of:)`, with the
-        // transaction's serials read once.)
-        let serial = locating ? context.transaction.locationSerial : 0
-        let lockSerial = locating ? context.transaction.lockSerial : 0
         func add(_ key: Int64, _ mode: RowLockMode, entity name: String, of object: ManagedObject? = nil) {
-            var location: RowLocation?
-            var held = false
-            if serial != 0, let object, let read = RowLocation(packed: object.storage.rowLocation),
-                read.serial == serial || read.serial == lockSerial
-            {
-                if read.hasPlace { location = read }
-                // (The import's fetch locked its rows `FOR NO KEY UPDATE`.)
-                held = read.serial == lockSerial && mode <= .noKeyUpdate
-            }
+            let location = locating ? object.flatMap(context.rowLocation(of:)) : nil
             if let index = sets.lastIndex(where: { $0.name == name }) {
-                sets[index].rows.add(key, mode, location: location, held: held)
+                sets[index].rows.add(key, mode, location: location)
             } else {
                 var rows = RowLockSet()
-                rows.add(key, mode, location: location, held: held)
+                rows.add(key, mode, location: location)
                 sets.append((name, rows))
             }
         }

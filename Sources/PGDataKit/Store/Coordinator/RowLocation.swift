@@ -7,7 +7,7 @@
 /// transaction is stable, because the version stays visible to that transaction's
 /// snapshot and so cannot be pruned and its slot reused. A version the transaction no
 /// longer sees (it changed the row itself since) is simply not found, and the save
-/// locks by key instead (see `StoreCoordinator.lockRows(of:_:waiting:on:)`).
+/// locks by key instead (see `StoreCoordinator.lockRows(of:_:on:)`).
 ///
 /// Packed in 64 bits: the reading transaction's serial (16 bits, never 0; see
 /// `ManagedObjectContext.locationSerial`), the block number (32) and the offset (16).
@@ -27,15 +27,6 @@ struct RowLocation: Equatable {
         guard packed != 0 else { return nil }
         self.packed = packed
     }
-
-    /// Whether it names a place: a row read (and locked) where its place is not known,
-    /// a partition's (see `StoreCoordinator.locationColumn(_:)`), carries only its
-    /// transaction's serial, with offset 0, which no row version has.
-    var hasPlace: Bool { UInt16(truncatingIfNeeded: packed) != 0 }
-
-    /// A location with no place (`hasPlace` is `false`) tagged with `serial`, for a row
-    /// whose lock, not its place, the save needs to know of.
-    static func withoutPlace(serial: UInt16) -> UInt64 { UInt64(serial) << 48 }
 
     // Unsafe: `bytes` is borrowed for the call (a fetch's `QueryResult.fieldBytes` cell while
     // it holds the result) and read only at indexes below `count`, checked first.

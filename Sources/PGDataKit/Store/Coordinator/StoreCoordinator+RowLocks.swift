@@ -32,28 +32,13 @@ struct RowLockSet {
     /// `RowLocation`), `nil` for the others.
     private var locations: [RowLocation?] = []
 
-    /// How many of the rows the transaction does not hold in their mode yet.
-    private(set) var unheld = 0
-    /// The least key among those rows, `Int64.max` when there are none.
-    private(set) var lowestUnheldKey = Int64.max
-
     var isEmpty: Bool { keys.isEmpty }
 
-    /// Whether the transaction holds every row in its mode already (an import's fetch
-    /// locked them): no statement needs to lock them.
-    var allHeld: Bool { unheld == 0 }
-
     /// Adds a row; when it is there already, the stronger mode wins.
-    ///
-    /// - Parameter held: the transaction holds the row in `mode` already.
-    mutating func add(_ key: Int64, _ mode: RowLockMode, location: RowLocation? = nil, held: Bool = false) {
+    mutating func add(_ key: Int64, _ mode: RowLockMode, location: RowLocation? = nil) {
         keys.append(key)
         modes.append(mode)
         locations.append(location)
-        if !held {
-            unheld += 1
-            lowestUnheldKey = min(lowestUnheldKey, key)
-        }
     }
 
     /// When every row has a location and all take one mode other than `FOR KEY SHARE`
@@ -130,16 +115,6 @@ struct LockedLocations {
 /// imports) of PGDataKit over overlapping rows wait for each other at most, and never in
 /// a cycle (a deadlock, which PostgreSQL finds only after `deadlock_timeout`):
 ///
-/// 0. An import's fetch (`insertOrUpdate`, the object mapper) in a private context's
-///    repeatable-read transaction, when it is the first statement of the transaction to
-///    lock rows, locks the rows it returns `FOR NO KEY UPDATE` in ascending primary-key
-///    order (`ObjectLoader.fetchObjects(entity:whereUnique:isIn:)`): the rows the save
-///    then updates need no statement of step 1. The transaction notes how far it got in
-///    this order (`ContextTransaction.LockFrontier`: the entity's place in the insert
-///    order, the greatest key); the rows step 1 still needs are waited for only when they
-///    all come after that point, otherwise they are locked `NOWAIT`, which cannot close
-///    a cycle. (A record that turns out unchanged keeps its row locked until the
-///    transaction ends.)
 /// 1. Existing rows first, entity by entity in the model's insert order (referenced
 ///    entities before those that reference them), each entity's rows in ascending
 ///    primary-key order, with one statement per entity (`lockRows`): rows to delete or
@@ -179,44 +154,28 @@ extension StoreCoordinator {
     /// so the version there is no longer visible to it), the rows are locked by key as
     /// usual: the rows not found by location are then ones the transaction already
     /// holds, so that statement waits for none of them and the order holds.
-    ///
-    /// Rows all held already in their mode (`RowLockSet.allHeld`: an import's fetch
-    /// locked them) take no statement; their locations, when the fetch read them, are
-    /// returned as if locked now.
-    ///
-    /// - Parameter waiting: `false` locks `NOWAIT`: for rows that do not come after every
-    ///   row the transaction holds in the order (see step 0 above), which it must not
-    ///   wait for. A row held elsewhere then fails the statement at once with
-    ///   `lockNotAvailable` (`55P03`, transient).
     /// - Returns: the locations of the rows locked to be written (`FOR UPDATE` or `FOR
     ///   NO KEY UPDATE`), which stay theirs while the transaction holds them: the save's
     ///   `UPDATE` and `DELETE` then find the rows by location too. `nil` when the save
     ///   locks no row to write.
     @discardableResult
     func lockRows(
-        of entity: EntityDescription, _ locks: RowLockSet, waiting: Bool = true, on connection: Connection
+        of entity: EntityDescription, _ locks: RowLockSet, on connection: Connection
     ) throws -> LockedLocations? {
         guard !locks.isEmpty else { return nil }
-        if locks.allHeld {
-            // (Locked by the import's fetch, which read where they are; rows of partitions
-            // come without a place and are written by key.)
-            return locks.located.map {
-                LockedLocations(literal: RowLocation.arrayLiteral($0.locations), rows: $0.rows, byLocation: true)
-            }
-        }
         if let located = locks.located {
             let literal = RowLocation.arrayLiteral(located.locations)
             let locked = try execute(
-                Self.lockRowsByLocationSQL(entity, located.mode, waiting: waiting), [ArrayLiteral<String>(text: literal)],
-                on: connection, reusesPlan: Self.reusesPlan(keys: located.locations.count)
+                Self.lockRowsByLocationSQL(entity, located.mode), [ArrayLiteral<String>(text: literal)], on: connection,
+                reusesPlan: Self.reusesPlan(keys: located.locations.count)
             ).first.map { try $0.int64(at: 0) }
             if locked == Int64(located.rows) { return LockedLocations(literal: literal, rows: located.rows, byLocation: true) }
         }
         let (keys, modes) = locks.ordered
         let modesUsed = locks.modesUsed
         let result = try execute(
-            Self.lockRowsSQL(entity, modes: modesUsed, waiting: waiting), modesUsed.count == 1 ? [keys] : [keys, modes],
-            on: connection, reusesPlan: Self.reusesPlan(keys: keys.count))
+            Self.lockRowsSQL(entity, modes: modesUsed), modesUsed.count == 1 ? [keys] : [keys, modes], on: connection,
+            reusesPlan: Self.reusesPlan(keys: keys.count))
         let writing = modes.filter { $0 != RowLockMode.keyShare.rawValue }.count
         guard writing > 0 else { return nil }
         return LockedLocations(
@@ -236,14 +195,11 @@ extension StoreCoordinator {
     ///
     /// Otherwise, for each key of array `$1` in order, one lateral probe per mode the rows
     /// take, only the one of the key's mode (`$2`) running.
-    static func lockRowsSQL(
-        _ entity: EntityDescription, modes: Set<RowLockMode> = [.update, .noKeyUpdate, .keyShare], waiting: Bool = true
-    ) -> String {
+    static func lockRowsSQL(_ entity: EntityDescription, modes: Set<RowLockMode> = [.update, .noKeyUpdate, .keyShare]) -> String {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
-        let wait = waiting ? "" : " NOWAIT"
         if modes.count == 1, let mode = modes.first {
             let rows = "SELECT u.ctid AS r FROM \(entity.quotedTable) AS u "
-                + "WHERE u.\(primaryKey) = \(anyElement(of: 1, type: "bigint")) ORDER BY u.\(primaryKey) \(mode.clause)\(wait)"
+                + "WHERE u.\(primaryKey) = \(anyElement(of: 1, type: "bigint")) ORDER BY u.\(primaryKey) \(mode.clause)"
             return (mode == .keyShare ? "SELECT count(*)" : "SELECT array_agg(l.r)") + " FROM (\(rows)) AS l"
         }
         let writing = [RowLockMode.update, .noKeyUpdate].filter(modes.contains).map { "l\($0.rawValue).r" }
@@ -253,7 +209,7 @@ extension StoreCoordinator {
             + " FROM unnest($1::bigint[], $2::smallint[]) WITH ORDINALITY AS k(v, m, o)"
         for mode in [RowLockMode.update, .noKeyUpdate, .keyShare] where modes.contains(mode) {
             sql += " LEFT JOIN LATERAL (SELECT u.ctid AS r FROM \(entity.quotedTable) AS u WHERE k.m = \(mode.rawValue) AND "
-                + "u.\(primaryKey) = k.v \(mode.clause)\(wait)) AS l\(mode.rawValue) ON true"
+                + "u.\(primaryKey) = k.v \(mode.clause)) AS l\(mode.rawValue) ON true"
         }
         return sql
     }
@@ -262,9 +218,9 @@ extension StoreCoordinator {
     /// array `$1` (a TID scan whatever the plan, see `anyElement(of:type:)`), sorted by
     /// primary key, locked in that order (PostgreSQL locks after sorting); returns how
     /// many it locked.
-    static func lockRowsByLocationSQL(_ entity: EntityDescription, _ mode: RowLockMode, waiting: Bool = true) -> String {
+    static func lockRowsByLocationSQL(_ entity: EntityDescription, _ mode: RowLockMode) -> String {
         "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS u WHERE u.ctid = \(anyElement(of: 1, type: "tid")) "
-            + "ORDER BY u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) \(mode.clause)\(waiting ? "" : " NOWAIT")) AS l"
+            + "ORDER BY u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) \(mode.clause)) AS l"
     }
 
     /// Locks the rows whose unique `attribute` is one of `values`, in `mode`, without

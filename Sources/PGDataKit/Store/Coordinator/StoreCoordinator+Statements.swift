@@ -358,20 +358,17 @@ extension StoreCoordinator {
     /// common case) the statement reads the array's only element.
     ///
     /// With `locating` (and not `single`), the rows carry their `ctid` (`RowLocation`,
-    /// `locationColumn`). With `locking` too, they are locked `FOR NO KEY UPDATE` in
-    /// primary-key order (PostgreSQL sorts, then locks).
+    /// `locationColumn`).
     static func rowsByUniqueColumn(
         _ entity: EntityDescription, _ column: String, sqlType: String = "bigint", single: Bool = false,
-        locating: Bool = false, locking: Bool = false
+        locating: Bool = false
     ) -> String {
         if single {
             return "(SELECT * FROM \(entity.quotedTable) AS u "
                 + "WHERE u.\(Connection.quoteIdentifier(column)) = ($1::\(sqlType)[])[1] LIMIT 1) AS t"
         }
-        let lock = locating && locking
-            ? " ORDER BY u.\(Connection.quoteIdentifier(entity.primaryKeyColumn)) \(RowLockMode.noKeyUpdate.clause) OF u" : ""
         return "(SELECT *\(locating ? ", " + locationColumn(entity) : "") FROM \(entity.quotedTable) AS u "
-            + "WHERE u.\(Connection.quoteIdentifier(column)) = \(anyElement(of: 1, type: sqlType))\(lock)) AS t"
+            + "WHERE u.\(Connection.quoteIdentifier(column)) = \(anyElement(of: 1, type: sqlType))) AS t"
     }
 
     /// `ctid`, the row's location (`SELECT *` leaves system columns out), for rows of the

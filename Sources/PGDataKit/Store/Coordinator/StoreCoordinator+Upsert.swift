@@ -309,18 +309,16 @@ extension StoreCoordinator {
     /// for a value given twice (or two values the column's collation holds equal).
     ///
     /// With `locating`, each row's location (`ctid`) follows the entity's columns (see
-    /// `RowLocation`). With `locking` (and `locating`), the rows are locked `FOR NO KEY
-    /// UPDATE` in primary-key order (PostgreSQL locks after sorting) and come in that
-    /// order.
+    /// `RowLocation`).
     ///
     /// - Throws: `PostgresError`, `PostgresValueError` naming `Entity.attribute`.
     func selectObjects(
         of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
-        locating: Bool = false, locking: Bool = false, on connection: Connection
+        locating: Bool = false, on connection: Connection
     ) throws -> QueryResult {
         try execute(
             "SELECT \(entity.selectList(alias: "t"))\(locating ? ", t.ctid" : "") FROM "
-                + Self.rowsByUniqueValue(entity, attribute, locating: locating, locking: locating && locking),
+                + Self.rowsByUniqueValue(entity, attribute, locating: locating),
             [try attribute.encodeColumn(values)], on: connection, reusesPlan: Self.reusesPlan(keys: values.count))
     }
 
@@ -355,8 +353,8 @@ extension StoreCoordinator {
     /// The rows (as `t`) whose unique `attribute` is one of the values of array
     /// parameter `$1`, read from the attribute's unique index (`rowsByUniqueColumn`).
     static func rowsByUniqueValue(
-        _ entity: EntityDescription, _ attribute: AttributeDescription, locating: Bool = false, locking: Bool = false
+        _ entity: EntityDescription, _ attribute: AttributeDescription, locating: Bool = false
     ) -> String {
-        rowsByUniqueColumn(entity, attribute.columnName, sqlType: attribute.type.sqlType, locating: locating, locking: locking)
+        rowsByUniqueColumn(entity, attribute.columnName, sqlType: attribute.type.sqlType, locating: locating)
     }
 }
