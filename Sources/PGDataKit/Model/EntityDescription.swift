@@ -51,7 +51,32 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         // Unsafe: `slotTables`, set on the next line, keeps `emptyTable` alive.
         self.slotTable = Atomic(Unmanaged.passUnretained(emptyTable))
         self.slotTables = Mutex([emptyTable])
-        let prototype = objectClass.init()
+        let (attributes, relationships) = Self.declarations(of: objectClass.init(), entityName: objectClass.entityName)
+        self.attributes = attributes
+        self.relationships = relationships
+        // A default that differs between two new objects (`= UUID()`, `= Date()`) is made
+        // per object: a column default cannot be a copy of it.
+        let second = Self.declarations(of: objectClass.init(), entityName: objectClass.entityName).attributes
+        self.volatileDefaults = Set(
+            zip(attributes, second).filter { $0.defaultValue != $1.defaultValue }.map(\.0.index))
+        self.attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        self.relationshipsByName = Dictionary(
+            relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        self.uniqueKeys = attributes.filter(\.isUnique).map { [$0.name] } + objectClass.uniqueKeys
+        let keyNames = Set(uniqueKeys.joined())
+        self.keyAttributeIndexes = Set(attributes.filter { keyNames.contains($0.name) }.map(\.index))
+        self.keyAttributeMask = keyAttributeIndexes.reduce(0) { $1 < 64 ? $0 | (1 << UInt64($1)) : $0 }
+        self.attributeDecodings = attributes.map(\.decoding)
+        self.attributeOptionality = attributes.map(\.isOptional)
+        self.defaultValues = attributes.map(\.defaultValue)
+        relationshipsResolved()
+    }
+
+    /// The attributes and relationships a new object of the class declares, superclass
+    /// properties first, in declaration order.
+    private static func declarations(
+        of prototype: any EntityObject, entityName: String
+    ) -> (attributes: [AttributeDescription], relationships: [RelationshipDescription]) {
         var attributes: [AttributeDescription] = []
         var relationships: [RelationshipDescription] = []
         var mirror: Mirror? = Mirror(reflecting: prototype)
@@ -65,26 +90,30 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
                 guard let label = child.label, label.hasPrefix("_") else { continue }
                 let propertyName = String(label.dropFirst())
                 if let declaration = child.value as? any AttributeDeclaration {
-                    attributes.append(declaration.describe(
-                        name: propertyName, index: attributes.count, entityName: objectClass.entityName))
+                    attributes.append(
+                        declaration.describe(name: propertyName, index: attributes.count, entityName: entityName))
                 } else if let declaration = child.value as? any RelationshipDeclaration {
                     relationships.append(declaration.describe(name: propertyName, index: relationships.count))
                 }
             }
         }
-        self.attributes = attributes
-        self.relationships = relationships
-        self.attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        self.relationshipsByName = Dictionary(
-            relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
-        self.uniqueKeys = attributes.filter(\.isUnique).map { [$0.name] } + objectClass.uniqueKeys
-        let keyNames = Set(uniqueKeys.joined())
-        self.keyAttributeIndexes = Set(attributes.filter { keyNames.contains($0.name) }.map(\.index))
-        self.keyAttributeMask = keyAttributeIndexes.reduce(0) { $1 < 64 ? $0 | (1 << UInt64($1)) : $0 }
-        self.attributeDecodings = attributes.map(\.decoding)
-        self.attributeOptionality = attributes.map(\.isOptional)
-        self.defaultValues = attributes.map(\.defaultValue)
-        relationshipsResolved()
+        return (attributes, relationships)
+    }
+
+    /// The indexes of attributes whose default is made per object (`= UUID()`,
+    /// `= Date()`): two new objects hold different values, so no column default copies
+    /// it (`Model.schemaSQL()` writes `gen_random_uuid()` / `now()` for those types and
+    /// none for others).
+    let volatileDefaults: Set<Int>
+
+    /// Whether the DDL the model implies gives `attribute`'s column a default: a
+    /// non-nil default outside every unique key (a default on a key column would make the
+    /// second defaulted row a conflict), either constant or one PostgreSQL can make per
+    /// row too (a new UUID, the current time).
+    func impliesColumnDefault(_ attribute: AttributeDescription) -> Bool {
+        if case .null = attribute.defaultValue { return false }
+        if uniqueKeys.contains(where: { $0.contains(attribute.name) }) { return false }
+        return !volatileDefaults.contains(attribute.index) || attribute.type == .uuid || attribute.type == .date
     }
 
     /// Recomputes what depends on which relationships hold a foreign key; the model calls
