@@ -52,7 +52,7 @@ public struct ModelError: Error, Sendable, DescribedError {
                     inverseDestinationMismatch, inverseDisagreement, toManyWithoutInverse,
                     ownInverse, oneToOneForeignKeyUnspecified, oneToOneForeignKeyOnBothSides,
                     joinTableWithoutManyToMany, joinTableDisagreement, joinColumnsCollide,
-                    joinTableShared
+                    joinTableShared, unstorableDefault, nameTooLong
             }
 
             /// Which code this is.
@@ -99,6 +99,12 @@ public struct ModelError: Error, Sendable, DescribedError {
             /// Several many-to-many relationships (each as `Entity.relationship`) use one join
             /// table; name the others' tables with `joinTable:`.
             public static let joinTableShared = Code(.joinTableShared)
+            /// An attribute's default value cannot be written as SQL for its column (found
+            /// when the schema script is generated: `Model.schemaSQL()`).
+            public static let unstorableDefault = Code(.unstorableDefault)
+            /// A table or column name is longer than PostgreSQL's 63 bytes (found when the
+            /// schema script is generated: `Model.schemaSQL()`).
+            public static let nameTooLong = Code(.nameTooLong)
 
             /// The code's name, such as `duplicateEntity`.
             public var description: String { base.rawValue }
@@ -118,11 +124,14 @@ public struct ModelError: Error, Sendable, DescribedError {
         public let destination: String?
         /// The entity the inverse points at (`inverseDestinationMismatch`).
         public let inverseDestination: String?
-        /// The unknown attribute a unique key names (`unknownUniqueKeyAttribute`).
+        /// The unknown attribute a unique key names (`unknownUniqueKeyAttribute`), or the
+        /// attribute whose default cannot be stored (`unstorableDefault`).
         public let attribute: String?
-        /// The column (`duplicateColumn`, `reservedColumn`, `joinColumnsCollide`).
+        /// The column (`duplicateColumn`, `reservedColumn`, `joinColumnsCollide`,
+        /// `nameTooLong`).
         public let column: String?
-        /// The join table (`joinColumnsCollide`, `joinTableShared`).
+        /// The join table (`joinColumnsCollide`, `joinTableShared`), or the table whose
+        /// name or column name is too long (`nameTooLong`).
         public let table: String?
         /// The join tables the two sides name (`joinTableDisagreement`).
         public let tables: [String]
@@ -305,6 +314,26 @@ public struct ModelError: Error, Sendable, DescribedError {
                 "join table \(table) is used by " + relationships.joined(separator: " and ")
                     + "; name the others' tables with joinTable:",
                 table: table, relationships: relationships)
+        }
+
+        /// An attribute's default value cannot be written as SQL for its column; `reason`
+        /// says why, without the value.
+        public static func unstorableDefault(entity: String, attribute: String, reason: String) -> Problem {
+            Problem(
+                .unstorableDefault,
+                "\(entity).\(attribute): the default value cannot be stored: \(reason)",
+                entity: entity, attribute: attribute)
+        }
+
+        /// A table name, or a column name when `column` is given, is longer than
+        /// PostgreSQL's 63 bytes (PostgreSQL would cut it, and the schema check would not
+        /// find it); `entity` is the entity, or for a join table the relationship pair.
+        public static func nameTooLong(entity: String, table: String, column: String? = nil) -> Problem {
+            Problem(
+                .nameTooLong,
+                "\(entity): " + (column.map { "column \(table).\($0)" } ?? "table \(table)")
+                    + " has a name longer than PostgreSQL's 63 bytes; declare a shorter one",
+                entity: entity, column: column, table: table)
         }
     }
 
