@@ -58,7 +58,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         // per object: a column default cannot be a copy of it.
         let second = Self.declarations(of: objectClass.init(), entityName: objectClass.entityName).attributes
         self.volatileDefaults = Set(
-            zip(attributes, second).filter { $0.defaultValue != $1.defaultValue }.map(\.0.index))
+            zip(attributes, second).filter { !Self.sameDefault($0.defaultValue, $1.defaultValue) }.map(\.0.index))
         self.attributesByName = Dictionary(attributes.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         self.relationshipsByName = Dictionary(
             relationships.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
@@ -98,6 +98,15 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             }
         }
         return (attributes, relationships)
+    }
+
+    /// Whether two prototypes' defaults are the same value (NaN is, though `==` says not).
+    private static func sameDefault(_ first: StoredValue, _ second: StoredValue) -> Bool {
+        switch (first, second) {
+        case (.double(let a), .double(let b)): return a.bitPattern == b.bitPattern
+        case (.float(let a), .float(let b)): return a.bitPattern == b.bitPattern
+        default: return first == second
+        }
     }
 
     /// The indexes of attributes whose default is made per object (`= UUID()`,

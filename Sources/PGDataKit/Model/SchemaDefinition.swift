@@ -121,12 +121,11 @@ extension SchemaDefinition {
             let table = entity.tableName
             checkLengths(owner: entity.name, table: table, columns: entity.selectColumns)
             var columns = [Column(name: entity.primaryKeyColumn, type: "bigint", isNullable: false, isIdentity: true)]
-            let keyAttributes = Set(entity.uniqueKeys.joined())
             for attribute in entity.attributes {
                 columns.append(
                     Column(
                         name: attribute.columnName, type: attribute.type.sqlType, isNullable: attribute.isOptional,
-                        defaultExpression: keyAttributes.contains(attribute.name) ? nil : defaultExpression(attribute, of: entity)))
+                        defaultExpression: entity.impliesColumnDefault(attribute) ? defaultExpression(attribute, of: entity) : nil))
             }
             let primaryKey = KeyConstraint(name: names.claim(table + "_pkey"), columns: [entity.primaryKeyColumn])
             // PostgreSQL names the identity sequence itself; no index may take that name.
@@ -208,8 +207,12 @@ extension SchemaDefinition {
         }
 
         /// The attribute's `DEFAULT` expression, `nil` when it has no default (or when
-        /// the default cannot be written, noted as a problem).
+        /// the default cannot be written, noted as a problem). A default made per object
+        /// (`= UUID()`, `= Date()`) is made per row too: `gen_random_uuid()`, `now()`.
         private mutating func defaultExpression(_ attribute: AttributeDescription, of entity: EntityDescription) -> String? {
+            if entity.volatileDefaults.contains(attribute.index) {
+                return attribute.type == .uuid ? "gen_random_uuid()" : attribute.type == .date ? "now()" : nil
+            }
             do {
                 return try SchemaLiteral.defaultExpression(attribute.defaultValue, type: attribute.type)
             } catch let error as PostgresValueError {

@@ -46,7 +46,7 @@ final class GenLongNames: ManagedObject {
 @Suite("The schema generated from the model passes the schema check and holds objects")
 struct GeneratedSchemaTests {
     /// Runs the model's script in a fresh database, opens a manager on it (which checks
-    /// the schema) and hands both to `body`; checks that the foreign keys have the
+    /// the schema; no warnings either) and hands both to `body`; checks that the foreign keys have the
     /// expected names and `ON DELETE` actions (`table.column` → name and
     /// `pg_constraint.confdeltype`: `c` cascade, `n` set null, `a` no action).
     private func withGeneratedSchema(
@@ -57,6 +57,8 @@ struct GeneratedSchemaTests {
             try connection.executeScript(try Model(entities: entities).schemaSQL())
             let manager = try ContextManager(configuration: connection.configuration, entities: entities)
             defer { manager.close() }
+            // Not a mismatch, and not a warning either.
+            #expect(try manager.coordinator.validateSchema() == [])
             let rows = try connection.query(
                 """
                 SELECT t.relname::text || '.' || a.attname::text, c.conname::text, c.confdeltype::text

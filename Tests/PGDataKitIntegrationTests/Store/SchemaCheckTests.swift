@@ -130,6 +130,13 @@ struct SchemaCheckTests {
                     .missingDefault(entity: "StampedRow", table: "stamped_rows", column: "created"),
                 ])
         }
+        // The generated schema has them, and nothing to warn about.
+        try TestDatabase.withConnection { connection in
+            try connection.executeScript(try Model(entities: [StampedRow.self]).schemaSQL())
+            let manager = try ContextManager(configuration: connection.configuration, entities: [StampedRow.self])
+            defer { manager.close() }
+            #expect(try manager.coordinator.validateSchema().isEmpty)
+        }
     }
 }
 

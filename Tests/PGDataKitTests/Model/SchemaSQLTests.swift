@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import PGDataKit
@@ -22,6 +23,15 @@ private final class DDLPost: ManagedObject {
     @Attribute(unique: true) var postID: String = ""
     @Attribute var title: String?
     @Relationship(inverse: "posts") var user: DDLUser?
+}
+
+/// Defaults made per object.
+private final class DDLStamped: ManagedObject {
+    static let serials = Atomic<Int>(0)
+    override class var tableName: String { "stamped" }
+    @Attribute var token: UUID = UUID()
+    @Attribute var created: Date = Date()
+    @Attribute var serial: Int = DDLStamped.serials.add(1, ordering: .relaxed).newValue
 }
 
 /// A default of every scalar type, and attributes that get none.
@@ -189,6 +199,16 @@ struct SchemaSQLTests {
         #expect(script.contains("\n    \(line),\n"), "no line \(line) in\n\(script)")
         #expect(script.contains("CONSTRAINT defaults_code_key UNIQUE (code)"))
         #expect(script.contains("CONSTRAINT defaults_region_number_key UNIQUE (region, number)"))
+    }
+
+    /// A default made per object is made per row: a new UUID, the current time; one no
+    /// column default can copy (here a counter) gets none.
+    @Test func defaultsMadePerObjectAreMadePerRow() throws {
+        let script = try Model(entities: [DDLStamped.self]).schemaSQL()
+        #expect(script.contains("\n    token uuid NOT NULL DEFAULT gen_random_uuid(),\n"), "\(script)")
+        #expect(script.contains("\n    created timestamptz NOT NULL DEFAULT now(),\n"), "\(script)")
+        #expect(script.contains("\n    serial bigint NOT NULL,\n"), "\(script)")
+        #expect(try Model(entities: [DDLStamped.self]).schemaSQL() == script)
     }
 
     /// A foreign key that points at a table created later is added after the tables;
