@@ -80,21 +80,27 @@ public final class ContextManager: Sendable {
     ///     transaction holds one connection.
     ///   - automaticallyMergesRemoteChanges: merge other processes' saves into the main
     ///     context.
+    ///   - createsSchema: create the model's tables and the library's own on a database
+    ///     holding none of the model's tables (for development and tests; see the
+    ///     coordinator's initializer).
+    ///     For example, a test's store with no SQL written:
+    ///     `try ContextManager(configuration: url, entities: [User.self, Post.self], createsSchema: true)`.
     ///   - changeLog: retention and reconnect settings of the change log.
     ///   - logger: where the coordinator, its listener, the manager and its contexts log
     ///     (label `pgdatakit` by default).
-    /// - Throws: `ModelError`, `SchemaMismatchError` or `PostgresError`.
+    /// - Throws: `ModelError`, `SchemaMismatchError`, `MigrationError` (`createsSchema`)
+    ///   or `PostgresError`.
     public convenience init(
         configuration: ConnectionConfiguration, listenerConfiguration: ConnectionConfiguration? = nil,
         entities: [ManagedObject.Type], maximumConnections: Int = 10,
-        automaticallyMergesRemoteChanges: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions(),
-        logger: Logger = Logger(label: "pgdatakit")
+        automaticallyMergesRemoteChanges: Bool = true, createsSchema: Bool = false,
+        changeLog: ChangeLogOptions = ChangeLogOptions(), logger: Logger = Logger(label: "pgdatakit")
     ) throws {
         let model = try Model(entities: entities)
         self.init(
             coordinator: try StoreCoordinator(
                 model: model, configuration: configuration, listenerConfiguration: listenerConfiguration,
-                maximumConnections: maximumConnections,
+                maximumConnections: maximumConnections, createsSchema: createsSchema,
                 changeLog: changeLog, logger: logger),
             automaticallyMergesRemoteChanges: automaticallyMergesRemoteChanges, logger: logger)
     }

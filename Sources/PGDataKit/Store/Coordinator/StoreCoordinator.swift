@@ -78,24 +78,31 @@ public final class StoreCoordinator: Sendable {
     ///   - maximumConnections: the pool size; each private context with an open
     ///     transaction holds one connection.
     ///   - validatesSchema: compare the model with the live schema now.
+    ///   - createsSchema: on a database holding none of the model's tables, create them
+    ///     (`Model.schemaSQL()`) and the library's own first, as Core Data creates a
+    ///     store; on one holding any of them, create nothing (the schema check lists what
+    ///     differs). For development and tests: production schemas come from reviewed
+    ///     migrations. Off by default.
     ///   - changeLog: retention and reconnection of the change log (see
     ///     `observeRemoteChanges(_:)`). Its table, `pgdatakit_changes`, is installed by
     ///     the migrator (`pgdatakit migrate`); here it is only checked, with the grants
     ///     the role needs.
     ///   - logger: where the coordinator, its pool and its change listener log (label
     ///     `pgdatakit` by default).
-    /// - Throws: `ChangeLogError` (change log missing, or a grant missing),
+    /// - Throws: `ChangeLogError` (change log missing, or a grant missing), what creating
+    ///   the schema throws (`createsSchema`: `MigrationError`, `ModelError`),
     ///   `SchemaMismatchError` listing every mismatch (missing grants included), or
     ///   `PostgresError`.
     public init(
         model: Model, configuration: ConnectionConfiguration, listenerConfiguration: ConnectionConfiguration? = nil,
         maximumConnections: Int = 10,
-        validatesSchema: Bool = true, changeLog: ChangeLogOptions = ChangeLogOptions(),
+        validatesSchema: Bool = true, createsSchema: Bool = false, changeLog: ChangeLogOptions = ChangeLogOptions(),
         logger: Logger = Logger(label: "pgdatakit")
     ) throws {
         self.model = model
-        self.pool = ConnectionPool(
-            configuration: configuration, maximumConnections: maximumConnections, logger: logger)
+        let newPool = ConnectionPool(configuration: configuration, maximumConnections: maximumConnections, logger: logger)
+        self.pool = newPool
+        if createsSchema { _ = try Self.createSchemaIfEmpty(model: model, pool: newPool, logger: logger) }
         self.logger = logger
         self.changeLogOptions = changeLog
         let metrics = StoreMetrics()
