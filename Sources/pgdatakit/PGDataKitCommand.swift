@@ -9,6 +9,9 @@ struct PGDataKitCommand: ParsableCommand {
             Without DATABASE_URL (or --database-url), commands run against a throwaway \
             PostgreSQL server started from the installed binaries and removed afterwards.
             """,
-        subcommands: [DemoCommand.self, ImportCommand.self, MigrateCommand.self, DatabaseCommand.self, WatchCommand.self, DemoWorker.self]
+        subcommands: [
+            DemoCommand.self, ImportCommand.self, MigrateCommand.self, SchemaCommand.self, DatabaseCommand.self,
+            WatchCommand.self, DemoWorker.self,
+        ]
     )
 }
