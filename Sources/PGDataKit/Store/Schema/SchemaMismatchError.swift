@@ -214,6 +214,9 @@ public struct SchemaMismatchError: Error, Sendable, DescribedError {
         /// the referenced side is `.nullify` or `.deny`.
         ///
         /// - Parameters:
+        ///   - entity: the entity whose table holds the key.
+        ///   - table: that table.
+        ///   - column: the key's column.
         ///   - relationship: the relationship whose rule applies, as `Entity.name`
         ///     (`User.posts`).
         ///   - expected: the action the rule needs (`SET NULL`).

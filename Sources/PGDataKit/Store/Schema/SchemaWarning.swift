@@ -92,6 +92,9 @@ public struct SchemaWarning: Sendable, Hashable, CustomStringConvertible {
     /// context has not loaded.
     ///
     /// - Parameters:
+    ///   - entity: the entity whose table holds the key.
+    ///   - table: that table.
+    ///   - column: the key's column.
     ///   - relationship: the relationship whose rule applies, as `Entity.name`
     ///     (`User.posts`).
     ///   - expected: the action the rule needs (`CASCADE`).

@@ -39,7 +39,7 @@ extension StoreCoordinator {
                 """, [tables])[0].decode(Int.self, at: 0)
             guard existing == 0 else { return false }
             try connection.transaction { try $0.executeScript(script) }
-            logger.notice(
+            logger.debug(
                 "created the schema from the model: \(model.entities.count) entity table(s), \(model.joinTables.count) join table(s)")
             return true
         }
