@@ -14,6 +14,8 @@ struct SchemaCatalog: Sendable {
 
     /// One single-column foreign key.
     struct ForeignKey: Sendable, Equatable {
+        /// The constraint's name.
+        let name: String
         let referencedTable: String
         /// `NO ACTION`, `RESTRICT`, `CASCADE`, `SET NULL` or `SET DEFAULT`.
         let deleteAction: String
@@ -69,7 +71,8 @@ struct SchemaCatalog: Sendable {
             """
             SELECT t.relname, a.attname::text, r.relname,
                    CASE c.confdeltype WHEN 'c' THEN 'CASCADE' WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT'
-                                      WHEN 'r' THEN 'RESTRICT' ELSE 'NO ACTION' END
+                                      WHEN 'r' THEN 'RESTRICT' ELSE 'NO ACTION' END,
+                   c.conname::text
             FROM pg_constraint c
             JOIN pg_class t ON t.oid = c.conrelid
             JOIN pg_namespace n ON n.oid = t.relnamespace
@@ -80,7 +83,9 @@ struct SchemaCatalog: Sendable {
             """, [tables])
         {
             catalog.foreignKeys[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1)] =
-                ForeignKey(referencedTable: try row.decode(String.self, at: 2), deleteAction: try row.decode(String.self, at: 3))
+                ForeignKey(
+                    name: try row.decode(String.self, at: 4), referencedTable: try row.decode(String.self, at: 2),
+                    deleteAction: try row.decode(String.self, at: 3))
         }
         return catalog
     }
