@@ -9,6 +9,13 @@ struct DatabaseOptions: ParsableArguments {
         help: "postgres:// URL or libpq key=value string (default: $DATABASE_URL, else a throwaway server).")
     var databaseURL: String?
 
+    /// Whether a database was named (`--database-url` or `DATABASE_URL`): without one,
+    /// `resolve()` starts a throwaway server.
+    var isGiven: Bool {
+        if let databaseURL, !databaseURL.isEmpty { return true }
+        return !(ProcessInfo.processInfo.environment["DATABASE_URL"] ?? "").isEmpty
+    }
+
     /// The URL to use and, when a throwaway server was started for this run, that server.
     func resolve() throws -> (url: String, server: EmbeddedPostgres?) {
         if let databaseURL, !databaseURL.isEmpty { return (databaseURL, nil) }

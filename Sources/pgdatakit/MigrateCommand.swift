@@ -22,6 +22,16 @@ struct MigrateCommand: ParsableCommand {
             Exits with status 1 when a migration fails or is refused, when an applied file \
             was changed (CHANGED), or when a migration recorded as applied has no file any \
             more (MISSING), also with --status. Pending files alone are not an error.
+
+            Applying needs DATABASE_URL (or --database-url): a throwaway server is deleted \
+            on exit, so applying to one is refused unless --throwaway says it is meant.
+
+            --generate NAME writes the next migration file instead: the difference between \
+            the example model (users and posts) and the database, additive changes as SQL, \
+            drops, renames, type changes and new requirements commented out with a sentence \
+            each, to review before applying. With a database, every file of the folder must \
+            be applied there first; without one, the folder's files are applied to a \
+            throwaway server and the model is compared with that.
             """
     )
 
@@ -31,9 +41,22 @@ struct MigrateCommand: ParsableCommand {
     @Flag(name: .long, help: "Only show which migrations are applied and which are pending.")
     var status = false
 
+    @Option(name: .long, help: "Write the next migration file, named NAME, for the model's difference with the database.")
+    var generate: String?
+
+    @Flag(name: .long, help: "Apply to a throwaway server (deleted on exit) when no database is given.")
+    var throwaway = false
+
     @OptionGroup var database: DatabaseOptions
 
     func run() throws {
+        if let generate { return try generateMigration(named: generate) }
+        if !status, !throwaway, !database.isGiven {
+            printError(
+                "Error: no DATABASE_URL (or --database-url) is set, and migrations applied to a throwaway server "
+                    + "are deleted with it on exit; name the database, or pass --throwaway to try them anyway.")
+            throw ExitCode(1)
+        }
         let migrator = try Migrator(directory: URL(fileURLWithPath: dir))
         let (url, server) = try database.resolve()
         defer { try? server?.stop() }
@@ -61,6 +84,38 @@ struct MigrateCommand: ParsableCommand {
             for problem in problems { printError("Error: \(problem)") }
             throw ExitCode(1)
         }
+    }
+
+    /// `--generate`: writes the next file of the folder for the example model's
+    /// difference with the database (or with the folder applied to a throwaway server).
+    func generateMigration(named name: String) throws {
+        let folder = URL(fileURLWithPath: dir)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let migrator = try Migrator(directory: folder)
+        let (url, server) = try database.resolve()
+        defer { try? server?.stop() }
+        let connection = try Connection(url: url)
+        defer { connection.close() }
+        if server != nil {
+            try migrator.migrate(on: connection)
+        } else {
+            let pending = try migrator.pending(on: connection)
+            if !pending.isEmpty {
+                printError(
+                    "Error: \(pending.count) migration(s) of \(dir) are not applied to this database "
+                        + "(\(pending.map(\.fileName).joined(separator: ", "))): apply them first, or generate "
+                        + "without DATABASE_URL to compare with the folder applied to a throwaway server.")
+                throw ExitCode(1)
+            }
+        }
+        let diff = try SchemaDiff(model: try Model(entities: ExampleSchema.entities), on: connection)
+        guard let file = try diff.writeMigration(named: name, into: folder) else {
+            print("Nothing to generate: the database matches the model.")
+            return
+        }
+        let review = diff.changes.filter { !$0.isAdditive }.count
+        print("Wrote \(dir)/\(file.lastPathComponent): \(diff.changes.count) change(s), \(review) to review.")
+        for change in diff.changes { print("  \(change.isAdditive ? "+" : "?") \(change.description)") }
     }
 
     static func printStatus(_ statuses: [MigrationStatus]) {

@@ -112,7 +112,12 @@ struct MigrateCommandTests {
     }
 
     @Test func throwawayServerIsUsedAndRemovedWithoutDatabaseURL() throws {
-        let outcome = try CLI.run(["migrate"])
+        // Applying to a server deleted on exit is refused unless asked for.
+        let refused = try CLI.run(["migrate"], environment: ["DATABASE_URL": ""])
+        #expect(refused.status == 1)
+        #expect(refused.error.contains("pass --throwaway"), "\(refused.error)")
+        #expect(!refused.error.contains("throwaway PostgreSQL server at"))
+        let outcome = try CLI.run(["migrate", "--throwaway"], environment: ["DATABASE_URL": ""])
         #expect(outcome.status == 0, "\(outcome.error)")
         #expect(outcome.error.contains("throwaway PostgreSQL server"))
         #expect(outcome.output.contains("Applied 0001_create_users_and_posts.sql"))
@@ -122,6 +127,46 @@ struct MigrateCommandTests {
         #expect(throws: PostgresError.self) {
             try Connection(url: "postgresql://postgres@127.0.0.1:\(port)/postgres?connect_timeout=3")
         }
+    }
+
+    // MARK: - Generating the next file
+
+    @Test func generateWritesTheModelsDifferenceAsTheNextFile() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let url = try #require(configuration.renderedConnectionString())
+            try TestDatabase.withTemporaryDirectory { directory in
+                // An empty folder, compared on a throwaway server: the whole schema.
+                let first = try CLI.run(
+                    ["migrate", "--generate", "create users and posts", "--dir", directory.path],
+                    environment: ["DATABASE_URL": ""])
+                #expect(first.status == 0, "\(first.error)")
+                #expect(first.output.contains("Wrote \(directory.path)/0001_create_users_and_posts.sql"))
+                #expect(first.output.contains("+ new table users"))
+                let sql = try String(
+                    contentsOf: directory.appendingPathComponent("0001_create_users_and_posts.sql"), encoding: .utf8)
+                #expect(sql.contains("CREATE TABLE posts ("))
+                // Applied to a real database, nothing is left to generate there.
+                #expect(try migrate(directory, url).status == 0)
+                let again = try CLI.run(["migrate", "--generate", "again", "--dir", directory.path, "--database-url", url])
+                #expect(again.status == 0, "\(again.error)")
+                #expect(again.output.contains("Nothing to generate"))
+                // A database behind the folder is refused: the diff would repeat the file.
+                try write(["0002_notes.sql": "CREATE TABLE notes (id bigint);"], to: directory)
+                let behind = try CLI.run(["migrate", "--generate", "more", "--dir", directory.path, "--database-url", url])
+                #expect(behind.status == 1)
+                #expect(behind.error.contains("0002_notes.sql"), "\(behind.error)")
+            }
+        }
+    }
+
+    /// The repository's own folder, applied to a throwaway server, is what the example
+    /// model implies: nothing to generate.
+    @Test func theRepositorysMigrationsMatchTheExampleModel() throws {
+        let outcome = try CLI.run(
+            ["migrate", "--generate", "nothing", "--dir", TestDatabase.repositoryRoot.appendingPathComponent("migrations").path],
+            environment: ["DATABASE_URL": ""])
+        #expect(outcome.status == 0, "\(outcome.error)")
+        #expect(outcome.output.contains("Nothing to generate"), "\(outcome.output)")
     }
 
     // MARK: - Telling the truth
