@@ -9,6 +9,9 @@ let package = Package(
         // The PostgreSQL client alone: connections, pool, values, errors, notifications
         // and the throwaway server, over libpq (`import PGDataKit` re-exports it).
         .library(name: "PGDataKitPostgres", targets: ["PGDataKitPostgres"]),
+        // Commands a program embeds with its own model (`migrate`, `schema`): see
+        // `CommandModel`. Apart, so the core library gains no dependency.
+        .library(name: "PGDataKitCommands", targets: ["PGDataKitCommands"]),
         .executable(name: "pgdatakit", targets: ["pgdatakit"]),
         .executable(name: "pgdatakit-bench", targets: ["pgdatakit-bench"]),
     ],
@@ -44,10 +47,18 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
+        .target(
+            name: "PGDataKitCommands",
+            dependencies: [
+                "PGDataKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         .executableTarget(
             name: "pgdatakit",
             dependencies: [
                 "PGDataKit",
+                "PGDataKitCommands",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
@@ -88,8 +99,8 @@ let package = Package(
         .testTarget(
             name: "PGDataKitIntegrationTests",
             dependencies: [
-                "PGDataKit", "PGDataKitPostgres", "pgdatakit", "pgdatakit-test-helper", "pgdatakit-bench",
-                "pgdatakit-example",
+                "PGDataKit", "PGDataKitPostgres", "PGDataKitCommands", "pgdatakit", "pgdatakit-test-helper",
+                "pgdatakit-bench", "pgdatakit-example",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PGDataKit
+import PGDataKitCommands
 
 struct DatabaseCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

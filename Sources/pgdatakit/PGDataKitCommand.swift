@@ -1,4 +1,5 @@
 import ArgumentParser
+import PGDataKitCommands
 
 @main
 struct PGDataKitCommand: ParsableCommand {
@@ -10,7 +11,8 @@ struct PGDataKitCommand: ParsableCommand {
             PostgreSQL server started from the installed binaries and removed afterwards.
             """,
         subcommands: [
-            DemoCommand.self, ImportCommand.self, MigrateCommand.self, SchemaCommand.self, DatabaseCommand.self,
+            DemoCommand.self, ImportCommand.self, MigrateCommand<ExampleSchema>.self, SchemaCommand<ExampleSchema>.self,
+            DatabaseCommand.self,
             WatchCommand.self, DemoWorker.self,
         ]
     )

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PGDataKit
+import PGDataKitCommands
 import Synchronization
 
 struct WatchCommand: ParsableCommand {

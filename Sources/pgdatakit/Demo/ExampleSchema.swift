@@ -1,10 +1,11 @@
 import Foundation
 import PGDataKit
+import PGDataKitCommands
 
 /// The example dataset (users with a unique remote id, and their posts), as the demo and
 /// `import` use it. The schema is `migrations/0001_create_users_and_posts.sql`, embedded
 /// so that the command works from any folder (a test checks that the two are the same).
-enum ExampleSchema {
+enum ExampleSchema: CommandModel {
     static let migration = Migration(version: 1, name: "create_users_and_posts", sql: """
         -- The example dataset of the README, the demo and the tests: users with a unique remote
         -- id, and their posts (the SQKDataKit README example). Every table has a version column
@@ -31,6 +32,7 @@ enum ExampleSchema {
         CREATE INDEX posts_user_id_idx ON posts (user_id);
         """)
 
+    /// The entities, for the embedded commands (`migrate`, `schema`).
     static let entities: [ManagedObject.Type] = [User.self, Post.self]
 }
 

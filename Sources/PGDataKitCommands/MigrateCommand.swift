@@ -1,39 +1,49 @@
-import ArgumentParser
 import Foundation
-import PGDataKit
 
-struct MigrateCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "migrate",
-        abstract: "Apply the numbered SQL files of a migrations folder, or show their status.",
-        discussion: """
-            Applies every pending NNNN_name.sql file in order, each in its own transaction, \
-            holding an advisory lock so that workers starting together apply each file once. \
-            Every pending file is checked first: if one begins, commits or rolls back a \
-            transaction itself (BEGIN, COMMIT, END, ROLLBACK…), nothing is applied. A \
-            failing file is rolled back and the error names file:line:column. Then prints \
-            the status of every migration.
+/// `migrate`: applies the numbered SQL files of a migrations folder, shows their status,
+/// or (`--generate NAME`) writes the next one from the model's difference with the
+/// database (`SchemaDiff`).
+///
+/// Embed it with your model (see `CommandModel`): `myapp migrate`, `myapp migrate
+/// --status`, `myapp migrate --generate "add notes"`.
+public struct MigrateCommand<Entities: CommandModel>: ParsableCommand {
+    /// The command's name, help and discussion.
+    public static var configuration: CommandConfiguration {
+        CommandConfiguration(
+            commandName: "migrate",
+            abstract: "Apply the numbered SQL files of a migrations folder, or show their status.",
+            discussion: """
+                Applies every pending NNNN_name.sql file in order, each in its own transaction, \
+                holding an advisory lock so that workers starting together apply each file once. \
+                Every pending file is checked first: if one begins, commits or rolls back a \
+                transaction itself (BEGIN, COMMIT, END, ROLLBACK…), nothing is applied. A \
+                failing file is rolled back and the error names file:line:column. Then prints \
+                the status of every migration.
 
-            DDL runs only for what is missing (the catalog is read first), so the \
-            application role (DML rights plus SELECT on pgdatakit_migrations) may run it at \
-            start-up once everything is applied; a pending migration is then an error \
-            naming the right the role lacks.
+                DDL runs only for what is missing (the catalog is read first), so the \
+                application role (DML rights plus SELECT on pgdatakit_migrations) may run it at \
+                start-up once everything is applied; a pending migration is then an error \
+                naming the right the role lacks.
 
-            Exits with status 1 when a migration fails or is refused, when an applied file \
-            was changed (CHANGED), or when a migration recorded as applied has no file any \
-            more (MISSING), also with --status. Pending files alone are not an error.
+                Exits with status 1 when a migration fails or is refused, when an applied file \
+                was changed (CHANGED), or when a migration recorded as applied has no file any \
+                more (MISSING), also with --status. Pending files alone are not an error.
 
-            Applying needs DATABASE_URL (or --database-url): a throwaway server is deleted \
-            on exit, so applying to one is refused unless --throwaway says it is meant.
+                Applying needs DATABASE_URL (or --database-url): a throwaway server is deleted \
+                on exit, so applying to one is refused unless --throwaway says it is meant.
 
-            --generate NAME writes the next migration file instead: the difference between \
-            the example model (users and posts) and the database, additive changes as SQL, \
-            drops, renames, type changes and new requirements commented out with a sentence \
-            each, to review before applying. With a database, every file of the folder must \
-            be applied there first; without one, the folder's files are applied to a \
-            throwaway server and the model is compared with that.
-            """
-    )
+                --generate NAME writes the next migration file instead: the difference between \
+                the model and the database, additive changes as SQL, \
+                drops, renames, type changes and new requirements commented out with a sentence \
+                each, to review before applying. With a database, every file of the folder must \
+                be applied there first; without one, the folder's files are applied to a \
+                throwaway server and the model is compared with that.
+                """
+        )
+    }
+
+    /// A command with the default options.
+    public init() {}
 
     @Option(name: .long, help: "The migrations folder.")
     var dir: String = "migrations"
@@ -49,7 +59,8 @@ struct MigrateCommand: ParsableCommand {
 
     @OptionGroup var database: DatabaseOptions
 
-    func run() throws {
+    /// Applies, shows or generates, as the options say.
+    public func run() throws {
         if let generate { return try generateMigration(named: generate) }
         if !status, !throwaway, !database.isGiven {
             printError(
@@ -86,7 +97,7 @@ struct MigrateCommand: ParsableCommand {
         }
     }
 
-    /// `--generate`: writes the next file of the folder for the example model's
+    /// `--generate`: writes the next file of the folder for the model's
     /// difference with the database (or with the folder applied to a throwaway server).
     func generateMigration(named name: String) throws {
         let folder = URL(fileURLWithPath: dir)
@@ -108,7 +119,7 @@ struct MigrateCommand: ParsableCommand {
                 throw ExitCode(1)
             }
         }
-        let diff = try SchemaDiff(model: try Model(entities: ExampleSchema.entities), on: connection)
+        let diff = try SchemaDiff(model: try Model(entities: Entities.entities), on: connection)
         guard let file = try diff.writeMigration(named: name, into: folder) else {
             print("Nothing to generate: the database matches the model.")
             return
