@@ -28,7 +28,7 @@ struct ListenerRelayTests {
     func makeManager(_ configuration: ConnectionConfiguration, relay: ListenerRelay) throws -> ContextManager {
         let connection = try Connection(configuration)
         defer { connection.close() }
-        try connection.executeScript(ExampleSchema.extraTables)
+        try connection.executeScript(try ExampleSchema.extraTables)
         var options = ChangeLogOptions(relay: relay)
         options.relayRetryDelay = .seconds(1)  // as the helper processes (a loaded machine)
         return try ContextManager(configuration: configuration, entities: ExampleSchema.entities, changeLog: options)
@@ -232,7 +232,7 @@ struct ListenerRelayTests {
                 }
                 let admin = try Connection(configuration)
                 defer { admin.close() }
-                try admin.executeScript(ExampleSchema.extraTables)
+                try admin.executeScript(try ExampleSchema.extraTables)
                 var options = ChangeLogOptions(relay: .directory(directory))
                 options.relayRetryDelay = .seconds(1)
                 let reader = try ContextManager(
