@@ -4,8 +4,9 @@ import Foundation
 
 extension FetchPredicate {
     /// Converts a value the way a `%@` argument is converted: `nil` and `NSNull` to
-    /// `.null`, Swift and Foundation values to the matching `Value`, saved managed objects
-    /// and `ObjectID`s to `.object`, arrays and sets to a `.list`.
+    /// `.null`, Swift and Foundation values to the matching `Value`, an enum (any
+    /// `RawRepresentable` type) to its raw value's, saved managed objects and `ObjectID`s
+    /// to `.object`, arrays and sets to a `.list`.
     ///
     /// - Throws: `FetchPredicateError` (without a position) naming a type that cannot be used.
     static func argumentExpression(_ argument: Any?) throws(FetchPredicateError) -> Expression {
@@ -176,6 +177,20 @@ extension FetchPredicate.Value {
             }
             self = .object(object.objectID)
         case let id as ObjectID: self = .object(id)
+        case is any AttributeCodable:
+            throw FetchPredicateError(
+                code: .invalidArgument,
+                message: "\(type(of: argument)) arguments (AttributeCodable) are not supported in predicates: "
+                    + "their JSON is not compared; compare the attribute with nil")
+        case let value as any RawRepresentable:
+            // An enum (an `AttributeEnum` among them) is compared by its raw value, as it is
+            // stored.
+            let raw: Any = value.rawValue
+            guard !(raw is any RawRepresentable) else {
+                throw FetchPredicateError(
+                    code: .invalidArgument, message: "cannot use a value of type \(type(of: argument)) in a predicate")
+            }
+            self = try Self(argument: raw)
         default:
             throw FetchPredicateError(
                 code: .invalidArgument, message: "cannot use a value of type \(type(of: argument)) in a predicate")

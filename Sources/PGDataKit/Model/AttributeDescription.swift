@@ -27,6 +27,11 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     let encodeArray: @Sendable ([StoredValue]) throws -> any PostgresEncodable
     /// Converts a dynamically typed value to storage, or `nil` when the type is wrong.
     let coerce: @Sendable (Any?) -> StoredValue?
+    /// For an attribute whose Swift type holds fewer values than its column (an
+    /// `AttributeEnum`, an `AttributeCodable`): why a stored value is not one of them
+    /// (`nil` when it is, and for `NULL`). `nil` for the other attributes, whose type
+    /// holds every value its decoding makes.
+    let storedValueProblem: (@Sendable (StoredValue) -> String?)?
 
     init(
         name: String, columnName: String, type: AttributeType, isOptional: Bool, isUnique: Bool,
@@ -34,7 +39,8 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         decode: @escaping @Sendable (PostgresCell) throws -> StoredValue,
         encode: @escaping @Sendable (StoredValue) throws -> (any PostgresEncodable)?,
         encodeArray: @escaping @Sendable ([StoredValue]) throws -> any PostgresEncodable,
-        coerce: @escaping @Sendable (Any?) -> StoredValue?
+        coerce: @escaping @Sendable (Any?) -> StoredValue?,
+        storedValueProblem: (@Sendable (StoredValue) -> String?)? = nil
     ) {
         self.name = name
         self.columnName = columnName
@@ -50,6 +56,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         self.encode = encode
         self.encodeArray = encodeArray
         self.coerce = coerce
+        self.storedValueProblem = storedValueProblem
     }
 
     /// `name: Type (column)`.
@@ -152,6 +159,14 @@ enum AttributeCoding {
         typealias Scalar = Value.Scalar
         let swiftTypeName = String(describing: Value.self).replacingOccurrences(
             of: "Optional<", with: "").replacingOccurrences(of: ">", with: Value.isOptional ? "?" : "")
+        let scalarCoerce = coercion(Value.self)
+        let narrowing = AttributeNarrowing.of(Value.self)
+        let coerce: @Sendable (Any?) -> StoredValue?
+        if let narrowing {
+            coerce = { value in narrowing.coerce(value, isOptional: Value.isOptional, scalar: scalarCoerce) }
+        } else {
+            coerce = scalarCoerce
+        }
         return AttributeDescription(
             name: name, columnName: column ?? Naming.snakeCase(name), type: Scalar.attributeType,
             isOptional: Value.isOptional, isUnique: unique, swiftTypeName: swiftTypeName,
@@ -162,26 +177,33 @@ enum AttributeCoding {
             },
             encode: { stored in stored.scalar(as: Scalar.self) },
             encodeArray: arrayEncoding(Scalar.self, label: label),
-            coerce: { value in
-                guard let value else { return Value.isOptional ? .null : nil }
-                if let scalar = value as? Scalar { return StoredValue(scalar: scalar) }
-                if let optional = value as? Scalar? {
-                    return optional.map { StoredValue(scalar: $0) } ?? (Value.isOptional ? .null : nil)
+            coerce: coerce, storedValueProblem: narrowing?.problem)
+    }
+
+    /// Converts a dynamically typed value to a stored value of `Value`'s scalar type, or
+    /// `nil` when the type is wrong; integers convert between widths when they fit.
+    private static func coercion<Value: AttributeValue>(_ type: Value.Type) -> @Sendable (Any?) -> StoredValue? {
+        typealias Scalar = Value.Scalar
+        return { value in
+            guard let value else { return Value.isOptional ? .null : nil }
+            if let scalar = value as? Scalar { return StoredValue(scalar: scalar) }
+            if let optional = value as? Scalar? {
+                return optional.map { StoredValue(scalar: $0) } ?? (Value.isOptional ? .null : nil)
+            }
+            // Integers convert between widths when the value fits.
+            if let integer = value as? any BinaryInteger {
+                switch Scalar.attributeType {
+                case .int64: return Int(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                        ?? Int64(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                case .int32: return Int32(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                case .int16: return Int16(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                case .double: return Double(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+                case .decimal: return (Decimal(string: "\(integer)") as? Scalar).map { StoredValue(scalar: $0) }
+                default: return nil
                 }
-                // Integers convert between widths when the value fits.
-                if let integer = value as? any BinaryInteger {
-                    switch Scalar.attributeType {
-                    case .int64: return Int(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
-                            ?? Int64(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
-                    case .int32: return Int32(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
-                    case .int16: return Int16(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
-                    case .double: return Double(exactly: integer).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
-                    case .decimal: return (Decimal(string: "\(integer)") as? Scalar).map { StoredValue(scalar: $0) }
-                    default: return nil
-                    }
-                }
-                return nil
-            })
+            }
+            return nil
+        }
     }
 }
 

@@ -64,10 +64,47 @@ public enum AttributeType: String, Sendable, CaseIterable {
     }
 }
 
+/// A type whose values an attribute stores as a scalar: the scalars themselves
+/// (``AttributeScalar``), enums by their raw value (``AttributeEnum``), `Codable` values as
+/// JSON (``AttributeCodable``). An `@Attribute` property is of such a type or an optional
+/// of one.
+///
+/// Conform through ``AttributeEnum`` or ``AttributeCodable``, which implement the
+/// requirements; the library converts with them when a property is read or set and
+/// checks stored values with them when rows are fetched.
+public protocol AttributeStorable: Sendable, Equatable {
+    /// The scalar type the value is stored as (`String` for an enum of `String` raw
+    /// values, `JSONValue` for a `Codable` value).
+    associatedtype Scalar: AttributeScalar
+    /// Makes the value a stored scalar stands for.
+    ///
+    /// - Parameter storedScalar: the scalar, as read from the database.
+    /// - Throws: `PostgresValueError` when the type holds no value for it (`.outOfRange`
+    ///   for a raw value no case has, `.invalidText` for JSON that does not decode), with
+    ///   a `reason` that does not show the value.
+    init(storedScalar: Scalar) throws
+    /// The scalar the value is stored as.
+    ///
+    /// - Throws: `PostgresValueError` (`.unencodable`) when the value has none (a
+    ///   `Codable` value whose encoding fails).
+    func storedScalar() throws -> Scalar
+}
+
 /// A Swift type an attribute can hold: the database layer's value types.
-public protocol AttributeScalar: PostgresCodable, Equatable, Sendable {
+public protocol AttributeScalar: PostgresCodable, AttributeStorable where Scalar == Self {
     /// The storage type.
     static var attributeType: AttributeType { get }
+}
+
+extension AttributeScalar {
+    /// The scalar itself: every stored scalar is a value of its own type.
+    ///
+    /// - Parameter storedScalar: the scalar.
+    @inlinable
+    public init(storedScalar: Self) { self = storedScalar }
+    /// Itself.
+    @inlinable
+    public func storedScalar() -> Self { self }
 }
 
 extension String: AttributeScalar {
@@ -123,7 +160,8 @@ extension JSONValue: AttributeScalar {
     public static var attributeType: AttributeType { .json }
 }
 
-/// The type of an `@Attribute` property: an `AttributeScalar` or an optional one.
+/// The type of an `@Attribute` property: an ``AttributeStorable`` type (a scalar, an
+/// ``AttributeEnum``, an ``AttributeCodable``) or an optional of one.
 public protocol AttributeValue: Sendable, Equatable {
     /// The scalar type underneath.
     associatedtype Scalar: AttributeScalar
@@ -158,13 +196,23 @@ extension UUID: AttributeValue { public typealias Scalar = UUID }
 extension Data: AttributeValue { public typealias Scalar = Data }
 extension JSONValue: AttributeValue { public typealias Scalar = JSONValue }
 
-extension Optional: AttributeValue where Wrapped: AttributeScalar {
-    /// The wrapped scalar type.
-    public typealias Scalar = Wrapped
+extension Optional: AttributeValue where Wrapped: AttributeStorable {
+    /// The wrapped type's scalar type.
+    public typealias Scalar = Wrapped.Scalar
     /// Optional.
     public static var isOptional: Bool { true }
-    /// `.some(nil)` for `NULL`.
-    public static func fromScalar(_ scalar: Wrapped?) -> Wrapped?? { .some(scalar) }
-    /// The wrapped value.
-    public var scalar: Wrapped? { self }
+    /// `.some(nil)` for `NULL`, the wrapped value for a scalar it holds, `nil` for one it
+    /// cannot hold.
+    @inlinable
+    public static func fromScalar(_ scalar: Wrapped.Scalar?) -> Wrapped?? {
+        guard let scalar else { return .some(nil) }
+        guard let value = try? Wrapped(storedScalar: scalar) else { return nil }
+        return .some(value)
+    }
+    /// The wrapped value's scalar (`nil` for `nil`, and for a value that has none).
+    @inlinable
+    public var scalar: Wrapped.Scalar? {
+        guard let wrapped = self else { return nil }
+        return try? wrapped.storedScalar()
+    }
 }

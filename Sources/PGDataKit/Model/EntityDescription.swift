@@ -69,6 +69,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.attributeDecodings = attributes.map(\.decoding)
         self.attributeOptionality = attributes.map(\.isOptional)
         self.defaultValues = attributes.map(\.defaultValue)
+        self.checkedAttributeIndexes = attributes.filter { $0.storedValueProblem != nil }.map(\.index)
         relationshipsResolved()
     }
 
@@ -147,6 +148,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The values of a new object, in attribute order (a new object's storage starts as
     /// a copy of this array).
     let defaultValues: [StoredValue]
+    /// The attributes whose Swift type holds fewer values than their column (enums,
+    /// `Codable` values), by index: the stored values a fetch checks
+    /// (`AttributeDescription.storedValueProblem`). Empty for most entities.
+    let checkedAttributeIndexes: [Int]
     /// The indexes of `toOneRelationships` in `relationships`.
     private(set) var toOneIndexes: [Int] = []
 

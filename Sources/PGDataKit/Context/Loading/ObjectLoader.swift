@@ -243,6 +243,9 @@ struct ObjectLoader {
                 }
             }
         }
+        // Values the column holds but the property's type does not (an enum's unknown
+        // raw value, JSON that does not decode) fail the row before any is applied.
+        if !entity.checkedAttributeIndexes.isEmpty { try entity.checkStoredValues(values, primaryKey: key) }
         object.storage.applyFetched(version: version, values: values)
         guard !entity.relationships.isEmpty else { return }
         if object.storage.toOne.count != entity.relationships.count {

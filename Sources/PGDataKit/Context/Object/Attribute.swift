@@ -67,12 +67,18 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
         get {
             let slot = ManagedObject.slot(of: object, storageKeyPath)
             if let value = Value.fromScalar(object.storedScalar(at: slot, as: Value.Scalar.self)) { return value }
-            // A non-optional attribute read before it was ever set holds its default.
-            return object[keyPath: storageKeyPath].defaultValue ?? object.missingValue(Value.self, slot: slot)
+            // A non-optional attribute read before it was ever set holds its default; so
+            // does an attribute whose value did not encode (`AttributeCodable`; fetches
+            // refuse stored values the type cannot hold), or `nil` when it is optional.
+            return object[keyPath: storageKeyPath].defaultValue ?? Value.fromScalar(nil)
+                ?? object.missingValue(Value.self, slot: slot)
         }
         set {
             let slot = ManagedObject.slot(of: object, storageKeyPath)
-            if Value.Scalar.self == JSONValue.self {
+            if Value.Scalar.self == JSONValue.self && Value.self != JSONValue.self && Value.self != JSONValue?.self {
+                // An `AttributeCodable` value (or an optional one): encoded, which may fail.
+                object.setStoredCodable(newValue, at: slot)
+            } else if Value.Scalar.self == JSONValue.self {
                 // Handed over, not copied: a value too deep to keep goes to the object's
                 // keeper, which must end up holding its last reference.
                 var scalar = (consume newValue).scalar

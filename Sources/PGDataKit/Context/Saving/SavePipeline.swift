@@ -267,6 +267,8 @@ struct SavePipeline {
                     storeValues.append(try row.withCell(at: column) { try attribute.decode($0) })
                     column += 1
                 }
+                // (The merge policy may put them into the object: checked as a fetch does.)
+                try entity.checkStoredValues(storeValues, primaryKey: key)
                 var storeKeys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
                 for relationship in entity.toOneRelationships {
                     storeKeys[relationship.index] = try row.decode(Int64?.self, at: column)
