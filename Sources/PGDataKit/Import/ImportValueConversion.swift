@@ -29,8 +29,8 @@ struct ValueConversion {
         _ value: JSONValue, for attribute: AttributeDescription, formatters: DateFormatters
     ) throws(Failure) -> StoredValue {
         // The common cases without going through `Any` and `coerce` (every mapped value
-        // of every record comes here).
-        switch (attribute.decoding, value) {
+        // of every record comes here); not for enums, whose raw values `coerce` checks.
+        switch (attribute.storedValueProblem == nil ? attribute.decoding : .generic, value) {
         case (.string, .string(let text)): return .string(text)
         case (.int, .number(let number)): if let whole = Int(exactly: number) { return .int(whole) }
         case (.int64, .number(let number)): if let whole = Int64(exactly: number) { return .int64(whole) }
@@ -43,13 +43,27 @@ struct ValueConversion {
             converted = try scalar(value, for: attribute, formatters: formatters)
         }
         guard let stored = attribute.coerce(converted) else {
-            throw Failure(expected: expectedDescription(attribute), actual: converted == nil ? "null" : "out of range")
+            let actual: String
+            if converted == nil {
+                actual = "null"
+            } else if attribute.storedValueProblem != nil {
+                // (An enum's unknown raw value, JSON that does not decode into the type.)
+                actual = attribute.type == .json ? "JSON that does not decode into it" : "a value no case has as raw value"
+            } else {
+                actual = "out of range"
+            }
+            throw Failure(expected: expectedDescription(attribute), actual: actual)
         }
         return stored
     }
 
     /// What the attribute expects, for messages (`Int?`, `Date (ISO 8601)`).
     func expectedDescription(_ attribute: AttributeDescription) -> String {
+        if attribute.storedValueProblem != nil {
+            // An enum or a `Codable` type: what its record value is.
+            return attribute.swiftTypeName
+                + (attribute.type == .json ? " (JSON that decodes into it)" : " (the raw value of one of its cases)")
+        }
         switch attribute.type {
         case .date:
             switch dateFormat {
