@@ -15,7 +15,9 @@
 /// ```
 ///
 /// The conformance is all there is to write: the requirements of ``AttributeStorable``
-/// come with it. The attribute's ``AttributeDescription/type`` is its raw value's
+/// come with it, and Swift makes an enum of `String`, integer or floating-point raw
+/// values `Codable` by its raw value (which `#Predicate` needs of the values it
+/// compares). The attribute's ``AttributeDescription/type`` is its raw value's
 /// (`.string`, `.int64`, …), so the schema, saves, merges and change records see the raw
 /// value. Dynamic access gives the raw value too (`value(forKey:)`, dictionaries,
 /// export) and takes either (`setValue(Status.draft, forKey:)` or `setValue("draft",
@@ -23,7 +25,7 @@
 /// %@", Status.published`). A row holding a raw value no case has (written by other SQL,
 /// or by a program that knows more cases) fails the fetch that reads it with
 /// `ManagedObjectError.invalidStoredValue`, naming the entity, the attribute and the row.
-public protocol AttributeEnum: RawRepresentable, AttributeStorable, AttributeValue
+public protocol AttributeEnum: RawRepresentable, Codable, AttributeStorable, AttributeValue
 where RawValue: AttributeScalar, Scalar == RawValue {}
 
 extension AttributeEnum {
