@@ -20,7 +20,7 @@ import Foundation
 ///
 /// The conformance is all there is to write: the requirements of ``AttributeStorable``
 /// come with it. The attribute's ``AttributeDescription/type`` is `.json`: the schema,
-/// saves, merges and change records see the value's JSON (``JSONValue``), which dynamic
+/// saves, merges and change records see the value's JSON (`JSONValue`), which dynamic
 /// access gives too (`value(forKey:)`, dictionaries, export); `setValue(_:forKey:)` and
 /// imports take the value itself, or a `JSONValue` or dictionary that decodes into it.
 /// Changing the value in place (`customer.home.city = "Oslo"`) sets the property again,
@@ -29,7 +29,7 @@ import Foundation
 /// Values go through Foundation's `JSONEncoder` and `JSONDecoder` with their default
 /// strategies (a `Date` is a number of seconds since 2001), except that a NaN or infinite
 /// floating-point number is written as the string `"NaN"`, `"Infinity"` or `"-Infinity"`;
-/// numbers are held as `Double` (see ``JSONValue``), so integers beyond 2^53 lose
+/// numbers are held as `Double` (see `JSONValue`), so integers beyond 2^53 lose
 /// precision. A value that does not encode (its `encode(to:)` throws, or it nests deeper
 /// than `JSONValue.maximumDepth`) is not kept: setting the property to it logs an error,
 /// reading the property then gives its default (`nil` when optional), and saving the
