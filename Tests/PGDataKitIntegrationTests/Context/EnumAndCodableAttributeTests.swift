@@ -69,6 +69,8 @@ struct EnumAndCodableAttributeTests {
     /// SQL inserts take the generated defaults.
     @Test func valuesRoundTripThroughSaveAndFetch() throws {
         try TicketSchema.withManager { manager, connection in
+            // The generated schema passes the check: no mismatch, no warning.
+            #expect(try manager.coordinator.validateSchema() == [])
             try TicketSchema.insert(["full"], in: manager) { ticket in
                 ticket.status = .published
                 ticket.priority = .high

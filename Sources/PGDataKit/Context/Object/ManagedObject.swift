@@ -458,8 +458,9 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     // MARK: - Dynamic access
 
     /// The value of an attribute or relationship by name: the attribute's value (`nil`
-    /// for `NULL`), a to-one relationship's object, or a to-many relationship's objects
-    /// as `[ManagedObject]`.
+    /// for `NULL`; an enum's raw value, a `Codable` value's `JSONValue`, as stored), a
+    /// to-one relationship's object, or a to-many relationship's objects as
+    /// `[ManagedObject]`.
     ///
     /// - Throws: `ManagedObjectError.unknownKey` naming the entity and key, or
     ///   `.objectDeleted` when the object's row is deleted (by a save of its own context,
@@ -479,7 +480,9 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// Sets an attribute or relationship by name, checking the type.
     ///
     /// For example, `try user.setValue(36, forKey: "age")`; integers convert between
-    /// widths when the value fits.
+    /// widths when the value fits. An enum attribute takes the enum or its raw value
+    /// (`"draft"`), a `Codable` one the value or JSON that decodes into it (a
+    /// `JSONValue`, a dictionary).
     ///
     /// - Throws: `ManagedObjectError.unknownKey`, or `.typeMismatch` naming the entity,
     ///   key, expected and actual types (also for `nil` into a non-optional attribute),
