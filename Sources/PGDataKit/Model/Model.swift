@@ -87,6 +87,9 @@ public final class Model: Sendable {
     /// The entity with a name.
     public func entity(named name: String) -> EntityDescription? { byName[name] }
 
+    /// The tables the model uses: its entities' tables, then its join tables.
+    var tableNames: [String] { entities.map(\.tableName) + joinTables.map(\.table.tableName) }
+
     /// Resolves relationship destinations and checks the declared inverses, noting
     /// each problem found.
     private static func resolveDestinations(

@@ -199,6 +199,17 @@ public struct Migrator: Sendable {
     ///   `location` says where, when PostgreSQL said), or `PostgresError`.
     @discardableResult
     public func migrate(on connection: Connection, upTo version: Int? = nil) throws -> [Migration] {
+        try Self.holdingLock(on: connection, logger: logger) {
+            try migrateHoldingLock(on: connection, upTo: version)
+        }
+    }
+
+    /// Runs `body` holding the migration advisory lock, released afterwards even when
+    /// `body` throws.
+    ///
+    /// - Throws: `MigrationError.transactionPooledConnection` through a transaction pooler
+    ///   (a session lock cannot be held there), or what `body` throws.
+    static func holdingLock<T>(on connection: Connection, logger: Logger, _ body: () throws -> T) throws -> T {
         guard connection.pooling != .transaction else {
             throw MigrationError.transactionPooledConnection(endpoint: connection.configuration.description)
         }
@@ -210,6 +221,11 @@ public struct Migrator: Sendable {
                 logger.warning("could not release the migration lock: \(error)")
             }
         }
+        return try body()
+    }
+
+    /// `migrate(on:upTo:)` once the lock is held.
+    private func migrateHoldingLock(on connection: Connection, upTo version: Int?) throws -> [Migration] {
         try createLedgerIfMissing(on: connection)
         try Migrator.installLibrarySchema(on: connection)
         let applied = try appliedMigrations(on: connection)

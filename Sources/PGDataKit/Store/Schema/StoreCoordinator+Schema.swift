@@ -23,7 +23,7 @@ extension StoreCoordinator {
     /// - Throws: `SchemaMismatchError`, or `PostgresError`.
     @discardableResult
     public func validateSchema() throws -> [SchemaWarning] {
-        let tables = model.entities.map(\.tableName) + model.joinTables.map(\.table.tableName)
+        let tables = model.tableNames
         let (catalog, sequences, missingGrants) = try pool.withConnection { connection in
             let catalog = try SchemaCatalog.read(tables: tables, on: connection)
             var sequences: [String: Bool] = [:]

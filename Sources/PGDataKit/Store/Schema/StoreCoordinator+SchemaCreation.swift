@@ -18,30 +18,21 @@ extension StoreCoordinator {
     ///   say).
     static func createSchemaIfEmpty(model: Model, pool: ConnectionPool, logger: Logger) throws -> Bool {
         let script = try model.schemaSQL()
-        let tables = model.entities.map(\.tableName) + model.joinTables.map(\.table.tableName)
+        let tables = model.tableNames
         return try pool.withConnection { connection in
-            guard connection.pooling != .transaction else {
-                throw MigrationError.transactionPooledConnection(endpoint: connection.configuration.description)
+            try Migrator.holdingLock(on: connection, logger: logger) {
+                try Migrator.installLibrarySchema(on: connection)
+                let existing = try connection.query(
+                    """
+                    SELECT count(*) FROM information_schema.tables
+                    WHERE table_schema = current_schema() AND table_name = ANY($1)
+                    """, [tables])[0].decode(Int.self, at: 0)
+                guard existing == 0 else { return false }
+                try connection.transaction { try $0.executeScript(script) }
+                logger.debug(
+                    "created the schema from the model: \(model.entities.count) entity table(s), \(model.joinTables.count) join table(s)")
+                return true
             }
-            try connection.execute("SELECT pg_advisory_lock($1)", [Migrator.advisoryLockKey])
-            defer {
-                do {
-                    try connection.execute("SELECT pg_advisory_unlock($1)", [Migrator.advisoryLockKey])
-                } catch {
-                    logger.warning("could not release the migration lock: \(error)")
-                }
-            }
-            try Migrator.installLibrarySchema(on: connection)
-            let existing = try connection.query(
-                """
-                SELECT count(*) FROM information_schema.tables
-                WHERE table_schema = current_schema() AND table_name = ANY($1)
-                """, [tables])[0].decode(Int.self, at: 0)
-            guard existing == 0 else { return false }
-            try connection.transaction { try $0.executeScript(script) }
-            logger.debug(
-                "created the schema from the model: \(model.entities.count) entity table(s), \(model.joinTables.count) join table(s)")
-            return true
         }
     }
 }
