@@ -2,7 +2,7 @@
 @_exported import PGDataKit
 
 /// Your program's model, as the commands of `PGDataKitCommands` see it: embed
-/// `MigrateCommand` and `SchemaCommand` in your executable with your entities, the way
+/// `MigrateCommand`, `SchemaCommand` and `ImportCommand` in your executable with your entities, the way
 /// Vapor's `migrate` command lives in the app binary.
 ///
 /// For example:
@@ -11,7 +11,8 @@
 /// enum AppModel: CommandModel {
 ///     static let entities: [ManagedObject.Type] = [User.self, Post.self]
 /// }
-/// // subcommands: [MigrateCommand<AppModel>.self, SchemaCommand<AppModel>.self]
+/// // subcommands: [MigrateCommand<AppModel>.self, SchemaCommand<AppModel>.self,
+/// //               ImportCommand<AppModel>.self]
 /// ```
 public protocol CommandModel {
     /// The entities: the `ManagedObject` subclasses of the model.

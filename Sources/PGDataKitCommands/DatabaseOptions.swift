@@ -49,3 +49,9 @@ public struct DatabaseOptions: ParsableArguments, Sendable {
 func printError(_ message: String) {
     FileHandle.standardError.write(Data((message + "\n").utf8))
 }
+
+/// Writes a line to standard output at once (`print` buffers when output is a pipe or a
+/// file, so a reader would see nothing until exit).
+func printLine(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}

@@ -11,7 +11,7 @@ struct PGDataKitCommand: ParsableCommand {
             PostgreSQL server started from the installed binaries and removed afterwards.
             """,
         subcommands: [
-            DemoCommand.self, ImportCommand.self, MigrateCommand<ExampleSchema>.self, SchemaCommand<ExampleSchema>.self,
+            DemoCommand.self, ImportCommand<ExampleSchema>.self, MigrateCommand<ExampleSchema>.self, SchemaCommand<ExampleSchema>.self,
             DatabaseCommand.self,
             WatchCommand.self, DemoWorker.self,
         ]

@@ -287,43 +287,6 @@ final class WatchState: Sendable {
     }
 }
 
-/// Set by Ctrl-C, --count or the end; waited on by the main loop.
-final class StopSignal: Sendable {
-    private let fired = Mutex(false)
-    private let semaphore = DispatchSemaphore(value: 0)
-
-    var isFired: Bool { fired.withLock { $0 } }
-
-    func fire() {
-        let first = fired.withLock { fired in
-            defer { fired = true }
-            return !fired
-        }
-        if first { semaphore.signal() }
-    }
-
-    /// Waits until fired or `seconds` passed.
-    func wait(upTo seconds: Double) {
-        _ = semaphore.wait(timeout: .now() + seconds)
-        if isFired { semaphore.signal() }  // later waits return at once
-    }
-
-    /// Fires on SIGINT and SIGTERM instead of ending the process (so servers and
-    /// connections are closed by the command's `defer`s).
-    func onInterrupt() -> DispatchSourceSignal {
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: SIGINT)
-        source.setEventHandler { [self] in fire() }
-        source.resume()
-        let terminate = DispatchSource.makeSignalSource(signal: SIGTERM)
-        terminate.setEventHandler { [self] in fire() }
-        terminate.resume()
-        source.setCancelHandler { terminate.cancel() }
-        return source
-    }
-}
-
 /// A few lines of ANSI: redraw a frame in place, pad table cells.
 enum Terminal {
     /// Moves to the top left, writes the lines, clears what is left of the screen.

@@ -2,7 +2,7 @@ import ArgumentParser
 import Foundation
 import PGDataKit
 
-/// How `pgdatakit import` maps records to objects, from flags or a mapping file.
+/// How the import command maps records to objects, from flags or a mapping file.
 ///
 /// A mapping file is a JSON object; every member is optional:
 ///

@@ -1,6 +1,6 @@
 import Foundation
 
-/// `pgdatakit import`'s progress on standard error (standard output keeps the summary):
+/// The import command's progress on standard error (standard output keeps the summary):
 /// on a terminal a bar redrawn in place with records/s and the time left; otherwise a
 /// plain line every two seconds.
 struct ImportProgressView {
