@@ -208,7 +208,7 @@ final class DemoDatabase {
         self.keep = keep
     }
 
-    /// The URL of a migrated, empty example schema.
+    /// The URL of an empty example schema, its tables created from the model.
     func prepare() throws -> String {
         let (url, server) = try options.resolve()
         self.server = server
@@ -226,9 +226,10 @@ final class DemoDatabase {
             configuration = configuration.database(name)
             printError("Demo database: \(name)\(keep ? " (kept afterwards)" : " (dropped afterwards)")")
         }
-        let connection = try Connection(configuration)
-        defer { connection.close() }
-        try Migrator(migrations: [ExampleSchema.migration]).migrate(on: connection)
+        // The tables come from the model, as the generator writes them (`pgdatakit schema`).
+        try ContextManager(
+            configuration: configuration, entities: ExampleSchema.entities, maximumConnections: 1, createsSchema: true
+        ).close()
         guard let rendered = configuration.renderedConnectionString() else {
             throw ValidationError("the database URL cannot be passed to the worker processes")
         }

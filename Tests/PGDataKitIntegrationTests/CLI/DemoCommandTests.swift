@@ -97,21 +97,6 @@ struct DemoCommandTests {
         #expect(outcome.error.contains("--workers"))
     }
 
-    /// The demo embeds the example schema so it runs from any folder; it must stay the
-    /// file in migrations/ (same checksum, so `pgdatakit migrate` agrees with it).
-    @Test func theEmbeddedSchemaIsTheMigrationsFile() throws {
-        let file = TestDatabase.repositoryRoot.appendingPathComponent("migrations/0001_create_users_and_posts.sql")
-        let text = try String(contentsOf: file, encoding: .utf8)
-        let source = try String(
-            contentsOf: TestDatabase.repositoryRoot.appendingPathComponent("Sources/pgdatakit/Demo/ExampleSchema.swift"),
-            encoding: .utf8)
-        let start = try #require(source.range(of: "sql: \"\"\"\n"))
-        let end = try #require(source.range(of: "        \"\"\")", range: start.upperBound..<source.endIndex))
-        let embedded = source[start.upperBound..<end.lowerBound].split(separator: "\n", omittingEmptySubsequences: false)
-            .map { $0.hasPrefix("        ") ? String($0.dropFirst(8)) : String($0) }.joined(separator: "\n")
-        #expect(embedded == text)
-    }
-
     /// Ctrl-C (SIGINT) on a demo against a throwaway server: it stops early, still proves
     /// its point, and leaves no worker process and no server behind.
     @Test func ctrlCStopsTheWorkersAndTheServer() throws {
