@@ -17,7 +17,7 @@ struct PredicatePropertyTests {
         let data = RandomData(using: &random)
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
             let connection = try Connection(configuration)
-            try connection.executeScript(Writer.table)
+            try connection.executeScript(try Writer.table)
             connection.close()
             let manager = try ContextManager(configuration: configuration, entities: PredicateFixture.entities)
             defer { manager.close() }

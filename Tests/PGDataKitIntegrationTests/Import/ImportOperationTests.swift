@@ -284,7 +284,7 @@ enum ExampleSchemaAsync {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
         let connection = try Connection(configuration)
-        try connection.executeScript(ImportSchema.table)
+        try connection.executeScript(try ImportSchema.table)
         connection.close()
         let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self, Account.self])
         defer { manager.close() }
