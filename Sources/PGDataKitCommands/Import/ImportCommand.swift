@@ -129,7 +129,7 @@ public struct ImportCommand<Entities: CommandModel>: ParsableCommand {
             guard let type = description.objectClass as? ManagedObject.Type else {
                 throw ValidationError("\(description.name) is not a ManagedObject subclass")
             }
-            outcome = try type.importRecords(run)
+            outcome = try type.runImport(run)
         } catch let error as SchemaMismatchError {
             let program = CommandLine.arguments.first.map { URL(fileURLWithPath: $0).lastPathComponent } ?? "your program"
             printError("Error: \(error)\nThe database needs the model's schema: run `\(program) migrate` on it first.")
@@ -171,7 +171,7 @@ struct ImportRun {
 extension ManagedObject {
     /// Runs the import into the entity of this class (`Self` is the class the metatype
     /// holds, so the mapper and the operation are made for it, not for `ManagedObject`).
-    static func importRecords(_ run: ImportRun) throws -> ImportOutcome {
+    static func runImport(_ run: ImportRun) throws -> ImportOutcome {
         try run.importRecords(Self.self)
     }
 }
