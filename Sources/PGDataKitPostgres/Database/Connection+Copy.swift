@@ -25,6 +25,13 @@ extension Connection {
     public func copy<Rows: Sequence>(
         into table: String, schema: String? = nil, columns: [String], rows: Rows
     ) throws -> Int where Rows.Element == [(any PostgresEncodable)?] {
+        try cancellable { try sendCopy(into: table, schema: schema, columns: columns, rows: rows) }
+    }
+
+    /// `copy(into:schema:columns:rows:)` inside the cancellation scope.
+    private func sendCopy<Rows: Sequence>(
+        into table: String, schema: String?, columns: [String], rows: Rows
+    ) throws -> Int where Rows.Element == [(any PostgresEncodable)?] {
         let name = Connection.quoteQualifiedName((schema.map { [$0] } ?? []) + [table])
         let columnList = columns.map(Connection.quoteIdentifier).joined(separator: ", ")
         let sql = "COPY \(name) (\(columnList)) FROM STDIN"

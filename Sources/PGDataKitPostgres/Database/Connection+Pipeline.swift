@@ -17,6 +17,13 @@ extension Connection {
         _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])],
         onResult: ((Int, QueryResult) -> Void)? = nil
     ) throws -> [QueryResult] {
+        try cancellable { try sendPipeline(statements, onResult: onResult) }
+    }
+
+    /// `executePipeline(_:onResult:)` inside the cancellation scope.
+    private func sendPipeline(
+        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])], onResult: ((Int, QueryResult) -> Void)?
+    ) throws -> [QueryResult] {
         var encoded: [PipelineStatement] = []
         defer { for statement in encoded { statement.texts.forEach { free($0) } } }
         for statement in statements {

@@ -76,12 +76,13 @@ extension Connection {
         }
     }
 
-    /// Rolls back the current transaction. Harmless outside a transaction.
+    /// Rolls back the current transaction. Harmless outside a transaction. It runs even
+    /// when the work calling it was cancelled.
     ///
     /// - Throws: `PostgresError` when the connection is gone.
     public func rollback() throws {
         if takePendingBegin() { return }  // nothing ran in it
-        try execute("ROLLBACK")
+        try StatementCancellation.run(nil) { _ = try execute("ROLLBACK") }
     }
 
     /// Whether the transaction's `BEGIN` still waits for its first statement: the server

@@ -53,6 +53,12 @@ public final class Connection: @unchecked Sendable {
     /// on; sent after every `BEGIN` when each transaction may run in another server
     /// process. Under `lock`.
     var transactionSettings: String?
+    /// Guards `cancelKey`, which cancel requests from other threads read while `lock` is
+    /// held by the statement they stop.
+    let cancelLock = NSLock()
+    /// What a cancel request for this session carries (libpq's `PGcancel`). Under
+    /// `cancelLock`.
+    var cancelKey: OpaquePointer?
 
     /// Opens a connection from a `postgres://` URL or a libpq `key=value` string.
     ///
@@ -75,6 +81,7 @@ public final class Connection: @unchecked Sendable {
         self.logger = logger
         self.preparedStatements = PreparedStatementCache(capacity: configuration.preparedStatementCacheSize)
         self.handle = try Connection.open(configuration)
+        setCancelKey(for: handle)
         do {
             try setUpSession()
         } catch {
@@ -85,6 +92,7 @@ public final class Connection: @unchecked Sendable {
     }
 
     deinit {
+        if let cancelKey { PQfreeCancel(cancelKey) }
         if let handle { PQfinish(handle) }
     }
 
@@ -212,6 +220,7 @@ public final class Connection: @unchecked Sendable {
         defer { lock.unlock() }
         pendingBegin = nil
         preparedStatements.removeAll()
+        setCancelKey(for: nil)
         if let handle {
             PQfinish(handle)
             self.handle = nil
@@ -278,7 +287,9 @@ public final class Connection: @unchecked Sendable {
         handle = nil
         pendingBegin = nil
         preparedStatements.removeAll()
+        setCancelKey(for: nil)
         handle = try Connection.open(configuration)
+        setCancelKey(for: handle)
         try setUpSession()
     }
 
@@ -308,6 +319,11 @@ public final class Connection: @unchecked Sendable {
     /// - Throws: as `execute(_:_:)`.
     @discardableResult
     package func execute(_ sql: String, _ parameters: [(any PostgresEncodable)?], reusesPlan: Bool) throws -> QueryResult {
+        try cancellable { try send(sql, parameters, reusesPlan: reusesPlan) }
+    }
+
+    /// `execute(_:_:reusesPlan:)` inside the cancellation scope.
+    private func send(_ sql: String, _ parameters: [(any PostgresEncodable)?], reusesPlan: Bool) throws -> QueryResult {
         let (texts, types) = try Connection.encode(parameters)
         defer { texts.forEach { free($0) } }
         lock.lock()
@@ -446,12 +462,14 @@ public final class Connection: @unchecked Sendable {
     /// - Throws: `PostgresError` for the first statement that fails; later statements
     ///   do not run.
     public func executeScript(_ sql: String) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        try sendPendingBegin()
-        let handle = try requireHandle()
-        executedStatements += 1
-        _ = try check(PQexec(handle, sql), handle: handle, sql: sql, parameters: [])
+        try cancellable {
+            lock.lock()
+            defer { lock.unlock() }
+            try sendPendingBegin()
+            let handle = try requireHandle()
+            executedStatements += 1
+            _ = try check(PQexec(handle, sql), handle: handle, sql: sql, parameters: [])
+        }
     }
 
     /// Turns a libpq result into a `QueryResult` or a `PostgresError`. Call under `lock`.

@@ -178,17 +178,50 @@ public final class ManagedObjectContext: @unchecked Sendable {
         queue.async { QueueFrames.run(in: self, block) }
     }
 
-    /// Runs `block` on the context's queue and waits for its result without blocking a
-    /// thread.
+    /// Runs `block` on the context's queue and waits for its result. The calling task
+    /// does not block (it is suspended); the block runs on the context's queue, on a
+    /// thread of Dispatch's pool, which blocks while libpq waits for the server.
+    ///
+    /// Cancelling the calling task reaches PostgreSQL: a block that has not started does
+    /// not run; in a block that runs, the statement in progress is stopped with libpq's
+    /// cancel request and later statements are not sent, so the block fails fast and
+    /// `perform` throws `CancellationError`. As with any failed statement, a private
+    /// context's transaction is rolled back and its connection returned to the pool; the
+    /// context's unsaved changes stay. A block that completes before the cancellation
+    /// takes effect returns its value: a save that committed reports success, one that
+    /// did not throws — never the other way round.
     ///
     /// For example:
     ///
     /// ```swift
     /// let count = try await context.perform { try context.fetchAll(User.self).count }
     /// ```
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled before the block ran or
+    ///   while it ran and the block failed; otherwise what the block throws.
     public func perform<T: Sendable>(_ block: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { QueueFrames.run(in: self) { continuation.resume(with: Result { try block() }) } }
+        let scope = StatementCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                queue.async {
+                    QueueFrames.run(in: self) {
+                        guard !scope.isCancelled else {
+                            continuation.resume(throwing: CancellationError())
+                            return
+                        }
+                        continuation.resume(
+                            with: Result {
+                                do {
+                                    return try StatementCancellation.run(scope) { try block() }
+                                } catch where scope.isCancelled {
+                                    throw CancellationError()
+                                }
+                            })
+                    }
+                }
+            }
+        } onCancel: {
+            scope.cancel()
         }
     }
 

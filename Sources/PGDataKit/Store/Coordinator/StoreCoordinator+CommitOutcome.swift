@@ -199,7 +199,15 @@ extension StoreCoordinator {
     /// been in progress for a moment. With the id of the change record the transaction
     /// wrote (`record`), it committed only if that record is stored with its transaction
     /// id (after a failover, another transaction may have the id; see above).
+    ///
+    /// It asks even when the work that committed was cancelled: a cancelled task must
+    /// still learn whether its transaction committed.
     func resolveCommit(of transactionID: UInt64, record: Int64?, backendPID: Int32) -> CommitResolution {
+        StatementCancellation.run(nil) { lookUpCommit(of: transactionID, record: record, backendPID: backendPID) }
+    }
+
+    /// `resolveCommit(of:record:backendPID:)` outside any cancellation scope.
+    private func lookUpCommit(of transactionID: UInt64, record: Int64?, backendPID: Int32) -> CommitResolution {
         let timeout = commitOutcomeTimeout
         let clock = ContinuousClock()
         let start = clock.now

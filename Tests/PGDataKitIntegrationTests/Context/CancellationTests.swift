@@ -1,0 +1,195 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+@testable import PGDataKitPostgres
+
+/// A cancelled task's work reaches PostgreSQL: the statement it waits on stops, its
+/// transaction rolls back, the caller gets `CancellationError`, and the manager goes on.
+@Suite("Cancelling the task of async context work")
+struct CancellationTests {
+    /// Another session holding `lock` (SQL) in an open transaction, released by
+    /// `release()` or after 15 s (so that work the cancellation did not stop ends, and
+    /// the test fails instead of hanging).
+    final class LockHolder: Sendable {
+        let connection: Connection
+        init(_ configuration: ConnectionConfiguration, lock: String) throws {
+            connection = try Connection(configuration)
+            try connection.begin()
+            try connection.execute(lock)
+            DispatchQueue.global().asyncAfter(deadline: .now() + 15) { [self] in release() }
+        }
+        func release() {
+            try? connection.rollback()
+            connection.close()
+        }
+    }
+
+    /// The sessions of `manager`'s database, other than this query's, that run a
+    /// statement or sit in an aborted transaction.
+    static func busySessions(_ configuration: ConnectionConfiguration) throws -> [String] {
+        let observer = try Connection(configuration)
+        defer { observer.close() }
+        return try observer.query(
+            """
+            SELECT state || ': ' || left(query, 60) FROM pg_stat_activity
+            WHERE datname = current_database() AND pid <> pg_backend_pid()
+              AND (state = 'active' OR state LIKE 'idle in transaction (aborted)%')
+              AND query NOT LIKE 'LOCK TABLE%' AND query NOT LIKE '%FOR UPDATE%'
+              AND backend_type = 'client backend' AND query NOT LIKE 'LISTEN%'
+            """
+        ).map { try $0.decode(String.self, at: 0) }
+    }
+
+    /// Runs `body` with a manager of users and posts whose lock waits do not time out
+    /// (the default `lockTimeout`, 5 s, could end a waiting statement before a slow run
+    /// cancels it).
+    static func withManager(_ body: @Sendable (ContextManager) async throws -> Void) async throws {
+        let (database, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
+        defer { cleanup() }
+        var configuration = database
+        configuration.lockTimeout = nil
+        let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+        defer { manager.close() }
+        try await body(manager)
+    }
+
+    /// Every session of the database, for messages.
+    static func sessions(_ configuration: ConnectionConfiguration) -> String {
+        guard let observer = try? Connection(configuration) else { return "?" }
+        defer { observer.close() }
+        let rows = try? observer.query(
+            "SELECT backend_type || ' ' || coalesce(state, '-') || ' ' || coalesce(wait_event, '-') || ': ' || left(query, 80) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return (rows?.compactMap { try? $0.decode(String.self, at: 0) } ?? []).joined(separator: "\n")
+    }
+
+    /// Waits until `condition` holds (checked every 20 ms), for up to `seconds`. It
+    /// sleeps as a task, so the cooperative threads stay free for the tasks under test
+    /// (a blocking wait here starved them on two cores: the task to cancel never started).
+    static func eventually(_ seconds: Double, _ condition: () throws -> Bool) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return try condition()
+    }
+
+    @Test func aFetchWaitingOnTheServerStopsWhenItsTaskIsCancelled() async throws {
+        try await Self.withManager { manager in
+            let configuration = manager.coordinator.pool.configuration
+            let holder = try LockHolder(configuration, lock: "LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+            defer { holder.release() }
+            let context = manager.newPrivateContext()
+            let task = Task { try await context.perform { try context.fetchAll(User.self).count } }
+            // The fetch is waiting on the server (for the lock).
+            let waiting = try await Self.eventually(10) { try !Self.busySessions(configuration).isEmpty }
+            #expect(waiting, "\(Self.sessions(configuration))")
+            let cancelled = ContinuousClock.now
+            task.cancel()
+            let result = await task.result
+            let took = ContinuousClock.now - cancelled
+            #expect(throws: CancellationError.self) { try result.get() }
+            // Well before the lock is given up (the holder never lets go on its own).
+            #expect(took < .seconds(5), "\(took)")
+            // Nothing of it runs on the server any more, and no session is left aborted.
+            let idle = try await Self.eventually(5) { try Self.busySessions(configuration).isEmpty }
+            let stillBusy = try Self.busySessions(configuration)
+            #expect(idle, "\(stillBusy)")
+            holder.release()
+            // The same context and manager work on.
+            let count = try await context.perform { try context.fetchAll(User.self).count }
+            #expect(count == 0)
+        }
+    }
+
+    @Test func aSaveWaitingOnARowLockStopsAndKeepsItsChanges() async throws {
+        try await Self.withManager { manager in
+            let configuration = manager.coordinator.pool.configuration
+            let context = manager.newPrivateContext()
+            try await context.perform {
+                ExampleSchema.insertUsers(1, in: context)[0].name = "before"
+                try context.save()
+            }
+            let holder = try LockHolder(configuration, lock: "SELECT * FROM users FOR UPDATE")
+            defer { holder.release() }
+            let task = Task {
+                try await context.perform {
+                    let user = try #require(try context.fetchAll(User.self).first)
+                    user.name = "after"
+                    try context.save()
+                }
+            }
+            let waiting = try await Self.eventually(10) { try !Self.busySessions(configuration).isEmpty }
+            #expect(waiting, "\(Self.sessions(configuration))")
+            task.cancel()
+            let result = await task.result
+            #expect(throws: CancellationError.self) { try result.get() }
+            let idle = try await Self.eventually(5) { try Self.busySessions(configuration).isEmpty }
+            let stillBusy = try Self.busySessions(configuration)
+            #expect(idle, "\(stillBusy)")
+            holder.release()
+            // The change is still the context's, unsaved; the row still holds the old name.
+            let pending = try await context.perform { () throws -> (Bool, String?) in
+                let user = try #require(context.registeredObjects.compactMap { $0 as? User }.first)
+                return (context.hasChanges, user.name)
+            }
+            #expect(pending.0 && pending.1 == "after")
+            let observer = try Connection(configuration)
+            defer { observer.close() }
+            #expect(try observer.query("SELECT name FROM users")[0].decode(String.self, at: 0) == "before")
+            // Saved again, uncancelled, it commits.
+            try await context.perform { try context.save() }
+            #expect(try observer.query("SELECT name FROM users")[0].decode(String.self, at: 0) == "after")
+        }
+    }
+
+    @Test func aBlockStillQueuedWhenItsTaskIsCancelledDoesNotRun() async throws {
+        try await Self.withManager { manager in
+            let context = manager.newPrivateContext()
+            let ran = Counter()
+            let started = Counter()
+            let release = DispatchSemaphore(value: 0)
+            // The context's queue is busy with another block (on a thread of its own: a
+            // cooperative thread must not block).
+            Thread.detachNewThread {
+                context.performAndWait {
+                    started.add(1)
+                    release.wait()
+                }
+            }
+            let busy = try await Self.eventually(10) { started.value == 1 }
+            #expect(busy)
+            let task = Task { try await context.perform { ran.add(1) } }
+            // (Until the task has queued its block behind the busy one.)
+            try await Task.sleep(for: .milliseconds(100))
+            task.cancel()
+            release.signal()
+            let result = await task.result
+            #expect(throws: CancellationError.self) { try result.get() }
+            #expect(ran.value == 0)
+            // A block of an uncancelled task runs.
+            try await context.perform { ran.add(1) }
+            #expect(ran.value == 1)
+        }
+    }
+
+    /// A task cancelled before its statement is sent sends none; a rollback still runs.
+    @Test func aCancelledScopeSendsNothingButRollbacks() throws {
+        let connection = try Connection(TestDatabase.serverConfiguration())
+        defer { connection.close() }
+        let scope = StatementCancellation()
+        scope.cancel()
+        let before = connection.statementCount
+        var refused = false
+        do {
+            try StatementCancellation.run(scope) { _ = try connection.execute("SELECT 1") }
+        } catch is CancellationError {
+            refused = true
+        }
+        #expect(refused && connection.statementCount == before)
+        try connection.begin()
+        try StatementCancellation.run(scope) { try connection.rollback() }
+        #expect(connection.transactionStatus == .idle)
+    }
+}
