@@ -65,16 +65,22 @@ struct ValueConversion {
                 + (attribute.type == .json ? " (JSON that decodes into it)" : " (the raw value of one of its cases)")
         }
         switch attribute.type {
-        case .date:
-            switch dateFormat {
-            case .iso8601: return attribute.swiftTypeName + " (an ISO 8601 string)"
-            case .custom(let pattern, _): return attribute.swiftTypeName + " (a string of format \(pattern))"
-            case .secondsSince1970: return attribute.swiftTypeName + " (seconds since 1970)"
-            case .millisecondsSince1970: return attribute.swiftTypeName + " (milliseconds since 1970)"
-            }
+        case .date: return attribute.swiftTypeName + " (\(dateDescription(plural: false)))"
         case .binary: return attribute.swiftTypeName + " (a base64 string)"
         case .uuid: return attribute.swiftTypeName + " (a UUID string)"
-        default: return attribute.swiftTypeName
+        case .dateArray: return attribute.swiftTypeName + " (an array of \(dateDescription(plural: true)))"
+        case .uuidArray: return attribute.swiftTypeName + " (an array of UUID strings)"
+        default: return attribute.type.isArray ? attribute.swiftTypeName + " (an array)" : attribute.swiftTypeName
+        }
+    }
+
+    /// How dates are written in records: `an ISO 8601 string` (`ISO 8601 strings`).
+    private func dateDescription(plural: Bool) -> String {
+        switch dateFormat {
+        case .iso8601: return plural ? "ISO 8601 strings" : "an ISO 8601 string"
+        case .custom(let pattern, _): return plural ? "strings of format \(pattern)" : "a string of format \(pattern)"
+        case .secondsSince1970: return "seconds since 1970"
+        case .millisecondsSince1970: return "milliseconds since 1970"
         }
     }
 
@@ -82,8 +88,34 @@ struct ValueConversion {
     private func scalar(_ value: JSONValue, for attribute: AttributeDescription, formatters: DateFormatters) throws(Failure)
         -> Any
     {
+        guard let elementType = attribute.type.elementType else {
+            return try scalar(value, type: attribute.type, for: attribute, formatters: formatters)
+        }
+        // An array: a JSON array, each element converted as an attribute of the element
+        // type would be (`null` is no element); a failure names the element's index.
+        guard case .array(let items) = value else {
+            throw Failure(expected: expectedDescription(attribute), actual: value.kindName)
+        }
+        var elements: [Any] = []
+        elements.reserveCapacity(items.count)
+        for (index, item) in items.enumerated() {
+            do throws(Failure) {
+                if case .null = item { throw Failure(expected: "", actual: "null") }
+                elements.append(try scalar(item, type: elementType, for: attribute, formatters: formatters))
+            } catch {
+                throw Failure(expected: expectedDescription(attribute), actual: "element [\(index)] is \(error.actual)")
+            }
+        }
+        return elements
+    }
+
+    /// `scalar(_:for:formatters:)` for a value of a scalar `type` (the attribute's, or its
+    /// element type); integers of a width other than 64 bits are checked to fit.
+    private func scalar(
+        _ value: JSONValue, type: AttributeType, for attribute: AttributeDescription, formatters: DateFormatters
+    ) throws(Failure) -> Any {
         var fail: Failure { Failure(expected: expectedDescription(attribute), actual: value.kindName) }
-        switch attribute.type {
+        switch type {
         case .string:
             if case .string(let text) = value { return text }
             if convertsKeys, case .number(let number) = value, let whole = Int64(exactly: number) { return String(whole) }
@@ -94,12 +126,12 @@ struct ValueConversion {
                 guard let whole = Int64(exactly: number) else {
                     throw Failure(expected: expectedDescription(attribute), actual: "a number that is not a whole number or too large")
                 }
-                return whole
+                return try fitting(whole, type, attribute)
             case .string(let text) where parsesNumbersFromStrings || convertsKeys:
                 guard let whole = Int64(text.trimmingCharacters(in: .whitespaces)) else {
                     throw Failure(expected: expectedDescription(attribute), actual: "a string that is not a whole number")
                 }
-                return whole
+                return try fitting(whole, type, attribute)
             default: throw fail
             }
         case .double, .float:
@@ -113,7 +145,7 @@ struct ValueConversion {
                 number = parsed
             default: throw fail
             }
-            return attribute.type == .float ? Float(number) as Any : number as Any
+            return type == .float ? Float(number) as Any : number as Any
         case .decimal:
             switch value {
             case .number(let number):
@@ -151,7 +183,23 @@ struct ValueConversion {
                     actual: "JSON nested deeper")
             }
             return value
+        case .stringArray, .int16Array, .int32Array, .int64Array, .doubleArray, .floatArray, .decimalArray, .boolArray,
+            .dateArray, .uuidArray:
+            throw fail  // (no arrays of arrays: `scalar(_:for:formatters:)` takes the elements)
         }
+    }
+
+    /// An integer of an array's elements, checked to fit their width (a scalar
+    /// attribute's is checked by `coerce`, which cannot say which element failed).
+    private func fitting(_ whole: Int64, _ type: AttributeType, _ attribute: AttributeDescription) throws(Failure) -> Int64 {
+        guard attribute.type.isArray else { return whole }
+        let fits = switch type {
+        case .int16: Int16(exactly: whole) != nil
+        case .int32: Int32(exactly: whole) != nil
+        default: true
+        }
+        guard fits else { throw Failure(expected: expectedDescription(attribute), actual: "out of range") }
+        return whole
     }
 
     /// The record value of a stored attribute value, for export.
@@ -172,6 +220,9 @@ struct ValueConversion {
         case .json(let value): return value
         case .other(let box):
             if let value = box.value as? Decimal { return .number(NSDecimalNumber(decimal: value).doubleValue) }
+            if let array = box.value as? any StoredArray {
+                return .array(array.storedElements.map { recordValue($0, formatters: formatters) })
+            }
             return .string("\(box.value)")
         }
     }

@@ -190,6 +190,12 @@ enum AttributeCoding {
             if let optional = value as? Scalar? {
                 return optional.map { StoredValue(scalar: $0) } ?? (Value.isOptional ? .null : nil)
             }
+            // Arrays of other element types (`[Int64]` for `[Int]`, `[Any]`) convert
+            // element by element.
+            if let arrayType = Scalar.self as? any StoredArray.Type {
+                guard let elements = value as? [Any] else { return nil }
+                return arrayType.coerced(from: elements).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
+            }
             // Integers convert between widths when the value fits.
             if let integer = value as? any BinaryInteger {
                 switch Scalar.attributeType {

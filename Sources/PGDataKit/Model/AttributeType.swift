@@ -26,9 +26,52 @@ public enum AttributeType: String, Sendable, CaseIterable {
     case binary
     /// `JSONValue` ↔ `jsonb`.
     case json
+    /// `[String]` ↔ `text[]`.
+    case stringArray
+    /// `[Int16]` ↔ `smallint[]`.
+    case int16Array
+    /// `[Int32]` ↔ `integer[]`.
+    case int32Array
+    /// `[Int]` / `[Int64]` ↔ `bigint[]`.
+    case int64Array
+    /// `[Double]` ↔ `double precision[]`.
+    case doubleArray
+    /// `[Float]` ↔ `real[]`.
+    case floatArray
+    /// `[Decimal]` ↔ `numeric[]`.
+    case decimalArray
+    /// `[Bool]` ↔ `boolean[]`.
+    case boolArray
+    /// `[Date]` ↔ `timestamptz[]`.
+    case dateArray
+    /// `[UUID]` ↔ `uuid[]`.
+    case uuidArray
+
+    /// The type of the elements of an array type (`.string` for `.stringArray`); `nil`
+    /// for the other types.
+    public var elementType: AttributeType? {
+        switch self {
+        case .stringArray: return .string
+        case .int16Array: return .int16
+        case .int32Array: return .int32
+        case .int64Array: return .int64
+        case .doubleArray: return .double
+        case .floatArray: return .float
+        case .decimalArray: return .decimal
+        case .boolArray: return .bool
+        case .dateArray: return .date
+        case .uuidArray: return .uuid
+        default: return nil
+        }
+    }
+
+    /// Whether values of the type are arrays (stored as one-dimensional PostgreSQL
+    /// arrays of non-`NULL` elements).
+    public var isArray: Bool { elementType != nil }
 
     /// The PostgreSQL type used in casts such as `unnest($1::text[])`.
     public var sqlType: String {
+        if let elementType { return elementType.sqlType + "[]" }
         switch self {
         case .string: return "text"
         case .int16: return "smallint"
@@ -42,11 +85,14 @@ public enum AttributeType: String, Sendable, CaseIterable {
         case .uuid: return "uuid"
         case .binary: return "bytea"
         case .json: return "jsonb"
+        default: return "text"  // (the array types are answered above)
         }
     }
 
-    /// The `information_schema.columns.udt_name` values a column of this type may have.
+    /// The `information_schema.columns.udt_name` values a column of this type may have
+    /// (an array's is its element type's with a leading `_`: `_text`, `_int8`).
     var acceptedColumnTypes: Set<String> {
+        if let elementType { return Set(elementType.acceptedColumnTypes.map { "_" + $0 }) }
         switch self {
         case .string: return ["text", "varchar", "bpchar", "citext", "name"]
         case .int16: return ["int2"]
@@ -60,6 +106,7 @@ public enum AttributeType: String, Sendable, CaseIterable {
         case .uuid: return ["uuid"]
         case .binary: return ["bytea"]
         case .json: return ["jsonb", "json"]
+        default: return []  // (the array types are answered above)
         }
     }
 }

@@ -153,8 +153,9 @@ extension SchemaName {
 enum SchemaLiteral {
     /// The value as a `DEFAULT` expression for a column of `type`: integers and booleans
     /// bare (`0`, `true`), finite numbers bare, other numbers as `'NaN'::double precision`
-    /// and the like, strings quoted (`'a''b'`), other types quoted and cast
-    /// (`'…'::timestamptz`). `nil` for `NULL`.
+    /// and the like, strings quoted (`'a''b'`), arrays as their quoted literal (`'{}'`,
+    /// `'{"a","b"}'`), other types quoted and cast (`'…'::timestamptz`). `nil` for
+    /// `NULL`.
     ///
     /// - Throws: what the value's `postgresText()` throws (`PostgresValueError` for a
     ///   string holding NUL, a date outside PostgreSQL's range, a decimal of more than
@@ -176,6 +177,10 @@ enum SchemaLiteral {
             return quoted(text)
         case .date, .uuid, .binary, .json:
             break
+        case .stringArray, .int16Array, .int32Array, .int64Array, .doubleArray, .floatArray, .decimalArray, .boolArray,
+            .dateArray, .uuidArray:
+            // The array literal, typed by the column: `'{}'`, `'{"a","b''s"}'`.
+            return quoted(text)
         }
         return quoted(text) + "::" + type.sqlType
     }

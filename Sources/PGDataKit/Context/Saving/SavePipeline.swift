@@ -264,7 +264,14 @@ struct SavePipeline {
                 var storeValues: [StoredValue] = []
                 var column = 2
                 for attribute in entity.attributes {
-                    storeValues.append(try row.withCell(at: column) { try attribute.decode($0) })
+                    do {
+                        storeValues.append(try row.withCell(at: column) { try attribute.decode($0) })
+                    } catch let error as PostgresValueError {
+                        // (An array with a `NULL` element, a `numeric` too long for a
+                        // `Decimal`: named as a fetch names it.)
+                        throw ManagedObjectError.invalidStoredValue(
+                            entity: entity.name, key: attribute.name, primaryKey: key, reason: "\(error)")
+                    }
                     column += 1
                 }
                 // (The merge policy may put them into the object: checked as a fetch does.)

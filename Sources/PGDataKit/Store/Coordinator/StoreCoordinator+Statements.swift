@@ -152,7 +152,7 @@ extension StoreCoordinator {
         let (arrays, types) = try bind(rows)
         try execute(
             "INSERT INTO \(entity.quotedTable) (\(columns.map(Connection.quoteIdentifier).joined(separator: ", "))) "
-                + "SELECT * FROM unnest(\(Self.unnestList(types)))",
+                + "SELECT \(Self.selectFromUnnest(types))",
             arrays, on: connection)
     }
 
@@ -173,8 +173,11 @@ extension StoreCoordinator {
         let assigned = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        let assignedTypes = rows.attributes.map(\.type.sqlType) + rows.foreignKeys.map { _ in "bigint" }
         func updateClause() -> String {
-            var assignments = assigned.enumerated().map { "\(Connection.quoteIdentifier($0.element)) = v.c\($0.offset + 2)" }
+            var assignments = assigned.enumerated().map {
+                "\(Connection.quoteIdentifier($0.element)) = \(Self.unnested("v.c\($0.offset + 2)", type: assignedTypes[$0.offset]))"
+            }
             assignments.append("\(version) = t.\(version) + 1")
             return "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
         }
@@ -241,7 +244,9 @@ extension StoreCoordinator {
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         var assignments = columns.enumerated().map {
-            "\(Connection.quoteIdentifier($0.element)) = ($\($0.offset + 3)::\(types[$0.offset + 2])[])[1]"
+            let type = types[$0.offset + 2]
+            return "\(Connection.quoteIdentifier($0.element)) = "
+                + unnested("($\($0.offset + 3)::\(transportType(type))[])[1]", type: type)
         }
         assignments.append("\(version) = t.\(version) + 1")
         return "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
@@ -474,8 +479,31 @@ extension StoreCoordinator {
         return ArrayLiteral(text: literal.text())
     }
 
-    /// `$1::bigint[], $2::text[], …`.
+    /// `$1::bigint[], $2::text[], …`. An array attribute's column (`text[]`) travels as
+    /// `text[]` of array literals, one a row (PostgreSQL has no arrays of arrays, and
+    /// `unnest` of a two-dimensional array would flatten it): see `unnested`.
     static func unnestList(_ types: [String]) -> String {
-        types.enumerated().map { "$\($0.offset + 1)::\($0.element)[]" }.joined(separator: ", ")
+        types.enumerated().map { "$\($0.offset + 1)::\(transportType($0.element))[]" }.joined(separator: ", ")
+    }
+
+    /// The element type a column of `type` travels as in an array parameter: `text` (an
+    /// array literal a row) for array types, the type itself for the others.
+    static func transportType(_ type: String) -> String {
+        type.hasSuffix("[]") ? "text" : type
+    }
+
+    /// A value read from an array parameter (`v.c2`, `($3::text[])[1]`) as a value of the
+    /// column's `type`: an array literal cast to its array type, other values as they are.
+    static func unnested(_ expression: String, type: String) -> String {
+        type.hasSuffix("[]") ? "(\(expression))::\(type)" : expression
+    }
+
+    /// `* FROM unnest(…)` of `types`, for `INSERT … SELECT`: when a column is an array,
+    /// `v.c0, v.c1, (v.c2)::text[], … FROM unnest(…) AS v(c0, …)` instead, arrays cast
+    /// (the common statement stays as it was).
+    static func selectFromUnnest(_ types: [String]) -> String {
+        guard types.contains(where: { $0.hasSuffix("[]") }) else { return "* FROM unnest(\(unnestList(types)))" }
+        return types.enumerated().map { unnested("v.c\($0.offset)", type: $0.element) }.joined(separator: ", ")
+            + " FROM unnest(\(unnestList(types))) AS v(\(aliases(types.count)))"
     }
 }

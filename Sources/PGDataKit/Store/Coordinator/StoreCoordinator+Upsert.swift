@@ -278,7 +278,7 @@ extension StoreCoordinator {
         let unique = quote(uniqueAttribute.columnName)
         let version = quote(entity.versionColumn)
         var sql = "INSERT INTO \(entity.quotedTable) AS t (\(columns.map(quote).joined(separator: ", "))) "
-            + "SELECT 1, * FROM unnest(\(Self.unnestList(types))) ON CONFLICT (\(unique)) "
+            + "SELECT 1, \(Self.selectFromUnnest(types)) ON CONFLICT (\(unique)) "
         if updating.isEmpty {
             sql += "DO NOTHING"
         } else {
