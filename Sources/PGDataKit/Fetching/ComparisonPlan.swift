@@ -36,6 +36,11 @@ enum PlannedKey {
     case aggregate(FetchPredicate.CollectionOperator, members: ResolvedKeyPath, key: ResolvedKeyPath, AttributeDescription)
     /// How many objects `members` reaches (of `entity`) match `predicate`.
     case subquery(members: ResolvedKeyPath, entity: EntityDescription, predicate: FetchPredicate)
+    /// Each element of an array attribute (reached through to-one relationships), in a
+    /// comparison over its elements (`ComparisonPlan.elements`).
+    case element(ResolvedKeyPath, AttributeDescription)
+    /// The number of elements of an array attribute (`tags.@count`): 0 for `nil`.
+    case arrayCount(ResolvedKeyPath, AttributeDescription)
 
     /// What the key's values are: `@sum` of integers or decimals is a `Decimal`, of
     /// floating-point numbers a `Double`; `@avg` is a `Double`; counts are `Int`.
@@ -43,7 +48,8 @@ enum PlannedKey {
         switch self {
         case .attribute(_, let attribute): return .value(attribute.type)
         case .object(_, let entity): return .object(entity.name)
-        case .count, .subquery: return .value(.int64)
+        case .count, .subquery, .arrayCount: return .value(.int64)
+        case .element(_, let attribute): return .value(attribute.type.elementType ?? attribute.type)
         case .aggregate(let function, _, _, let attribute):
             switch function {
             case .min, .max: return .value(attribute.type)
@@ -81,7 +87,17 @@ struct ComparisonPlan {
         var entity: EntityDescription
     }
 
+    /// `ANY`, `ALL` or `NONE` over the elements of an array attribute (`ANY tags ==
+    /// 'x'`, `'x' IN tags`): each element is the `.element` key of the comparison.
+    struct Elements {
+        var quantifier: FetchPredicate.Quantifier
+        /// The array attribute (an `.attribute` key), read from the evaluated object.
+        var array: PlannedKey
+    }
+
     var quantified: Quantified?
+    /// Set instead of `quantified` for a comparison over an array's elements.
+    var elements: Elements?
     var left: PlannedSide
     var `operator`: FetchPredicate.Operator
     var right: PlannedSide
@@ -123,6 +139,9 @@ struct ComparisonPlanner {
             guard case .keyPath(let left) = comparison.left else {
                 throw error("\(quantifier.rawValue) needs a key path through a to-many relationship on its left", path)
             }
+            if let array = try arrayAttribute(left) {
+                return try elementPlan(array, quantifier, comparison.operator, comparison.right, comparison.options, path)
+            }
             let (quantified, key) = try quantifiedKey(left, quantifier)
             var plan: ComparisonPlan
             if comparison.operator == .in, comparison.right.isKeyPath || comparison.right.isString {
@@ -143,6 +162,12 @@ struct ComparisonPlanner {
             // `name IN 'Ada Lovelace'`: a substring test, as in NSPredicate.
             return try combine(
                 try rawSide(comparison.right), .contains, try rawSide(comparison.left), comparison.options, path)
+        }
+        if comparison.operator == .contains, case .keyPath(let collection) = comparison.left,
+            let array = try arrayAttribute(collection)
+        {
+            // `tags CONTAINS %@`: membership, as `%@ IN tags`.
+            return try elementPlan(array, .any, .equal, comparison.right, comparison.options, path)
         }
         if comparison.operator == .contains, case .keyPath(let collection) = comparison.left,
             let resolved = try? resolve(collection), case .object = resolved.end, !collection.components.isEmpty,
@@ -175,6 +200,9 @@ struct ComparisonPlanner {
         of element: FetchPredicate.Expression, in collection: FetchPredicate.KeyPath, _ options: FetchPredicate.StringOptions
     ) throws -> ComparisonPlan {
         let resolved = try resolve(collection)
+        if resolved.toManyIndex == nil, let attribute = resolved.attribute, attribute.type.isArray {
+            return try elementPlan(.attribute(resolved, attribute), .any, .equal, element, options, collection)
+        }
         if resolved.toManyIndex != nil {
             let (quantified, key) = try quantifiedKey(resolved, .any)
             var plan = try combine(.key(key, onMember: true), .equal, try rawSide(element), options, collection)
@@ -188,6 +216,34 @@ struct ComparisonPlanner {
         throw error(
             "IN needs a list, a to-many key path or a string on its right; \(collection) is "
                 + describe(try key(resolved, root: entity)), collection)
+    }
+
+    /// The array attribute a key path reaches through to-one relationships (an
+    /// `.attribute` key), or `nil` when it reaches something else.
+    private func arrayAttribute(_ path: FetchPredicate.KeyPath) throws -> PlannedKey? {
+        guard let resolved = try? resolve(path), resolved.toManyIndex == nil, let attribute = resolved.attribute,
+            attribute.type.isArray
+        else { return nil }
+        return .attribute(resolved, attribute)
+    }
+
+    /// A comparison over the elements of an array attribute (`array`, an `.attribute`
+    /// key): each element compared with `right` as a value of the element type would be.
+    private func elementPlan(
+        _ array: PlannedKey, _ quantifier: FetchPredicate.Quantifier, _ op: FetchPredicate.Operator,
+        _ right: FetchPredicate.Expression, _ options: FetchPredicate.StringOptions, _ path: FetchPredicate.KeyPath?
+    ) throws -> ComparisonPlan {
+        guard case .attribute(let resolved, let attribute) = array else { throw error("expected an array attribute", path) }
+        let element = PlannedKey.element(resolved, attribute)
+        var plan: ComparisonPlan
+        if op == .in, right.isKeyPath || right.isString {
+            // `ANY tags IN name`: each element is a substring of the name.
+            plan = try combine(try rawSide(right), .contains, .key(element, onMember: true), options, path)
+        } else {
+            plan = try combine(.key(element, onMember: true), op, try rawSide(right), options, path)
+        }
+        plan.elements = ComparisonPlan.Elements(quantifier: quantifier, array: array)
+        return plan
     }
 
     /// The related objects of an `ANY`/`ALL`/`NONE` key path and the key read on each.
@@ -254,6 +310,9 @@ struct ComparisonPlanner {
             }
             return try key(resolved, root: entity)
         case .count(let path):
+            if let array = try arrayAttribute(path), case .attribute(let resolved, let attribute) = array {
+                return .arrayCount(resolved, attribute)
+            }
             let resolved = try model.resolve(path, from: entity, counting: true, format: format)
             try requireSingleToMany(resolved, "@count")
             return .count(resolved)
@@ -359,6 +418,9 @@ struct ComparisonPlanner {
             throw error("a comparison needs a key path on one side", path)
         }
         if case .list = left { throw error("a list can only stand on the right of IN or BETWEEN", path) }
+        if case .value(let attributeType) = type, attributeType.isArray {
+            return try arrayComparison(left, op, right, type: attributeType, subject: subject, path)
+        }
         switch op {
         case .contains, .beginsWith, .endsWith, .like, .matches:
             for side in [left, right] {
@@ -388,6 +450,42 @@ struct ComparisonPlanner {
         return ComparisonPlan(
             quantified: nil, left: plannedLeft, operator: op, right: plannedRight,
             options: type == .value(.string) ? options : [], type: type, fixed: fixed)
+    }
+
+    /// A comparison of a whole array attribute: `==` and `!=` with `nil`, with another
+    /// attribute of its type, or with an array argument (`tags == %@`, elements in
+    /// order); nothing else (arrays have no order, and their elements are compared with
+    /// `ANY`, `ALL`, `NONE`, `IN` and `@count`).
+    private func arrayComparison(
+        _ left: RawSide, _ op: FetchPredicate.Operator, _ right: RawSide, type: AttributeType, subject: PlannedKey,
+        _ path: FetchPredicate.KeyPath?
+    ) throws -> ComparisonPlan {
+        guard op == .equal || op == .notEqual else {
+            throw error("\(op.rawValue) cannot compare the array \(describe(subject)); compare its elements with "
+                        + "ANY, ALL or NONE (ANY \(path?.description ?? "key") \(op.rawValue) …), or its count with .@count",
+                        path)
+        }
+        func planned(_ raw: RawSide) throws -> PlannedSide {
+            switch raw {
+            case .key(let key, let onMember):
+                guard key.type == .value(type) else {
+                    throw error("cannot compare \(describe(subject)) with \(describe(key))", path)
+                }
+                return .key(key, onMember: onMember)
+            case .value(.null): return .constant(nil)
+            case .value(let value):
+                throw error("cannot compare the array \(describe(subject)) with \(PredicateValues.describe(value)); "
+                            + "to test for an element use ANY, IN or CONTAINS", path)
+            case .list(let items):
+                guard let array = PredicateValues.array(items, of: type) else {
+                    throw error("cannot compare \(describe(subject)) with this list: its items must be constants "
+                                + "of the element type", path)
+                }
+                return .constant(array)
+            }
+        }
+        return ComparisonPlan(
+            quantified: nil, left: try planned(left), operator: op, right: try planned(right), options: [], type: .value(type))
     }
 
     private func side(
@@ -581,6 +679,10 @@ struct ComparisonPlanner {
         case .aggregate(let function, let members, let key, _):
             return "\(members.path).\(function.rawValue).\(key.path)"
         case .subquery(let members, _, _): return "SUBQUERY(\(members.path), …).@count (an integer)"
+        case .element(let resolved, let attribute):
+            return "an element of \(resolved.path.components.isEmpty ? attribute.name : resolved.path.description) "
+                + "(\(attribute.swiftTypeName))"
+        case .arrayCount(let resolved, _): return "\(resolved.path).@count (an integer)"
         }
     }
 }

@@ -17,7 +17,8 @@ extension FetchPredicate {
     /// `nil`, optional chaining and `!` through to-one relationships (`$0.user?.name`),
     /// `?? false` around a boolean, string `contains(_:)` and `starts(with:)`,
     /// `[literal array].contains($0.key)` (IN), `.count` and `.isEmpty` of a to-many
-    /// relationship, and on a to-many relationship `contains(where:)`,
+    /// relationship or an array attribute, `contains(_:)` of an array attribute
+    /// (`$0.tags.contains("x")`, as `'x' IN tags`), and on a to-many relationship `contains(where:)`,
     /// `allSatisfy(_:)` and `filter(_:).count`, which become the same `SUBQUERY` a
     /// format string would give (`EXISTS` / a correlated count in SQL). Inside those
     /// closures only the closure's own object can be read.
@@ -99,8 +100,16 @@ struct PredicateTranslator {
             throw unsupported(expression, "max() and min() need Comparable elements and #Predicate has no map(_:); "
                               + "use a format string such as posts.@max.score")
         case let node as any SequenceContainsNode:
-            guard case .value(let list) = try self.expression(node.sequenceNode), case .list = list else {
-                throw unsupported(expression, "contains(_:) is supported on literal arrays only")
+            guard case .value(let list) = try self.expression(node.sequenceNode) else {
+                throw unsupported(expression, "contains(_:) is supported on literal arrays and array attributes only")
+            }
+            if case .keyPath(let path) = list, !path.components.isEmpty {
+                // `$0.tags.contains(x)`: `x IN tags` (planning refuses what is not an array
+                // attribute).
+                return .comparison(FetchPredicate.Comparison(try operand(try self.expression(node.elementNode)), .in, list))
+            }
+            guard case .list = list else {
+                throw unsupported(expression, "contains(_:) is supported on literal arrays and array attributes only")
             }
             return .comparison(FetchPredicate.Comparison(try operand(try self.expression(node.elementNode)), .in, list))
         case let node as any ValueNode:
@@ -196,12 +205,14 @@ struct PredicateTranslator {
 
     /// Whether a key path is `.count` of a to-many relationship's set or a filtered array.
     static func isCountKeyPath(_ keyPath: AnyKeyPath) -> Bool {
+        if let array = type(of: keyPath).rootType as? any StoredArray.Type { return keyPath == array.countKeyPath }
         guard let root = type(of: keyPath).rootType as? any ObjectCollection.Type else { return false }
         return keyPath == root.countKeyPath
     }
 
     /// Whether a key path is `.isEmpty` of a to-many relationship's set.
     static func isEmptyKeyPath(_ keyPath: AnyKeyPath) -> Bool {
+        if let array = type(of: keyPath).rootType as? any StoredArray.Type { return keyPath == array.isEmptyKeyPath }
         guard let root = type(of: keyPath).rootType as? any ObjectCollection.Type else { return false }
         return keyPath == root.isEmptyKeyPath
     }

@@ -46,6 +46,7 @@ struct PredicateEvaluator {
     }
 
     private func evaluate(_ plan: ComparisonPlan, on object: ManagedObject) throws -> Bool {
+        if let elements = plan.elements { return try evaluate(plan, elements, on: object) }
         guard let quantified = plan.quantified else { return try compare(plan, object: object, member: object) }
         let members = Self.members(quantified.members, from: object)
         switch quantified.quantifier {
@@ -57,6 +58,23 @@ struct PredicateEvaluator {
             return true
         case .noneOf:
             for member in members where try compare(plan, object: object, member: member) { return false }
+            return true
+        }
+    }
+
+    /// A comparison over an array's elements, each compared in turn (a `nil` array has
+    /// none).
+    private func evaluate(_ plan: ComparisonPlan, _ elements: ComparisonPlan.Elements, on object: ManagedObject) throws -> Bool {
+        let array = (try value(of: elements.array, from: object) as? any StoredArray)?.anyElements ?? []
+        switch elements.quantifier {
+        case .any:
+            for element in array where try compare(plan, object: object, member: object, element: element) { return true }
+            return false
+        case .all:
+            for element in array where !(try compare(plan, object: object, member: object, element: element)) { return false }
+            return true
+        case .noneOf:
+            for element in array where try compare(plan, object: object, member: object, element: element) { return false }
             return true
         }
     }
@@ -117,6 +135,10 @@ struct PredicateEvaluator {
         case .aggregate(let function, let members, let path, let attribute):
             let values = Self.members(members, from: object).compactMap { Self.reach(path, from: $0).scalar }
             return Self.aggregate(function, of: values, floating: PlannedType.value(attribute.type).isFloatingPoint)
+        case .element:
+            throw FetchPredicateError(message: "an array's element is read only in a comparison over its elements")
+        case .arrayCount(let resolved, _):
+            return (Self.reach(resolved, from: object).scalar as? any StoredArray)?.elementCount ?? 0
         case .subquery(let members, _, let predicate):
             var count = 0
             for member in Self.members(members, from: object) where try evaluateNode(predicate, on: member) {
@@ -160,8 +182,11 @@ struct PredicateEvaluator {
 
     // MARK: - Comparing
 
-    private func read(_ side: PlannedSide, object: ManagedObject, member: ManagedObject) throws -> (any Sendable)? {
+    private func read(
+        _ side: PlannedSide, object: ManagedObject, member: ManagedObject, element: (any Sendable)?
+    ) throws -> (any Sendable)? {
         switch side {
+        case .key(.element, _): return element
         case .key(let key, let onMember): return try value(of: key, from: onMember ? member : object)
         case .constant(let constant): return constant
         case .list, .bounds: throw FetchPredicateError(message: "a list is allowed only after IN or BETWEEN")
@@ -177,10 +202,15 @@ struct PredicateEvaluator {
         }
     }
 
-    private func compare(_ plan: ComparisonPlan, object: ManagedObject, member: ManagedObject) throws -> Bool {
+    /// Whether the comparison holds for `object` (`member`: the related object of a
+    /// quantified comparison; `element`: the array element of a comparison over an
+    /// array's elements).
+    private func compare(
+        _ plan: ComparisonPlan, object: ManagedObject, member: ManagedObject, element: (any Sendable)? = nil
+    ) throws -> Bool {
         if let fixed = plan.fixed { return fixed }
         let options = plan.options
-        let left = try read(plan.left, object: object, member: member)
+        let left = try read(plan.left, object: object, member: member, element: element)
         switch plan.operator {
         case .in:
             guard case .list(let items) = plan.right else { throw FetchPredicateError(message: "IN needs a list") }
@@ -196,8 +226,8 @@ struct PredicateEvaluator {
             guard case .bounds(let lowSide, let highSide) = plan.right else {
                 throw FetchPredicateError(message: "BETWEEN needs {low, high}")
             }
-            let low = try read(lowSide, object: object, member: member)
-            let high = try read(highSide, object: object, member: member)
+            let low = try read(lowSide, object: object, member: member, element: element)
+            let high = try read(highSide, object: object, member: member, element: element)
             guard let left, let low, let high, let lower = ValueComparison.compare(left, low, options: options),
                 let upper = ValueComparison.compare(left, high, options: options)
             else { return false }
@@ -205,7 +235,7 @@ struct PredicateEvaluator {
         default:
             break
         }
-        let right = try read(plan.right, object: object, member: member)
+        let right = try read(plan.right, object: object, member: member, element: element)
         switch plan.operator {
         case .equal, .notEqual:
             let negate = plan.operator == .notEqual

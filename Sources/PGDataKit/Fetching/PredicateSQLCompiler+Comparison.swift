@@ -11,6 +11,7 @@ extension PredicateSQLCompiler {
         let planner = ComparisonPlanner(model: model, entity: entity, format: format)
         if let value = try planner.constantResult(comparison) { return value ? "TRUE" : "FALSE" }
         let plan = try planner.plan(comparison)
+        if let elements = plan.elements { return try renderElements(plan, elements, alias: alias, strict: strict) }
         guard let quantified = plan.quantified else {
             return try render(plan, alias: alias, memberAlias: alias, strict: strict)
         }
@@ -21,6 +22,29 @@ extension PredicateSQLCompiler {
         case .any: return "EXISTS (SELECT 1 FROM \(from) AND \(condition))"
         case .noneOf: return "NOT EXISTS (SELECT 1 FROM \(from) AND \(condition))"
         case .all: return "NOT EXISTS (SELECT 1 FROM \(from) AND NOT (\(condition)))"
+        }
+    }
+
+    /// A comparison over an array's elements: `$1 = ANY(tags)` for `ANY tags == x`,
+    /// otherwise `EXISTS` (`NOT EXISTS` for `NONE`, and of the negation for `ALL`) over
+    /// `unnest(tags) AS a(v)`. A `NULL` array has no elements.
+    private mutating func renderElements(
+        _ plan: ComparisonPlan, _ elements: ComparisonPlan.Elements, alias: String, strict: Bool
+    ) throws -> String {
+        let array = try keySQL(elements.array, alias: alias)
+        if elements.quantifier == .any, plan.operator == .equal, plan.options.isEmpty, plan.fixed == nil,
+            case .key(.element, _) = plan.left, case .constant(let constant?) = plan.right
+        {
+            let value = bind(constant) + (constant is String ? "::text" : "")
+            return wrap("\(value) = ANY(\(array))", strict)
+        }
+        let member = newAlias()
+        let from = "unnest(\(array)) AS \(member)(v)"
+        let condition = try render(plan, alias: alias, memberAlias: member, strict: elements.quantifier == .all)
+        switch elements.quantifier {
+        case .any: return "EXISTS (SELECT 1 FROM \(from) WHERE \(condition))"
+        case .noneOf: return "NOT EXISTS (SELECT 1 FROM \(from) WHERE \(condition))"
+        case .all: return "NOT EXISTS (SELECT 1 FROM \(from) WHERE NOT (\(condition)))"
         }
     }
 
@@ -189,6 +213,13 @@ extension PredicateSQLCompiler {
             let from = try membersSQL(members, alias: alias, memberAlias: member)
             let body = try compileNode(predicate, entity: entity, alias: member, strict: false)
             return "(SELECT count(*) FROM \(from) AND \(body))"
+        case .element:
+            // `alias` is the `unnest(…) AS alias(v)` of `renderElements`.
+            return "\(alias).v"
+        case .arrayCount(let resolved, let attribute):
+            // `nil` counts 0, as in memory (`cardinality(NULL)` is NULL).
+            let array = scalarSQL(hops: resolved.hops, alias: alias) { "\($0).\(Connection.quoteIdentifier(attribute.columnName))" }
+            return "COALESCE(cardinality(\(array)), 0)"
         }
     }
 
@@ -207,7 +238,12 @@ extension PredicateSQLCompiler {
             return Operand(sql: try keySQL(key, alias: onMember ? memberAlias : alias), type: key.type)
         case .constant(let value):
             guard let value else { return Operand(sql: nil, type: nil) }
-            return Operand(sql: bind(value) + (value is String ? "::text" : ""), type: nil)
+            if value is String { return Operand(sql: bind(value) + "::text", type: nil) }
+            if let array = value as? any AttributeScalar, type(of: array).attributeType.isArray {
+                // An array argument (`tags == %@`), typed as the attribute's column.
+                return Operand(sql: bind(value) + "::" + type(of: array).attributeType.sqlType, type: nil)
+            }
+            return Operand(sql: bind(value), type: nil)
         case .list, .bounds:
             throw error("a list is allowed only after IN or BETWEEN")
         }

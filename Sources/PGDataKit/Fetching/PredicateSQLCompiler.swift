@@ -81,6 +81,9 @@ struct PredicateSQLCompiler {
                 throw FetchPredicateError(message: "cannot sort by \(descriptor.key): it crosses a to-many relationship")
             }
             var (sql, attribute) = try valueSQL(resolved, alias: alias)
+            if let attribute, attribute.type.isArray {
+                throw FetchPredicateError(message: "cannot sort by \(descriptor.key): it is an array (\(attribute.swiftTypeName))")
+            }
             if attribute?.type == .string {
                 if descriptor.caseInsensitive { sql = "lower((\(sql)) COLLATE \"und-x-icu\")" }
                 sql += " COLLATE \"C\""

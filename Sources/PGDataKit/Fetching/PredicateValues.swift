@@ -39,6 +39,43 @@ enum PredicateValues {
         }
     }
 
+    /// A list of constants as a value of an array attribute type (`tags == %@` with an
+    /// array argument): each item converted to the element type as `convert` does, an
+    /// array of the type's Swift elements (`[Int]` for every integer array type); `nil`
+    /// when an item is not a constant or does not convert to exactly the element type
+    /// (`nil`, `40.5` for integers).
+    static func array(_ items: [FetchPredicate.Expression], of type: AttributeType) -> PlannedConstant? {
+        guard let elementType = type.elementType else { return nil }
+        func elements<Element: AttributeArrayElement>(_: Element.Type) -> PlannedConstant? {
+            var result: [Element] = []
+            result.reserveCapacity(items.count)
+            for item in items {
+                guard case .value(let value) = item, let element = convert(value, to: elementType) as? Element else {
+                    return nil
+                }
+                result.append(element)
+            }
+            return result
+        }
+        switch elementType {
+        case .string: return elements(String.self)
+        case .int16, .int32, .int64:
+            // (An element beyond the width equals none stored, and the cast would fail.)
+            guard let integers = elements(Int.self) as? [Int],
+                integers.allSatisfy({ elementType == .int16 ? Int16(exactly: $0) != nil : Int32(exactly: $0) != nil })
+                    || elementType == .int64
+            else { return nil }
+            return integers
+        case .double: return elements(Double.self)
+        case .float: return elements(Float.self)
+        case .decimal: return elements(Decimal.self)
+        case .bool: return elements(Bool.self)
+        case .date: return elements(Date.self)
+        case .uuid: return elements(UUID.self)
+        default: return nil
+        }
+    }
+
     /// Constants as array parameters, one per Swift type among them (an `IN` list of an
     /// integer attribute may hold `Int`, `Double` and `Decimal` values), for
     /// `= ANY($n)` each.

@@ -61,9 +61,18 @@ enum ValueComparison {
                 guard let a = double(of: left), let b = double(of: right) else { return nil }
                 return a == b ? 0 : (a < b ? -1 : (a > b ? 1 : nil))
             }
-            guard let a = number(left), let b = number(right) else { return nil }
+            guard let a = number(left), let b = number(right) else { return compareArrays(left, right) }
             return a == b ? 0 : (a < b ? -1 : 1)
         }
+    }
+
+    /// 0 for two equal arrays (the same elements in the same order, compared as values
+    /// of their type), `nil` otherwise: arrays are not ordered.
+    private static func compareArrays(_ left: any Sendable, _ right: any Sendable) -> Int? {
+        guard let a = left as? any StoredArray, let b = right as? any StoredArray, a.elementCount == b.elementCount
+        else { return nil }
+        for (x, y) in zip(a.anyElements, b.anyElements) where compare(x, y) != 0 { return nil }
+        return 0
     }
 
     /// Whether an ordering operator (`<`, `<=`, `>`, `>=`) holds for two values that
