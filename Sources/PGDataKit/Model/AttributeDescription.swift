@@ -157,8 +157,7 @@ enum AttributeCoding {
     ) -> AttributeDescription {
         let label = "\(entityName).\(name)"
         typealias Scalar = Value.Scalar
-        let swiftTypeName = String(describing: Value.self).replacingOccurrences(
-            of: "Optional<", with: "").replacingOccurrences(of: ">", with: Value.isOptional ? "?" : "")
+        let swiftTypeName = Self.typeName(Value.self)
         let scalarCoerce = coercion(Value.self)
         let narrowing = AttributeNarrowing.of(Value.self)
         let coerce: @Sendable (Any?) -> StoredValue?
@@ -178,6 +177,19 @@ enum AttributeCoding {
             encode: { stored in stored.scalar(as: Scalar.self) },
             encodeArray: arrayEncoding(Scalar.self, label: label),
             coerce: coerce, storedValueProblem: narrowing?.problem)
+    }
+
+    /// The Swift type as written in a declaration, for messages: `Int?`, `[String]`,
+    /// `[Int16]?`.
+    static func typeName<Value>(_ type: Value.Type) -> String {
+        var name = String(describing: Value.self)
+        var optional = false
+        if name.hasPrefix("Optional<"), name.hasSuffix(">") {
+            name = String(name.dropFirst("Optional<".count).dropLast())
+            optional = true
+        }
+        if name.hasPrefix("Array<"), name.hasSuffix(">") { name = "[" + name.dropFirst("Array<".count).dropLast() + "]" }
+        return name + (optional ? "?" : "")
     }
 
     /// Converts a dynamically typed value to a stored value of `Value`'s scalar type, or
