@@ -43,8 +43,14 @@ public final class Model: Sendable {
                 problems.append(.noProperties(entity: entity.name))
             }
             for key in entity.uniqueKeys {
-                for attribute in key where entity.attribute(named: attribute) == nil {
-                    problems.append(.unknownUniqueKeyAttribute(entity: entity.name, attribute: attribute))
+                for attribute in key {
+                    guard let description = entity.attribute(named: attribute) else {
+                        problems.append(.unknownUniqueKeyAttribute(entity: entity.name, attribute: attribute))
+                        continue
+                    }
+                    if description.type.isArray {
+                        problems.append(.arrayInUniqueKey(entity: entity.name, attribute: attribute))
+                    }
                 }
             }
         }

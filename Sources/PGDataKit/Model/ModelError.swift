@@ -52,7 +52,7 @@ public struct ModelError: Error, Sendable, DescribedError {
                     inverseDestinationMismatch, inverseDisagreement, toManyWithoutInverse,
                     ownInverse, oneToOneForeignKeyUnspecified, oneToOneForeignKeyOnBothSides,
                     joinTableWithoutManyToMany, joinTableDisagreement, joinColumnsCollide,
-                    joinTableShared, unstorableDefault, nameTooLong
+                    joinTableShared, unstorableDefault, nameTooLong, arrayInUniqueKey
             }
 
             /// Which code this is.
@@ -105,6 +105,9 @@ public struct ModelError: Error, Sendable, DescribedError {
             /// A table or column name is longer than PostgreSQL's 63 bytes (found when the
             /// schema script is generated: `Model.schemaSQL()`).
             public static let nameTooLong = Code(.nameTooLong)
+            /// A unique key holds an array attribute (`[String]`, …): saves and imports
+            /// match a key as one scalar value.
+            public static let arrayInUniqueKey = Code(.arrayInUniqueKey)
 
             /// The code's name, such as `duplicateEntity`.
             public var description: String { base.rawValue }
@@ -124,8 +127,9 @@ public struct ModelError: Error, Sendable, DescribedError {
         public let destination: String?
         /// The entity the inverse points at (`inverseDestinationMismatch`).
         public let inverseDestination: String?
-        /// The unknown attribute a unique key names (`unknownUniqueKeyAttribute`), or the
-        /// attribute whose default cannot be stored (`unstorableDefault`).
+        /// The unknown attribute a unique key names (`unknownUniqueKeyAttribute`), the
+        /// attribute whose default cannot be stored (`unstorableDefault`), or the array
+        /// attribute in a unique key (`arrayInUniqueKey`).
         public let attribute: String?
         /// The column (`duplicateColumn`, `reservedColumn`, `joinColumnsCollide`,
         /// `nameTooLong`).
@@ -193,6 +197,14 @@ public struct ModelError: Error, Sendable, DescribedError {
             Problem(
                 .unknownUniqueKeyAttribute,
                 "entity \(entity): unique key names unknown attribute \(attribute)",
+                entity: entity, attribute: attribute)
+        }
+
+        /// A unique key holds an array attribute.
+        public static func arrayInUniqueKey(entity: String, attribute: String) -> Problem {
+            Problem(
+                .arrayInUniqueKey,
+                "entity \(entity): unique key holds the array attribute \(attribute); arrays cannot be unique keys",
                 entity: entity, attribute: attribute)
         }
 

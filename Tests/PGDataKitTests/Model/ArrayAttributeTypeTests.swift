@@ -19,6 +19,18 @@ private final class UnitShelf: ManagedObject {
     @Attribute var ids: [UUID]?
 }
 
+private final class UnitUniqueTags: ManagedObject {
+    override class var tableName: String { "unit_unique_tags" }
+    @Attribute(unique: true) var tags: [String] = []
+}
+
+private final class UnitKeyedTags: ManagedObject {
+    override class var tableName: String { "unit_keyed_tags" }
+    override class var uniqueKeys: [[String]] { [["code", "tags"]] }
+    @Attribute var code: String = ""
+    @Attribute var tags: [String] = []
+}
+
 /// Array attribute types in the model and its DDL, and their conversions, without a
 /// server.
 @Suite("Array attributes, without a server")
@@ -60,6 +72,17 @@ struct ArrayAttributeTypeTests {
         #expect([Int].attributeType == .int64Array && [Int64].attributeType == .int64Array)
         #expect([UUID].attributeType == .uuidArray && [Date].attributeType == .dateArray)
         #expect(!([String].isOptional) && [String]?.isOptional)
+    }
+
+    /// An array in a unique key, alone or with others, is a model problem.
+    @Test func arraysCannotBeUniqueKeys() {
+        #expect {
+            _ = try Model(entities: [UnitUniqueTags.self, UnitKeyedTags.self])
+        } throws: { error in
+            guard let error = error as? ModelError else { return false }
+            let problems = error.problems.filter { $0.code == .arrayInUniqueKey }
+            return problems.map(\.entity) == ["UnitUniqueTags", "UnitKeyedTags"] && problems.allSatisfy { $0.attribute == "tags" }
+        }
     }
 
     /// Arrays sit in the shared box; two equal arrays are equal stored values, and a
