@@ -232,18 +232,20 @@ extension PredicateSQLCompiler {
         var isKey: Bool { type != nil }
     }
 
-    private mutating func operand(_ side: PlannedSide, alias: String, memberAlias: String) throws -> Operand {
+    /// One side as SQL; a constant compared with an array attribute (`type`) is cast to
+    /// the attribute's array type.
+    private mutating func operand(
+        _ side: PlannedSide, alias: String, memberAlias: String, type: PlannedType? = nil
+    ) throws -> Operand {
         switch side {
         case .key(let key, let onMember):
             return Operand(sql: try keySQL(key, alias: onMember ? memberAlias : alias), type: key.type)
         case .constant(let value):
             guard let value else { return Operand(sql: nil, type: nil) }
-            if value is String { return Operand(sql: bind(value) + "::text", type: nil) }
-            if let array = value as? any AttributeScalar, type(of: array).attributeType.isArray {
-                // An array argument (`tags == %@`), typed as the attribute's column.
-                return Operand(sql: bind(value) + "::" + type(of: array).attributeType.sqlType, type: nil)
+            if case .value(let attributeType)? = type, attributeType.isArray {
+                return Operand(sql: bind(value) + "::" + attributeType.sqlType, type: nil)
             }
-            return Operand(sql: bind(value), type: nil)
+            return Operand(sql: bind(value) + (value is String ? "::text" : ""), type: nil)
         case .list, .bounds:
             throw error("a list is allowed only after IN or BETWEEN")
         }
@@ -294,7 +296,7 @@ extension PredicateSQLCompiler {
         default:
             break
         }
-        let right = try operand(plan.right, alias: alias, memberAlias: memberAlias)
+        let right = try operand(plan.right, alias: alias, memberAlias: memberAlias, type: plan.type)
         switch plan.operator {
         case .equal, .notEqual:
             let negate = plan.operator == .notEqual

@@ -204,7 +204,7 @@ enum AttributeCoding {
             }
             // Arrays of other element types (`[Int64]` for `[Int]`, `[Any]`) convert
             // element by element.
-            if let arrayType = Scalar.self as? any StoredArray.Type {
+            if Scalar.attributeType.isArray, let arrayType = Scalar.self as? any StoredArray.Type {
                 guard let elements = value as? [Any] else { return nil }
                 return arrayType.coerced(from: elements).flatMap { $0 as? Scalar }.map { StoredValue(scalar: $0) }
             }

@@ -173,10 +173,11 @@ extension StoreCoordinator {
         let assigned = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
-        let assignedTypes = rows.attributes.map(\.type.sqlType) + rows.foreignKeys.map { _ in "bigint" }
+        let attributes = rows.attributes
         func updateClause() -> String {
             var assignments = assigned.enumerated().map {
-                "\(Connection.quoteIdentifier($0.element)) = \(Self.unnested("v.c\($0.offset + 2)", type: assignedTypes[$0.offset]))"
+                let type = $0.offset < attributes.count ? attributes[$0.offset].type.sqlType : "bigint"
+                return "\(Connection.quoteIdentifier($0.element)) = \(Self.unnested("v.c\($0.offset + 2)", type: type))"
             }
             assignments.append("\(version) = t.\(version) + 1")
             return "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
