@@ -139,7 +139,7 @@ struct ComparisonPlanner {
             guard case .keyPath(let left) = comparison.left else {
                 throw error("\(quantifier.rawValue) needs a key path through a to-many relationship on its left", path)
             }
-            if let array = try arrayAttribute(left) {
+            if let array = arrayAttribute(left) {
                 return try elementPlan(array, quantifier, comparison.operator, comparison.right, comparison.options, path)
             }
             let (quantified, key) = try quantifiedKey(left, quantifier)
@@ -164,7 +164,7 @@ struct ComparisonPlanner {
                 try rawSide(comparison.right), .contains, try rawSide(comparison.left), comparison.options, path)
         }
         if comparison.operator == .contains, case .keyPath(let collection) = comparison.left,
-            let array = try arrayAttribute(collection)
+            let array = arrayAttribute(collection)
         {
             // `tags CONTAINS %@`: membership, as `%@ IN tags`.
             return try elementPlan(array, .any, .equal, comparison.right, comparison.options, path)
@@ -220,7 +220,7 @@ struct ComparisonPlanner {
 
     /// The array attribute a key path reaches through to-one relationships (an
     /// `.attribute` key), or `nil` when it reaches something else.
-    private func arrayAttribute(_ path: FetchPredicate.KeyPath) throws -> PlannedKey? {
+    private func arrayAttribute(_ path: FetchPredicate.KeyPath) -> PlannedKey? {
         guard let resolved = try? resolve(path), resolved.toManyIndex == nil, let attribute = resolved.attribute,
             attribute.type.isArray
         else { return nil }
@@ -310,7 +310,7 @@ struct ComparisonPlanner {
             }
             return try key(resolved, root: entity)
         case .count(let path):
-            if let array = try arrayAttribute(path), case .attribute(let resolved, let attribute) = array {
+            if let array = arrayAttribute(path), case .attribute(let resolved, let attribute) = array {
                 return .arrayCount(resolved, attribute)
             }
             let resolved = try model.resolve(path, from: entity, counting: true, format: format)
@@ -453,8 +453,9 @@ struct ComparisonPlanner {
     }
 
     /// A comparison of a whole array attribute: `==` and `!=` with `nil`, with another
-    /// attribute of its type, or with an array argument (`tags == %@`, elements in
-    /// order); nothing else (arrays have no order, and their elements are compared with
+    /// attribute of its type, or with a list of constants of the element type (in a
+    /// predicate built in code: format strings refuse a list after `==`), elements in
+    /// order; nothing else (arrays have no order, and their elements are compared with
     /// `ANY`, `ALL`, `NONE`, `IN` and `@count`).
     private func arrayComparison(
         _ left: RawSide, _ op: FetchPredicate.Operator, _ right: RawSide, type: AttributeType, subject: PlannedKey,

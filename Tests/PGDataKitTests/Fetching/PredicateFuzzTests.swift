@@ -12,6 +12,8 @@ private final class Widget: ManagedObject {
     @Attribute var when: Date?
     @Attribute var flag: Bool = false
     @Attribute var tag: UUID?
+    @Attribute var tags: [String] = []
+    @Attribute var sizes: [Int]?
     @Relationship(inverse: "widget") var parts: Set<Part>
 }
 
@@ -38,7 +40,7 @@ private struct Opaque {}
 struct PredicateFuzzTests {
     static let tokens = [
         "name", "size", "price", "cost", "when", "flag", "tag", "parts", "widget", "label", "parts.label",
-        "widget.name", "parts.@count", "@count", "@sum", ".", "==", "=", "!=", "<>", "<", "<=", ">", ">=", "=>",
+        "widget.name", "parts.@count", "tags", "sizes", "tags.@count", "@count", "@sum", ".", "==", "=", "!=", "<>", "<", "<=", ">", ">=", "=>",
         "=<", "BETWEEN", "IN", "CONTAINS", "BEGINSWITH", "ENDSWITH", "LIKE", "MATCHES", "[c]", "[d]", "[cd]",
         "[x]", "[", "]", "AND", "OR", "NOT", "&&", "||", "!", "(", ")", "{", "}", ",", "'", "\"", "%@", "%K",
         "%d", "%f", "%s", "%i", "%%", "%", "%ld", "$X", "$NAME", "$", "#name", "#", "ANY", "ALL", "NONE",
@@ -81,7 +83,8 @@ struct PredicateFuzzTests {
 
     static let keyPaths = [
         "name", "size", "price", "cost", "when", "flag", "tag", "parts.label", "widget.name", "parts.@count",
-        "label", "widget", "parts", "widget.size", "nosuchkey", "#name", "name.length",
+        "label", "widget", "parts", "widget.size", "nosuchkey", "#name", "name.length", "tags", "sizes",
+        "tags.@count", "widget.tags", "parts.widget.sizes", "tags.@max.x",
         "SELF", "parts.@max.label", "parts.@avg.label", "widget.parts.@count", "widget.parts.@sum.widget.size",
         "SUBQUERY(parts, $p, $p.label LIKE 'a*' OR $p.widget.size > 2).@count",
         "SUBQUERY(widget.parts, $p, SUBQUERY($p.widget.parts, $q, $q == $p).@count > 0).@count",
@@ -214,6 +217,9 @@ struct PredicateFuzzTests {
         widgets[0].cost = Decimal(string: "1.25")
         widgets[0].when = Date(timeIntervalSince1970: 0)
         widgets[0].tag = UUID()
+        widgets[0].tags = ["Ada", "é"]
+        widgets[0].sizes = [1, -2]
+        widgets[1].sizes = []
         widgets[1].name = String(repeating: "a", count: 40)
         widgets[1].flag = true
         widgets[2].name = "é\n🚀"
