@@ -458,8 +458,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     // MARK: - Dynamic access
 
     /// The value of an attribute or relationship by name: the attribute's value (`nil`
-    /// for `NULL`; an enum's raw value, a `Codable` value's `JSONValue`, as stored), a
-    /// to-one relationship's object, or a to-many relationship's objects as
+    /// for `NULL`; an enum's raw value, a `Codable` value's `JSONValue`, an array, as
+    /// stored), a to-one relationship's object, or a to-many relationship's objects as
     /// `[ManagedObject]`.
     ///
     /// - Throws: `ManagedObjectError.unknownKey` naming the entity and key, or
@@ -482,7 +482,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// For example, `try user.setValue(36, forKey: "age")`; integers convert between
     /// widths when the value fits. An enum attribute takes the enum or its raw value
     /// (`"draft"`), a `Codable` one the value or JSON that decodes into it (a
-    /// `JSONValue`, a dictionary).
+    /// `JSONValue`, a dictionary), an array attribute an array of its element type or of
+    /// integers that fit it (`[Int64]` for `[Int]`).
     ///
     /// - Throws: `ManagedObjectError.unknownKey`, or `.typeMismatch` naming the entity,
     ///   key, expected and actual types (also for `nil` into a non-optional attribute),
