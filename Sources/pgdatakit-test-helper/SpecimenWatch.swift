@@ -37,6 +37,14 @@ final class HelperSpecimen: ManagedObject {
     @Attribute var size: HelperSize = .small
     @Attribute var address: HelperAddress?
     @Attribute var home: HelperAddress = HelperAddress(city: "", zip: "")
+    @Attribute var tags: [String] = []
+    @Attribute var scores: [Int]?
+    @Attribute var levels: [Int16] = []
+    @Attribute var ratios: [Double] = []
+    @Attribute var amounts: [Decimal]?
+    @Attribute var flags: [Bool] = []
+    @Attribute var moments: [Date] = []
+    @Attribute var keys: [UUID]?
 }
 
 /// Another worker holding every specimen in its main context: prints `specimens <JSON>`

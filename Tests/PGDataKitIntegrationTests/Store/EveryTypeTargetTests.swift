@@ -28,6 +28,14 @@ final class Specimen: ManagedObject {
     @Attribute var size: TicketSize = .small
     @Attribute var address: TicketAddress?
     @Attribute var home: TicketAddress = TicketAddress(city: "", zip: "")
+    @Attribute var tags: [String] = []
+    @Attribute var scores: [Int]?
+    @Attribute var levels: [Int16] = []
+    @Attribute var ratios: [Double] = []
+    @Attribute var amounts: [Decimal]?
+    @Attribute var flags: [Bool] = []
+    @Attribute var moments: [Date] = []
+    @Attribute var keys: [UUID]?
 
     /// Every attribute set to a value other than its default.
     func fill() {
@@ -50,6 +58,14 @@ final class Specimen: ManagedObject {
         size = .large
         address = TicketAddress(city: "Bergen", zip: "5003")
         home = TicketAddress(city: "Oslo", zip: "0150")
+        tags = ["a", "b,c", "\"q\"", "NULL", ""]
+        scores = [-1, 0, 9_007_199_254_740_991]
+        levels = [-32_768, 32_767]
+        ratios = [0.5, -2.25]
+        amounts = [Decimal(string: "1.25") ?? 0, 7]
+        flags = [true, false]
+        moments = [Date(timeIntervalSince1970: 1_700_000_000.5)]
+        keys = [UUID(uuidString: "00000000-0000-0000-0000-000000000001") ?? UUID()]
     }
 
     /// The values, for comparing two specimens (the code aside).
@@ -58,6 +74,8 @@ final class Specimen: ManagedObject {
             text, "\(optionalText as Any)", "\(int)", "\(int64)", "\(int32)", "\(int16)", "\(double)", "\(float)",
             "\(decimal)", "\(flag)", "\(date.timeIntervalSince1970)", "\(uuid as Any)", data.base64EncodedString(),
             json.jsonText, status.rawValue, "\(priority as Any)", "\(size)", "\(address as Any)", "\(home)",
+            "\(tags)", "\(scores as Any)", "\(levels)", "\(ratios)", "\(amounts as Any)", "\(flags)",
+            "\(moments.map(\.timeIntervalSince1970))", "\(keys as Any)",
         ]
     }
 }

@@ -4,7 +4,8 @@ import Testing
 @testable import PGDataKit
 @testable import PGDataKitPostgres
 
-/// An attribute of every storable kind: the scalars, enums of each raw type, `Codable`.
+/// An attribute of every storable kind: the scalars, enums of each raw type, `Codable`,
+/// arrays.
 private final class FuzzSpecimen: ManagedObject {
     @Attribute var text: String = ""
     @Attribute var small: Int16 = 0
@@ -24,6 +25,9 @@ private final class FuzzSpecimen: ManagedObject {
     @Attribute var size: UnitSize = .small
     @Attribute var level: UnitLevel?
     @Attribute var address: UnitAddress?
+    @Attribute var tags: [String] = []
+    @Attribute var scores: [Int]?
+    @Attribute var moments: [Date] = []
 }
 
 /// SplitMix64: the same inputs on every run, so a failure can be replayed from its seed.
@@ -40,7 +44,8 @@ private struct StoredValueFuzzGenerator: RandomNumberGenerator {
 
 /// Cells a server (or a proxy, or a corrupted row) could hand the decoders: every
 /// attribute's decoding — the fetch fast path, the decode closure and the check of the
-/// narrower types — either reads a value or throws a typed error. Nothing traps.
+/// narrower types — either reads a value or throws a typed error. Nothing traps. (Array
+/// literals are fuzzed further in `ArrayAttributeTypeTests`.)
 @Suite("Stored-value fuzzing without a server")
 struct StoredValueFuzzTests {
     /// Texts the server writes for the attribute types, to mutate.
@@ -142,6 +147,8 @@ struct StoredValueFuzzTests {
         ("decimal", String(repeating: "9", count: 38), true), ("decimal", String(repeating: "9", count: 39), false),
         ("decimal", "Infinity", false), ("when", "infinity", true), ("when", "2024-13-01 00:00:00+00", false),
         ("small", "32768", false), ("blob", "\\xzz", false), ("tag", "123e4567", false),
+        ("tags", #"{"a","b,c",NULL}"#, false), ("tags", #"{"a","b,c"}"#, true), ("scores", "{{1,2},{3,4}}", false),
+        ("scores", "{1,-2}", true), ("moments", "{infinity}", true), ("moments", "{2024-13-01}", false),
     ])
     func theNarrowerTypesSayYesAndNoWhereTheyShould(name: String, text: String, holds: Bool) throws {
         let entity = try #require(try Model(entities: [FuzzSpecimen.self]).entity(for: FuzzSpecimen.self))
