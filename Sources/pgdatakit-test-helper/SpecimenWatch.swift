@@ -65,21 +65,7 @@ func specimenWatch(_ url: String) -> Never {
         let records = try ObjectMapper<HelperSpecimen>(uniqueKey: \.code).export(sorted)
         emit("specimens " + JSONValue.array(records).jsonText)
     }
-    let token = main.observeObjectsDidChange { _ in
-        do {
-            try report()
-        } catch {
-            emit("error \(error)")
-        }
-    }
-    do {
-        try main.performAndWait { try report() }
-    } catch {
-        fail("\(error)")
-    }
-    while true {
-        withExtendedLifetime((token, watcher)) { _ = sleep(60) }
-    }
+    watchMainContext(of: watcher, report)
 }
 
 /// The specimens the watcher holds; used only on the main context's queue.

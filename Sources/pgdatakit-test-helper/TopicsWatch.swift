@@ -36,6 +36,18 @@ func topicsWatch(_ url: String) -> Never {
         }
         emit("topics " + line.joined(separator: " "))
     }
+    watchMainContext(of: watcher, report)
+}
+
+/// The topics the watcher holds; used only on the main context's queue.
+final class HeldTopics: @unchecked Sendable {
+    var topics: [HelperTopic] = []
+}
+
+/// Runs `report` on `watcher`'s main context now and after each change the context
+/// merges (an error is printed as `error …` and the watch goes on); never returns.
+func watchMainContext(of watcher: ContextManager, _ report: @escaping @Sendable () throws -> Void) -> Never {
+    let main = watcher.mainContext
     let token = main.observeObjectsDidChange { _ in
         do {
             try report()
@@ -51,9 +63,4 @@ func topicsWatch(_ url: String) -> Never {
     while true {
         withExtendedLifetime((token, watcher)) { _ = sleep(60) }
     }
-}
-
-/// The topics the watcher holds; used only on the main context's queue.
-final class HeldTopics: @unchecked Sendable {
-    var topics: [HelperTopic] = []
 }

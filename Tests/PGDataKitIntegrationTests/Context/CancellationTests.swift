@@ -4,6 +4,26 @@ import Testing
 @testable import PGDataKit
 @testable import PGDataKitPostgres
 
+/// Runs the jobs of the tasks that prefer it on a serial Dispatch queue, off the
+/// cooperative threads: in the full suite, hundreds of synchronous tests hold both
+/// cooperative threads (two cores) for minutes, and a task under test there did not start
+/// before the lock it was to wait on was released 60 s later.
+final class DedicatedExecutor: TaskExecutor {
+    private let queue = DispatchQueue(label: "pgdatakit.test.dedicated-executor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+
+    /// Runs `body` with this executor preferred (by it and the tasks it starts with
+    /// `Task(executorPreference:)`).
+    static func run(_ body: @Sendable (DedicatedExecutor) async throws -> Void) async throws {
+        let executor = DedicatedExecutor()
+        try await withTaskExecutorPreference(executor) { try await body(executor) }
+    }
+}
+
 /// A cancelled task's work reaches PostgreSQL: the statement it waits on stops, its
 /// transaction rolls back, the caller gets `CancellationError`, and the manager goes on.
 @Suite("Cancelling the task of async context work")
@@ -50,14 +70,16 @@ struct CancellationTests {
     /// Runs `body` with a manager of users and posts whose lock waits do not time out
     /// (the default `lockTimeout`, 5 s, could end a waiting statement before a slow run
     /// cancels it).
-    static func withManager(_ body: @Sendable (ContextManager) async throws -> Void) async throws {
-        let (database, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
-        defer { cleanup() }
-        var configuration = database
-        configuration.lockTimeout = nil
-        let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
-        defer { manager.close() }
-        try await body(manager)
+    static func withManager(_ body: @Sendable (ContextManager, DedicatedExecutor) async throws -> Void) async throws {
+        try await DedicatedExecutor.run { executor in
+            let (database, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
+            defer { cleanup() }
+            var configuration = database
+            configuration.lockTimeout = nil
+            let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+            defer { manager.close() }
+            try await body(manager, executor)
+        }
     }
 
     /// Every session of the database, for messages.
@@ -82,12 +104,12 @@ struct CancellationTests {
     }
 
     @Test func aFetchWaitingOnTheServerStopsWhenItsTaskIsCancelled() async throws {
-        try await Self.withManager { manager in
+        try await Self.withManager { manager, executor in
             let configuration = manager.coordinator.pool.configuration
             let holder = try LockHolder(configuration, lock: "LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
             defer { holder.release() }
             let context = manager.newPrivateContext()
-            let task = Task { try await context.perform { try context.fetchAll(User.self).count } }
+            let task = Task(executorPreference: executor) { try await context.perform { try context.fetchAll(User.self).count } }
             // The fetch is waiting on the server (for the lock).
             let waiting = try await Self.eventually(50) { try !Self.busySessions(configuration).isEmpty }
             #expect(waiting, "\(Self.sessions(configuration))")
@@ -108,7 +130,7 @@ struct CancellationTests {
     }
 
     @Test func aSaveWaitingOnARowLockStopsAndKeepsItsChanges() async throws {
-        try await Self.withManager { manager in
+        try await Self.withManager { manager, executor in
             let configuration = manager.coordinator.pool.configuration
             let context = manager.newPrivateContext()
             try await context.perform {
@@ -117,7 +139,7 @@ struct CancellationTests {
             }
             let holder = try LockHolder(configuration, lock: "SELECT * FROM users FOR UPDATE")
             defer { holder.release() }
-            let task = Task {
+            let task = Task(executorPreference: executor) {
                 try await context.perform {
                     let user = try #require(try context.fetchAll(User.self).first)
                     user.name = "after"
@@ -150,7 +172,7 @@ struct CancellationTests {
     }
 
     @Test func aBlockStillQueuedWhenItsTaskIsCancelledDoesNotRun() async throws {
-        try await Self.withManager { manager in
+        try await Self.withManager { manager, executor in
             let context = manager.newPrivateContext()
             let ran = Counter()
             let started = Counter()
@@ -165,7 +187,7 @@ struct CancellationTests {
             }
             let busy = try await Self.eventually(50) { started.value == 1 }
             #expect(busy)
-            let task = Task { try await context.perform { ran.add(1) } }
+            let task = Task(executorPreference: executor) { try await context.perform { ran.add(1) } }
             // (Until the task has queued its block behind the busy one.)
             try await Task.sleep(for: .milliseconds(100))
             task.cancel()
