@@ -171,6 +171,34 @@ struct CancellationTests {
         }
     }
 
+    /// An import whose third batch waits on a row lock: cancelled, that batch is rolled
+    /// back, the two before it stay saved.
+    @Test func anImportBatchWaitingOnARowLockStopsWhenItsTaskIsCancelled() async throws {
+        try await Self.withManager { manager, executor in
+            let configuration = manager.coordinator.pool.configuration
+            let observer = try Connection(configuration)
+            defer { observer.close() }
+            try observer.execute("INSERT INTO users (user_id, name) VALUES ('u25', 'locked')")
+            let holder = try LockHolder(configuration, lock: "SELECT * FROM users WHERE user_id = 'u25' FOR UPDATE")
+            defer { holder.release() }
+            let task = Task(executorPreference: executor) {
+                try await manager.importRecords(
+                    ImportSchema.userRecords(0..<40), mapper: userMapper, options: ImportOptions(batchSize: 10))
+            }
+            let waiting = try await Self.eventually(50) { try !Self.busySessions(configuration).isEmpty }
+            #expect(waiting, "\(Self.sessions(configuration))")
+            task.cancel()
+            let result = await task.result
+            #expect(throws: CancellationError.self) { try result.get() }
+            #expect(!holder.wasReleased)
+            holder.release()
+            let rows = try observer.query("SELECT count(*) FROM users")[0].decode(Int.self, at: 0)
+            #expect(rows == 21)   // two batches of ten, and the locked row
+            let locked = try observer.query("SELECT name FROM users WHERE user_id = 'u25'")[0].decode(String.self, at: 0)
+            #expect(locked == "locked")
+        }
+    }
+
     @Test func aBlockStillQueuedWhenItsTaskIsCancelledDoesNotRun() async throws {
         try await Self.withManager { manager, executor in
             let context = manager.newPrivateContext()
