@@ -113,7 +113,7 @@ struct ComparisonPlan {
 
 extension FetchPredicate.Expression {
     /// Whether the expression is a string constant.
-    fileprivate var isString: Bool {
+    var isString: Bool {
         if case .value(.string) = self { return true }
         return false
     }
@@ -125,7 +125,7 @@ struct ComparisonPlanner {
     let entity: EntityDescription
     let format: String?
 
-    private func error(_ message: String, _ path: FetchPredicate.KeyPath? = nil) -> FetchPredicateError {
+    func error(_ message: String, _ path: FetchPredicate.KeyPath? = nil) -> FetchPredicateError {
         FetchPredicateError(message: message, position: path?.position, format: format)
     }
 
@@ -218,34 +218,6 @@ struct ComparisonPlanner {
                 + describe(try key(resolved, root: entity)), collection)
     }
 
-    /// The array attribute a key path reaches through to-one relationships (an
-    /// `.attribute` key), or `nil` when it reaches something else.
-    private func arrayAttribute(_ path: FetchPredicate.KeyPath) -> PlannedKey? {
-        guard let resolved = try? resolve(path), resolved.toManyIndex == nil, let attribute = resolved.attribute,
-            attribute.type.isArray
-        else { return nil }
-        return .attribute(resolved, attribute)
-    }
-
-    /// A comparison over the elements of an array attribute (`array`, an `.attribute`
-    /// key): each element compared with `right` as a value of the element type would be.
-    private func elementPlan(
-        _ array: PlannedKey, _ quantifier: FetchPredicate.Quantifier, _ op: FetchPredicate.Operator,
-        _ right: FetchPredicate.Expression, _ options: FetchPredicate.StringOptions, _ path: FetchPredicate.KeyPath?
-    ) throws -> ComparisonPlan {
-        guard case .attribute(let resolved, let attribute) = array else { throw error("expected an array attribute", path) }
-        let element = PlannedKey.element(resolved, attribute)
-        var plan: ComparisonPlan
-        if op == .in, right.isKeyPath || right.isString {
-            // `ANY tags IN name`: each element is a substring of the name.
-            plan = try combine(try rawSide(right), .contains, .key(element, onMember: true), options, path)
-        } else {
-            plan = try combine(.key(element, onMember: true), op, try rawSide(right), options, path)
-        }
-        plan.elements = ComparisonPlan.Elements(quantifier: quantifier, array: array)
-        return plan
-    }
-
     /// The related objects of an `ANY`/`ALL`/`NONE` key path and the key read on each.
     private func quantifiedKey(
         _ path: FetchPredicate.KeyPath, _ quantifier: FetchPredicate.Quantifier
@@ -272,7 +244,7 @@ struct ComparisonPlanner {
     // MARK: - Sides
 
     /// A side before its constants are converted.
-    private enum RawSide {
+    enum RawSide {
         case key(PlannedKey, onMember: Bool)
         case value(FetchPredicate.Value)
         case list([FetchPredicate.Expression])
@@ -285,7 +257,7 @@ struct ComparisonPlanner {
         }
     }
 
-    private func rawSide(_ expression: FetchPredicate.Expression) throws -> RawSide {
+    func rawSide(_ expression: FetchPredicate.Expression) throws -> RawSide {
         switch expression {
         case .value(let value): return .value(value)
         case .list(let items): return .list(items)
@@ -403,14 +375,14 @@ struct ComparisonPlanner {
         }
     }
 
-    private func resolve(_ path: FetchPredicate.KeyPath) throws -> ResolvedKeyPath {
+    func resolve(_ path: FetchPredicate.KeyPath) throws -> ResolvedKeyPath {
         try model.resolve(path, from: entity, allowingObjects: true, format: format)
     }
 
     // MARK: - Types and constants
 
     /// Checks the operator and types of two sides and converts the constants.
-    private func combine(
+    func combine(
         _ left: RawSide, _ op: FetchPredicate.Operator, _ right: RawSide, _ options: FetchPredicate.StringOptions,
         _ path: FetchPredicate.KeyPath?
     ) throws -> ComparisonPlan {
@@ -450,43 +422,6 @@ struct ComparisonPlanner {
         return ComparisonPlan(
             quantified: nil, left: plannedLeft, operator: op, right: plannedRight,
             options: type == .value(.string) ? options : [], type: type, fixed: fixed)
-    }
-
-    /// A comparison of a whole array attribute: `==` and `!=` with `nil`, with another
-    /// attribute of its type, or with a list of constants of the element type (in a
-    /// predicate built in code: format strings refuse a list after `==`), elements in
-    /// order; nothing else (arrays have no order, and their elements are compared with
-    /// `ANY`, `ALL`, `NONE`, `IN` and `@count`).
-    private func arrayComparison(
-        _ left: RawSide, _ op: FetchPredicate.Operator, _ right: RawSide, type: AttributeType, subject: PlannedKey,
-        _ path: FetchPredicate.KeyPath?
-    ) throws -> ComparisonPlan {
-        guard op == .equal || op == .notEqual else {
-            throw error("\(op.rawValue) cannot compare the array \(describe(subject)); compare its elements with "
-                        + "ANY, ALL or NONE (ANY \(path?.description ?? "key") \(op.rawValue) …), or its count with .@count",
-                        path)
-        }
-        func planned(_ raw: RawSide) throws -> PlannedSide {
-            switch raw {
-            case .key(let key, let onMember):
-                guard key.type == .value(type) else {
-                    throw error("cannot compare \(describe(subject)) with \(describe(key))", path)
-                }
-                return .key(key, onMember: onMember)
-            case .value(.null): return .constant(nil)
-            case .value(let value):
-                throw error("cannot compare the array \(describe(subject)) with \(PredicateValues.describe(value)); "
-                            + "to test for an element use ANY, IN or CONTAINS", path)
-            case .list(let items):
-                guard let array = PredicateValues.array(items, of: type) else {
-                    throw error("cannot compare \(describe(subject)) with this list: its items must be constants "
-                                + "of the element type", path)
-                }
-                return .constant(array)
-            }
-        }
-        return ComparisonPlan(
-            quantified: nil, left: try planned(left), operator: op, right: try planned(right), options: [], type: .value(type))
     }
 
     private func side(
@@ -587,90 +522,8 @@ struct ComparisonPlanner {
         throw error("cannot compare \(describe(leftKey)) with \(describe(rightKey))", path)
     }
 
-    /// Strings, NaN and variables that no engine can compare: a string with NUL (which
-    /// PostgreSQL text cannot hold) is an error rather than a server error, NaN is an
-    /// error rather than PostgreSQL's NaN-is-largest order.
-    func checkConstants(_ comparison: FetchPredicate.Comparison) throws {
-        // On the right of these a string with NUL simply matches no stored string (as
-        // `NSPredicate` answers); elsewhere (an order, a pattern, a substring of it) it
-        // is an error.
-        let nulMatchesNothing = Self.nulMatchesNothing(comparison)
-        let symmetric = comparison.operator == .equal || comparison.operator == .notEqual
-        var pending = [(comparison.left, symmetric), (comparison.right, nulMatchesNothing)]
-        while let (expression, nulAllowed) = pending.popLast() {
-            if case .list(let items) = expression {
-                // Each item in place; only lists within lists wait (no copy of a long list).
-                for item in items {
-                    if case .list = item {
-                        pending.append((item, nulAllowed))
-                    } else {
-                        try checkConstant(item, nulAllowed, comparison)
-                    }
-                }
-            } else {
-                try checkConstant(expression, nulAllowed, comparison)
-            }
-        }
-    }
-
-    /// `checkConstants` for one expression that is not a list.
-    private func checkConstant(
-        _ expression: FetchPredicate.Expression, _ nulAllowed: Bool, _ comparison: FetchPredicate.Comparison
-    ) throws {
-        switch expression {
-        case .value(.string(let text)) where !nulAllowed && Self.holdsNUL(text):
-            throw error("a string in a predicate cannot contain NUL (U+0000) here: PostgreSQL text cannot "
-                        + "hold it", Self.keyPath(of: comparison))
-        case .value(.double(let number)) where number.isNaN:
-            throw error("NaN cannot be compared", Self.keyPath(of: comparison))
-        case .value(.decimal(let number)) where number.isNaN:
-            throw error("NaN cannot be compared", Self.keyPath(of: comparison))
-        default: break
-        }
-    }
-
-    /// Whether a string holds NUL (U+0000). (`memchr` over contiguous UTF-8: an `IN`
-    /// list checks every element, and the generic `contains` costs several times more.)
-    static func holdsNUL(_ text: String) -> Bool {
-        let found = text.utf8.withContiguousStorageIfAvailable { bytes in
-            guard let base = bytes.baseAddress else { return false }
-            return memchr(base, 0, bytes.count) != nil
-        }
-        return found ?? text.utf8.contains(0)
-    }
-
-    /// Whether an operator compares text with text (its constant must be a string).
-    private static func comparesText(_ op: FetchPredicate.Operator) -> Bool {
-        switch op {
-        case .contains, .beginsWith, .endsWith, .like, .matches: return true
-        case .equal, .notEqual, .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual, .between, .in: return false
-        }
-    }
-
-    /// Whether a string constant with NUL on the right of the comparison just matches
-    /// nothing: `==`, `!=`, `CONTAINS`, `BEGINSWITH`, `ENDSWITH`, `LIKE` and `IN` a list.
-    static func nulMatchesNothing(_ comparison: FetchPredicate.Comparison) -> Bool {
-        switch comparison.operator {
-        case .equal, .notEqual, .contains, .beginsWith, .endsWith, .like: return true
-        case .in: if case .list = comparison.right { return true } else { return false }
-        case .lessThan, .lessThanOrEqual, .greaterThan, .greaterThanOrEqual, .between, .matches: return false
-        }
-    }
-
-    /// The key path a comparison's messages point at.
-    static func keyPath(of comparison: FetchPredicate.Comparison) -> FetchPredicate.KeyPath? {
-        for expression in [comparison.left, comparison.right] {
-            switch expression {
-            case .keyPath(let path), .count(let path), .aggregate(_, let path, _): return path
-            case .subquery(let subquery): return subquery.collection
-            default: continue
-            }
-        }
-        return nil
-    }
-
     /// The key for messages: `age (Int?)`, `posts.@count`, `posts.@avg.score`.
-    private func describe(_ key: PlannedKey) -> String {
+    func describe(_ key: PlannedKey) -> String {
         switch key {
         case .attribute(let resolved, let attribute):
             return "\(resolved.path.components.isEmpty ? attribute.name : resolved.path.description) (\(attribute.swiftTypeName))"

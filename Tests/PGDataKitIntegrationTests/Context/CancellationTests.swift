@@ -103,6 +103,24 @@ struct CancellationTests {
         return try condition()
     }
 
+    /// Waits until `task`'s work waits on the server, cancels the task, and checks that it
+    /// ended with `CancellationError` while `holder` still held its lock (so the
+    /// cancellation stopped it), and that nothing of it runs on the server any more and no
+    /// session is left in an aborted transaction.
+    static func cancelOnceWaiting<T: Sendable>(
+        _ task: Task<T, any Error>, holder: LockHolder, _ configuration: ConnectionConfiguration
+    ) async throws {
+        let waiting = try await eventually(50) { try !busySessions(configuration).isEmpty }
+        #expect(waiting, "\(sessions(configuration))")
+        task.cancel()
+        let result = await task.result
+        #expect(throws: CancellationError.self) { try result.get() }
+        #expect(!holder.wasReleased)
+        let idle = try await eventually(20) { try busySessions(configuration).isEmpty }
+        let stillBusy = try busySessions(configuration)
+        #expect(idle, "\(stillBusy)")
+    }
+
     @Test func aFetchWaitingOnTheServerStopsWhenItsTaskIsCancelled() async throws {
         try await Self.withManager { manager, executor in
             let configuration = manager.coordinator.pool.configuration
@@ -110,18 +128,7 @@ struct CancellationTests {
             defer { holder.release() }
             let context = manager.newPrivateContext()
             let task = Task(executorPreference: executor) { try await context.perform { try context.fetchAll(User.self).count } }
-            // The fetch is waiting on the server (for the lock).
-            let waiting = try await Self.eventually(50) { try !Self.busySessions(configuration).isEmpty }
-            #expect(waiting, "\(Self.sessions(configuration))")
-            task.cancel()
-            let result = await task.result
-            #expect(throws: CancellationError.self) { try result.get() }
-            // It ended while the lock was still held: the cancellation stopped it.
-            #expect(!holder.wasReleased)
-            // Nothing of it runs on the server any more, and no session is left aborted.
-            let idle = try await Self.eventually(20) { try Self.busySessions(configuration).isEmpty }
-            let stillBusy = try Self.busySessions(configuration)
-            #expect(idle, "\(stillBusy)")
+            try await Self.cancelOnceWaiting(task, holder: holder, configuration)
             holder.release()
             // The same context and manager work on.
             let count = try await context.perform { try context.fetchAll(User.self).count }
@@ -146,15 +153,7 @@ struct CancellationTests {
                     try context.save()
                 }
             }
-            let waiting = try await Self.eventually(50) { try !Self.busySessions(configuration).isEmpty }
-            #expect(waiting, "\(Self.sessions(configuration))")
-            task.cancel()
-            let result = await task.result
-            #expect(throws: CancellationError.self) { try result.get() }
-            #expect(!holder.wasReleased)
-            let idle = try await Self.eventually(20) { try Self.busySessions(configuration).isEmpty }
-            let stillBusy = try Self.busySessions(configuration)
-            #expect(idle, "\(stillBusy)")
+            try await Self.cancelOnceWaiting(task, holder: holder, configuration)
             holder.release()
             // The change is still the context's, unsaved; the row still holds the old name.
             let pending = try await context.perform { () throws -> (Bool, String?) in
@@ -185,12 +184,7 @@ struct CancellationTests {
                 try await manager.importRecords(
                     ImportSchema.userRecords(0..<40), mapper: userMapper, options: ImportOptions(batchSize: 10))
             }
-            let waiting = try await Self.eventually(50) { try !Self.busySessions(configuration).isEmpty }
-            #expect(waiting, "\(Self.sessions(configuration))")
-            task.cancel()
-            let result = await task.result
-            #expect(throws: CancellationError.self) { try result.get() }
-            #expect(!holder.wasReleased)
+            try await Self.cancelOnceWaiting(task, holder: holder, configuration)
             holder.release()
             let rows = try observer.query("SELECT count(*) FROM users")[0].decode(Int.self, at: 0)
             #expect(rows == 21)   // two batches of ten, and the locked row
