@@ -25,6 +25,37 @@ public struct Migration: Sendable, Equatable {
     /// edits to an applied file are noticed.
     public var checksum: String { SHA256.hexDigest(of: sql.utf8) }
 
+    /// The checksums of earlier texts of this file that databases may have recorded, read
+    /// from lines `-- pgdatakit: replaces-checksum <SHA-256 in hex>` (as Liquibase's
+    /// `validCheckSum`): a database that applied one of those texts counts the migration
+    /// as applied — `migrate` records the new checksum and runs nothing — so a file may be
+    /// rewritten (reformatted, regenerated) when what it creates stays the same. Any other
+    /// difference is still `MigrationError.checksumMismatch`.
+    ///
+    /// For example, the first lines of a regenerated file:
+    ///
+    /// ```sql
+    /// -- pgdatakit: replaces-checksum 3b1f…(64 hex digits) (why, in a few words)
+    /// CREATE TABLE users (…);
+    /// ```
+    public var replacedChecksums: Set<String> {
+        let marker = "-- pgdatakit: replaces-checksum "
+        var checksums: Set<String> = []
+        for line in sql.split(separator: "\n", omittingEmptySubsequences: true) where line.hasPrefix(marker) {
+            // The checksum, then optionally a word on why.
+            guard let word = line.dropFirst(marker.count).split(separator: " ").first else { continue }
+            let value = word.lowercased()
+            if value.count == 64, value.allSatisfy(\.isHexDigit) { checksums.insert(value) }
+        }
+        return checksums
+    }
+
+    /// Whether a database that recorded `checksum` for this migration applied this text or
+    /// one it replaces.
+    func accepts(recordedChecksum checksum: String) -> Bool {
+        checksum == self.checksum || replacedChecksums.contains(checksum)
+    }
+
     /// The file name the migration was (or would be) read from, such as
     /// `0001_create_users.sql`.
     public var fileName: String {

@@ -123,7 +123,7 @@ public struct Migrator: Sendable {
             guard let record = applied[migration.version] else {
                 return MigrationStatus(version: migration.version, name: migration.name, state: .pending)
             }
-            if record.checksum != migration.checksum {
+            if !migration.accepts(recordedChecksum: record.checksum) {
                 return MigrationStatus(
                     version: migration.version, name: migration.name,
                     state: .changed(recorded: record.checksum, current: migration.checksum))
@@ -230,11 +230,16 @@ public struct Migrator: Sendable {
         try Migrator.installLibrarySchema(on: connection)
         let applied = try appliedMigrations(on: connection)
         for migration in migrations {
-            if let record = applied[migration.version], record.checksum != migration.checksum {
+            guard let record = applied[migration.version], record.checksum != migration.checksum else { continue }
+            guard migration.accepts(recordedChecksum: record.checksum) else {
                 throw MigrationError.checksumMismatch(
                     version: migration.version, name: migration.name, recorded: record.checksum,
                     current: migration.checksum)
             }
+            // Applied as an earlier text the file says it replaces: record the new one.
+            try connection.execute(
+                "UPDATE \(Connection.quoteIdentifier(Migrator.tableName)) SET checksum = $1 WHERE version = $2",
+                [migration.checksum, migration.version])
         }
         let toApply = migrations.filter { migration in
             applied[migration.version] == nil && version.map { migration.version <= $0 } ?? true
