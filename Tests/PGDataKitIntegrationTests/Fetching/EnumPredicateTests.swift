@@ -31,20 +31,9 @@ struct EnumPredicateTests {
         _ predicate: FetchPredicate, _ expected: [String], in manager: ContextManager,
         sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
-        let evaluator = PredicateEvaluator(model: manager.coordinator.model)
-        let context = manager.newPrivateContext()
-        try context.performAndWait { () throws in
-            var request = FetchRequest<Ticket>(predicate: predicate)
-            request.includesPendingChanges = false
-            let sql = try context.fetch(request).map(\.code).sorted()
-            #expect(sql == expected.map { "s:" + $0 }, "SQL: \(predicate)", sourceLocation: sourceLocation)
-            let memory = try context.fetchAll(Ticket.self).filter { try evaluator.evaluate(predicate, on: $0) }.map(\.code)
-            #expect(memory.sorted() == sql, "memory: \(predicate)", sourceLocation: sourceLocation)
-            insert(prefix: "m:", into: context)
-            let both = try context.fetch(FetchRequest<Ticket>(predicate: predicate)).map(\.code).sorted()
-            #expect(both == (sql + expected.map { "m:" + $0 }).sorted(), "with pending: \(predicate)", sourceLocation: sourceLocation)
-            context.rollback()
-        }
+        try PredicateAgreement.check(
+            predicate, expected, of: Ticket.self, code: \.code, in: manager, insert: { insert(prefix: $0, into: $1) },
+            sourceLocation: sourceLocation)
     }
 
     static func withTickets(_ body: (ContextManager) throws -> Void) throws {

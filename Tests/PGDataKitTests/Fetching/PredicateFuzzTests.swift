@@ -22,8 +22,9 @@ private final class Part: ManagedObject {
     @Relationship(inverse: "parts") var widget: Widget?
 }
 
-/// SplitMix64: the same inputs on every run, so a failure can be replayed.
-private struct FuzzGenerator: RandomNumberGenerator {
+/// SplitMix64: the same inputs on every run, so a failure can be replayed (the fuzz
+/// tests of this target share it).
+struct FuzzGenerator: RandomNumberGenerator {
     var state: UInt64
     mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15

@@ -30,18 +30,6 @@ private final class FuzzSpecimen: ManagedObject {
     @Attribute var moments: [Date] = []
 }
 
-/// SplitMix64: the same inputs on every run, so a failure can be replayed from its seed.
-private struct StoredValueFuzzGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Cells a server (or a proxy, or a corrupted row) could hand the decoders: every
 /// attribute's decoding — the fetch fast path, the decode closure and the check of the
 /// narrower types — either reads a value or throws a typed error. Nothing traps. (Array
@@ -64,7 +52,7 @@ struct StoredValueFuzzTests {
     ]
 
     /// A seed, changed a few times: bytes flipped, inserted, removed, duplicated, cut.
-    private static func mutated(_ seed: String, using random: inout StoredValueFuzzGenerator) -> [UInt8] {
+    private static func mutated(_ seed: String, using random: inout FuzzGenerator) -> [UInt8] {
         var bytes = Array(seed.utf8)
         let alphabet = Array("0123456789+-.eE:{}[],\"\\ \u{0}tfnulTxaAZ".utf8) + [0xFF, 0xC3, 0x80, 0xED, 0xA0]
         for _ in 0..<Int.random(in: 0...4, using: &random) {
@@ -110,7 +98,7 @@ struct StoredValueFuzzTests {
 
     @Test func mutatedTextsOfEveryKindReadOrThrowTypedErrors() throws {
         let entity = try #require(try Model(entities: [FuzzSpecimen.self]).entity(for: FuzzSpecimen.self))
-        var random = StoredValueFuzzGenerator(state: 0x5EED_0045)
+        var random = FuzzGenerator(state: 0x5EED_0045)
         var read = 0
         var refused = 0
         for _ in 0..<3_000 {
@@ -126,7 +114,7 @@ struct StoredValueFuzzTests {
 
     @Test func randomBytesReadOrThrowTypedErrors() throws {
         let entity = try #require(try Model(entities: [FuzzSpecimen.self]).entity(for: FuzzSpecimen.self))
-        var random = StoredValueFuzzGenerator(state: 0xB17E_5045)
+        var random = FuzzGenerator(state: 0xB17E_5045)
         for _ in 0..<2_000 {
             let bytes = (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) }
             for attribute in entity.attributes { _ = Self.decode(bytes, as: attribute) }
