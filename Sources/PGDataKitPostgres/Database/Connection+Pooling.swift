@@ -105,9 +105,12 @@ extension Connection {
         if warning { logger.warning("\(message)") } else { logger.notice("\(message)") }
     }
 
-    /// The statements that open a transaction: its `BEGIN`, and through a transaction
-    /// pooler the transaction's settings. Call under `lock`.
+    /// The statements that open a transaction: its `BEGIN`, through a transaction pooler
+    /// the transaction's settings, and what the transaction sets for itself
+    /// (`pendingBeginSettings`, taken). Call under `lock`.
     func beginStatements(_ begin: String) -> [PipelineStatement] {
-        [(begin, [], [], [], true)] + (transactionSettings.map { [($0, [], [], [], true)] } ?? [])
+        let own = pendingBeginSettings
+        pendingBeginSettings = nil
+        return [(begin, [], [], [], true)] + [transactionSettings, own].compactMap { $0 }.map { ($0, [], [], [], true) }
     }
 }

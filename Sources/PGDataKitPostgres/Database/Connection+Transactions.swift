@@ -99,6 +99,7 @@ extension Connection {
         defer { lock.unlock() }
         guard pendingBegin != nil else { return false }
         pendingBegin = nil
+        pendingBeginSettings = nil
         return true
     }
 

@@ -37,6 +37,9 @@ public final class Connection: @unchecked Sendable {
     var executedStatements = 0
     /// A `BEGIN` to send with the next statement (`beginWithNextStatement`). Under `lock`.
     var pendingBegin: String?
+    /// What the transaction of `pendingBegin` sets for itself (`beginWithNextStatement`'s
+    /// statement timeout), sent right after its `BEGIN`. Under `lock`.
+    var pendingBeginSettings: String?
     /// Set when the server sent a FATAL error outside a query: the session is over.
     var serverEndedSession = false
     /// Work to do once while the server runs the next pipeline. Under `lock`.
@@ -219,6 +222,7 @@ public final class Connection: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         pendingBegin = nil
+        pendingBeginSettings = nil
         preparedStatements.removeAll()
         setCancelKey(for: nil)
         if let handle {
@@ -286,6 +290,7 @@ public final class Connection: @unchecked Sendable {
         if let handle { PQfinish(handle) }
         handle = nil
         pendingBegin = nil
+        pendingBeginSettings = nil
         preparedStatements.removeAll()
         setCancelKey(for: nil)
         handle = try Connection.open(configuration)
@@ -431,10 +436,26 @@ public final class Connection: @unchecked Sendable {
     /// round trip (a transaction's snapshot is taken at its first statement anyway).
     /// `commit()` or `rollback()` before any statement end it without a round trip;
     /// `transactionStatus` reports it as open.
-    package func beginWithNextStatement(isolation: IsolationLevel? = nil, readOnly: Bool = false) {
+    /// With a `statementTimeout`, the transaction sets its own `statement_timeout`
+    /// (`set_config(…, true)`, sent with the `BEGIN`): a statement of it that runs longer
+    /// fails with SQLSTATE `57014` (`query_canceled`), which aborts the transaction.
+    package func beginWithNextStatement(
+        isolation: IsolationLevel? = nil, readOnly: Bool = false, statementTimeout: Duration? = nil
+    ) {
         lock.lock()
         defer { lock.unlock() }
         pendingBegin = Connection.beginSQL(isolation: isolation, readOnly: readOnly)
+        pendingBeginSettings = statementTimeout.map {
+            "SELECT set_config('statement_timeout', '\(Connection.milliseconds($0))', true)"
+        }
+    }
+
+    /// A duration in whole milliseconds, at least 1 (PostgreSQL's 0 would mean no limit).
+    static func milliseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000)
+        guard !overflow, whole < Int64(Int32.max) else { return Int64(Int32.max) }
+        return max(1, min(Int64(Int32.max), whole + attoseconds / 1_000_000_000_000_000))
     }
 
     /// Sends a `BEGIN` kept for the next statement on its own, for statements that cannot
@@ -444,7 +465,9 @@ public final class Connection: @unchecked Sendable {
         pendingBegin = nil
         let handle = try requireHandle()
         executedStatements += 1
-        let sql = transactionSettings.map { "\(begin); \($0)" } ?? begin
+        let settings = [transactionSettings, pendingBeginSettings].compactMap { $0 }
+        pendingBeginSettings = nil
+        let sql = ([begin] + settings).joined(separator: "; ")
         _ = try check(PQexec(handle, sql), handle: handle, sql: sql, parameters: [])
     }
 

@@ -73,7 +73,7 @@ extension ManagedObjectContext {
     func beginWriteTransaction() throws -> Connection {
         switch concurrencyType {
         case .private: return try transactionConnection()
-        case .main: return try coordinator.beginTransaction(isolation: .readCommitted)
+        case .main: return try coordinator.beginTransaction(isolation: .readCommitted, statementTimeout: statementTimeout)
         }
     }
 

@@ -71,7 +71,8 @@ struct SavePipeline {
                 context.coordinator.metrics.retry(step.failure, unit: "save")
                 context.logger.debug(
                     "save redone in a read-committed transaction (attempt \(attempt), after \((step.failure ?? .other).rawValue))")
-                let connection = try context.coordinator.beginTransaction(isolation: .readCommitted)
+                let connection = try context.coordinator.beginTransaction(
+                    isolation: .readCommitted, statementTimeout: context.statementTimeout)
                 do {
                     try resolveConflictsAndCommit(on: connection, reservedKeys: &reservedKeys, overwrite: &overwrite)
                     step = machine.committed()

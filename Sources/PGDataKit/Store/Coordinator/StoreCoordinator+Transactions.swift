@@ -33,11 +33,16 @@ extension StoreCoordinator {
     /// it is still counted as a statement), so an error it meets is thrown by that
     /// statement.
     ///
+    /// With a `statementTimeout` (a context's), the transaction's statements are limited
+    /// to it.
+    ///
     /// - Throws: `PostgresError` when no connection can be had.
-    func beginTransaction(isolation: IsolationLevel, readOnly: Bool = false) throws -> Connection {
+    func beginTransaction(
+        isolation: IsolationLevel, readOnly: Bool = false, statementTimeout: Duration? = nil
+    ) throws -> Connection {
         let connection = try pool.acquire()
         statementCounter.add(1, ordering: .relaxed)
-        connection.beginWithNextStatement(isolation: isolation, readOnly: readOnly)
+        connection.beginWithNextStatement(isolation: isolation, readOnly: readOnly, statementTimeout: statementTimeout)
         return connection
     }
 
