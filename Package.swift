@@ -36,6 +36,8 @@ let package = Package(
             dependencies: [
                 "CLibPQ",
                 .product(name: "Logging", package: "swift-log"),
+                // The pool's gauges and wait timer (`ConnectionPoolMetrics`).
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         // The object graph over it; what it needs of the layer below is `package` API.

@@ -45,6 +45,22 @@ struct BenchmarkProgramTests {
         #expect((fields["p50_ms"] ?? 0) <= (fields["max_ms"] ?? 0))
     }
 
+    /// Hundreds of tasks on a small pool hold no more threads than the pool has
+    /// connections (and the process's own few), and every request succeeds.
+    @Test func requestsScenarioKeepsThreadsToThePoolSize() throws {
+        let fields = try result(try run(["requests", "--tasks", "300", "--per-task", "2", "--pool", "4"]), "requests")
+        #expect(
+            Set(fields.keys) == [
+                "tasks", "pool", "requests_per_s", "sync_requests_per_s", "ratio", "peak_threads", "p50_ms", "p99_ms",
+                "errors",
+            ])
+        #expect(fields["errors"] == 0)
+        #expect(fields["tasks"] == 300)
+        #expect((fields["peak_threads"] ?? .infinity) <= 4 + 16)
+        #expect((fields["requests_per_s"] ?? 0) > 0)
+        #expect((fields["p50_ms"] ?? .infinity) <= (fields["p99_ms"] ?? 0))
+    }
+
     @Test func upsertScenarioComparesWithTheFloorAndTheNaiveLoop() throws {
         let fields = try result(try run(["upsert", "--records", "2000", "--batch", "200", "--naive", "100", "--runs", "1"]), "upsert")
         #expect(Set(fields.keys) == ["insert_ratio", "update_ratio", "naive_speedup", "statements_per_batch", "edit_ratio"])

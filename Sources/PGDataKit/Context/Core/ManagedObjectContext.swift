@@ -84,9 +84,25 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public var shouldMergeOnSave = true
     /// The isolation level of a private context's transaction.
     public var isolationLevel: IsolationLevel = .repeatableRead
+    /// The longest a statement of this context's transactions may run (a private
+    /// context's reads, and every context's saves), beside the configuration's
+    /// `lockTimeout`; `nil` (the default) leaves the server's `statement_timeout`. Set
+    /// in each transaction the context begins (`set_config(…, true)`, sent with its
+    /// `BEGIN`; nothing lasts in the pooled session). A statement that runs longer fails
+    /// with a `PostgresError` whose `sqlState` is `.queryCanceled`, which ends the
+    /// transaction as any failed statement does; the context's unsaved changes stay.
+    /// The main context's reads outside a transaction run without it.
+    ///
+    /// For example, a request that must answer within two seconds:
+    ///
+    /// ```swift
+    /// let context = manager.newPrivateContext()
+    /// context.statementTimeout = .seconds(2)
+    /// ```
+    public var statementTimeout: Duration?
 
     let queue: DispatchQueue
-    private let queueKey = DispatchSpecificKey<Bool>()
+    let queueKey = DispatchSpecificKey<Bool>()
     /// The weak reference every object of this context holds (replaced by `reset()`,
     /// which detaches every object at once by clearing the old one).
     private(set) var reference: ContextReference
@@ -104,7 +120,12 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Registered objects that were changed since the last save (may have reverted).
     var changedSet: PendingSet { bookkeeping.pending.view(.changed) }
     /// A private context's open transaction and its serials (see `ContextTransaction`).
-    var transaction = ContextTransaction()
+    var transaction = ContextTransaction() {
+        didSet { holdsTransaction.store(transaction.isOpen, ordering: .relaxed) }
+    }
+    /// Whether `transaction` is open, for the async `perform` to read from any thread (a
+    /// context that holds its connection needs no lease).
+    let holdsTransaction = Atomic<Bool>(false)
     var observers = ContextObservers()
     /// Objects of the layers above that belong to this context, one per type, held
     /// weakly (a controller hub lives while its controllers do): see `attachment(_:make:)`.
@@ -152,93 +173,6 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         parent?.liveChildren.subtract(1, ordering: .relaxed)
         observers.finishAll()
-    }
-
-    // MARK: - Queue
-
-    /// Whether the caller runs on this context's queue: inside a block of it, also one
-    /// further down the thread's stack (a parent's block that waits for a child's).
-    public var isOnQueue: Bool {
-        DispatchQueue.getSpecific(key: queueKey) == true || QueueFrames.contains(self)
-    }
-
-    /// Stops (in debug builds) when the context is used off its queue.
-    func assertOnQueue() {
-        #if DEBUG
-            if !isOnQueue {
-                preconditionFailure(
-                    "context \"\(name)\" used off its queue: wrap the work in perform { } or performAndWait { }")
-            }
-        #endif
-    }
-
-    /// Runs `block` on the context's queue and returns at once. The context stays alive
-    /// until the block has run.
-    public func perform(_ block: @escaping @Sendable () -> Void) {
-        queue.async { QueueFrames.run(in: self, block) }
-    }
-
-    /// Runs `block` on the context's queue and waits for its result. The calling task
-    /// does not block (it is suspended); the block runs on the context's queue, on a
-    /// thread of Dispatch's pool, which blocks while libpq waits for the server.
-    ///
-    /// Cancelling the calling task reaches PostgreSQL: a block that has not started does
-    /// not run; in a block that runs, the statement in progress is stopped with libpq's
-    /// cancel request and later statements are not sent, so the block fails fast and
-    /// `perform` throws `CancellationError`. As with any failed statement, a private
-    /// context's transaction is rolled back and its connection returned to the pool; the
-    /// context's unsaved changes stay. A block that completes before the cancellation
-    /// takes effect returns its value: a save that committed reports success, one that
-    /// did not throws — never the other way round.
-    ///
-    /// For example:
-    ///
-    /// ```swift
-    /// let count = try await context.perform { try context.fetchAll(User.self).count }
-    /// ```
-    ///
-    /// - Throws: `CancellationError` when the task was cancelled before the block ran or
-    ///   while it ran and the block failed; otherwise what the block throws.
-    public func perform<T: Sendable>(_ block: @escaping @Sendable () throws -> T) async throws -> T {
-        let scope = StatementCancellation()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                queue.async {
-                    QueueFrames.run(in: self) {
-                        guard !scope.isCancelled else {
-                            continuation.resume(throwing: CancellationError())
-                            return
-                        }
-                        continuation.resume(
-                            with: Result {
-                                do {
-                                    return try StatementCancellation.run(scope) { try block() }
-                                } catch where scope.isCancelled {
-                                    throw CancellationError()
-                                }
-                            })
-                    }
-                }
-            }
-        } onCancel: {
-            scope.cancel()
-        }
-    }
-
-    /// Runs `block` on the context's queue and waits for it; runs it directly when
-    /// already on the queue (reentrant), also when this thread runs the block of another
-    /// context that waits for this one. Returns its value and rethrows its error.
-    ///
-    /// A child context's reads and saves wait for its parent's queue this way. A thread
-    /// inside a block of the parent may wait for a child (`performAndWait` on the child
-    /// runs on that thread, which already holds the parent's queue); but a parent's block
-    /// must not wait for a child's block that runs elsewhere (`perform`, or another
-    /// thread's `performAndWait`) while that block needs the parent: each would wait for
-    /// the other, as in Core Data.
-    @discardableResult
-    public func performAndWait<T>(_ block: () throws -> T) rethrows -> T {
-        if isOnQueue { return try block() }
-        return try queue.sync { try QueueFrames.run(in: self, block) }
     }
 
     // MARK: - Objects
@@ -411,7 +345,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// The private context's transaction, begun if needed.
     func transactionConnection() throws -> Connection {
         if let connection = transaction.connection { return connection }
-        let connection = try coordinator.beginTransaction(isolation: isolationLevel)
+        let connection = try coordinator.beginTransaction(isolation: isolationLevel, statementTimeout: statementTimeout)
         if transaction.opened(connection, readsAtOneSnapshot: isolationLevel != .readCommitted) {
             // The serials started over: no location read 65,535 transactions ago may pass
             // for one of the new transaction's.

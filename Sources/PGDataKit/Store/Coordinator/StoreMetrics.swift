@@ -53,6 +53,15 @@ public enum PGDataKitMetrics {
     /// Counter: records imported (`insertOrUpdate` batches of import operations).
     /// Dimension `entity`.
     public static let importedRecords = "pgdatakit_imported_records_total"
+    /// Gauge: the pool's connections, by dimension `state`: `in_use` and `idle`
+    /// (`ConnectionPoolMetrics.connections`).
+    public static let poolConnections = ConnectionPoolMetrics.connections
+    /// Gauge: threads and tasks waiting for a pooled connection
+    /// (`ConnectionPoolMetrics.waiters`).
+    public static let poolWaiters = ConnectionPoolMetrics.waiters
+    /// Timer: how long each borrowing waited for its pooled connection
+    /// (`ConnectionPoolMetrics.waitTime`).
+    public static let poolWaitTime = ConnectionPoolMetrics.waitTime
 }
 
 /// What made a transaction fail in a way a retry can overcome, as the `cause` dimension.

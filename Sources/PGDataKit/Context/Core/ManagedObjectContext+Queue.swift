@@ -1,0 +1,105 @@
+import Foundation
+import PGDataKitPostgres
+
+/// The ways into a context's queue: `perform` (async, or fire-and-forget) and
+/// `performAndWait`, and the checks that the context is used on it.
+extension ManagedObjectContext {
+    /// Whether the caller runs on this context's queue: inside a block of it, also one
+    /// further down the thread's stack (a parent's block that waits for a child's).
+    public var isOnQueue: Bool {
+        DispatchQueue.getSpecific(key: queueKey) == true || QueueFrames.contains(self)
+    }
+
+    /// Stops (in debug builds) when the context is used off its queue.
+    func assertOnQueue() {
+        #if DEBUG
+            if !isOnQueue {
+                preconditionFailure(
+                    "context \"\(name)\" used off its queue: wrap the work in perform { } or performAndWait { }")
+            }
+        #endif
+    }
+
+    /// Runs `block` on the context's queue and returns at once. The context stays alive
+    /// until the block has run.
+    public func perform(_ block: @escaping @Sendable () -> Void) {
+        queue.async { QueueFrames.run(in: self, block) }
+    }
+
+    /// Runs `block` on the context's queue and waits for its result. The calling task
+    /// does not block (it is suspended); the block runs on the context's queue, on a
+    /// thread of Dispatch's pool, which blocks while libpq waits for the server.
+    ///
+    /// A private context that holds no transaction first waits, suspended, for a pooled
+    /// connection (in line with every other borrower, up to the pool's `acquireTimeout`),
+    /// and its block then runs with it: the first transaction the block begins uses it,
+    /// and a connection the block gives back is kept for the block's next transaction
+    /// (a save redone in a new transaction, a second save) until the block ends. So the
+    /// threads blocked in libpq for such blocks are never more than the pool's
+    /// connections, however many tasks wait: a thousand tasks waiting to save on a pool
+    /// of ten hold ten threads, not a thousand. The main context, child contexts and a
+    /// context whose transaction is open do not wait first.
+    ///
+    /// Cancelling the calling task reaches PostgreSQL: a block that has not started does
+    /// not run; in a block that runs, the statement in progress is stopped with libpq's
+    /// cancel request and later statements are not sent, so the block fails fast and
+    /// `perform` throws `CancellationError`. As with any failed statement, a private
+    /// context's transaction is rolled back and its connection returned to the pool; the
+    /// context's unsaved changes stay. A block that completes before the cancellation
+    /// takes effect returns its value: a save that committed reports success, one that
+    /// did not throws — never the other way round.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// let count = try await context.perform { try context.fetchAll(User.self).count }
+    /// ```
+    ///
+    /// - Throws: `CancellationError` when the task was cancelled before the block ran
+    ///   (also while it waited for a connection) or while it ran and the block failed;
+    ///   `ConnectionPoolError` when no connection freed up in time; otherwise what the
+    ///   block throws.
+    public func perform<T: Sendable>(_ block: @escaping @Sendable () throws -> T) async throws -> T {
+        let needsLease = parent == nil && concurrencyType == .private && !holdsTransaction.load(ordering: .relaxed)
+        let lease = needsLease ? try await coordinator.pool.lease() : nil
+        let scope = StatementCancellation()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                queue.async {
+                    // (The task resumes once the block's connection is back in the pool.)
+                    let result = ConnectionPool.holding(lease) {
+                        QueueFrames.run(in: self) { () -> Result<T, any Error> in
+                            guard !scope.isCancelled else { return .failure(CancellationError()) }
+                            return Result {
+                                do {
+                                    return try StatementCancellation.run(scope) { try block() }
+                                } catch where scope.isCancelled {
+                                    throw CancellationError()
+                                }
+                            }
+                        }
+                    }
+                    continuation.resume(with: result)
+                }
+            }
+        } onCancel: {
+            scope.cancel()
+        }
+    }
+
+    /// Runs `block` on the context's queue and waits for it; runs it directly when
+    /// already on the queue (reentrant), also when this thread runs the block of another
+    /// context that waits for this one. Returns its value and rethrows its error.
+    ///
+    /// A child context's reads and saves wait for its parent's queue this way. A thread
+    /// inside a block of the parent may wait for a child (`performAndWait` on the child
+    /// runs on that thread, which already holds the parent's queue); but a parent's block
+    /// must not wait for a child's block that runs elsewhere (`perform`, or another
+    /// thread's `performAndWait`) while that block needs the parent: each would wait for
+    /// the other, as in Core Data.
+    @discardableResult
+    public func performAndWait<T>(_ block: () throws -> T) rethrows -> T {
+        if isOnQueue { return try block() }
+        return try queue.sync { try QueueFrames.run(in: self, block) }
+    }
+}
