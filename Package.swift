@@ -21,6 +21,9 @@ let package = Package(
         // Operational counters (saves, retries by cause, merges, latencies): see
         // `PGDataKitMetrics`.
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        // `ContextManagerService`: a manager run as a swift-service-lifecycle `Service`
+        // (graceful shutdown in a `ServiceGroup`).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // `swift package generate-documentation` (the DocC catalog in Sources/PGDataKit).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
@@ -47,6 +50,7 @@ let package = Package(
                 "PGDataKitPostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(
@@ -86,6 +90,8 @@ let package = Package(
                 "PGDataKit",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Sources/pgdatakit-test-helper"
         ),
@@ -104,6 +110,7 @@ let package = Package(
                 "PGDataKit", "PGDataKitPostgres", "PGDataKitCommands", "pgdatakit", "pgdatakit-test-helper",
                 "pgdatakit-bench", "pgdatakit-example",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
     ],

@@ -36,6 +36,7 @@ let usage = """
       metrics DATABASE_URL
       bouncer-worker POOLED_URL LISTEN_URL WORKER WORKERS ROUNDS SHARED BARRIER_FILE
       failover-worker DATABASE_URL WORKER COUNTERS PHASE_DIRECTORY POST_FAILOVER_SAVES
+      service-sigterm DATABASE_URL PREFIX WRITERS
     """
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else { fail(usage) }
@@ -66,6 +67,7 @@ func relayOption() -> ListenerRelay {
     case let directory?: return .directory(directory)
     }
 }
+if arguments[1] == "service-sigterm" { serviceSigterm(arguments) }
 if arguments[1] == "history-consume" {
     // A consumer that keeps no context: a coordinator without entities.
     historyConsume(arguments)

@@ -193,6 +193,9 @@ public final class ContextManager: Sendable {
         do {
             try main.retryingLostConnections("\(what) into the main context") { try main.mergeChanges(changes) }
             return true
+        } catch ShutdownError.Code.shuttingDown {
+            logger.debug("\(what) into the main context skipped: shutting down")
+            return false
         } catch {
             logger.error("\(what) into the main context failed: \(error)")
             return false

@@ -320,6 +320,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let parent { return try parent.performAndWait { try parent.withDatabase(body) } }
         switch concurrencyType {
         case .main:
+            try coordinator.admitNewWork()
             return try coordinator.pool.withConnection(body)
         case .private:
             let connection = try transactionConnection()

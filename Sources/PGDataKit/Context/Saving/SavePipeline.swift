@@ -72,7 +72,7 @@ struct SavePipeline {
                 context.logger.debug(
                     "save redone in a read-committed transaction (attempt \(attempt), after \((step.failure ?? .other).rawValue))")
                 let connection = try context.coordinator.beginTransaction(
-                    isolation: .readCommitted, statementTimeout: context.statementTimeout)
+                    isolation: .readCommitted, statementTimeout: context.statementTimeout, continuesWork: true)
                 do {
                     try resolveConflictsAndCommit(on: connection, reservedKeys: &reservedKeys, overwrite: &overwrite)
                     step = machine.committed()

@@ -34,12 +34,15 @@ extension StoreCoordinator {
     /// statement.
     ///
     /// With a `statementTimeout` (a context's), the transaction's statements are limited
-    /// to it.
+    /// to it. A save already under way that must redo its work in a transaction of its
+    /// own (`continuesWork`) is let through after `beginShutdown()`; nothing else is.
     ///
-    /// - Throws: `PostgresError` when no connection can be had.
+    /// - Throws: `ShutdownError` once a shutdown began, `PostgresError` when no
+    ///   connection can be had.
     func beginTransaction(
-        isolation: IsolationLevel, readOnly: Bool = false, statementTimeout: Duration? = nil
+        isolation: IsolationLevel, readOnly: Bool = false, statementTimeout: Duration? = nil, continuesWork: Bool = false
     ) throws -> Connection {
+        if !continuesWork { try admitNewWork() }
         let connection = try pool.acquire()
         statementCounter.add(1, ordering: .relaxed)
         connection.beginWithNextStatement(isolation: isolation, readOnly: readOnly, statementTimeout: statementTimeout)

@@ -45,6 +45,8 @@ public final class StoreCoordinator: Sendable {
 
     /// Told when the coordinator is closed (object controllers stop then).
     let closeObservers = CloseObservers()
+    /// Closed by `beginShutdown()`: no new transactions from then on.
+    let shutdownGate = ShutdownGate()
     private let commitOutcomeTimeoutStorage = Mutex<Duration>(.seconds(10))
 
     /// How long a save whose `COMMIT` went unanswered (the connection broke) keeps
