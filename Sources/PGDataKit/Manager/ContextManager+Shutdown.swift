@@ -8,8 +8,8 @@ extension ContextManager {
     /// Work still running when the grace period ends is not waited for: it keeps its
     /// connection until it ends (a `COMMIT` it sends still commits), and the pool closes
     /// that connection when it comes back. A `ContextManagerService` calls this when its
-    /// service group shuts down; call it yourself where no service group runs (a Vapor
-    /// lifecycle handler, a worker's own signal handling).
+    /// service group shuts down; call it yourself where no service group runs (after a Vapor
+    /// application's `asyncShutdown()`, a worker's own signal handling).
     ///
     /// For example:
     ///

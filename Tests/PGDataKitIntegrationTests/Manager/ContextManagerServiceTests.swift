@@ -20,10 +20,13 @@ struct ContextManagerServiceTests {
     }
 
     /// A database with the example schema and a manager on it; the manager is closed and
-    /// the database dropped afterwards.
+    /// the database dropped afterwards. Its lock timeout is a minute, not 5 s: a save in
+    /// flight here waits on a lock the test holds for as long as a loaded machine takes.
     static func withManager(_ body: (ContextManager, ConnectionConfiguration) async throws -> Void) async throws {
-        let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
+        let (fresh, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
+        var configuration = fresh
+        configuration.lockTimeout = .seconds(60)
         let manager = try ExampleSchema.makeManager(configuration)
         defer { manager.close() }
         try await body(manager, configuration)
@@ -151,8 +154,8 @@ struct ContextManagerServiceTests {
         }
     }
 
-    /// `shutdown(gracePeriod:)` without a service group, as a Vapor lifecycle handler
-    /// calls it: nothing in flight, so it drains at once.
+    /// `shutdown(gracePeriod:)` without a service group, as a Vapor program calls it after
+    /// `app.asyncShutdown()`: nothing in flight, so it drains at once.
     @Test func shutdownWithoutAServiceGroup() async throws {
         try await Self.withManager { manager, _ in
             let drained = await manager.shutdown(gracePeriod: .seconds(5))
