@@ -88,17 +88,25 @@ enum DocSnippets {
         return try swiftBlocks(in: file, section: section).filter { !Self.source(source, contains: $0) }
     }
 
-    /// Every Swift file that compiles and runs documentation code: the test sources, and
-    /// the first program (`Sources/pgdatakit-example/main.swift`, which
-    /// `ReadmeExampleTests` checks is the README's and runs).
+    /// Every Swift file that compiles and runs documentation code: the test sources, the
+    /// first program (`Sources/pgdatakit-example/main.swift`, which `ReadmeExampleTests`
+    /// checks is the README's and runs), and the sources of the example servers under
+    /// `Examples/*/Sources` (packages of their own, which `.ci/run` builds and runs
+    /// through their smoke tests after `swift test`).
     static func testedSources() throws -> [(path: String, lines: [String])] {
         let root = TestDatabase.repositoryRoot
         var files = [root.appendingPathComponent("Sources/pgdatakit-example/main.swift")]
-        let tests = root.appendingPathComponent("Tests")
-        guard let enumerator = FileManager.default.enumerator(at: tests, includingPropertiesForKeys: nil) else {
-            throw TestFailure("cannot list \(tests.path)")
+        var folders = [root.appendingPathComponent("Tests")]
+        let examples = root.appendingPathComponent("Examples")
+        for example in (try? FileManager.default.contentsOfDirectory(atPath: examples.path)) ?? [] {
+            folders.append(examples.appendingPathComponent(example).appendingPathComponent("Sources"))
         }
-        for case let url as URL in enumerator where url.pathExtension == "swift" { files.append(url) }
+        for folder in folders where FileManager.default.fileExists(atPath: folder.path) {
+            guard let enumerator = FileManager.default.enumerator(at: folder, includingPropertiesForKeys: nil) else {
+                throw TestFailure("cannot list \(folder.path)")
+            }
+            for case let url as URL in enumerator where url.pathExtension == "swift" { files.append(url) }
+        }
         return try files.map { url in
             (url.path.replacingOccurrences(of: root.path + "/", with: ""),
              significantLines(try String(contentsOf: url, encoding: .utf8)))
