@@ -14,9 +14,9 @@ extension ContextManager {
     /// For example:
     ///
     /// ```swift
-    /// let drained = await manager.shutdown(gracePeriod: .seconds(5))
-    /// #expect(drained)
-    /// #expect(manager.coordinator.isClosed)
+    /// if !(await manager.shutdown(gracePeriod: .seconds(5))) {
+    ///     logger.warning("closed with transactions still running")
+    /// }
     /// ```
     ///
     /// Waiting does not hold a thread: it polls the pool every 10 ms with `Task.sleep`,

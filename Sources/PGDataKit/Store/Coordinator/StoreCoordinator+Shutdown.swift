@@ -32,9 +32,13 @@ extension StoreCoordinator {
     /// For example:
     ///
     /// ```swift
-    /// manager.coordinator.beginShutdown()
-    /// #expect(manager.coordinator.isShuttingDown)
+    /// let coordinator = manager.coordinator
+    /// coordinator.beginShutdown()  // new transactions now throw ShutdownError
+    /// while coordinator.connectionsInUse > 0 { try await Task.sleep(for: .milliseconds(10)) }
+    /// manager.close()
     /// ```
+    ///
+    /// (`ContextManager/shutdown(gracePeriod:)` is this, with a bound on the wait.)
     @discardableResult
     public func beginShutdown() -> Bool {
         let first = shutdownGate.close()
