@@ -7,8 +7,9 @@
 #   4. checks that a write through one shows in the other's list and in the other's
 #      server-sent-event stream (/events), and that posts and the import work;
 #   5. SIGTERMs one instance while four curl loops write through it, and checks that it
-#      exits 0 and that every write acknowledged with 2xx is in the table; then the
-#      other instance, idle, exits 0 on SIGTERM too.
+#      exits 0, that every write acknowledged with 2xx is in the table, and that every
+#      stored write reached the other instance's event stream; then the other instance,
+#      idle, exits 0 on SIGTERM too.
 # Uses bash, curl and psql only. Everything it starts is stopped and removed on exit.
 #   Examples/HummingbirdServer/smoke-test.sh            build, then test
 #   SMOKE_SKIP_BUILD=1 Examples/HummingbirdServer/smoke-test.sh   test the last build
@@ -164,6 +165,10 @@ writer() {
         i=$((i + 1))
     done
 }
+# a, the survivor, streams every save b makes: none may be missing from its stream.
+curl -sN "$a/events" >"$work/events-a.txt" 2>/dev/null &
+pids+=($!)
+wait_for "$work/events-a.txt" ": listening" "a's event stream"
 writers=()
 for w in 1 2 3 4; do
     writer "$w" &
@@ -185,8 +190,18 @@ missing=$(comm -23 "$work/acked.txt" "$work/stored.txt" | wc -l)
 say "$acked writes acknowledged under load, all of them in the table; $(cat "$work"/refused-*.txt 2>/dev/null | wc -l) answered otherwise"
 grep -qF "stopped" "$work/b.log" || die "b did not log its stop"
 
-# a saw b's writes through its listener, and stops cleanly too.
+# a saw b's writes: in its list, and each of them in its event stream.
 curl -sf "$a/users" | grep -qF "\"userID\":\"$(tail -n 1 "$work/acked.txt")\"" || die "a's list lacks b's last acknowledged write"
+psql_do -d smoke -At -c "SELECT 'User/' || id FROM users WHERE user_id LIKE 'load-%'" | sort >"$work/stored-ids.txt"
+deadline=$((SECONDS + 20))
+while true; do
+    grep -o '"User/[0-9]*"' "$work/events-a.txt" | tr -d '"' | sort -u >"$work/streamed-ids.txt"
+    unstreamed=$(comm -23 "$work/stored-ids.txt" "$work/streamed-ids.txt" | wc -l)
+    [ "$unstreamed" -eq 0 ] && break
+    [ $SECONDS -lt $deadline ] || die "$unstreamed of b's stored writes never reached a's event stream"
+    sleep 0.2
+done
+say "a's event stream carried all $(wc -l <"$work/stored-ids.txt") of b's stored writes"
 terminate "$pid_a"
 [ "$status" -eq 0 ] || die "a exited with $status after SIGTERM (137: killed after 30 s)"
 say "passed in $((SECONDS - started)) s"
