@@ -24,6 +24,9 @@ let package = Package(
         // `ContextManagerService`: a manager run as a swift-service-lifecycle `Service`
         // (graceful shutdown in a `ServiceGroup`).
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        // Spans of saves, fetches, merges, controller refreshes and import batches: see
+        // `PGDataKitTracing` (ServiceContext comes with it).
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         // `swift package generate-documentation` (the DocC catalog in Sources/PGDataKit).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
@@ -51,6 +54,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         .target(
@@ -111,6 +115,7 @@ let package = Package(
                 "pgdatakit-bench", "pgdatakit-example",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
     ],

@@ -53,7 +53,7 @@ extension StoreCoordinator {
             try commitAndRelease(connection)
             return
         }
-        statementCounter.add(2, ordering: .relaxed)
+        countStatements(2)
         try commit(
             connection, after: (sql: "SELECT pg_current_xact_id_if_assigned()::text", parameters: []),
             transactionIDColumn: 0, recordIDColumn: nil)

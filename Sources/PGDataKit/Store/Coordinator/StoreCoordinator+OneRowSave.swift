@@ -50,7 +50,7 @@ extension StoreCoordinator {
                 """
         }
         let parameters = arrays + [self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
-        statementCounter.add(2, ordering: .relaxed)
+        countStatements(2)
         var written: Int64?
         try commit(
             connection, after: (sql: sql, parameters: parameters), transactionIDColumn: ChangeLog.transactionIDColumn,

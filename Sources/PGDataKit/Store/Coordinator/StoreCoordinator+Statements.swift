@@ -434,7 +434,7 @@ extension StoreCoordinator {
             return
         }
         let record = try ChangeLog.writeStatement(changes, origin: origin)
-        statementCounter.add(2, ordering: .relaxed)
+        countStatements(2)
         // The record's id is noted as soon as it is read, before the COMMIT's result (its
         // notification goes out with the commit): this process's listener need not read.
         try commit(

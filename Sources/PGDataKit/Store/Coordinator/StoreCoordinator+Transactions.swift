@@ -6,7 +6,7 @@ extension StoreCoordinator {
     func execute(
         _ sql: String, _ parameters: [(any PostgresEncodable)?] = [], on connection: Connection, reusesPlan: Bool = true
     ) throws -> QueryResult {
-        statementCounter.add(1, ordering: .relaxed)
+        countStatements(1)
         return try connection.execute(sql, parameters, reusesPlan: reusesPlan)
     }
 
@@ -44,7 +44,7 @@ extension StoreCoordinator {
     ) throws -> Connection {
         if !continuesWork { try admitNewWork() }
         let connection = try pool.acquire()
-        statementCounter.add(1, ordering: .relaxed)
+        countStatements(1)
         connection.beginWithNextStatement(isolation: isolation, readOnly: readOnly, statementTimeout: statementTimeout)
         return connection
     }
@@ -55,7 +55,7 @@ extension StoreCoordinator {
     /// - Throws: `PostgresError`, also when the transaction had failed and PostgreSQL
     ///   rolled it back instead.
     func commitAndRelease(_ connection: Connection) throws {
-        statementCounter.add(1, ordering: .relaxed)
+        countStatements(1)
         try connection.commit()
         pool.release(connection)
     }
@@ -65,7 +65,7 @@ extension StoreCoordinator {
     func rollbackAndRelease(_ connection: Connection) {
         if connection.transactionStatus != .idle {
             do {
-                statementCounter.add(1, ordering: .relaxed)
+                countStatements(1)
                 try connection.rollback()
             } catch {
                 logger.debug("rollback failed: \(error)")

@@ -42,6 +42,9 @@ public final class StoreCoordinator: Sendable {
     /// Where saves, retries and merges are counted (swift-metrics; see
     /// `PGDataKitMetrics`).
     let metrics: StoreMetrics
+    /// Where saves, fetches, merges, refreshes and import batches make spans
+    /// (swift-distributed-tracing; see `PGDataKitTracing`).
+    let tracing: StoreTracing
 
     /// Told when the coordinator is closed (object controllers stop then).
     let closeObservers = CloseObservers()
@@ -109,6 +112,7 @@ public final class StoreCoordinator: Sendable {
         self.changeLogOptions = changeLog
         let metrics = StoreMetrics()
         self.metrics = metrics
+        self.tracing = StoreTracing(configuration: configuration)
         let lackingForPruning = try pool.withConnection { try ChangeLog.check(on: $0) }
         let mayPrune = lackingForPruning.isEmpty
         if lackingForPruning == ["DELETE on \(ChangeLog.table)"] {
@@ -133,4 +137,12 @@ public final class StoreCoordinator: Sendable {
     /// How many statements contexts of this coordinator have sent (for tests and
     /// statistics: a save of 1,000 new objects sends a handful, not 1,000).
     public var statementCount: Int { statementCounter.load(ordering: .relaxed) }
+
+    /// Counts statements sent for contexts: in `statementCount`, and, while a tracer is
+    /// bootstrapped, in the spans around them.
+    @inline(__always)
+    func countStatements(_ count: Int) {
+        statementCounter.add(count, ordering: .relaxed)
+        if tracing.isEnabled, let tally = StatementTally.current { tally.add(count) }
+    }
 }
