@@ -21,7 +21,9 @@ extension ManagedObjectContext {
     ///   `FetchRequestError` (negative limit or offset), or `PostgresError`.
     public func fetch<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [T] {
         assertOnQueue()
-        return try FetchRequestRunner(context: self).fetch(request)
+        return try traced(PGDataKitTracing.fetch, T.self, rows: { $0.count }) {
+            try FetchRequestRunner(context: self).fetch(request)
+        }
     }
 
     /// Counts the objects a request describes (`SELECT count(*)` unless pending changes
@@ -31,7 +33,9 @@ extension ManagedObjectContext {
     /// - Throws: `FetchPredicateError` or `PostgresError`.
     public func count<T: ManagedObject>(for request: FetchRequest<T>) throws -> Int {
         assertOnQueue()
-        return try FetchRequestRunner(context: self).count(for: request)
+        return try traced(PGDataKitTracing.count, T.self, rows: { $0 }) {
+            try FetchRequestRunner(context: self).count(for: request)
+        }
     }
 
     /// The IDs of the objects a request describes (only the keys are read unless pending
@@ -42,7 +46,9 @@ extension ManagedObjectContext {
     /// - Throws: `FetchPredicateError` or `PostgresError`.
     public func fetchObjectIDs<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [ObjectID] {
         assertOnQueue()
-        return try FetchRequestRunner(context: self).fetchObjectIDs(request)
+        return try traced(PGDataKitTracing.fetch, T.self, rows: { $0.count }) {
+            try FetchRequestRunner(context: self).fetchObjectIDs(request)
+        }
     }
 
     /// The rows a request describes as dictionaries of `propertiesToFetch` (all
@@ -63,7 +69,9 @@ extension ManagedObjectContext {
     /// - Throws: `FetchPredicateError` or `PostgresError`.
     public func fetchDictionaries<T: ManagedObject>(_ request: FetchRequest<T>) throws -> [[String: (any Sendable)?]] {
         assertOnQueue()
-        return try FetchRequestRunner(context: self).fetchDictionaries(request)
+        return try traced(PGDataKitTracing.fetch, T.self, rows: { $0.count }) {
+            try FetchRequestRunner(context: self).fetchDictionaries(request)
+        }
     }
 
     /// Streams the objects a request describes in pages of `fetchBatchSize` through a
@@ -111,6 +119,21 @@ extension ManagedObjectContext {
     /// (`FetchRequestRunner.prefetch(_:for:entity:)`).
     func prefetch(_ keyPaths: [String], for objects: [ManagedObject], entity: EntityDescription) throws {
         try FetchRequestRunner(context: self).prefetch(keyPaths, for: objects, entity: entity)
+    }
+
+    /// Runs a fetch of `type`'s objects in a span (`PGDataKitTracing`), with the rows it
+    /// returned; only `body` without a tracer, and in a child context (its parent's fetch
+    /// has the span).
+    @inline(__always)
+    private func traced<R>(
+        _ operation: String, _ type: ManagedObject.Type, rows: (R) -> Int, _ body: () throws -> R
+    ) rethrows -> R {
+        guard coordinator.tracing.isEnabled, parent == nil else { return try body() }
+        return try coordinator.tracing.withSpan(operation, table: type.tableName, entity: type.entityName) { span in
+            let result = try body()
+            span?.set([PGDataKitTracing.returnedRows: .int64(Int64(rows(result)))])
+            return result
+        }
     }
 }
 

@@ -64,6 +64,18 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
     /// - Throws: `ImportError`, `PostgresError`, `MergeConflictError`; the batch is rolled
     ///   back.
     func importBatch(_ records: [JSONValue], firstIndex: Int, isCancelled: () -> Bool) throws -> Bool {
+        try context.coordinator.tracing.withSpan(
+            PGDataKitTracing.importBatch, table: importer.entity.tableName, entity: importer.entity.name
+        ) { span in
+            span?.set([PGDataKitTracing.records: .int64(Int64(records.count))])
+            return try importBatch(records, firstIndex: firstIndex, span: span, isCancelled: isCancelled)
+        }
+    }
+
+    /// `importBatch(_:firstIndex:isCancelled:)`'s attempts, told to its span.
+    private func importBatch(
+        _ records: [JSONValue], firstIndex: Int, span: TraceSpan?, isCancelled: () -> Bool
+    ) throws -> Bool {
         var attempt = 1
         while true {
             recorder.changes.withLock { $0 = nil }
@@ -89,8 +101,9 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
                 return true
             } catch where Self.isTransient(error) && attempt < options.maximumAttempts {
                 context.rollback()
-                context.coordinator.metrics.retry(
-                    error is MergeConflictError ? .conflict : TransientCause(error), unit: "import")
+                let cause: TransientCause? = error is MergeConflictError ? .conflict : TransientCause(error)
+                context.coordinator.metrics.retry(cause, unit: "import")
+                span?.retried(cause)
                 context.logger.debug("import batch at record \(firstIndex) hit \(error); redoing it (attempt \(attempt + 1))")
                 attempt += 1
                 summary.retries += 1

@@ -118,9 +118,14 @@ extension RecordImport {
             var start = 0
             while start < records.count {
                 let end = records.count - start <= size ? records.count : start + size
-                let batch = try importBatch(
-                    start == 0 && end == records.count ? records : Array(records[start..<end]), firstIndex: start, in: context,
-                    cache: cache, undo: undo, formatters: formatters, stubs: &stubs)
+                let batch = try context.coordinator.tracing.withSpan(
+                    PGDataKitTracing.importBatch, table: entity.tableName, entity: entity.name
+                ) { span in
+                    span?.set([PGDataKitTracing.records: .int64(Int64(end - start))])
+                    return try importBatch(
+                        start == 0 && end == records.count ? records : Array(records[start..<end]), firstIndex: start,
+                        in: context, cache: cache, undo: undo, formatters: formatters, stubs: &stubs)
+                }
                 if start == 0 && end == records.count {
                     objects = batch  // one batch: its objects are distinct
                 } else {

@@ -186,6 +186,21 @@ final class ControllerHub: @unchecked Sendable {
         notifyObjectObservers(changes)
         let clients = liveClients
         guard !clients.isEmpty else { return }
+        context.coordinator.tracing.withSpan(PGDataKitTracing.refresh) { span in
+            if let span {
+                span.set([PGDataKitTracing.controllers: .int64(Int64(clients.count))])
+                let entities = Set(clients.compactMap { $0.membershipEntity?.name })
+                if entities.count == 1, let name = entities.first, let entity = context.coordinator.model.entity(named: name) {
+                    span.set([PGDataKitTracing.entity: .string(name), PGDataKitTracing.collectionName: .string(entity.tableName)])
+                }
+            }
+            refresh(clients, after: changes)
+        }
+    }
+
+    /// Brings the controllers up to date after `changes`: one membership query per
+    /// entity they need one for, then each controller's change set.
+    private func refresh(_ clients: [any ControllerClient], after changes: ContextChanges) {
         let model = context.coordinator.model
         var batches = Self.batches(of: changes, model: model)
         let prepared = takeEarlyMembership(for: changes)

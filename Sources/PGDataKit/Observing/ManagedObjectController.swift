@@ -276,7 +276,12 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
             }
             window = ControllerWindow()
         } else {
-            let (fetched, window) = try fetchWindow()
+            let (fetched, window) = try context.coordinator.tracing.withSpan(
+                PGDataKitTracing.refresh, table: T.tableName, entity: T.entityName
+            ) { span in
+                span?.set([PGDataKitTracing.controllers: .int64(1)])
+                return try fetchWindow()
+            }
             entries = fetched.map { .init(id: $0.objectID, element: $0, key: sortKey(for: $0)) }
             self.window = window
         }

@@ -16,6 +16,17 @@ extension ManagedObjectContext {
     /// - Throws: `PostgresError` when re-reading fails.
     public func mergeChanges(_ changes: ContextChanges) throws {
         assertOnQueue()
-        try ContextMerger(context: self).merge(changes)
+        try coordinator.tracing.withSpan(PGDataKitTracing.merge) { span in
+            if let span {
+                let model = coordinator.model
+                span.set([PGDataKitTracing.context: .string(concurrencyType == .main ? "main" : "private")])
+                span.setObjects(
+                    inserted: changes.inserted.count, updated: changes.updated.count, deleted: changes.deleted.count,
+                    entities: (changes.inserted.union(changes.updated).union(changes.deleted)).compactMap {
+                        model.entity(named: $0.entityName)
+                    })
+            }
+            try ContextMerger(context: self).merge(changes)
+        }
     }
 }

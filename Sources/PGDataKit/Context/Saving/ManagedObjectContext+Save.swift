@@ -51,7 +51,19 @@ extension ManagedObjectContext {
             try pushChanges(into: parent)
             return
         }
-        try settlingLostConnections { try SavePipeline(context: self).run() }
+        try coordinator.tracing.withSpan(PGDataKitTracing.save) { span in
+            if let span { noteSave(in: span) }
+            try settlingLostConnections { try SavePipeline(context: self, trace: span).run() }
+        }
+    }
+
+    /// What a save span says of the save before it runs: the kind of context, and the
+    /// objects and entities it writes.
+    private func noteSave(in span: TraceSpan) {
+        span.set([PGDataKitTracing.context: .string(concurrencyType == .main ? "main" : "private")])
+        span.setObjects(
+            inserted: insertedSet.count, updated: changedSet.count, deleted: deletedSet.count,
+            entities: (Array(insertedSet) + Array(changedSet) + Array(deletedSet)).map(\.entity))
     }
 
     /// Runs a write that ends in a commit. A lost connection it throws comes from

@@ -15,6 +15,8 @@ import Foundation
 struct SavePipeline {
     /// The context whose changes this save writes (held for the one save).
     let context: ManagedObjectContext
+    /// The save's span, when a tracer is bootstrapped: told of each redo.
+    var trace: TraceSpan? = nil
 
     /// `save()`'s work: the shell of a `SaveStateMachine`, which decides the path (one
     /// round trip, the own transaction, the read-committed redo) and what is counted; this
@@ -69,6 +71,7 @@ struct SavePipeline {
                 }
             case .resolveConflicts(let attempt):
                 context.coordinator.metrics.retry(step.failure, unit: "save")
+                trace?.retried(step.failure)
                 context.logger.debug(
                     "save redone in a read-committed transaction (attempt \(attempt), after \((step.failure ?? .other).rawValue))")
                 let connection = try context.coordinator.beginTransaction(
