@@ -21,14 +21,18 @@ extension ManagedObjectContext {
     }
 
     /// Runs `block` on the context's queue and returns at once. The context stays alive
-    /// until the block has run.
+    /// until the block has run. The block runs with the caller's `ServiceContext`, as
+    /// the async `perform` does (see <doc:Tracing>).
     public func perform(_ block: @escaping @Sendable () -> Void) {
-        queue.async { QueueFrames.run(in: self, block) }
+        let serviceContext = QueueFrames.callerServiceContext()
+        queue.async { QueueFrames.run(in: self, carrying: serviceContext, block) }
     }
 
     /// Runs `block` on the context's queue and waits for its result. The calling task
     /// does not block (it is suspended); the block runs on the context's queue, on a
-    /// thread of Dispatch's pool, which blocks while libpq waits for the server.
+    /// thread of Dispatch's pool, which blocks while libpq waits for the server. The
+    /// block runs with the caller's `ServiceContext`, so the library's spans nest under
+    /// the caller's (see <doc:Tracing>).
     ///
     /// A private context that holds no transaction first waits, suspended, for a pooled
     /// connection (in line with every other borrower, up to the pool's `acquireTimeout`),
@@ -63,12 +67,13 @@ extension ManagedObjectContext {
         let needsLease = parent == nil && concurrencyType == .private && !holdsTransaction.load(ordering: .relaxed)
         let lease = needsLease ? try await coordinator.pool.lease() : nil
         let scope = StatementCancellation()
+        let serviceContext = QueueFrames.callerServiceContext()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 queue.async {
                     // (The task resumes once the block's connection is back in the pool.)
                     let result = ConnectionPool.holding(lease) {
-                        QueueFrames.run(in: self) { () -> Result<T, any Error> in
+                        QueueFrames.run(in: self, carrying: serviceContext) { () -> Result<T, any Error> in
                             guard !scope.isCancelled else { return .failure(CancellationError()) }
                             return Result {
                                 do {
