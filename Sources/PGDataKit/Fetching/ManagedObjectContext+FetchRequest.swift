@@ -128,7 +128,7 @@ extension ManagedObjectContext {
     private func traced<R>(
         _ operation: String, _ type: ManagedObject.Type, rows: (R) -> Int, _ body: () throws -> R
     ) rethrows -> R {
-        guard coordinator.tracing.isEnabled, parent == nil else { return try body() }
+        guard coordinator.isTracing, parent == nil else { return try body() }
         return try coordinator.tracing.withSpan(operation, table: type.tableName, entity: type.entityName) { span in
             let result = try body()
             span?.set([PGDataKitTracing.returnedRows: .int64(Int64(rows(result)))])

@@ -51,6 +51,9 @@ extension ManagedObjectContext {
             try pushChanges(into: parent)
             return
         }
+        guard coordinator.isTracing else {
+            return try settlingLostConnections { try SavePipeline(context: self).run() }
+        }
         try coordinator.tracing.withSpan(PGDataKitTracing.save) { span in
             if let span { noteSave(in: span) }
             try settlingLostConnections { try SavePipeline(context: self, trace: span).run() }

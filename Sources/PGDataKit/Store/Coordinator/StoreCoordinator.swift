@@ -45,6 +45,9 @@ public final class StoreCoordinator: Sendable {
     /// Where saves, fetches, merges, refreshes and import batches make spans
     /// (swift-distributed-tracing; see `PGDataKitTracing`).
     let tracing: StoreTracing
+    /// `tracing.isEnabled`, stored here: the hot paths (each statement, each save) test
+    /// it with one load.
+    let isTracing: Bool
 
     /// Told when the coordinator is closed (object controllers stop then).
     let closeObservers = CloseObservers()
@@ -113,6 +116,7 @@ public final class StoreCoordinator: Sendable {
         let metrics = StoreMetrics()
         self.metrics = metrics
         self.tracing = StoreTracing(configuration: configuration)
+        self.isTracing = tracing.isEnabled
         let lackingForPruning = try pool.withConnection { try ChangeLog.check(on: $0) }
         let mayPrune = lackingForPruning.isEmpty
         if lackingForPruning == ["DELETE on \(ChangeLog.table)"] {
@@ -143,6 +147,6 @@ public final class StoreCoordinator: Sendable {
     @inline(__always)
     func countStatements(_ count: Int) {
         statementCounter.add(count, ordering: .relaxed)
-        if tracing.isEnabled, let tally = StatementTally.current { tally.add(count) }
+        if isTracing, let tally = StatementTally.current { tally.add(count) }
     }
 }

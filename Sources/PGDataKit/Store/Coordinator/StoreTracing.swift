@@ -5,14 +5,20 @@ import Tracing
 ///
 /// The tracer is looked up once, when the coordinator is made, as metrics are: with the
 /// default (no tracer bootstrapped, `NoOpTracer`) `tracer` is `nil`, and every traced
-/// operation costs one load and one test — no attribute, string, span or task-local
-/// binding is made. Bootstrap `InstrumentationSystem` before making the coordinator.
-/// (A tracer bound with `withTracer(_:_:)` to a task is not seen: the work runs on the
-/// contexts' queues, and a lookup per operation would cost every save when tracing is
-/// off.)
-struct StoreTracing: Sendable {
+/// operation costs a load and a test of `isEnabled` — no attribute, string, span or
+/// task-local binding is made. Bootstrap `InstrumentationSystem` before making the
+/// coordinator. (A tracer bound with `withTracer(_:_:)` to a task is not seen: the work
+/// runs on the contexts' queues, and a lookup per operation would cost every save when
+/// tracing is off.)
+///
+/// A class: the coordinator holds one, and asking it `isEnabled` reads one stored flag
+/// (a struct holding the existential tracer was copied out of the coordinator at each
+/// test, 150 instructions a time — 1% of a one-object save).
+final class StoreTracing: Sendable {
     /// The bootstrapped tracer; `nil` when it is the no-op tracer.
     let tracer: (any Tracer)?
+    /// Whether spans are made (`tracer` is not `nil`).
+    let isEnabled: Bool
     /// What every span carries: system, database, server (made once).
     private let common: SpanAttributes
 
@@ -22,10 +28,12 @@ struct StoreTracing: Sendable {
         let tracer = InstrumentationSystem.tracer
         guard !(tracer is NoOpTracer) else {
             self.tracer = nil
+            self.isEnabled = false
             self.common = [:]
             return
         }
         self.tracer = tracer
+        self.isEnabled = true
         var common: SpanAttributes = [:]
         common.set(PGDataKitTracing.system, value: .string(PGDataKitTracing.postgresql))
         common.set(PGDataKitTracing.systemName, value: .string(PGDataKitTracing.postgresql))
@@ -44,9 +52,6 @@ struct StoreTracing: Sendable {
         self.common = common
     }
 
-    /// Whether spans are made.
-    var isEnabled: Bool { tracer != nil }
-
     /// Runs `body` in a span of kind `.client` named `operation` (and `table`, when
     /// given), with `ServiceContext.current` the span's context so that spans inside nest
     /// under it, and counting the statements sent inside. Without a tracer it only runs
@@ -59,7 +64,7 @@ struct StoreTracing: Sendable {
         _ operation: String, table: @autoclosure () -> String? = nil, entity: @autoclosure () -> String? = nil,
         _ body: (TraceSpan?) throws -> T
     ) rethrows -> T {
-        guard let tracer else { return try body(nil) }
+        guard isEnabled, let tracer else { return try body(nil) }
         return try traced(tracer, operation, table: table(), entity: entity(), body)
     }
 
