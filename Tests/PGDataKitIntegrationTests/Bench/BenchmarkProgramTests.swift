@@ -82,6 +82,13 @@ struct BenchmarkProgramTests {
         #expect(fields["records_per_s"] == min(fields["paged_records_per_s"] ?? 0, fields["sequence_records_per_s"] ?? 0))
     }
 
+    @Test func savesScenarioSavesOneObjectAtATime() throws {
+        let fields = try result(try run(["saves", "--saves", "20"]), "saves")
+        #expect(Set(fields.keys) == ["saves", "saves_per_s"])
+        #expect(fields["saves"] == 40)  // 20 inserts, then 20 updates
+        #expect((fields["saves_per_s"] ?? 0) > 0)
+    }
+
     @Test func fetchScenarioComparesWithRawRows() throws {
         let fields = try result(try run(["fetch", "--rows", "2000", "--runs", "1"]), "fetch")
         #expect(Set(fields.keys) == ["object_rows_per_s", "raw_rows_per_s", "ratio", "c_rows_per_s", "c_ratio"])
