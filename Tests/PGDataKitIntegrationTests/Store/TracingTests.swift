@@ -302,3 +302,76 @@ struct TracingTests {
         }
     }
 }
+
+/// `StoreTracing` alone, with a tracer of its own (the bootstrapped one is the process's).
+@Suite("Tracing: the coordinator's tracing")
+struct StoreTracingTests {
+    final class Evaluations: Sendable {
+        private let count = Counter()
+        var value: Int { count.value }
+        /// A name, counting that it was asked for.
+        func name(_ name: String) -> String {
+            count.add(1)
+            return name
+        }
+    }
+
+    @Test func withTheNoOpTracerNothingIsMadeNotEvenTheNames() {
+        let tracing = StoreTracing(tracer: NoOpTracer(), configuration: ConnectionConfiguration("postgres://app@db/shop"))
+        #expect(!tracing.isEnabled)
+        #expect(tracing.tracer == nil)
+        let evaluations = Evaluations()
+        let spanGiven = tracing.withSpan(
+            PGDataKitTracing.fetch, table: evaluations.name("users"), entity: evaluations.name("User")
+        ) { span in span != nil }
+        #expect(!spanGiven)
+        #expect(evaluations.value == 0)
+    }
+
+    @Test func spansSayTheDatabaseAndServerButNotThePassword() throws {
+        let tracer = RecordingTracer()
+        let trace = tracer.trace()
+        let tracing = StoreTracing(
+            tracer: tracer, configuration: ConnectionConfiguration("postgres://app:hunter2-secret@db.example:6543/shop"))
+        #expect(tracing.isEnabled)
+        ServiceContext.withValue(trace.context) {
+            tracing.withSpan(PGDataKitTracing.fetch, table: "users", entity: "User") { span in
+                span?.set([PGDataKitTracing.returnedRows: .int64(2)])
+            }
+        }
+        let span = try #require(trace.spans.first)
+        #expect(span.operationName == "fetch users")
+        #expect(span.kind == .client)
+        #expect(span.string(PGDataKitTracing.namespace) == "shop")
+        #expect(span.string(PGDataKitTracing.serverAddress) == "db.example")
+        #expect(span.int(PGDataKitTracing.serverPort) == 6543)
+        #expect(span.string(PGDataKitTracing.systemName) == "postgresql")
+        #expect(span.int(PGDataKitTracing.returnedRows) == 2)
+        #expect(span.int(PGDataKitTracing.statements) == 0)
+        #expect(!span.allText.contains("hunter2"))
+        #expect(span.ended)
+    }
+
+    @Test func severalHostsNameNoServerAndAnErrorIsRecordedByItsType() throws {
+        struct Refused: Error, CustomStringConvertible {
+            var description: String { "refused for user-secret-42" }
+        }
+        let tracer = RecordingTracer()
+        let trace = tracer.trace()
+        let tracing = StoreTracing(
+            tracer: tracer, configuration: ConnectionConfiguration("postgresql://app@db1:5432,db2:5432/shop"))
+        ServiceContext.withValue(trace.context) {
+            #expect(throws: Refused.self) {
+                try tracing.withSpan(PGDataKitTracing.save) { _ in throw Refused() }
+            }
+        }
+        let span = try #require(trace.spans.first)
+        #expect(span.operationName == "save")
+        #expect(span.string(PGDataKitTracing.serverAddress) == nil)
+        #expect(span.int(PGDataKitTracing.serverPort) == nil)
+        #expect(span.status?.code == .error)
+        #expect(span.string(PGDataKitTracing.errorType)?.hasSuffix("Refused") == true)
+        #expect(span.string(PGDataKitTracing.statusCode) == nil)
+        #expect(!span.allText.contains("user-secret-42"))
+    }
+}

@@ -35,10 +35,14 @@ final class RecordingTracer: Tracer, Sendable {
     private let spans = Mutex<[Int: [RecordedSpan]]>([:])
     private let lastID = Atomic<Int>(0)
 
-    private init() {}
+    /// A tracer of its own, not bootstrapped (for a `StoreTracing` made with it).
+    init() {}
 
-    /// A new test's trace: its own key, its own spans.
-    static func trace() -> Trace { Trace(tracer: shared, test: shared.nextID()) }
+    /// A new test's trace in the bootstrapped tracer: its own key, its own spans.
+    static func trace() -> Trace { shared.trace() }
+
+    /// A new test's trace in this tracer.
+    func trace() -> Trace { Trace(tracer: self, test: nextID()) }
 
     func nextID() -> Int { lastID.add(1, ordering: .relaxed).newValue }
 

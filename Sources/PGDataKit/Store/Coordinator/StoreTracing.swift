@@ -24,8 +24,12 @@ final class StoreTracing: Sendable {
 
     /// Looks up the bootstrapped tracer; reads the database and server of `configuration`
     /// only when there is one.
-    init(configuration: ConnectionConfiguration) {
-        let tracer = InstrumentationSystem.tracer
+    convenience init(configuration: ConnectionConfiguration) {
+        self.init(tracer: InstrumentationSystem.tracer, configuration: configuration)
+    }
+
+    /// Traces through `tracer`, unless it is the no-op tracer.
+    init(tracer: any Tracer, configuration: ConnectionConfiguration) {
         guard !(tracer is NoOpTracer) else {
             self.tracer = nil
             self.isEnabled = false
