@@ -204,6 +204,37 @@ struct TracingTests {
         }
     }
 
+    /// The listener reads another process's save and the manager merges it into the main
+    /// context: a span of its own (no caller's context crosses processes), kept by the
+    /// recording tracer by database.
+    @Test func anotherProcesssSaveIsMergedInARootSpan() throws {
+        _ = RecordingTracer.shared
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+            defer { manager.close() }
+            let other = try ContextManager(configuration: configuration, entities: [User.self, Post.self])
+            defer { other.close() }
+            let database = try Self.databaseName(manager)
+            let context = other.newPrivateContext()
+            try context.performAndWait {
+                ExampleSchema.insertUsers(1, prefix: "remote-secret-", in: context)
+                try context.save()
+            }
+            // `other` merges its own save into its main context under the save's span;
+            // the remote merge into `manager`'s has no parent.
+            func remoteMerges() -> [RecordedSpan] {
+                RecordingTracer.shared.unkeyedMerges(in: database).filter { $0.parent == nil }
+            }
+            try eventually("the other process's save is merged") { !remoteMerges().isEmpty }
+            let merge = try #require(remoteMerges().first)
+            #expect(merge.operationName == "merge users")
+            #expect(merge.string(PGDataKitTracing.context) == "main")
+            #expect(merge.int(PGDataKitTracing.inserted) == 1)
+            #expect(merge.kind == .client)
+            #expect(!merge.allText.contains("remote-secret-"))
+        }
+    }
+
     @Test func controllersHaveARefreshSpanOnTheirFetchAndOnEachMergeThatConcernsThem() async throws {
         try await Self.withTracedManager { manager, trace in
             try await Self.seedUsers(2, in: manager)

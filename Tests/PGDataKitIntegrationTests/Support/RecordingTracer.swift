@@ -33,6 +33,9 @@ final class RecordingTracer: Tracer, Sendable {
     }
 
     private let spans = Mutex<[Int: [RecordedSpan]]>([:])
+    /// Merge spans made under no test's key (other processes' saves, merged from the
+    /// listener), by database (`db.namespace`), kept when they end.
+    private let unkeyedMerges = Mutex<[String: [RecordedSpan]]>([:])
     private let lastID = Atomic<Int>(0)
 
     /// A tracer of its own, not bootstrapped (for a `StoreTracing` made with it).
@@ -48,6 +51,9 @@ final class RecordingTracer: Tracer, Sendable {
 
     func spans(of test: Int) -> [RecordedSpan] { spans.withLock { $0[test] ?? [] } }
 
+    /// The merge spans made under no test's key in the database `name`.
+    func unkeyedMerges(in name: String) -> [RecordedSpan] { unkeyedMerges.withLock { $0[name] ?? [] } }
+
     func startSpan<Instant: TracerInstant>(
         _ operationName: String, context: @autoclosure () -> ServiceContext, ofKind kind: SpanKind,
         at instant: @autoclosure () -> Instant, function: String, file fileID: String, line: UInt
@@ -56,8 +62,16 @@ final class RecordingTracer: Tracer, Sendable {
         let parent = context[SpanKey.self]
         let id = nextID()
         context[SpanKey.self] = id
+        guard let test = context[TestKey.self] else {
+            return RecordedSpan(name: operationName, kind: kind, id: id, parent: parent, context: context) { [weak self] span in
+                guard span.string(PGDataKitTracing.operationName) == PGDataKitTracing.merge,
+                    let database = span.string(PGDataKitTracing.namespace)
+                else { return }
+                self?.unkeyedMerges.withLock { $0[database, default: []].append(span) }
+            }
+        }
         let span = RecordedSpan(name: operationName, kind: kind, id: id, parent: parent, context: context)
-        if let test = context[TestKey.self] { spans.withLock { $0[test, default: []].append(span) } }
+        spans.withLock { $0[test, default: []].append(span) }
         return span
     }
 
@@ -118,13 +132,18 @@ final class RecordedSpan: Span, Sendable {
     let parent: Int?
     let context: ServiceContext
     private let state: Mutex<State>
+    private let onEnd: (@Sendable (RecordedSpan) -> Void)?
 
-    init(name: String, kind: SpanKind, id: Int, parent: Int?, context: ServiceContext) {
+    init(
+        name: String, kind: SpanKind, id: Int, parent: Int?, context: ServiceContext,
+        onEnd: (@Sendable (RecordedSpan) -> Void)? = nil
+    ) {
         self.kind = kind
         self.id = id
         self.parent = parent
         self.context = context
         self.state = Mutex(State(name: name))
+        self.onEnd = onEnd
     }
 
     var operationName: String {
@@ -155,6 +174,7 @@ final class RecordedSpan: Span, Sendable {
 
     func end<Instant: TracerInstant>(at instant: @autoclosure () -> Instant) {
         state.withLock { $0.ended = true }
+        onEnd?(self)
     }
 
     /// A string attribute's value.
