@@ -41,7 +41,7 @@ func historyConsume(_ arguments: [String]) -> Never {
                         fail("cannot write to \(path)")
                     }
                     written += 1
-                    if written % 5 == 0 { try reader.acknowledge(record) }
+                    if written % 5 == 0 { try await reader.acknowledge(record) }
                 }
                 fail("the history sequence ended")
             } catch {

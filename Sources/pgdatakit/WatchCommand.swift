@@ -148,7 +148,7 @@ final class HistoryWatch: Sendable {
                         let token = record.historyToken.map { "  \($0)" } ?? ""
                         printLine(WatchState.line(for: record, delay: seen.delay) + token)
                     }
-                    try reader?.acknowledge(record)
+                    try await reader?.acknowledge(record)
                     outcome.withLock { $0.token = record.historyToken }
                     if let count, seen.total >= count { break }
                 }

@@ -44,6 +44,21 @@ struct StatementTimeoutTests {
         }
     }
 
+    /// The article's example: the transaction the context begins runs with it.
+    @Test func aRequestsContextSetsItsTimeoutInItsTransaction() throws {
+        try ExampleSchema.withManager { manager in
+            let context = manager.newPrivateContext()
+            context.statementTimeout = .seconds(2)
+            let setting = try context.performAndWait {
+                _ = try User.count(in: context)
+                return try context.withDatabase { connection in
+                    try connection.query("SHOW statement_timeout")[0].decode(String.self, at: 0)
+                }
+            }
+            #expect(setting == "2s")
+        }
+    }
+
     @Test func theTimeoutTravelsWithTheBeginAndCountsAsAStatement() throws {
         try TestDatabase.withFreshDatabase { configuration in
             let connection = try Connection(configuration)

@@ -65,7 +65,7 @@ struct HistoryReadmeTests {
             for try await record in reader.records() {      // every save after where it stopped, then live
                 for id in record.changes.deleted { try searchIndex.remove(id.uriRepresentation) }
                 for id in record.changes.inserted.union(record.changes.updated) { try searchIndex.reindex(id) }
-                try reader.acknowledge(record)              // a restart goes on after this record
+                try await reader.acknowledge(record)        // a restart goes on after this record
             }
         }
         try await eventually("the loop fed three saves") { searchIndex.count == 3 }
@@ -132,13 +132,14 @@ struct HistoryReadmeTests {
         do {
             for try await record in reader.records() {
                 try searchIndex.apply(record)
-                try reader.acknowledge(record)
+                try await reader.acknowledge(record)
             }
         } catch let error as HistoryError where error.code == .historyExpired {
             try searchIndex.rebuildFromScratch()   // records it needed were pruned unread
-            if let oldest = error.oldestAvailable { try reader.acknowledge(oldest) }   // go on from what is left
+            if let oldest = error.oldestAvailable { try await reader.acknowledge(oldest) }   // go on from what is left
         }
         #expect(searchIndex.calls.withLock { $0.last } == "rebuild")
-        #expect(try coordinator.history(after: try reader.acknowledgedToken(), limit: 10).records.isEmpty)
+        let acknowledged = try await reader.acknowledgedToken()
+        #expect(try coordinator.history(after: acknowledged, limit: 10).records.isEmpty)
     }
 }

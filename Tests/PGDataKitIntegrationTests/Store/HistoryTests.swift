@@ -363,7 +363,7 @@ struct HistoryTests {
             try save(4, "u", in: manager)
             #expect(try prune(admin) == 0)  // held
             let firstTwo = try await drain(reader.records(), upTo: 2)
-            try reader.acknowledge(try #require(firstTwo.last))
+            try await reader.acknowledge(try #require(firstTwo.last))
             #expect(try prune(admin) == 2)  // the two acknowledged ones go
             // Another process goes on where the reader acknowledged.
             let other = try StoreCoordinator(model: coordinator.model, configuration: coordinator.pool.configuration)
@@ -388,8 +388,9 @@ struct HistoryTests {
             #expect(log.messages.contains { $0.contains("history reader gone") && $0.contains("historyExpired") })
             await #expect(throws: HistoryError.self) { _ = try await drain(reader.records()) }
             // Acknowledging the oldest position held puts it back on its feet.
-            try reader.acknowledge(try coordinator.oldestHistoryToken())
-            #expect(try readAll(after: try reader.acknowledgedToken(), limit: 10, on: coordinator).records.isEmpty)
+            try await reader.acknowledge(try coordinator.oldestHistoryToken())
+            let acknowledged = try await reader.acknowledgedToken()
+            #expect(try readAll(after: acknowledged, limit: 10, on: coordinator).records.isEmpty)
         }
     }
 

@@ -391,7 +391,7 @@ struct StoreTracingTests {
         let trace = tracer.trace()
         let tracing = StoreTracing(
             tracer: tracer, configuration: ConnectionConfiguration("postgresql://app@db1:5432,db2:5432/shop"))
-        ServiceContext.withValue(trace.context) {
+        _ = ServiceContext.withValue(trace.context) {
             #expect(throws: Refused.self) {
                 try tracing.withSpan(PGDataKitTracing.save) { _ in throw Refused() }
             }

@@ -61,11 +61,11 @@ extension ManagedObjectContext {
     ///
     /// - Throws: `CancellationError` when the task was cancelled before the block ran
     ///   (also while it waited for a connection) or while it ran and the block failed;
-    ///   `ConnectionPoolError` when no connection freed up in time; otherwise what the
-    ///   block throws.
+    ///   `ConnectionPoolError` when no connection freed up in time, `ShutdownError` once
+    ///   a shutdown began; otherwise what the block throws.
     public func perform<T: Sendable>(_ block: @escaping @Sendable () throws -> T) async throws -> T {
         let needsLease = parent == nil && concurrencyType == .private && !holdsTransaction.load(ordering: .relaxed)
-        let lease = needsLease ? try await coordinator.pool.lease() : nil
+        let lease = needsLease ? try await leaseConnection() : nil
         let scope = StatementCancellation()
         let serviceContext = QueueFrames.callerServiceContext()
         return try await withTaskCancellationHandler {
@@ -89,6 +89,20 @@ extension ManagedObjectContext {
             }
         } onCancel: {
             scope.cancel()
+        }
+    }
+
+    /// Waits, suspended, for the pooled connection an async `perform` block runs with.
+    /// New work is refused once a shutdown began, also when the pool closes at its end
+    /// while this waits.
+    ///
+    /// - Throws: `ShutdownError`, `CancellationError`, `ConnectionPoolError`.
+    private func leaseConnection() async throws -> ConnectionLease {
+        try coordinator.admitNewWork()
+        do {
+            return try await coordinator.pool.lease()
+        } catch let error as ConnectionPoolError where error.code == .closed && coordinator.isShuttingDown {
+            throw ShutdownError.shuttingDown
         }
     }
 

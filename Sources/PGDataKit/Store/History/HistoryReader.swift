@@ -11,9 +11,14 @@ import Foundation
 /// let reader = try coordinator.historyReader(named: "search-index")
 /// for try await record in reader.records() {
 ///     try searchIndex.apply(record.changes)
-///     try reader.acknowledge(record)          // a restart goes on after this record
+///     try await reader.acknowledge(record)    // a restart goes on after this record
 /// }
 /// ```
+///
+/// From async code, use the async forms of `acknowledge` and `acknowledgedToken()`: they
+/// wait for a pooled connection without a thread and run their statement off the
+/// cooperative threads. The synchronous forms block the calling thread while they wait
+/// for a connection and for the server.
 ///
 /// What the consumer did and what it acknowledged must agree after a crash: either make
 /// applying a record idempotent, or store the token with the effect and acknowledge from
@@ -90,6 +95,45 @@ public final class HistoryReader: Sendable {
     public func acknowledge(_ record: ChangeRecord) throws {
         guard let token = record.historyToken else { throw HistoryError.recordWithoutToken(recordID: record.id) }
         try acknowledge(token)
+    }
+
+    /// `acknowledgedToken()` for async code: waits for a pooled connection suspended
+    /// and reads off the cooperative threads.
+    ///
+    /// - Throws: as `acknowledgedToken()`, or `CancellationError` while it waits for a
+    ///   connection.
+    public func acknowledgedToken() async throws -> HistoryToken {
+        let (coordinator, name) = (self.coordinator, self.name)
+        return try await coordinator.offCooperativeThreads {
+            try coordinator.pool.withConnection { try ChangeLog.acknowledgedToken(reader: name, on: $0) }
+        }
+    }
+
+    /// `acknowledge(_:)` for async code: waits for a pooled connection suspended and
+    /// writes off the cooperative threads.
+    ///
+    /// For example:
+    ///
+    /// ```swift
+    /// try await reader.acknowledge(lastToken)
+    /// ```
+    ///
+    /// - Throws: as `acknowledge(_:)`, or `CancellationError` while it waits for a
+    ///   connection.
+    public func acknowledge(_ token: HistoryToken) async throws {
+        let (coordinator, name) = (self.coordinator, self.name)
+        try await coordinator.offCooperativeThreads {
+            try coordinator.pool.withConnection { try ChangeLog.acknowledge(token, reader: name, on: $0) }
+        }
+    }
+
+    /// `acknowledge(_:)` of a record for async code (see `acknowledge(_:) async`).
+    ///
+    /// - Throws: `HistoryError.recordWithoutToken` for a record that did not come from a
+    ///   history read; then as `acknowledge(_:) async`.
+    public func acknowledge(_ record: ChangeRecord) async throws {
+        guard let token = record.historyToken else { throw HistoryError.recordWithoutToken(recordID: record.id) }
+        try await acknowledge(token)
     }
 
     /// Acknowledges `token` on `connection`, inside the transaction the caller has open

@@ -134,7 +134,7 @@ public struct HistorySequence: AsyncSequence, Sendable {
                     sequence.coordinator, self.feed, sequence.start, self.position, sequence.pageSize
                 )
                 do {
-                    let (page, resolved) = try await Self.offPool { () throws -> (HistoryPage, HistoryToken) in
+                    let (page, resolved) = try await coordinator.offCooperativeThreads { () throws -> (HistoryPage, HistoryToken) in
                         feed.register(with: coordinator)
                         feed.clearWakeUp()
                         let token: HistoryToken
@@ -163,13 +163,6 @@ public struct HistorySequence: AsyncSequence, Sendable {
                     if feed.isClosed { return nil }
                     throw error
                 }
-            }
-        }
-
-        /// Runs blocking database work on a dispatch thread, not a cooperative one.
-        private static func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-            try await withCheckedThrowingContinuation { continuation in
-                DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
             }
         }
     }
