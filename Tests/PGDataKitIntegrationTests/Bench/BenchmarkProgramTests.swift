@@ -45,8 +45,12 @@ struct BenchmarkProgramTests {
         #expect((fields["p50_ms"] ?? 0) <= (fields["max_ms"] ?? 0))
     }
 
-    /// Hundreds of tasks on a small pool hold no more threads than the pool has
-    /// connections (and the process's own few), and every request succeeds.
+    /// Hundreds of tasks on a small pool hold threads in proportion to the pool, not to
+    /// the tasks (before the pool's async waiters, 1,000 tasks on a pool of 10 took the
+    /// process to 264 threads), and every request succeeds. Dispatch was seen to keep up
+    /// to about two threads per connection (a block's, and the next block's, started
+    /// while the first returns), beside the process's own (listener, cooperative pool,
+    /// sampler…).
     @Test func requestsScenarioKeepsThreadsToThePoolSize() throws {
         let fields = try result(try run(["requests", "--tasks", "300", "--per-task", "2", "--pool", "4"]), "requests")
         #expect(
@@ -56,7 +60,7 @@ struct BenchmarkProgramTests {
             ])
         #expect(fields["errors"] == 0)
         #expect(fields["tasks"] == 300)
-        #expect((fields["peak_threads"] ?? .infinity) <= 4 + 16)
+        #expect((fields["peak_threads"] ?? .infinity) <= 2 * 4 + 16)
         #expect((fields["requests_per_s"] ?? 0) > 0)
         #expect((fields["p50_ms"] ?? .infinity) <= (fields["p99_ms"] ?? 0))
     }
