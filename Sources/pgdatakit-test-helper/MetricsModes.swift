@@ -79,6 +79,7 @@ func metricsRun(_ metrics: TestMetrics, url: String) throws {
         "counters": .object(counters.mapValues { .number(Double($0)) }),
         "timers": .object(timers.mapValues { .number(Double($0)) }),
         "lockTimeoutThrown": .bool(timedOut),
+        "pool": try poolMetricsRun(metrics, configuration: configuration),
     ]
     emit(JSONValue.object(report).jsonText)
 }
@@ -112,4 +113,35 @@ func importMeetingAHeldRow(_ manager: ContextManager, holder: Connection) throws
     }
     try holder.execute("ROLLBACK")
     importing.wait()
+}
+
+/// A pool of one: one connection lent, a second borrower waits at least 50 ms, then is
+/// served. Reports the pool's gauges (peak and last) and its longest wait.
+func poolMetricsRun(_ metrics: TestMetrics, configuration: ConnectionConfiguration) throws -> JSONValue {
+    let pool = ConnectionPool(configuration: configuration, maximumConnections: 1)
+    defer { pool.close() }
+    let lent = try pool.acquire()
+    let served = DispatchGroup()
+    served.enter()
+    DispatchQueue.global().async {
+        if let connection = try? pool.acquire(timeout: .seconds(10)) { pool.release(connection) }
+        served.leave()
+    }
+    let deadline = Date().addingTimeInterval(10)
+    while pool.waiting == 0, Date() < deadline { Thread.sleep(forTimeInterval: 0.005) }
+    Thread.sleep(forTimeInterval: 0.05)
+    pool.release(lent)
+    served.wait()
+    let connections = ConnectionPoolMetrics.connections
+    let inUse = try metrics.expectRecorder(connections, [("state", "in_use")])
+    let idle = try metrics.expectRecorder(connections, [("state", "idle")])
+    let waiters = try metrics.expectRecorder(ConnectionPoolMetrics.waiters)
+    let waits = try metrics.expectTimer(ConnectionPoolMetrics.waitTime)
+    return .object([
+        "inUsePeak": .number(inUse.values.max() ?? -1),
+        "idleLast": .number(idle.lastValue ?? -1),
+        "waitersPeak": .number(waiters.values.max() ?? -1),
+        "waitersLast": .number(waiters.lastValue ?? -1),
+        "longestWaitMs": .number(Double(waits.values.max() ?? -1) / 1e6),
+    ])
 }

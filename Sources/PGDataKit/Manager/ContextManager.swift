@@ -169,15 +169,29 @@ public final class ContextManager: Sendable {
     /// context right after commit while the context's `shouldMergeOnSave` is `true`, as
     /// Core Data users do with the did-save notification. The context knows nothing of
     /// the manager.
-    public func newPrivateContext(name: String? = nil) -> ManagedObjectContext {
-        let context = ManagedObjectContext(concurrencyType: .private, coordinator: coordinator, name: name, logger: logger)
+    ///
+    /// A request's logger (with its metadata: a request id, a route) makes the context's
+    /// log lines — saves redone, conflicts settled, transactions rolled back — carry it:
+    ///
+    /// ```swift
+    /// var requestLogger = logger
+    /// requestLogger[metadataKey: "request"] = "\(requestID)"
+    /// let context = manager.newPrivateContext(name: "POST /users", logger: requestLogger)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - name: a label for logs and the context's queue (`private` by default).
+    ///   - logger: where the context logs; the manager's logger by default.
+    public func newPrivateContext(name: String? = nil, logger: Logger? = nil) -> ManagedObjectContext {
+        let context = ManagedObjectContext(
+            concurrencyType: .private, coordinator: coordinator, name: name, logger: logger ?? self.logger)
         let main = mainContext
-        let logger = self.logger
+        let managerLogger = self.logger
         // Did-save observers run on the context's queue, so reading the flag is safe.
         context.observers.addForLifetime { [weak context] changes in
             guard context?.shouldMergeOnSave ?? false else { return }
             main.perform {
-                _ = Self.merge(changes, into: main, logger: logger, what: "merging a save")
+                _ = Self.merge(changes, into: main, logger: managerLogger, what: "merging a save")
             }
         }
         return context

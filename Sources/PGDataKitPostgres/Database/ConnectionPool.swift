@@ -103,12 +103,15 @@ public final class ConnectionPool: Sendable {
         if let held = PoolHold.take(from: self) { return try connection(from: held) }
         let waited = timeout ?? acquireTimeout
         let start = metrics.isEnabled ? ContinuousClock.now : nil
-        let waiter = ThreadWaiter()
-        let (action, id) = state.withLock { state in
+        let (action, id, waiter) = state.withLock { state -> (PoolStateMachine<Connection>.Action, UInt64, ThreadWaiter?) in
             let id = state.newWaiter()
             let action = state.machine.acquire(waiter: id)
-            if case .wait = action { state.threads[id] = waiter }
-            return (action, id)
+            guard case .wait = action else { return (action, id, nil) }
+            // (Made only for a wait: most borrowings find a connection at once, and a
+            // semaphore per borrowing showed in the instructions of a one-object save.)
+            let waiter = ThreadWaiter()
+            state.threads[id] = waiter
+            return (action, id, waiter)
         }
         let lease: PoolStateMachine<Connection>.Lease
         switch action {
@@ -116,6 +119,7 @@ public final class ConnectionPool: Sendable {
         case .open: lease = .place
         case .refuse: throw ConnectionPoolError.closed
         case .wait:
+            guard let waiter else { throw ConnectionPoolError.closed }
             metrics.update(self)
             if waiter.ready.wait(timeout: .now() + Self.dispatchInterval(waited)) == .timedOut {
                 let gaveUp = state.withLock { state in

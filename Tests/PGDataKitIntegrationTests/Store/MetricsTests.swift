@@ -39,6 +39,15 @@ struct MetricsTests {
             #expect(counter(PGDataKitMetrics.merges) >= 1)
             #expect((report["timers"]?[PGDataKitMetrics.mergeLatency]?.intValue ?? 0) >= 1)
             #expect((report["timers"]?[PGDataKitMetrics.listenerLag]?.intValue ?? 0) >= 1)
+            // The pool's gauges and wait timer (a pool of one, a borrower kept waiting
+            // 50 ms; the managers' pools record under the same names, so peaks are at
+            // least, and no pool has a waiter at the end).
+            let pool = try #require(report["pool"])
+            #expect((pool["inUsePeak"]?.doubleValue ?? 0) >= 1, "\(pool)")
+            #expect((pool["waitersPeak"]?.doubleValue ?? 0) >= 1)
+            #expect(pool["waitersLast"]?.doubleValue == 0)
+            #expect((pool["idleLast"]?.doubleValue ?? -1) >= 0)
+            #expect((pool["longestWaitMs"]?.doubleValue ?? 0) >= 40)
             // Dimensions carry names, never values.
             #expect(!line.contains("metrics-0") && !line.contains("imported-"))
         }

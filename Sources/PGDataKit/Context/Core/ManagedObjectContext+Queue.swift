@@ -30,20 +30,22 @@ extension ManagedObjectContext {
 
     /// Runs `block` on the context's queue and waits for its result. The calling task
     /// does not block (it is suspended); the block runs on the context's queue, on a
-    /// thread of Dispatch's pool, which blocks while libpq waits for the server. The
+    /// thread that is not one of the cooperative pool's and blocks while libpq waits
+    /// for the server. The
     /// block runs with the caller's `ServiceContext`, so the library's spans nest under
     /// the caller's (see <doc:Tracing>).
     ///
     /// A private context that holds no transaction first waits, suspended, for a pooled
     /// connection (in line with every other borrower, up to the pool's `acquireTimeout`),
-    /// and its block then runs with it: the first transaction the block begins uses it,
-    /// and a connection the block gives back is kept for the block's next transaction
-    /// (a save redone in a new transaction, a second save) until the block ends. So the
-    /// threads blocked in libpq for such blocks are never more than the pool's
-    /// connections, however many tasks wait: a thousand tasks saving on a pool of ten
-    /// took the process to 27–31 threads in all (264 before; `pgdatakit-bench
-    /// requests`). The main context, child contexts and a context whose transaction is
-    /// open do not wait first.
+    /// and its block then runs with it, on one of the coordinator's threads for such
+    /// blocks (one per pooled connection at most, ended when idle): the first
+    /// transaction the block begins uses the connection, and a connection the block
+    /// gives back is kept for the block's next transaction (a save redone in a new
+    /// transaction, a second save) until the block ends. So such blocks hold no more
+    /// threads than the pool has connections, however many tasks wait (see
+    /// `pgdatakit-bench requests`: 264 threads for 1,000 tasks on a pool of 10 before).
+    /// The main context, child contexts and a context whose transaction is open do not
+    /// wait first; their blocks run on Dispatch's pool.
     ///
     /// Cancelling the calling task reaches PostgreSQL: a block that has not started does
     /// not run; in a block that runs, the statement in progress is stopped with libpq's
@@ -71,9 +73,9 @@ extension ManagedObjectContext {
         let serviceContext = QueueFrames.callerServiceContext()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                queue.async {
-                    // (The task resumes once the block's connection is back in the pool.)
-                    let result = ConnectionPool.holding(lease) {
+                // (The task resumes once the block's connection is back in the pool.)
+                let run: @Sendable () -> Result<T, any Error> = {
+                    ConnectionPool.holding(lease) {
                         QueueFrames.run(in: self, carrying: serviceContext) { () -> Result<T, any Error> in
                             guard !scope.isCancelled else { return .failure(CancellationError()) }
                             return Result {
@@ -85,7 +87,13 @@ extension ManagedObjectContext {
                             }
                         }
                     }
-                    continuation.resume(with: result)
+                }
+                if lease != nil {
+                    // On a thread of the coordinator's own (one per connection at most),
+                    // still on the context's queue: `sync` runs it on this thread.
+                    coordinator.leasedWork.run { [queue] in continuation.resume(with: queue.sync(execute: run)) }
+                } else {
+                    queue.async { continuation.resume(with: run()) }
                 }
             }
         } onCancel: {

@@ -53,6 +53,9 @@ public final class StoreCoordinator: Sendable {
     let closeObservers = CloseObservers()
     /// Closed by `beginShutdown()`: no new transactions from then on.
     let shutdownGate = ShutdownGate()
+    /// Where async `perform` blocks that leased a connection run: a thread per pooled
+    /// connection at most.
+    let leasedWork: LeasedWorkThreads
     private let commitOutcomeTimeoutStorage = Mutex<Duration>(.seconds(10))
 
     /// How long a save whose `COMMIT` went unanswered (the connection broke) keeps
@@ -110,6 +113,7 @@ public final class StoreCoordinator: Sendable {
         self.model = model
         let newPool = ConnectionPool(configuration: configuration, maximumConnections: maximumConnections, logger: logger)
         self.pool = newPool
+        self.leasedWork = LeasedWorkThreads(maximum: newPool.maximumConnections)
         if createsSchema { _ = try Self.createSchemaIfEmpty(model: model, pool: newPool, logger: logger) }
         self.logger = logger
         self.changeLogOptions = changeLog
