@@ -114,6 +114,18 @@ case "topics-watch":
     // Another worker whose main context holds topics and reads their stories after
     // each merge (many-to-many relationships across processes).
     topicsWatch(arguments[2])
+case "unannounced-save":
+    // A writer that dies between its commit and its notification: the notifier holds
+    // the payload back, the save commits, the test kills this process (SIGKILL).
+    guard arguments.count >= 4 else { fail(usage) }
+    manager.coordinator.notifier.hold(true)
+    let context = manager.newPrivateContext()
+    try context.performAndWait {
+        HelperUser(context: context).userID = arguments[3]
+        try context.save()
+    }
+    emit("committed")
+    while true { sleep(60) }
 case "own-saves":
     // Saves once, then waits for one save of another process (which commits after this
     // one, so the listener has read past this process's own record) and reports how

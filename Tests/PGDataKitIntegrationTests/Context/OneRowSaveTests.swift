@@ -32,6 +32,12 @@ struct OneRowSaveTests {
                 try context.save()
                 return user
             }
+            // The saves' notifications follow their commits on the notifier's own session
+            // (`ChangeNotifier`): held back while the saves are counted, then sent together.
+            let announced = ContinuousClock.now + .seconds(10)
+            while manager.coordinator.notifier.counts.payloads < 1, ContinuousClock.now < announced { usleep(1_000) }
+            manager.coordinator.notifier.hold(true)
+            let sentBefore = manager.coordinator.notifier.counts
             for age in 1...3 {
                 let before = try stored()
                 let trips = proxy.roundTrips
@@ -56,6 +62,16 @@ struct OneRowSaveTests {
             #expect(proxy.roundTrips - trips == 1, "the main context's one-row save")
             let after = try stored()
             #expect(after.version == before.version + 1 && after.records == before.records + 1)
+            let notifierTrips = proxy.roundTrips
+            manager.coordinator.notifier.hold(false)
+            let deadline = ContinuousClock.now + .seconds(10)
+            while manager.coordinator.notifier.counts.payloads < sentBefore.payloads + 4, ContinuousClock.now < deadline {
+                usleep(1_000)
+            }
+            let sent = manager.coordinator.notifier.counts
+            #expect(sent.payloads - sentBefore.payloads == 4)
+            #expect(sent.transactions - sentBefore.transactions == 1, "four saves' notifications in one transaction")
+            #expect(proxy.roundTrips - notifierTrips == 1, "the notifier's one round trip")
         }
     }
 

@@ -116,45 +116,4 @@ struct ChangeFeedPositionTests {
             return
         }
     }
-
-    /// A writer's snapshot moves the position on only when it covers everything the
-    /// position covers; what it covers leaves the delivered set.
-    @Test func aSnapshotThatCoversThePositionIsAdopted() {
-        var position = ChangeFeedPosition(snapshot: "100:110:102,105")
-        position.noteDelivered(105)
-        position.noteDelivered(111)
-        position.noteDelivered(120)
-        // Older, or seeing as running what the position covers: refused, nothing changes.
-        for refused in ["90:110:", "100:109:", "100:115:104", "101:115:101,102", "x", "-", "100:110:102,105"] {
-            var copy = position
-            let moved = copy.advance(to: refused)
-            #expect(!moved, "\(refused)")
-            #expect(copy == position, "\(refused)")
-        }
-        // Newer: 102 still running, 105 and 111 committed, 120 not yet visible.
-        let moved = position.advance(to: "102:115:102,112")
-        #expect(moved)
-        #expect(position.snapshot == "102:115:102,112")
-        #expect(position.delivered == [120])
-        #expect(position.covers(105) && position.covers(111) && position.covers(114) && position.covers(120))
-        #expect(!position.covers(102) && !position.covers(112) && !position.covers(115))
-        // Whatever a refused snapshot would have dropped is still covered.
-        let movedBack = position.advance(to: "101:116:101")
-        #expect(!movedBack)
-        #expect(position.covers(111))
-        // A random walk never uncovers a transaction once covered.
-        var random = SystemRandomNumberGenerator()
-        var walk = ChangeFeedPosition(snapshot: "1000:1000:")
-        var covered: Set<UInt64> = []
-        for _ in 0..<2_000 {
-            let xmin = UInt64.random(in: 990...1_060, using: &random)
-            let xmax = xmin + UInt64.random(in: 0...20, using: &random)
-            let running = (xmin..<xmax).filter { $0 == xmin || Bool.random(using: &random) }
-            let text = "\(xmin):\(xmax):" + running.map(String.init).joined(separator: ",")
-            if Bool.random(using: &random) { walk.noteDelivered(UInt64.random(in: 990...1_080, using: &random)) }
-            walk.advance(to: text)
-            for transaction in UInt64(980)...1_090 where walk.covers(transaction) { covered.insert(transaction) }
-            #expect(covered.allSatisfy { walk.covers($0) }, "\(text)")
-        }
-    }
 }

@@ -154,7 +154,7 @@ struct ListenerStateMachineTests {
         machine.notificationsHandled(compact: false, now: t0 + .milliseconds(600))
         #expect(machine.next(now: t0 + .seconds(1)) == .wait(timeout: .milliseconds(600)), "quiet since the last one")
         #expect(machine.next(now: t0 + .milliseconds(1_600)) == .readLog)
-        machine.logRead()
+        machine.logRead(now: t0 + .milliseconds(1_600))
         #expect(machine.next(now: t0 + .milliseconds(1_600)) == .wait(timeout: .seconds(60)))
     }
 
@@ -227,7 +227,7 @@ struct ListenerStateMachineTests {
         machine.positioned(now: late)
         machine.notificationsHandled(compact: false, now: late)
         #expect(machine.next(now: late + .seconds(2)) == .readLog)
-        machine.logRead()
+        machine.logRead(now: late + .seconds(2))
         #expect(machine.next(now: late + .seconds(2)) == .prune)
     }
 
@@ -239,6 +239,37 @@ struct ListenerStateMachineTests {
         machine.notificationsHandled(compact: false, now: t0 + .seconds(5))
         #expect(machine.next(now: t0 + .milliseconds(5_400)) == .wait(timeout: .milliseconds(600)), "the quiet read")
         #expect(machine.next(now: t0 + .microseconds(5_999_999)) == .wait(timeout: .milliseconds(1)))
+    }
+
+    /// With a check interval, a listener that has not read the log for that long checks
+    /// it (records whose notification never came), idle or busy; a read resets the time.
+    @Test func theLogIsCheckedEveryIntervalIdleOrBusy() {
+        var checking = timing
+        checking.unannouncedCheckInterval = .seconds(1)
+        var machine = Machine(timing: checking, prunes: false, relay: .off, now: t0)
+        _ = machine.next(now: t0)
+        machine.connected(.direct(relay: .notTried), now: t0)
+        _ = machine.next(now: t0)
+        machine.positioned(now: t0)
+        #expect(machine.next(now: t0 + .milliseconds(300)) == .wait(timeout: .milliseconds(700)))
+        #expect(machine.next(now: t0 + .seconds(1)) == .checkLog)
+        machine.logRead(now: t0 + .seconds(1))
+        #expect(machine.next(now: t0 + .seconds(1)) == .wait(timeout: .seconds(1)))
+        // Notifications every 100 ms never go quiet, and the check still comes.
+        var checks = 0
+        for tenth in 11...40 {
+            let now = t0 + .milliseconds(100 * tenth)
+            if machine.next(now: now) == .checkLog {
+                checks += 1
+                machine.logRead(now: now)
+            }
+            machine.notificationsHandled(compact: false, now: now)
+        }
+        #expect(checks == 3, "at 2, 3 and 4 s")
+        // The quiet read counts as a read.
+        #expect(machine.next(now: t0 + .milliseconds(5_000)) == .readLog)
+        machine.logRead(now: t0 + .milliseconds(5_000))
+        #expect(machine.next(now: t0 + .milliseconds(5_500)) == .wait(timeout: .milliseconds(500)))
     }
 
     @Test func stoppingEndsEveryPhase() {

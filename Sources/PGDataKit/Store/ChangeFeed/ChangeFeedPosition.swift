@@ -10,13 +10,12 @@
 /// delivered so far (they had committed before their notification was sent), so the set
 /// empties there.
 ///
-/// A payload moves the position on too, with no read (`advance(to:)`): it carries a
-/// snapshot its writer took inside its transaction, before the commit. Every transaction
-/// visible in that snapshot had committed before it was taken, so its notification was
-/// queued before this one's (PostgreSQL queues a transaction's notifications before its
-/// commit and hands them to listeners in queue order): the listener has handled it
-/// already. A snapshot is adopted only when it covers everything the position covers,
-/// so nothing handed on comes back in a later read.
+/// Only reads move the position. A payload's transaction joins the delivered set: its
+/// notification is sent after its commit (`ChangeNotifier`), so notifications do not
+/// arrive in commit order, and a snapshot a writer took (earlier writers sent one in the
+/// payload) may cover a transaction whose notification is still to come. The listener
+/// reads the log once notifications go quiet, on a regular check, or when the set grows
+/// large.
 struct ChangeFeedPosition: Sendable, Equatable {
     /// The snapshot of the last read, as text (`xmin:xmax:xip,…`).
     private(set) var snapshot: String
@@ -51,29 +50,6 @@ struct ChangeFeedPosition: Sendable, Equatable {
         if transaction < xmin { return true }
         if transaction >= xmax { return false }
         return !inProgress.contains(transaction)
-    }
-
-    /// Moves the position to a snapshot taken inside a transaction whose notification was
-    /// just handled, if it covers everything the position covers (else nothing
-    /// changes); transactions it covers leave the delivered set. Text that is not a
-    /// snapshot changes nothing.
-    ///
-    /// - Returns: whether the position moved.
-    @discardableResult
-    mutating func advance(to text: String) -> Bool {
-        guard text != snapshot else { return false }
-        let next = ChangeFeedPosition(snapshot: text)
-        guard next.xmax > 0, next.xmax >= xmax, next.xmin >= xmin else { return false }
-        // Whatever the new snapshot sees as running must not be covered now.
-        for transaction in next.inProgress where transaction < xmax {
-            guard transaction >= xmin, inProgress.contains(transaction) else { return false }
-        }
-        snapshot = next.snapshot
-        xmin = next.xmin
-        xmax = next.xmax
-        inProgress = next.inProgress
-        delivered = delivered.filter { $0 >= xmax || inProgress.contains($0) }
-        return true
     }
 
     /// Notes a transaction delivered from a payload.

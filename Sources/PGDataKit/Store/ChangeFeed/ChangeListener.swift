@@ -308,7 +308,7 @@ final class ChangeListener: Sendable {
             timing: ListenerStateMachine.Timing(
                 reconnectDelay: options.reconnectDelay, maximumReconnectDelay: options.maximumReconnectDelay,
                 pruneInterval: options.pruneInterval, quietReadDelay: Self.quietReadDelay,
-                relayRetryDelay: options.relayRetryDelay),
+                relayRetryDelay: options.relayRetryDelay, unannouncedCheckInterval: options.unannouncedCheckInterval),
             prunes: prunes, relay: options.relay.effectiveDirectory == nil ? .off : .on, now: .now)
         var loop = Loop()
         if let opening {
@@ -368,7 +368,7 @@ final class ChangeListener: Sendable {
             loop.session?.close()
             loop.session = nil
             state.withLock { $0.backendPID = nil }
-        case .takePosition, .catchUp, .readLog, .prune, .wait:
+        case .takePosition, .catchUp, .readLog, .checkLog, .prune, .wait:
             guard let session = loop.session else {
                 throw PostgresError(kind: .connectionLost, message: "the change listener has no session")
             }
@@ -410,7 +410,15 @@ final class ChangeListener: Sendable {
             machine.notificationsHandled(compact: compact, now: arrived)
         case .readLog:
             position = try catchUp(on: current, from: position)
-            machine.logRead()
+            machine.logRead(now: .now)
+        case .checkLog:
+            // Payloads delivered since the last read are records after the position
+            // anyway; otherwise one statement says whether a read would find any.
+            let hasNew =
+                position.delivered.isEmpty
+                ? try ChangeLog.hasRecords(after: position.snapshot, skippingOrigin: origin, on: current) : true
+            if hasNew { position = try catchUp(on: current, from: position) }
+            machine.logRead(now: .now)
         case .prune:
             machine.pruned(permitted: try prune(on: current))
         case .takePosition, .catchUp, .connect, .closeToRetryRelay, .sleep, .stop:
@@ -421,8 +429,8 @@ final class ChangeListener: Sendable {
     /// Hands on the records of notifications that arrived, reading the log where a
     /// payload does not carry its record, and moves the position on.
     ///
-    /// - Returns: whether the delivered set is compact (the log was read last, or
-    ///   payloads with snapshots kept the set small), so no quiet read is needed.
+    /// - Returns: whether the delivered set is compact (the log was read last, or no
+    ///   payload delivered anything), so no quiet read is needed.
     private func handle(
         _ notifications: [PostgresNotification], position: inout ChangeFeedPosition, on current: Connection
     ) throws -> Bool {
@@ -430,19 +438,18 @@ final class ChangeListener: Sendable {
         var readLast = false
         for note in notifications {
             switch ChangeLog.payload(of: note.payload, ownOrigin: origin) {
-            case .own(_, let snapshot):
+            case .own:
+                continue
+            case .record(let record, let transaction, _):
                 readLast = false
-                if let snapshot { position.advance(to: snapshot) }
-            case .record(let record, let transaction, let snapshot):
-                readLast = false
-                // (Another process's: this one's own come as `.own`.)
+                // (Another process's: this one's own come as `.own`.) A writer's
+                // snapshot does not move the position: notifications are sent after
+                // their commits, so one covering a transaction can come before that
+                // transaction's own (`ChangeFeedPosition`).
                 if !position.covers(transaction) {
                     position.noteDelivered(transaction)
                     records.append(record)
                 }
-                // After the record: the writer's snapshot may see its own
-                // transaction as committed.
-                if let snapshot { position.advance(to: snapshot) }
             case .reference(let id):
                 // A record too large for its notification (or an older writer's):
                 // read the log, after handing on what came before, in order.
@@ -467,10 +474,9 @@ final class ChangeListener: Sendable {
             position = try catchUp(on: current, from: position)
             readLast = true
         }
-        // Payloads with snapshots keep the position moving and the set small: no read
-        // is needed once notifications go quiet unless the set grew (payloads of
-        // earlier writers carry no snapshot).
-        return readLast || position.delivered.count <= Self.quietReadThreshold
+        // Payloads do not move the position: once notifications go quiet, one read moves
+        // it past what they delivered and empties the set.
+        return readLast || position.delivered.isEmpty
     }
 
     /// Deletes records older than the retention. A role without the `DELETE` grant is
@@ -495,11 +501,9 @@ final class ChangeListener: Sendable {
     }
 
     /// How long notifications must be quiet before the log is read to move the position
-    /// on (their records were handed on already; the read only confirms it), when more
-    /// than `quietReadThreshold` transactions wait in the delivered set.
+    /// past the transactions delivered from payloads (their records were handed on
+    /// already; the read only confirms it).
     static let quietReadDelay: Duration = .seconds(1)
-    /// How many delivered transactions the position may hold without a quiet read.
-    static let quietReadThreshold = 64
     /// How many transactions delivered from payloads make the listener read the log at
     /// once (its position then covers them, and the set empties).
     static let maximumDelivered = 8_192

@@ -109,32 +109,43 @@ enum ChangeLog {
         return forPruning
     }
 
-    /// The column of `writeStatement(_:origin:)`'s row that holds the transaction's id.
-    static let transactionIDColumn = 2
-    /// The column of `writeStatement(_:origin:)`'s row that holds the record's id.
-    static let recordIDColumn = 0
-
-    /// Writes the record of a save inside its transaction and queues the notification
-    /// (delivered when the transaction commits). One statement.
+    /// Writes the record of a save inside its transaction and queues its notification
+    /// in that same transaction (when there is one), as writers did before
+    /// `ChangeNotifier` (listeners take either: tests play such writers, and transactions
+    /// that commit in any order, with it). Two statements.
     ///
     /// - Returns: the record's id.
     @discardableResult
     static func write(_ changes: ContextChanges, origin: UUID, on connection: Connection) throws -> Int64 {
         let statement = try writeStatement(changes, origin: origin)
         let result = try connection.execute(statement.sql, statement.parameters)
-        return try result[0].decode(Int64.self, at: 0)
+        try connection.execute("SELECT pg_notify($1, $2)", [channel, try result[0].decode(String.self, at: payloadColumn)])
+        return try result[0].decode(Int64.self, at: recordIDColumn)
     }
 
-    /// The statement `write(_:origin:on:)` runs, for sending it together with the
-    /// `COMMIT`. The transaction gets its id before the record draws its own (the
-    /// subquery runs first), so that a record id drawn before a snapshot was taken always
-    /// belongs to a transaction that snapshot knows of (`HistoryToken.floor` relies on
-    /// it; saves have written their rows, and so have their id, before anyway). Its one row: the record's id, the notification (void), and the
-    /// transaction's id (`xid8` as text, column `transactionIDColumn`), by which a save
-    /// whose `COMMIT` went unanswered looks up whether it committed.
+    /// The column of `writeStatement(_:origin:)`'s row that holds the transaction's id.
+    static let transactionIDColumn = 2
+    /// The column of `writeStatement(_:origin:)`'s row that holds the record's id.
+    static let recordIDColumn = 0
+    /// The column of `writeStatement(_:origin:)`'s row that holds the record's
+    /// notification payload (sent once the transaction committed: `ChangeNotifier`).
+    static let payloadColumn = 1
+
+    /// The statement that writes the record of a save inside its transaction, for
+    /// sending it together with the `COMMIT`. The transaction gets its id before the
+    /// record draws its own (the subquery runs first), so that a record id drawn before a
+    /// snapshot was taken always belongs to a transaction that snapshot knows of
+    /// (`HistoryToken.floor` relies on it; saves have written their rows, and so have
+    /// their id, before anyway). Its one row: the record's id, the record's notification
+    /// payload (`payloadColumn`), and the transaction's id (`xid8` as text, column
+    /// `transactionIDColumn`), by which a save whose `COMMIT` went unanswered looks up
+    /// whether it committed.
     ///
-    /// The notification carries the whole record when it fits (`payload(of:)`), so that
-    /// listeners need not read the log; a larger record's notification carries its id.
+    /// The transaction does not notify: a notifying transaction holds PostgreSQL's
+    /// notification lock across its commit's flush. The payload goes out after the
+    /// commit (`ChangeNotifier`). It carries the whole record when it fits
+    /// (`payload(of:)`), so that listeners need not read the log; a larger record's
+    /// payload is its id.
     ///
     /// - Throws: `PostgresValueError` when the record cannot be encoded.
     static func writeStatement(_ changes: ContextChanges, origin: UUID) throws
@@ -147,7 +158,7 @@ enum ChangeLog {
                 SELECT t.x, $1, $2, $3::text::jsonb FROM (SELECT pg_current_xact_id() AS x OFFSET 0) AS t
                 RETURNING id, transaction_id, backend_pid, created_at
             )
-            SELECT id, \(notifyCall(record: "record", origin: "$1", processID: "$2", changes: "$3")),
+            SELECT id, \(payloadExpression(record: "record", origin: "$1", processID: "$2", changes: "$3")),
                    pg_current_xact_id()::text
             FROM record
             """,
@@ -155,29 +166,30 @@ enum ChangeLog {
         )
     }
 
-    /// The `pg_notify` call that announces a record: `record` names the inserted row
-    /// (its `id`, `transaction_id`, `backend_pid`, `created_at`), the others the
-    /// parameters holding the origin (`uuid`), the process id (`integer`) and the
-    /// record's text. The payload carries the statement's snapshot (`-` when longer than
-    /// `payloadSnapshotLimit`), by which listeners move their position on without
-    /// reading the log (`ChangeFeedPosition.advance(to:)`).
-    static func notifyCall(record: String, origin: String, processID: String, changes: String) -> String {
+    /// The payload of a record's notification, as an SQL expression: `record` names the
+    /// inserted row (its `id`, `transaction_id`, `backend_pid`, `created_at`), the others
+    /// the parameters holding the origin (`uuid`), the process id (`integer`) and the
+    /// record's text. The whole record (`payloadVersionWithoutSnapshot`) when it fits,
+    /// else the record's id. It carries no snapshot: the notification is sent after the
+    /// commit, so notifications no longer arrive in commit order and a writer's snapshot
+    /// says nothing about what a listener has received (`ChangeFeedPosition`).
+    static func payloadExpression(record: String, origin: String, processID: String, changes: String) -> String {
         """
-        pg_notify('\(channel)', CASE WHEN octet_length(\(changes)::text) <= \(payloadChangesLimit)
-            THEN concat_ws(' ', '\(payloadVersion)', \(record).id, \(record).transaction_id,
-                           (SELECT CASE WHEN octet_length(s) <= \(payloadSnapshotLimit) THEN s ELSE '-' END
-                            FROM (SELECT pg_current_snapshot()::text AS s) AS snapshot), \(origin)::uuid,
-                           \(processID)::integer, \(record).backend_pid,
+        CASE WHEN octet_length(\(changes)::text) <= \(payloadChangesLimit)
+            THEN concat_ws(' ', '\(payloadVersionWithoutSnapshot)', \(record).id, \(record).transaction_id,
+                           \(origin)::uuid, \(processID)::integer, \(record).backend_pid,
                            (extract(epoch FROM \(record).created_at) * 1000000)::bigint, \(changes)::text)
-            ELSE \(record).id::text END)
+            ELSE \(record).id::text END
         """
     }
 
     // MARK: - Notification payloads
 
-    /// The first word of a payload that carries a whole record and a snapshot.
+    /// The first word of an earlier writer's payload (one that notified inside its
+    /// transaction): a whole record and a snapshot, which is not used (see
+    /// `payloadExpression`).
     static let payloadVersion = "r2"
-    /// The first word of an earlier writer's payload: a whole record, no snapshot.
+    /// The first word of a payload that carries a whole record, no snapshot.
     static let payloadVersionWithoutSnapshot = "r1"
     /// The longest snapshot text a payload carries (a longer one, of a server with
     /// very many transactions running, is sent as `-`).
@@ -250,6 +262,19 @@ enum ChangeLog {
         SELECT '00000000-0000-0000-0000-000000000000'::uuid, 0, '{}'::jsonb
         WHERE current_setting('synchronous_standby_names') <> ''
         """
+
+    /// Whether the log holds records of other origins committed after `position`: one
+    /// statement, not sealed (the listener keeps no snapshot from it; it reads the log
+    /// when the answer is yes).
+    static func hasRecords(after position: String, skippingOrigin: UUID, on connection: Connection) throws -> Bool {
+        try connection.query(
+            """
+            SELECT EXISTS (SELECT FROM \(table) AS c
+                           WHERE c.transaction_id >= pg_snapshot_xmin($1::pg_snapshot)
+                             AND NOT pg_visible_in_snapshot(c.transaction_id, $1::pg_snapshot)
+                             AND c.origin <> $2)
+            """, [position, skippingOrigin])[0].decode(Bool.self, at: 0)
+    }
 
     /// The records committed after `position` (oldest id first) and the new position, in
     /// one statement (one snapshot), sealed (`sealedRead(_:on:)`). Records written by

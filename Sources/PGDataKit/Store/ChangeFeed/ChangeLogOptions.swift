@@ -22,6 +22,20 @@ public struct ChangeLogOptions: Sendable {
     /// How long a listener that could not reach its host's relay (while it changed hands,
     /// say) listens on its own session before it tries the relay again.
     public var relayRetryDelay: Duration = .seconds(30)
+    /// How often the listener checks the log for saves that committed but whose
+    /// notification never came (their process ended between the commit and the
+    /// notification, which is sent after it): one statement while nothing new is there, a
+    /// read of the log when something is. Such a save reaches this process within this
+    /// time; `nil` leaves it to the next notification or reconnection. One second by
+    /// default.
+    ///
+    /// For example, to check every 250 milliseconds:
+    ///
+    /// ```swift
+    /// var options = ChangeLogOptions()
+    /// options.unannouncedCheckInterval = .milliseconds(250)
+    /// ```
+    public var unannouncedCheckInterval: Duration? = .seconds(1)
     /// How long a registered history reader (`StoreCoordinator.historyReader(named:)`)
     /// holds back pruning after its last acknowledgement: records it has not
     /// acknowledged are kept past the retention while it acknowledged within this time.

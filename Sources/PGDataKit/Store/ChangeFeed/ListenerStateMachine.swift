@@ -5,7 +5,7 @@
 ///
 /// `ChangeListener`'s thread asks `next(now:)` what to do, does it (the libpq and socket
 /// calls stay there) and reports what happened (`connected(_:now:)`, `positioned(now:)`,
-/// `notificationsHandled(compact:now:)`, `logRead()`, `pruned(permitted:)`,
+/// `notificationsHandled(compact:now:)`, `logRead(now:)`, `pruned(permitted:)`,
 /// `failed(_:now:)`, `stopRequested()`). Time comes in as an argument, so every
 /// transition can be played without a server or a clock. For example, a session that
 /// connects, takes its position, then drops:
@@ -38,6 +38,9 @@ struct ListenerStateMachine {
         var relayRetryDelay: Duration
         /// The longest single wait for notifications.
         var longestWait: Duration = .seconds(60)
+        /// How long after the last read of the log the listener checks it for records no
+        /// notification announced (`nil`: never).
+        var unannouncedCheckInterval: Duration?
     }
 
     /// Whether the host's relay is to be tried.
@@ -104,6 +107,9 @@ struct ListenerStateMachine {
         /// Read the log to confirm payloads delivered since the last read, then
         /// `logRead()`.
         case readLog
+        /// Check the log for records committed since the position that no notification
+        /// announced, and read it when there are; then `logRead(now:)`.
+        case checkLog
         /// Prune old records, then `pruned(permitted:)`.
         case prune
         /// Close the session (the listener's own) to connect through the host's relay
@@ -146,6 +152,8 @@ struct ListenerStateMachine {
     private var unreadSince: ContinuousClock.Instant?
     /// When the last notifications arrived.
     private var lastNotification: ContinuousClock.Instant
+    /// When the log was last read or checked (or the position taken).
+    private var lastRead: ContinuousClock.Instant
     /// When a listener on its own session tries the relay again, if it will.
     private(set) var relayRetryAt: ContinuousClock.Instant?
     /// Whether a stop was asked for.
@@ -162,6 +170,7 @@ struct ListenerStateMachine {
         self.relay = relay
         self.delay = timing.reconnectDelay
         self.lastNotification = now
+        self.lastRead = now
     }
 
     /// What to do now.
@@ -193,6 +202,8 @@ struct ListenerStateMachine {
         }
         let sinceNotification = lastNotification.duration(to: now)
         if unreadSince != nil, sinceNotification >= timing.quietReadDelay { return .readLog }
+        let sinceRead = lastRead.duration(to: now)
+        if let interval = timing.unannouncedCheckInterval, sinceRead >= interval { return .checkLog }
         if prunes, lastPrune.map({ $0.duration(to: now) >= timing.pruneInterval }) ?? true {
             lastPrune = now
             return .prune
@@ -200,6 +211,7 @@ struct ListenerStateMachine {
         var timeout = timing.longestWait
         if prunes, let lastPrune { timeout = min(timeout, timing.pruneInterval - lastPrune.duration(to: now)) }
         if unreadSince != nil { timeout = min(timeout, timing.quietReadDelay - sinceNotification) }
+        if let interval = timing.unannouncedCheckInterval { timeout = min(timeout, interval - sinceRead) }
         if case .direct = kind, let retryAt = relayRetryAt { timeout = min(timeout, now.duration(to: retryAt)) }
         return .wait(timeout: max(.milliseconds(1), timeout))
     }
@@ -229,19 +241,21 @@ struct ListenerStateMachine {
         hasPosition = true
         delay = timing.reconnectDelay
         unreadSince = nil
+        lastRead = now
     }
 
     /// Notifications arrived and were handed on; `compact` when the position needs no
-    /// read of the log to confirm them (it was just read, or payloads with snapshots kept
-    /// its delivered set small).
+    /// read of the log to confirm them (it was just read, or nothing was delivered from
+    /// payloads since).
     mutating func notificationsHandled(compact: Bool, now: ContinuousClock.Instant) {
         lastNotification = now
         unreadSince = compact ? nil : (unreadSince ?? now)
     }
 
-    /// The quiet read of the log (`readLog`) is done.
-    mutating func logRead() {
+    /// The quiet read of the log (`readLog`) or the check (`checkLog`) is done.
+    mutating func logRead(now: ContinuousClock.Instant) {
         unreadSince = nil
+        lastRead = now
     }
 
     /// A prune ended; `permitted` false when the role may not prune (the listener stops

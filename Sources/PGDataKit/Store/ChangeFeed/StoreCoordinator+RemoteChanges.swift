@@ -97,10 +97,12 @@ extension StoreCoordinator {
     /// ```
     public var listenerError: ChangeListenerError? { listener.sessionCheck?.problem }
 
-    /// Stops the listener, ends the `remoteChanges()` streams, closes the pool and stops
-    /// the object controllers of its contexts. Contexts holding a connection keep it
-    /// until they finish; nothing new can be borrowed afterwards.
+    /// Sends the notifications of saves that committed and are not announced yet, stops
+    /// the listener, ends the `remoteChanges()` streams, closes the pool and stops the
+    /// object controllers of its contexts. Contexts holding a connection keep it until
+    /// they finish; nothing new can be borrowed afterwards.
     public func close() {
+        notifier.close()
         listener.stop()
         pool.close()
         closeObservers.close()

@@ -13,8 +13,8 @@ extension StoreCoordinator {
 
     /// Updates one row (with a version check), writes the change record and commits, in
     /// one statement and one round trip (with the `BEGIN`, when the transaction is still
-    /// to begin): `BEGIN`, `UPDATE`, record, `NOTIFY`, `COMMIT` — the floor a save can
-    /// reach. The record is inserted from the `UPDATE`'s returned row, so a version miss
+    /// to begin): `BEGIN`, `UPDATE`, record, `COMMIT` — the floor a save can reach; the
+    /// record's notification follows the commit (`ChangeNotifier`). The record is inserted from the `UPDATE`'s returned row, so a version miss
     /// writes nothing at all; the statement returns one row whatever happened, with the
     /// transaction's id only when it wrote, so that a connection lost at the `COMMIT`
     /// is settled as for any save (`commit(_:after:…)`).
@@ -35,7 +35,7 @@ extension StoreCoordinator {
         let sql = updateStatement(key) {
             let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
             let version = Connection.quoteIdentifier(entity.versionColumn)
-            let notify = ChangeLog.notifyCall(
+            let payload = ChangeLog.payloadExpression(
                 record: "r", origin: "$\(origin)", processID: "$\(origin + 1)", changes: "$\(origin + 2)")
             return """
                 WITH u AS (\(Self.oneRowUpdate(of: entity, columns: columns, types: types, checksVersion: true))),
@@ -44,7 +44,7 @@ extension StoreCoordinator {
                     SELECT $\(origin), $\(origin + 1), $\(origin + 2)::text::jsonb FROM u
                     RETURNING id, transaction_id, backend_pid, created_at
                 )
-                SELECT r.id, CASE WHEN r.id IS NOT NULL THEN \(notify) END,
+                SELECT r.id, CASE WHEN r.id IS NOT NULL THEN \(payload) END,
                        pg_current_xact_id_if_assigned()::text, u.\(primaryKey), u.\(version)
                 FROM (SELECT 1) AS one LEFT JOIN u ON true LEFT JOIN record AS r ON true
                 """
@@ -52,14 +52,17 @@ extension StoreCoordinator {
         let parameters = arrays + [self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
         countStatements(2)
         var written: Int64?
+        var announcement: String?
         try commit(
             connection, after: (sql: sql, parameters: parameters), transactionIDColumn: ChangeLog.transactionIDColumn,
             recordIDColumn: ChangeLog.recordIDColumn
         ) { result in
             guard let row = result.first, !row.isNull(at: 0) else { return }
             if let id = try? row.int64(at: 0) { self.listener.noteOwnRecord(id) }
+            announcement = try? row.decode(String.self, at: ChangeLog.payloadColumn)
             written = try? row.int64(at: 4)
         }
+        if let announcement { notifier.post(announcement) }
         return written.map { .committed(version: $0) } ?? .conflict
     }
 }

@@ -414,9 +414,9 @@ extension StoreCoordinator {
             .map { try $0.decode(Int64.self, at: 0) }
     }
 
-    /// Writes the change record of a write transaction and commits it, in one round trip
-    /// (the record queues the notification; other processes' listeners read it after the
-    /// commit), then returns the connection to the pool. Empty changes write no record
+    /// Writes the change record of a write transaction and commits it, in one round trip,
+    /// then returns the connection to the pool and hands the record's notification to
+    /// the notifier (sent after the commit, outside it: `ChangeNotifier`). Empty changes write no record
     /// (`commitWriteAndRelease(_:)`). When the connection breaks before the `COMMIT`'s
     /// answer, the outcome is looked up by the transaction id the record returned (see
     /// `commit(_:after:transactionIDColumn:onAnswer:)`): a transaction that committed
@@ -436,13 +436,16 @@ extension StoreCoordinator {
         let record = try ChangeLog.writeStatement(changes, origin: origin)
         countStatements(2)
         // The record's id is noted as soon as it is read, before the COMMIT's result (its
-        // notification goes out with the commit): this process's listener need not read.
+        // notification follows the commit): this process's listener need not read.
+        var announcement: String?
         try commit(
             connection, after: record, transactionIDColumn: ChangeLog.transactionIDColumn,
             recordIDColumn: ChangeLog.recordIDColumn
         ) { result in
             if let id = try? result.first?.int64(at: 0) { self.listener.noteOwnRecord(id) }
+            announcement = try? result.first?.decode(String.self, at: ChangeLog.payloadColumn)
         }
+        if let announcement { notifier.post(announcement) }
     }
 
     // MARK: - Binding

@@ -39,6 +39,8 @@ public final class StoreCoordinator: Sendable {
     /// How the change log is kept and followed.
     public let changeLogOptions: ChangeLogOptions
     let listener: ChangeListener
+    /// Sends the notifications of this coordinator's saves after they committed.
+    package let notifier: ChangeNotifier
     /// Where saves, retries and merges are counted (swift-metrics; see
     /// `PGDataKitMetrics`).
     let metrics: StoreMetrics
@@ -131,6 +133,7 @@ public final class StoreCoordinator: Sendable {
                 "this process does not prune old change records: pruning needs \(lackingForPruning.joined(separator: ", ")) besides DELETE on \(ChangeLog.table) (the history's horizon and readers)")
         }
         let pool = self.pool
+        self.notifier = ChangeNotifier(configuration: configuration, logger: logger)
         self.listener = ChangeListener(
             configuration: listenerConfiguration ?? configuration, origin: origin, options: changeLog, prunes: mayPrune,
             metrics: metrics, logger: logger,
@@ -140,7 +143,10 @@ public final class StoreCoordinator: Sendable {
         if validatesSchema { try validateSchema() }
     }
 
-    deinit { listener.stop() }
+    deinit {
+        notifier.close()
+        listener.stop()
+    }
 
     /// How many statements contexts of this coordinator have sent (for tests and
     /// statistics: a save of 1,000 new objects sends a handful, not 1,000).

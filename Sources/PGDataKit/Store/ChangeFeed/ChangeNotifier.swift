@@ -1,0 +1,161 @@
+import Dispatch
+import Logging
+import Synchronization
+
+/// Sends the notifications of this process's saves, after they committed, on a session
+/// of its own.
+///
+/// A transaction that notifies holds PostgreSQL's database-wide notification lock from
+/// queueing its notifications until its commit is flushed, so notifying commits cannot
+/// share a WAL flush and serialise on that lock (a third of the plain commit rate at 8
+/// writers and more). A save therefore commits its rows and change record without a
+/// `NOTIFY`, and hands the record's payload here once the `COMMIT` answered. The
+/// notifier sends what has gathered in one small transaction of its own — `BEGIN`,
+/// `SET LOCAL synchronous_commit TO off`, one `pg_notify` per payload in order,
+/// `COMMIT` — so the lock is held for the length of a commit that is not flushed, and
+/// payloads of saves that committed together share it. The save's own commit, its
+/// durability and its reported outcome are untouched.
+///
+/// A notification is only a wake-up and a carrier: exactly-once delivery rests on the
+/// change log and each listener's snapshot position. A payload this notifier cannot send
+/// (its session failed twice, the process ended first) is found by the listeners' check
+/// for records no notification announced (`ChangeLogOptions.unannouncedCheckInterval`).
+package final class ChangeNotifier: Sendable {
+    /// The application name the notifier's session shows in `pg_stat_activity`.
+    static let applicationName = "pgdatakit notifier"
+    /// The most payloads one notifying transaction carries.
+    static let batchLimit = 256
+
+    private struct State {
+        var pending: [String] = []
+        var isSending = false
+        var isClosed = false
+        /// Whether sending is held back (tests: a save whose process ends before its
+        /// notification goes out).
+        var isHeld = false
+        var connection: Connection?
+        var transactions = 0
+        var sent = 0
+    }
+
+    private let configuration: ConnectionConfiguration
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let queue = DispatchQueue(label: "pgdatakit.notifier")
+
+    /// A notifier that connects with `configuration` (named `applicationName`) when it
+    /// first has something to send.
+    init(configuration: ConnectionConfiguration, logger: Logger) {
+        self.configuration = configuration.named(Self.applicationName)
+        self.logger = logger
+    }
+
+    /// Queues the payload of a committed save; it goes out after those queued before it.
+    /// Nothing is sent once the notifier is closed.
+    func post(_ payload: String) {
+        let starts = state.withLock { state -> Bool in
+            guard !state.isClosed else { return false }
+            state.pending.append(payload)
+            guard !state.isSending, !state.isHeld else { return false }
+            state.isSending = true
+            return true
+        }
+        if starts { queue.async { self.sendPending() } }
+    }
+
+    /// Holds payloads back (`true`) or sends them again (`false`), for tests of a process
+    /// that ends between its commits and their notifications.
+    package func hold(_ held: Bool) {
+        let starts = state.withLock { state -> Bool in
+            state.isHeld = held
+            guard !held, !state.isSending, !state.pending.isEmpty, !state.isClosed else { return false }
+            state.isSending = true
+            return true
+        }
+        if starts { queue.async { self.sendPending() } }
+    }
+
+    /// How many notifying transactions were sent, and how many payloads they carried.
+    var counts: (transactions: Int, payloads: Int) { state.withLock { ($0.transactions, $0.sent) } }
+
+    /// Sends what is pending (waiting for a send under way), then closes the session;
+    /// later payloads are dropped.
+    func close() {
+        state.withLock { $0.isClosed = true }
+        queue.sync {
+            let (batch, connection) = state.withLock { state -> ([String], Connection?) in
+                defer {
+                    state.pending = []
+                    state.connection = nil
+                }
+                return (state.isHeld ? [] : state.pending, state.connection)
+            }
+            if !batch.isEmpty { sendInBatches(batch) }
+            (state.withLock { $0.connection.take() } ?? connection)?.close()
+        }
+    }
+
+    /// Sends pending payloads in batches until none are left (on `queue`).
+    private func sendPending() {
+        while true {
+            let batch = state.withLock { state -> [String]? in
+                guard !state.pending.isEmpty, !state.isHeld, !state.isClosed else {
+                    state.isSending = false
+                    return nil
+                }
+                let count = min(state.pending.count, Self.batchLimit)
+                defer { state.pending.removeFirst(count) }
+                return Array(state.pending.prefix(count))
+            }
+            guard let batch else { return }
+            send(batch)
+        }
+    }
+
+    private func sendInBatches(_ payloads: [String]) {
+        var start = 0
+        while start < payloads.count {
+            let end = min(start + Self.batchLimit, payloads.count)
+            send(Array(payloads[start..<end]))
+            start = end
+        }
+    }
+
+    /// Sends one notifying transaction; a failed session is replaced once. A batch that
+    /// still fails is dropped (logged): the listeners find its records in the log.
+    private func send(_ payloads: [String]) {
+        for attempt in 1...2 {
+            do {
+                let connection = try session()
+                _ = try connection.executePipeline([
+                    (sql: "BEGIN", parameters: []),
+                    (sql: "SET LOCAL synchronous_commit TO off", parameters: []),
+                    (
+                        sql: "SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS u(p, n) ORDER BY n",
+                        parameters: [ChangeLog.channel, payloads]
+                    ),
+                    (sql: "COMMIT", parameters: []),
+                ])
+                state.withLock {
+                    $0.transactions += 1
+                    $0.sent += payloads.count
+                }
+                return
+            } catch {
+                state.withLock { $0.connection.take() }?.close()
+                guard attempt == 2 else { continue }
+                logger.warning(
+                    "could not send the notifications of \(payloads.count) committed saves (other processes find them in the change log within a second): \(error)"
+                )
+            }
+        }
+    }
+
+    /// The notifier's session, opened when missing.
+    private func session() throws -> Connection {
+        if let connection = state.withLock({ $0.connection }) { return connection }
+        let connection = try Connection(configuration, logger: logger)
+        state.withLock { $0.connection = connection }
+        return connection
+    }
+}
