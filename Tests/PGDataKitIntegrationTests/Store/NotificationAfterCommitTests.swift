@@ -72,7 +72,7 @@ struct NotificationAfterCommitTests {
             let notifiers = try admin.query(
                 "SELECT query FROM pg_stat_activity WHERE application_name = $1", [ChangeNotifier.applicationName])
             #expect(notifiers.count == 1)
-            #expect(try notifiers.first?.decode(String.self, at: 0) == "COMMIT", "its last statement")
+            #expect(try notifiers.first?.decode(String.self, at: 0) == ChangeNotifier.notifySQL, "its last statement")
             let counts = writer.coordinator.notifier.counts
             #expect(counts.payloads == 1 && counts.transactions == 1)
         }

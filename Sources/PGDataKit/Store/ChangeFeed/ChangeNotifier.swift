@@ -10,10 +10,10 @@ import Synchronization
 /// share a WAL flush and serialise on that lock (a third of the plain commit rate at 8
 /// writers and more). A save therefore commits its rows and change record without a
 /// `NOTIFY`, and hands the record's payload here once the `COMMIT` answered. The
-/// notifier sends what has gathered in one small transaction of its own — `BEGIN`,
-/// `SET LOCAL synchronous_commit TO off`, one `pg_notify` per payload in order,
-/// `COMMIT` — so the lock is held for the length of a commit that is not flushed, and
-/// payloads of saves that committed together share it. The save's own commit, its
+/// notifier sends what has gathered in one small transaction of its own — one statement
+/// that turns `synchronous_commit` off for that transaction and calls `pg_notify` once
+/// per payload, in order — so the lock is held for the length of a commit that is not
+/// flushed, and payloads of saves that committed together share it. The save's own commit, its
 /// durability and its reported outcome are untouched.
 ///
 /// A notification is only a wake-up and a carrier: exactly-once delivery rests on the
@@ -25,6 +25,16 @@ package final class ChangeNotifier: Sendable {
     static let applicationName = "pgdatakit notifier"
     /// The most payloads one notifying transaction carries.
     static let batchLimit = 256
+    /// One statement, its own transaction: `synchronous_commit` off for that transaction
+    /// only (`set_config(…, true)` lasts until its commit, which reads it), then one
+    /// `pg_notify` per payload in the array's order (volatile calls are made after the
+    /// sort).
+    static let notifySQL = """
+        SELECT pg_notify($1, u.p), s.setting
+        FROM (SELECT set_config('synchronous_commit', 'off', true) AS setting) AS s,
+             unnest($2::text[]) WITH ORDINALITY AS u(p, n)
+        ORDER BY u.n
+        """
 
     private struct State {
         var pending: [String] = []
@@ -127,15 +137,7 @@ package final class ChangeNotifier: Sendable {
         for attempt in 1...2 {
             do {
                 let connection = try session()
-                _ = try connection.executePipeline([
-                    (sql: "BEGIN", parameters: []),
-                    (sql: "SET LOCAL synchronous_commit TO off", parameters: []),
-                    (
-                        sql: "SELECT pg_notify($1, p) FROM unnest($2::text[]) WITH ORDINALITY AS u(p, n) ORDER BY n",
-                        parameters: [ChangeLog.channel, payloads]
-                    ),
-                    (sql: "COMMIT", parameters: []),
-                ])
+                _ = try connection.execute(Self.notifySQL, [ChangeLog.channel, payloads])
                 state.withLock {
                     $0.transactions += 1
                     $0.sent += payloads.count
