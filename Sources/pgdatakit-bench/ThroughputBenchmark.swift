@@ -14,9 +14,9 @@ let rawThroughputChannel = "pgdatakit_bench_throughput"
 struct ThroughputBenchmark: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "throughput",
-        abstract: "Saves/s and merge latency as writer processes grow, beside raw NOTIFY commits.",
+        abstract: "Saves/s and merge latency as writer processes grow, beside raw NOTIFY and plain commits.",
         discussion: """
-            With --repeats R, each writer count is measured R times (the raw floor, then \
+            With --repeats R, each writer count is measured R times (the floors, then \
             the saves, in turn) and the medians of the rates are shown (merge latencies \
             over all R runs): the machine's noise moves single runs by a third.
 
@@ -30,12 +30,15 @@ struct ThroughputBenchmark: ParsableCommand {
             same run, the floor: N processes committing raw transactions that update one row \
             and NOTIFY, as fast as they can. Every process commits with a NOTIFY, so they \
             all queue on PostgreSQL's notification commit lock: the table shows where that \
-            bites. Each writer's own context manager merges the other writers' saves, as a \
+            bites. A second floor, *plain*: N processes committing the same one-row UPDATE \
+            with no NOTIFY (BEGIN, UPDATE, COMMIT), which share WAL flushes as notifying \
+            commits cannot: what PostgreSQL commits when nobody notifies (`plain_ratio` = \
+            saves/s ÷ plain tx/s). Each writer's own context manager merges the other writers' saves, as a \
             worker that reads does; --no-writer-merges turns that off \
             (automaticallyMergesRemoteChanges = false), as for a worker that only writes.
             """)
 
-    @Option(help: "Writer process counts, comma-separated.")
+    @Option(help: "Writer process counts, comma-separated (1 to 64 each), such as 2,4,8,16.")
     var writers = "1,2,4,8"
 
     @Option(help: "Seconds each measurement runs.")
@@ -83,36 +86,17 @@ struct ThroughputBenchmark: ParsableCommand {
         defer { token.cancel() }
 
         print("throughput: N writer processes, \(format(seconds, 1)) s each, \(repeats) run(s) per count (medians); one save = one transaction")
-        print("(UPDATE of one row, change record, NOTIFY, COMMIT); raw = UPDATE + NOTIFY + COMMIT on a plain connection")
+        print("(UPDATE of one row, change record, NOTIFY, COMMIT); raw = UPDATE + NOTIFY + COMMIT on a plain connection;")
+        print("plain = UPDATE + COMMIT (no NOTIFY): PostgreSQL's commits when nobody notifies")
         print(writerMerges ? "writers merge each other's saves" : "writers do not merge (automaticallyMergesRemoteChanges = false)")
-        print("writers   raw tx/s    saves/s   saves/raw   merge p50 ms   merge p99 ms   merged          listening tx/s  saves/listening")
-        var rows: [(writers: Int, raw: Double, listening: Double, saves: Double, merge: Percentiles)] = []
+        print(
+            "writers   raw tx/s    saves/s   saves/raw   merge p50 ms   merge p99 ms   merged          listening tx/s  saves/listening"
+                + "  plain tx/s  saves/plain")
+        var rows: [ThroughputRow] = []
         for count in counts {
-            var raws: [Double] = []
-            var listenings: [Double] = []
-            var saves: [Double] = []
-            var latencies: [Double] = []
-            var commits = 0
-            for _ in 0..<repeats {
-                raws.append(try measure(url: url, writers: count, mode: "raw").rate)
-                listenings.append(try measure(url: url, writers: count, mode: "raw-listening").rate)
-                merges.reset()
-                let objects = try measure(url: url, writers: count, mode: writerMerges ? "objects" : "objects-unmerged")
-                // Give the last merges a moment to arrive.
-                Thread.sleep(forTimeInterval: 0.5)
-                saves.append(objects.rate)
-                latencies += merges.latencies(for: objects.commits)
-                commits += objects.commits.count
-            }
-            let raw = median(raws)
-            let listening = median(listenings)
-            let rate = median(saves)
-            let merge = Percentiles(latencies)
-            rows.append((count, raw, listening, rate, merge))
-            print(
-                String(format: "%7d  %9.0f  %9.0f  %10.2f  %13.3f  %13.3f   %d/%d   %11.0f  %14.2f",
-                       count, raw, rate, rate / max(raw, 1), merge.p50, merge.p99, latencies.count, commits,
-                       listening, rate / max(listening, 1)))
+            let row = try measureRow(url: url, writers: count, merges: merges)
+            rows.append(row)
+            print(row.line())
         }
         withExtendedLifetime(held) {}
         let last = rows[rows.count - 1]
@@ -122,7 +106,34 @@ struct ThroughputBenchmark: ParsableCommand {
                 + "raw_tx_per_s=\(format(last.raw, 0)) ratio=\(format(last.saves / max(last.raw, 1), 3)) "
                 + "merge_p50_ms=\(format(last.merge.p50, 3)) merge_p99_ms=\(format(last.merge.p99, 3)) "
                 + "peak_saves_per_s=\(format(peak, 0)) raw_listening_tx_per_s=\(format(last.listening, 0)) "
-                + "listening_ratio=\(format(last.saves / max(last.listening, 1), 3))")
+                + "listening_ratio=\(format(last.saves / max(last.listening, 1), 3)) "
+                + "plain_tx_per_s=\(format(last.plain, 0)) plain_ratio=\(format(last.saves / max(last.plain, 1), 3))")
+    }
+
+    /// Measures one writer count `repeats` times — the raw floor, the listening floor, the
+    /// plain floor, then the saves, in turn — and returns the medians.
+    func measureRow(url: String, writers count: Int, merges: MergeTimes) throws -> ThroughputRow {
+        var raws: [Double] = []
+        var listenings: [Double] = []
+        var plains: [Double] = []
+        var saves: [Double] = []
+        var latencies: [Double] = []
+        var commits = 0
+        for _ in 0..<repeats {
+            raws.append(try measure(url: url, writers: count, mode: "raw").rate)
+            listenings.append(try measure(url: url, writers: count, mode: "raw-listening").rate)
+            plains.append(try measure(url: url, writers: count, mode: "plain").rate)
+            merges.reset()
+            let objects = try measure(url: url, writers: count, mode: writerMerges ? "objects" : "objects-unmerged")
+            // Give the last merges a moment to arrive.
+            Thread.sleep(forTimeInterval: 0.5)
+            saves.append(objects.rate)
+            latencies += merges.latencies(for: objects.commits)
+            commits += objects.commits.count
+        }
+        return ThroughputRow(
+            writers: count, raw: median(raws), listening: median(listenings), plain: median(plains),
+            saves: median(saves), merge: Percentiles(latencies), merged: latencies.count, commits: commits)
     }
 
     /// One user per writer, and the raw floor's table with one row per writer.
@@ -186,6 +197,32 @@ struct ThroughputBenchmark: ParsableCommand {
         guard !sorted.isEmpty else { return 0 }
         let middle = sorted.count / 2
         return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+}
+
+/// One writer count's medians: the floors (raw, listening, plain), the saves, and the
+/// merge latencies.
+struct ThroughputRow {
+    var writers: Int
+    /// Raw `UPDATE` + `NOTIFY` commits per second.
+    var raw: Double
+    /// The same while every process listens.
+    var listening: Double
+    /// Plain `UPDATE` commits (no `NOTIFY`) per second.
+    var plain: Double
+    /// Saves per second.
+    var saves: Double
+    var merge: Percentiles
+    /// Commits whose merge was seen here, of all commits.
+    var merged: Int
+    var commits: Int
+
+    /// The row as printed under the table's header.
+    func line() -> String {
+        String(
+            format: "%7d  %9.0f  %9.0f  %10.2f  %13.3f  %13.3f   %d/%d   %11.0f  %14.2f  %10.0f  %11.2f",
+            writers, raw, saves, saves / max(raw, 1), merge.p50, merge.p99, merged, commits, listening,
+            saves / max(listening, 1), plain, saves / max(plain, 1))
     }
 }
 
@@ -260,7 +297,7 @@ struct ThroughputWriter: ParsableCommand {
 
     @Argument(help: "The database URL.") var databaseURL: String
     @Argument(help: "This writer's number.") var index: Int
-    @Argument(help: "raw, raw-listening, objects or objects-unmerged.") var mode: String
+    @Argument(help: "raw, raw-listening, plain, objects or objects-unmerged.") var mode: String
     @Argument(help: "Monotonic nanoseconds to start at; 0: print `ready` once connected and read `start NANOSECONDS`.")
     var start: Int64
     @Argument(help: "Seconds to run.") var seconds: Double
@@ -269,7 +306,19 @@ struct ThroughputWriter: ParsableCommand {
         let configuration = ConnectionConfiguration(databaseURL)
         var commits: [(Int, Int64)] = []
         commits.reserveCapacity(100_000)
-        if mode == "raw" || mode == "raw-listening" {
+        if mode == "plain" {
+            // The same one-row UPDATE as the raw floor's, with no NOTIFY: commits that can
+            // share a WAL flush, as notifying commits cannot.
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            let end = try waitForStart()
+            while monotonicNanoseconds() < end {
+                try connection.transaction { connection -> Void in
+                    try connection.execute("UPDATE \(rawThroughputTable) SET n = n + 1 WHERE id = $1", [index])
+                }
+                commits.append((commits.count, monotonicNanoseconds()))
+            }
+        } else if mode == "raw" || mode == "raw-listening" {
             let connection = try Connection(configuration)
             defer { connection.close() }
             // As every process listens in the objects runs, each of these processes

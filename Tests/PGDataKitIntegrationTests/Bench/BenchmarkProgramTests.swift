@@ -103,11 +103,13 @@ struct BenchmarkProgramTests {
         let fields = try result(outcome, "throughput")
         #expect(Set(fields.keys) == [
             "writers", "saves_per_s", "raw_tx_per_s", "ratio", "merge_p50_ms", "merge_p99_ms", "peak_saves_per_s",
-            "raw_listening_tx_per_s", "listening_ratio",
+            "raw_listening_tx_per_s", "listening_ratio", "plain_tx_per_s", "plain_ratio",
         ])
         #expect(fields["writers"] == 2)
         #expect((fields["saves_per_s"] ?? 0) > 0 && (fields["raw_tx_per_s"] ?? 0) > 0)
         #expect((fields["raw_listening_tx_per_s"] ?? 0) > 0)
+        // The plain floor (UPDATE + COMMIT, no NOTIFY) ran in the same run.
+        #expect((fields["plain_tx_per_s"] ?? 0) > 0 && (fields["plain_ratio"] ?? 0) > 0)
         #expect((fields["merge_p50_ms"] ?? 0) > 0, "this process merged the writers' saves")
         #expect(outcome.output.split(separator: "\n").contains { $0.hasPrefix("      2  ") })
     }
