@@ -33,7 +33,9 @@ struct ContentionBenchmark: ParsableCommand {
             redone after a merge conflict under `.error` or a transient error), and the \
             demo's exit status (0 when its proofs hold). Last line: `RESULT contention \
             workers=… saves_per_s=… deadlocks=… lock_timeouts=… merge_p50_ms=… \
-            merge_p99_ms=… retries=… demo_exit=…` for the last worker count.
+            merge_p99_ms=… retries=… demo_exit=… library_retries=…` for the last worker \
+            count (`library_retries`: the saves among `retries` that the library redid \
+            itself, the demo's `libraryRetries`; their causes are in the demo's summary).
 
             Exit status: 0 when every demo run proved its claims; 2 when every run gave \
             its figures but a demo's proofs failed (the table and the RESULT line are \
@@ -65,7 +67,9 @@ struct ContentionBenchmark: ParsableCommand {
         print("(overlapping keyed imports with links, renames under three merge policies, increments under .error, deletes)")
         print("server: \(try Self.settings(admin))\(server.isThrowaway ? " (throwaway server)" : "")")
         print("merge = save began → merged in the demo's parent; deadlocks = pg_stat_database delta for the database")
-        print("workers    saves  seconds   saves/s  merge p50 ms  merge p99 ms  deadlocks  lock timeouts  retries  demo exit")
+        print(
+            "workers    saves  seconds   saves/s  merge p50 ms  merge p99 ms  deadlocks  lock timeouts  retries  demo exit"
+                + "         library retries")
         var last: ContentionRow?
         var unread = 0
         var unproven = 0
@@ -155,7 +159,8 @@ struct ContentionBenchmark: ParsableCommand {
             workers: count, saves: saves, seconds: writing, savesPerSecond: writing > 0 ? Double(saves) / writing : 0,
             mergeP50: summary.mergeP50Milliseconds ?? 0, mergeP99: summary.mergeP99Milliseconds ?? 0,
             deadlocks: deadlocks, lockTimeouts: summary.lockTimeouts ?? 0,
-            retries: summary.retries ?? summary.conflictsRetried ?? 0, demoStatus: process.terminationStatus)
+            retries: summary.retries ?? summary.conflictsRetried ?? 0, demoStatus: process.terminationStatus,
+            libraryRetries: summary.libraryRetries ?? 0)
     }
 
     /// The `pgdatakit` program in this program's folder (one build folder holds both).
@@ -249,6 +254,8 @@ struct ContentionRow {
     var retries: Int
     /// The demo's exit status: 0 when its proofs held.
     var demoStatus: Int32
+    /// Of `retries`, the saves the library redid itself (0 when the demo does not say).
+    var libraryRetries: Int
 
     /// The row as printed under the table's header.
     func line() -> String {
@@ -256,6 +263,8 @@ struct ContentionRow {
             format: "%7d  %7d  %7.1f  %8.1f  %12.3f  %12.3f  %9d  %13d  %7d  ",
             workers, saves, seconds, savesPerSecond, mergeP50, mergeP99, deadlocks, lockTimeouts, retries)
             + (demoStatus == 0 ? "0 (proven)" : "\(demoStatus) (proofs failed)")
+                .padding(toLength: 17, withPad: " ", startingAt: 0)
+            + String(format: "  %15d", libraryRetries)
     }
 
     /// The `RESULT contention …` line.
@@ -263,7 +272,7 @@ struct ContentionRow {
         "RESULT contention workers=\(workers) saves_per_s=\(String(format: "%.1f", savesPerSecond)) "
             + "deadlocks=\(deadlocks) lock_timeouts=\(lockTimeouts) "
             + "merge_p50_ms=\(String(format: "%.3f", mergeP50)) merge_p99_ms=\(String(format: "%.3f", mergeP99)) "
-            + "retries=\(retries) demo_exit=\(demoStatus)"
+            + "retries=\(retries) demo_exit=\(demoStatus) library_retries=\(libraryRetries)"
     }
 }
 
@@ -284,6 +293,8 @@ struct DemoSummaryFields: Decodable {
     var lockTimeouts: Int?
     /// Retries of any kind, when the demo counts them.
     var retries: Int?
+    /// The saves among `retries` the library redid itself, when the demo says.
+    var libraryRetries: Int?
 }
 
 /// What a demo run writes: its standard output (the JSON summary) collected, its standard

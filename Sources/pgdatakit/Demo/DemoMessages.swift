@@ -64,6 +64,9 @@ struct WorkerCounters: Codable, Sendable, Equatable {
     /// Saves the library redid itself (`pgdatakit_retries_total`), on top of the
     /// worker's own retries in `conflictsRetried`.
     var libraryRetries = 0
+    /// `libraryRetries` by the retry's `cause` (`serialization`, `row_held`, `conflict`,
+    /// …): why the library redid them.
+    var libraryRetriesByCause: [String: Int] = [:]
 }
 
 /// What the parent tells a worker, one line on its standard input.

@@ -37,6 +37,19 @@ final class DemoMetrics: MetricsFactory, Sendable {
         }
     }
 
+    /// The totals of the counters with this label, by the value of one of their
+    /// dimensions (counters without it are left out).
+    func totals(_ label: String, by dimension: String) -> [String: Int] {
+        totals.withLock { totals in
+            var sums: [String: Int] = [:]
+            for entry in totals where entry.label == label {
+                guard let value = entry.dimensions.first(where: { $0.0 == dimension })?.1 else { continue }
+                sums[value, default: 0] += Int(entry.total.value.load(ordering: .relaxed))
+            }
+            return sums
+        }
+    }
+
     func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
         let total = Total()
         totals.withLock { $0.append((label, dimensions, total)) }

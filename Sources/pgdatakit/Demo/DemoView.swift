@@ -147,6 +147,10 @@ struct DemoSummary: Codable {
     var lockTimeouts: Int
     /// Saves done again: by the workers (`conflictsRetried`) and by the library itself.
     var retries: Int
+    /// Saves the library redid itself (the workers' `libraryRetries`).
+    var libraryRetries: Int
+    /// `libraryRetries` by cause (the retry metric's `cause`).
+    var libraryRetriesByCause: [String: Int]
     var parentChecksum: String
     var parentEqualsFresh: Bool
     var allChecksumsEqual: Bool
@@ -217,6 +221,10 @@ struct DemoSummary: Codable {
             mergeP50Milliseconds: latency.p50, mergeP99Milliseconds: latency.p99, deadlocks: deadlocks,
             lockTimeouts: workers.reduce(0) { $0 + $1.counters.lockTimeouts },
             retries: workers.reduce(0) { $0 + $1.counters.conflictsRetried + $1.counters.libraryRetries },
+            libraryRetries: workers.reduce(0) { $0 + $1.counters.libraryRetries },
+            libraryRetriesByCause: workers.reduce(into: [:]) { sums, worker in
+                sums.merge(worker.counters.libraryRetriesByCause, uniquingKeysWith: +)
+            },
             parentChecksum: parentChecksum, parentEqualsFresh: parentChecksum == freshChecksum,
             allChecksumsEqual: checksums.count == 1 && workers.allSatisfy { $0.mainChecksum != nil },
             proven: everyWorkerEqual && mergedEverywhere && checksums.count == 1 && duplicates == 0
@@ -274,10 +282,17 @@ struct DemoSummary: Codable {
                 + "(\(conflictsRetried) conflicts retried under .error, \(conflictsSettled) settled by policy)",
             "\(mark(workers.allSatisfy(\.mergedFromEveryOtherWorker))) every worker merged the saves of every other",
             "\(mark(deadlocks == 0)) no deadlock (server's count: \(deadlocks); \(lockTimeouts) lock timeouts, "
-                + "\(retries) saves done again)",
+                + "\(retries) saves done again: \(retries - libraryRetries) by the workers, \(libraryRetries) by the library"
+                + (libraryRetries == 0 ? ")" : " — " + Self.byCause(libraryRetriesByCause) + ")"),
             String(format: "merge latency here (save began → merged): p50 %.1f ms, p99 %.1f ms",
                    mergeP50Milliseconds, mergeP99Milliseconds),
         ]
         return lines.joined(separator: "\n")
+    }
+
+    /// Counts by cause, largest first: `serialization 60, row_held 12`.
+    static func byCause(_ counts: [String: Int]) -> String {
+        counts.filter { $0.value > 0 }.sorted { ($1.value, $0.key) < ($0.value, $1.key) }
+            .map { "\($0.key) \($0.value)" }.joined(separator: ", ")
     }
 }

@@ -75,6 +75,7 @@ struct DemoWorker: ParsableCommand {
             current.lockTimeouts = metrics.total(PGDataKitMetrics.transientFailures, matching: [("cause", "lock_timeout")])
             current.deadlocks = metrics.total(PGDataKitMetrics.transientFailures, matching: [("cause", "deadlock")])
             current.libraryRetries = metrics.total(PGDataKitMetrics.retries)
+            current.libraryRetriesByCause = metrics.totals(PGDataKitMetrics.retries, by: "cause")
             return current
         }
         func status() -> WorkerReport {
