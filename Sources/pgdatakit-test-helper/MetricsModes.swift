@@ -9,6 +9,7 @@ func metricsRun(_ metrics: TestMetrics, url: String) throws {
     let configuration = ConnectionConfiguration(url)
     let manager = try ContextManager(configuration: configuration, entities: [HelperUser.self])
     defer { manager.close() }
+    manager.coordinator.contentionWindow = .zero  // every redo below happens (`contentionWindow`)
     // A save of three new users.
     let context = manager.newPrivateContext()
     try context.performAndWait {

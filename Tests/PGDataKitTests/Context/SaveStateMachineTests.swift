@@ -105,6 +105,52 @@ struct SaveStateMachineTests {
         #expect(transient.failed(serialization) == Machine.Step(.throwError, failure: .serialization))
     }
 
+    /// A machine that started in the redo's mode (contended entities).
+    private func lockedFirst() -> Machine {
+        var machine = Machine()
+        _ = machine.start(hasChanges: true, oneRowUpdate: false, contended: true)
+        return machine
+    }
+
+    @Test func aSaveOfContendedEntitiesStartsInTheRedosModeCountingNothing() {
+        var machine = Machine()
+        #expect(machine.start(hasChanges: true, oneRowUpdate: false, contended: true) == Machine.Step(.resolveConflictsFirst))
+        #expect(machine.committed() == Machine.Step(.finished))
+    }
+
+    @Test func aOneRowSaveKeepsItsRoundTripAndNothingToSaveWritesNothingWhenContended() {
+        var oneRow = Machine()
+        #expect(oneRow.start(hasChanges: true, oneRowUpdate: true, contended: true) == Machine.Step(.saveOneRow))
+        var nothing = Machine()
+        #expect(nothing.start(hasChanges: false, oneRowUpdate: false, contended: true) == Machine.Step(.finishWithoutWriting))
+    }
+
+    @Test func aMergeConflictOfASaveStartedInTheRedosModeIsThrownAtOnce() {
+        var machine = lockedFirst()
+        #expect(machine.failed(.mergeConflict) == Machine.Step(.throwError, failure: .conflict), "no redo: it read the rows")
+    }
+
+    /// Started in the redo's mode, the save is the redo's first attempt: two more when its
+    /// keyed inserts meet rows held elsewhere, then the lock error.
+    @Test func aSaveStartedInTheRedosModeMeetingUnlockedRowsHasTwoMoreAttempts() {
+        var machine = lockedFirst()
+        #expect(machine.failed(.metUnlockedRows) == Machine.Step(.resolveConflicts(attempt: 2), failure: .rowHeld))
+        #expect(machine.failed(.metUnlockedRows) == Machine.Step(.resolveConflicts(attempt: 3), failure: .rowHeld))
+        #expect(machine.failed(.metUnlockedRows) == Machine.Step(.throwLockError, failure: .rowHeld))
+    }
+
+    @Test func aTransientFailureOfASaveStartedInTheRedosModeIsRedoneButALockTimeoutOrLostConnectionIsNot() {
+        var redone = lockedFirst()
+        #expect(redone.failed(serialization) == Machine.Step(.resolveConflicts(attempt: 2), failure: .serialization))
+        #expect(redone.committed().action == .finished)
+        var timedOut = lockedFirst()
+        #expect(timedOut.failed(lockTimeout) == Machine.Step(.throwError, failure: .lockTimeout))
+        var lost = lockedFirst()
+        #expect(lost.failed(connectionLost) == Machine.Step(.throwError, failure: .connectionLost), "the Store settled it")
+        var other = lockedFirst()
+        #expect(other.failed(.other(cause: nil)) == Machine.Step(.throwError))
+    }
+
     @Test func errorsAreClassified() {
         let lock = PostgresError(kind: .server, sqlState: .lockNotAvailable, message: "lock")
         #expect(Machine.Failure.of(KeyedInsertsMetUnlockedRows(entity: "E", lockError: lock)) == .metUnlockedRows)

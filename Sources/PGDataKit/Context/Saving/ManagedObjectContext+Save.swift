@@ -17,7 +17,10 @@ extension ManagedObjectContext {
     /// default `.error` the save throws `MergeConflictError` and writes nothing. When a
     /// private context's own transaction cannot write a conflicting row (repeatable read
     /// refuses to), the save is rolled back and redone in a fresh read-committed
-    /// transaction that locks the rows, resolves the conflicts and commits.
+    /// transaction that locks the rows, resolves the conflicts and commits. Once saves of
+    /// an entity had to be redone so, the coordinator's next saves that write it start in
+    /// that mode for a while instead of failing into it (`StoreCoordinator.contentionWindow`;
+    /// a save of one object's attributes keeps its one round trip).
     ///
     /// On any failure (but `SaveOutcomeUnknownError`) the database is untouched and the
     /// context keeps its changes for a retry or `rollback()`. After a save a private

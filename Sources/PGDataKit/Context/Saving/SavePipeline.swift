@@ -26,7 +26,9 @@ struct SavePipeline {
         let hasChanges = context.hasUnsavedChanges
         if hasChanges { try context.validateDeleteRules() }
         let only = hasChanges ? oneRowUpdate() : nil
-        var step = machine.start(hasChanges: hasChanges, oneRowUpdate: only != nil)
+        let contention = context.coordinator.saveContention
+        let contended = hasChanges && only == nil && contention.mayBeContended && contention.isContended(entityNames())
+        var step = machine.start(hasChanges: hasChanges, oneRowUpdate: only != nil, contended: contended)
         var reservedKeys: [ObjectIdentifier: Int64] = [:]
         var overwrite: Set<ObjectIdentifier> = []
         var own: (connection: Connection, outcome: WriteOutcome)?
@@ -69,20 +71,23 @@ struct SavePipeline {
                     lastError = error
                     step = machine.failed(.of(error))
                 }
+            case .resolveConflictsFirst:
+                context.logger.debug("save started in a read-committed transaction that locks its rows (contended entities)")
+                // The own transaction's snapshot is of no use to it: given back first.
+                let continuing = context.transaction.isOpen
+                context.endTransaction()
+                let connection = try context.coordinator.beginTransaction(
+                    isolation: .readCommitted, statementTimeout: context.statementTimeout, continuesWork: continuing)
+                step = resolveConflicts(on: connection, &machine, &reservedKeys, &overwrite, &lastError)
             case .resolveConflicts(let attempt):
                 context.coordinator.metrics.retry(step.failure, unit: "save")
                 trace?.retried(step.failure)
                 context.logger.debug(
                     "save redone in a read-committed transaction (attempt \(attempt), after \((step.failure ?? .other).rawValue))")
+                if attempt == 1, Self.meansContention(step.failure) { contention.noteContention(on: entityNames()) }
                 let connection = try context.coordinator.beginTransaction(
                     isolation: .readCommitted, statementTimeout: context.statementTimeout, continuesWork: true)
-                do {
-                    try resolveConflictsAndCommit(on: connection, reservedKeys: &reservedKeys, overwrite: &overwrite)
-                    step = machine.committed()
-                } catch {
-                    lastError = error
-                    step = machine.failed(.of(error))
-                }
+                step = resolveConflicts(on: connection, &machine, &reservedKeys, &overwrite, &lastError)
             case .finished:
                 return
             case .throwError:
@@ -92,6 +97,41 @@ struct SavePipeline {
                 throw met.lockError
             }
         }
+    }
+
+    /// One attempt in the redo's mode (`resolveConflictsAndCommit`) on a read-committed
+    /// transaction just begun; the machine's next step.
+    private func resolveConflicts(
+        on connection: Connection, _ machine: inout SaveStateMachine, _ reservedKeys: inout [ObjectIdentifier: Int64],
+        _ overwrite: inout Set<ObjectIdentifier>, _ lastError: inout (any Error)?
+    ) -> SaveStateMachine.Step {
+        do {
+            try resolveConflictsAndCommit(on: connection, reservedKeys: &reservedKeys, overwrite: &overwrite)
+            return machine.committed()
+        } catch {
+            lastError = error
+            return machine.failed(.of(error))
+        }
+    }
+
+    /// Whether a first attempt that failed with this cause met another transaction's
+    /// work on its rows (so that its entities are contended), rather than a lost
+    /// connection or statement.
+    private static func meansContention(_ cause: TransientCause?) -> Bool {
+        switch cause {
+        case .conflict?, .serialization?, .deadlock?, .rowHeld?: true
+        default: false
+        }
+    }
+
+    /// The names of the entities the save writes (inserts, updates, deletes): what
+    /// `SaveContention` remembers and is asked about.
+    private func entityNames() -> Set<String> {
+        var names: Set<String> = []
+        for set in [context.insertedSet, context.changedSet, context.deletedSet] {
+            for object in set where !names.contains(object.entity.name) { names.insert(object.entity.name) }
+        }
+        return names
     }
 
     // MARK: - Commit
@@ -189,6 +229,11 @@ struct SavePipeline {
     ) throws {
         do {
             let (conflicts, locked) = try lockAndFindConflicts(on: connection)
+            if !conflicts.isEmpty || !(locked.keyedRows ?? [:]).isEmpty {
+                // Rows moved since they were read, or keys were committed since the import
+                // looked: a first attempt in the own transaction would have failed.
+                context.coordinator.saveContention.noteContention(on: entityNames())
+            }
             if !conflicts.isEmpty {
                 if context.mergePolicy == .error {
                     throw MergeConflictError(conflicts: conflicts.map(\.report))

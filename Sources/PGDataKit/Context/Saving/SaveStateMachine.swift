@@ -14,7 +14,12 @@ import Foundation
 /// - otherwise the context's own transaction writes; conflicts, or a transient failure
 ///   while writing, redo the save; a failure at the commit is the save's;
 /// - the redo: up to three attempts, each starting over only when keyed inserts met
-///   rows it had not locked (then the third's lock error is thrown).
+///   rows it had not locked (then the third's lock error is thrown);
+/// - a save whose entities are contended (`SaveContention`: saves of them met other
+///   transactions' work within the coordinator's `contentionWindow`), other than a
+///   one-row save, starts in the redo's mode instead of failing into it: it is the
+///   first of those three attempts, and counts no retry; a transient failure of it
+///   (but a lock timeout or a lost connection) is redone once more in that mode.
 struct SaveStateMachine {
     /// What a failed attempt's error means to the save.
     enum Failure: Equatable {
@@ -49,6 +54,10 @@ struct SaveStateMachine {
         case saveOneRow
         /// Write the changes in the context's own transaction.
         case writeInOwnTransaction
+        /// Write from the start in a read-committed transaction that locks the rows and
+        /// resolves conflicts (the redo's mode, as the first attempt: the save's entities
+        /// are contended).
+        case resolveConflictsFirst
         /// Commit the own transaction's writes.
         case commit
         /// Redo the save in a read-committed transaction that locks the rows and resolves
@@ -77,7 +86,7 @@ struct SaveStateMachine {
     }
 
     private enum Phase: Equatable {
-        case idle, oneRow, writing, committing, redo(attempt: Int), ended
+        case idle, oneRow, writing, committing, lockedFirst, redo(attempt: Int), ended
     }
 
     /// How many read-committed attempts a save makes at most.
@@ -85,16 +94,20 @@ struct SaveStateMachine {
 
     private var phase = Phase.idle
 
-    /// The save starts: whether there is anything to save, and whether it is one changed
-    /// row's attributes.
-    mutating func start(hasChanges: Bool, oneRowUpdate: Bool) -> Step {
+    /// The save starts: whether there is anything to save, whether it is one changed
+    /// row's attributes, and whether its entities are contended (`SaveContention`).
+    mutating func start(hasChanges: Bool, oneRowUpdate: Bool, contended: Bool = false) -> Step {
         precondition(phase == .idle, "a save's state machine starts once")
         guard hasChanges else {
             phase = .ended
             return Step(.finishWithoutWriting)
         }
-        phase = oneRowUpdate ? .oneRow : .writing
-        return Step(oneRowUpdate ? .saveOneRow : .writeInOwnTransaction)
+        if oneRowUpdate {
+            phase = .oneRow
+            return Step(.saveOneRow)
+        }
+        phase = contended ? .lockedFirst : .writing
+        return Step(contended ? .resolveConflictsFirst : .writeInOwnTransaction)
     }
 
     /// The own transaction's writes are done; `conflicts` when rows had changed
@@ -117,7 +130,7 @@ struct SaveStateMachine {
     /// The attempt committed.
     mutating func committed() -> Step {
         switch phase {
-        case .oneRow, .committing, .redo: phase = .ended
+        case .oneRow, .committing, .lockedFirst, .redo: phase = .ended
         default: preconditionFailure("committed() while no commit was asked for")
         }
         return Step(.finished)
@@ -131,6 +144,8 @@ struct SaveStateMachine {
         case .committing:
             phase = .ended
             return Step(.throwError)
+        case .lockedFirst:
+            return lockedFirstAttemptFailed(failure)
         case .redo(let attempt):
             if case .metUnlockedRows = failure {
                 guard attempt < Self.redoAttempts else {
@@ -160,6 +175,24 @@ struct SaveStateMachine {
         default:
             phase = .ended
             return Step(.throwError, failure: Self.counted(failure))
+        }
+    }
+
+    /// The first attempt, started in the redo's mode, failed: it was the redo's first
+    /// attempt, so keyed inserts that met unlocked rows start the second; a transient
+    /// failure other than a lock timeout or a lost connection (which a redo throws) is
+    /// redone once in that mode (the second attempt too).
+    private mutating func lockedFirstAttemptFailed(_ failure: Failure) -> Step {
+        switch failure {
+        case .metUnlockedRows:
+            phase = .redo(attempt: 2)
+            return Step(.resolveConflicts(attempt: 2), failure: .rowHeld)
+        case .transient(let cause, let lockTimeout, let connectionLost) where !lockTimeout && !connectionLost:
+            phase = .redo(attempt: 2)
+            return Step(.resolveConflicts(attempt: 2), failure: cause)
+        default:
+            phase = .ended
+            return Step(.throwError, failure: failure == .mergeConflict ? .conflict : Self.counted(failure))
         }
     }
 

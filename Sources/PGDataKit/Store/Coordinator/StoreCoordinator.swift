@@ -59,6 +59,8 @@ public final class StoreCoordinator: Sendable {
     /// connection at most.
     let leasedWork: LeasedWorkThreads
     private let commitOutcomeTimeoutStorage = Mutex<Duration>(.seconds(10))
+    /// Which entities' saves met contention lately (see `contentionWindow`).
+    let saveContention = SaveContention()
 
     /// How long a save whose `COMMIT` went unanswered (the connection broke) keeps
     /// trying to find out on a new connection whether it committed, before it gives up

@@ -38,7 +38,9 @@ public enum PGDataKitMetrics {
     public static let transientFailures = "pgdatakit_transient_failures_total"
     /// Counter: units of work the library redid. Dimensions `cause` (as for
     /// `transientFailures`) and `unit`: `save` (a save redone in a read-committed
-    /// transaction that resolves conflicts), `import` (an import batch).
+    /// transaction that resolves conflicts), `import` (an import batch). A save that
+    /// started in that mode because its entities were contended
+    /// (`StoreCoordinator.contentionWindow`) is not counted.
     public static let retries = "pgdatakit_retries_total"
     /// Counter: other processes' change records read by this process's listener.
     public static let remoteChanges = "pgdatakit_remote_changes_total"
