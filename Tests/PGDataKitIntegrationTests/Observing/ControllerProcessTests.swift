@@ -15,7 +15,9 @@ struct ControllerProcessTests {
     func saveInAnotherProcess(_ configuration: ConnectionConfiguration, _ operations: [String]) throws {
         let url = try #require(configuration.renderedConnectionString())
         let outcome = try CLI.runHelper(["controller-save", url] + operations)
-        #expect(outcome.status == 0 && outcome.output.contains("saved"), "\(outcome.output)")
+        #expect(
+            outcome.status == 0 && outcome.output.contains("saved"),
+            "status \(outcome.status): \(outcome.output)\nstderr: \(outcome.error.prefix(2_500))")
     }
 
     /// A change set a `controller-watch` process printed.

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Logging
 import Synchronization
 
@@ -58,6 +59,51 @@ package final class ChangeNotifier: Sendable {
     init(configuration: ConnectionConfiguration, logger: Logger) {
         self.configuration = configuration.named(Self.applicationName)
         self.logger = logger
+        Self.registerExitFlush()
+        Self.live.withLock { $0[ObjectIdentifier(self)] = LiveNotifier(notifier: self) }
+    }
+
+    deinit { Self.live.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(self)) } }
+
+    // MARK: - Process exit
+
+    /// A notifier that may still have something to send when the process exits.
+    private struct LiveNotifier: Sendable {
+        weak var notifier: ChangeNotifier?
+    }
+
+    /// The notifiers of this process, flushed when it exits.
+    private static let live = Mutex<[ObjectIdentifier: LiveNotifier]>([:])
+    /// Registers `flushLiveNotifiers` with `atexit` (once).
+    private static let exitFlush: Void = { atexit { ChangeNotifier.flushLiveNotifiers() } }()
+    /// The longest a process's exit waits for each notifier.
+    static let exitFlushTimeout: DispatchTimeInterval = .seconds(2)
+
+    private static func registerExitFlush() { Self.exitFlush }
+
+    /// At `exit()`: each notifier finishes what it is sending and sends what is pending
+    /// (up to `exitFlushTimeout` each). A process that saves and exits then announces its
+    /// last saves at once, and its exit does not tear libpq down under a send (a
+    /// connection being opened on the notifier's thread while `exit()` ran its handlers
+    /// aborted the process).
+    private static func flushLiveNotifiers() {
+        let notifiers = live.withLock { $0.values.compactMap(\.notifier) }
+        for notifier in notifiers { notifier.flush(timeout: exitFlushTimeout) }
+    }
+
+    /// Sends what is pending (after a send under way), waiting up to `timeout`.
+    func flush(timeout: DispatchTimeInterval) {
+        let done = DispatchSemaphore(value: 0)
+        queue.async {
+            let batch = self.state.withLock { state -> [String] in
+                guard !state.isHeld, !state.isClosed else { return [] }
+                defer { state.pending = [] }
+                return state.pending
+            }
+            if !batch.isEmpty { self.sendInBatches(batch) }
+            done.signal()
+        }
+        _ = done.wait(timeout: .now() + timeout)
     }
 
     /// Queues the payload of a committed save; it goes out after those queued before it.
@@ -91,6 +137,7 @@ package final class ChangeNotifier: Sendable {
     /// Sends what is pending (waiting for a send under way), then closes the session;
     /// later payloads are dropped.
     func close() {
+        Self.live.withLock { _ = $0.removeValue(forKey: ObjectIdentifier(self)) }
         state.withLock { $0.isClosed = true }
         queue.sync {
             let (batch, connection) = state.withLock { state -> ([String], Connection?) in
