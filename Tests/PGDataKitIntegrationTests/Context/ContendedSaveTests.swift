@@ -141,10 +141,14 @@ struct ContendedSaveTests {
                     failure.withLock { $0 = "\(error)" }
                 }
             }
+            // (Watched from a session of its own: one in a transaction keeps seeing the
+            // activity it first read.)
+            let watcher = try Connection(manager.coordinator.pool.configuration)
+            defer { watcher.close() }
             let deadline = ContinuousClock.now + patience
             var waited = false
             while !waited, ContinuousClock.now < deadline {
-                waited = try other.query(
+                waited = try watcher.query(
                     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
                 )[0].decode(Int.self, at: 0) > 0
                 if !waited { Thread.sleep(forTimeInterval: 0.005) }
