@@ -159,8 +159,7 @@ struct NotificationAfterCommitTests {
 
     /// A writer process killed after its save committed and before its notification
     /// went out (its notifier held back): every observer gets the record from the log,
-    /// within a second (the default check interval, 800 ms, plus the 200 ms a record's
-    /// transaction must be old before the check counts it; the test allows half a second
+    /// within the check interval (the default, one second; the test allows half a second
     /// more for a loaded machine), 20 times out of 20.
     @Test(.timeLimit(.minutes(3)))
     func aSaveWhoseProcessDiedBeforeItsNotificationStillArrives() throws {

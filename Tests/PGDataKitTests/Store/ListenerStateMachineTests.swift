@@ -272,23 +272,6 @@ struct ListenerStateMachineTests {
         #expect(machine.next(now: t0 + .milliseconds(5_500)) == .wait(timeout: .milliseconds(500)))
     }
 
-    /// A check that found nothing to read moves the next check on but keeps the quiet
-    /// read that payloads delivered since the last read still owe.
-    @Test func aCheckThatReadsNothingKeepsTheQuietReadOwed() {
-        var checking = timing
-        checking.unannouncedCheckInterval = .milliseconds(800)
-        var machine = Machine(timing: checking, prunes: false, relay: .off, now: t0)
-        _ = machine.next(now: t0)
-        machine.connected(.direct(relay: .notTried), now: t0)
-        _ = machine.next(now: t0)
-        machine.positioned(now: t0)
-        machine.notificationsHandled(compact: false, now: t0 + .milliseconds(500))
-        #expect(machine.next(now: t0 + .milliseconds(800)) == .checkLog)
-        machine.checked(now: t0 + .milliseconds(800))
-        #expect(machine.next(now: t0 + .milliseconds(1_200)) == .wait(timeout: .milliseconds(300)), "the quiet read is next")
-        #expect(machine.next(now: t0 + .milliseconds(1_500)) == .readLog)
-    }
-
     @Test func stoppingEndsEveryPhase() {
         var connecting = Machine(timing: timing, prunes: false, relay: .off, now: t0)
         _ = connecting.next(now: t0)

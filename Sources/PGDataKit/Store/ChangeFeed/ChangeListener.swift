@@ -412,17 +412,13 @@ final class ChangeListener: Sendable {
             position = try catchUp(on: current, from: position)
             machine.logRead(now: .now)
         case .checkLog:
-            // One statement asks whether a read would find a record no notification
-            // brought (its transaction began over `unannouncedGrace` ago); only then a read.
-            if try ChangeLog.hasUnannouncedRecords(
-                after: position.snapshot, skippingOrigin: origin, delivered: position.deliveredLiteral,
-                grace: Self.unannouncedGrace, on: current)
-            {
-                position = try catchUp(on: current, from: position)
-                machine.logRead(now: .now)
-            } else {
-                machine.checked(now: .now)
-            }
+            // Payloads delivered since the last read are records after the position
+            // anyway; otherwise one statement says whether a read would find any.
+            let hasNew =
+                position.delivered.isEmpty
+                ? try ChangeLog.hasRecords(after: position.snapshot, skippingOrigin: origin, on: current) : true
+            if hasNew { position = try catchUp(on: current, from: position) }
+            machine.logRead(now: .now)
         case .prune:
             machine.pruned(permitted: try prune(on: current))
         case .takePosition, .catchUp, .connect, .closeToRetryRelay, .sleep, .stop:
@@ -508,9 +504,6 @@ final class ChangeListener: Sendable {
     /// past the transactions delivered from payloads (their records were handed on
     /// already; the read only confirms it).
     static let quietReadDelay: Duration = .seconds(1)
-    /// How old a record's transaction must be before the regular check counts it as
-    /// unannounced: a notification sent after its commit may still be on its way.
-    static let unannouncedGrace: Duration = .milliseconds(200)
     /// How many transactions delivered from payloads make the listener read the log at
     /// once (its position then covers them, and the set empties).
     static let maximumDelivered = 8_192

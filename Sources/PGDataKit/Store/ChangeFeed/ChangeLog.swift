@@ -263,24 +263,17 @@ enum ChangeLog {
         WHERE current_setting('synchronous_standby_names') <> ''
         """
 
-    /// Whether the log holds records of other origins committed after `position` that
-    /// were not delivered (`delivered`, an `xid8[]` literal) and whose transactions began
-    /// more than `grace` ago (a notification sent after its commit may still be on its
-    /// way): one statement, not sealed (the listener keeps no snapshot from it; it reads
-    /// the log when the answer is yes).
-    static func hasUnannouncedRecords(
-        after position: String, skippingOrigin: UUID, delivered: String, grace: Duration, on connection: Connection
-    ) throws -> Bool {
-        let graceSeconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
-        return try connection.query(
+    /// Whether the log holds records of other origins committed after `position`: one
+    /// statement, not sealed (the listener keeps no snapshot from it; it reads the log
+    /// when the answer is yes).
+    static func hasRecords(after position: String, skippingOrigin: UUID, on connection: Connection) throws -> Bool {
+        try connection.query(
             """
             SELECT EXISTS (SELECT FROM \(table) AS c
                            WHERE c.transaction_id >= pg_snapshot_xmin($1::pg_snapshot)
                              AND NOT pg_visible_in_snapshot(c.transaction_id, $1::pg_snapshot)
-                             AND c.origin <> $2
-                             AND c.created_at < statement_timestamp() - $4::float8 * interval '1 second'
-                             AND NOT EXISTS (SELECT FROM unnest($3::text::xid8[]) AS d(x) WHERE d.x = c.transaction_id))
-            """, [position, skippingOrigin, delivered, graceSeconds])[0].decode(Bool.self, at: 0)
+                             AND c.origin <> $2)
+            """, [position, skippingOrigin])[0].decode(Bool.self, at: 0)
     }
 
     /// The records committed after `position` (oldest id first) and the new position, in

@@ -24,11 +24,10 @@ public struct ChangeLogOptions: Sendable {
     public var relayRetryDelay: Duration = .seconds(30)
     /// How often the listener checks the log for saves that committed but whose
     /// notification never came (their process ended between the commit and the
-    /// notification, which is sent after it): one statement, and a read of the log only
-    /// when it finds such a save (one whose transaction began over 200 ms ago and whose
-    /// notification has not come). Such a save reaches this process within this time
-    /// plus those 200 ms; `nil` leaves it to the next notification or reconnection. 800
-    /// milliseconds by default: within a second.
+    /// notification, which is sent after it): one statement while nothing new is there, a
+    /// read of the log when something is. Such a save reaches this process within this
+    /// time; `nil` leaves it to the next notification or reconnection. One second by
+    /// default.
     ///
     /// For example, to check every 250 milliseconds:
     ///
@@ -36,7 +35,7 @@ public struct ChangeLogOptions: Sendable {
     /// var options = ChangeLogOptions()
     /// options.unannouncedCheckInterval = .milliseconds(250)
     /// ```
-    public var unannouncedCheckInterval: Duration? = .milliseconds(800)
+    public var unannouncedCheckInterval: Duration? = .seconds(1)
     /// How long a registered history reader (`StoreCoordinator.historyReader(named:)`)
     /// holds back pruning after its last acknowledgement: records it has not
     /// acknowledged are kept past the retention while it acknowledged within this time.

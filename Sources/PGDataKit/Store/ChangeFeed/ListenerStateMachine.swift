@@ -108,7 +108,7 @@ struct ListenerStateMachine {
         /// `logRead()`.
         case readLog
         /// Check the log for records committed since the position that no notification
-        /// announced: read it when there are, then `logRead(now:)`; else `checked(now:)`.
+        /// announced, and read it when there are; then `logRead(now:)`.
         case checkLog
         /// Prune old records, then `pruned(permitted:)`.
         case prune
@@ -252,15 +252,9 @@ struct ListenerStateMachine {
         unreadSince = compact ? nil : (unreadSince ?? now)
     }
 
-    /// A read of the log (`readLog`, or `checkLog` that found records to read) is done.
+    /// The quiet read of the log (`readLog`) or the check (`checkLog`) is done.
     mutating func logRead(now: ContinuousClock.Instant) {
         unreadSince = nil
-        lastRead = now
-    }
-
-    /// The check (`checkLog`) found nothing unannounced and read nothing: the next check
-    /// is due an interval later; a quiet read still owed stays owed.
-    mutating func checked(now: ContinuousClock.Instant) {
         lastRead = now
     }
 
