@@ -70,7 +70,8 @@ struct NotificationAfterCommitTests {
             let admin = try Connection(configuration)
             defer { admin.close() }
             let notifiers = try admin.query(
-                "SELECT query FROM pg_stat_activity WHERE application_name = $1", [ChangeNotifier.applicationName])
+                "SELECT query FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
+                [ChangeNotifier.applicationName])
             #expect(notifiers.count == 1)
             #expect(try notifiers.first?.decode(String.self, at: 0) == ChangeNotifier.notifySQL, "its last statement")
             let counts = writer.coordinator.notifier.counts
