@@ -81,6 +81,7 @@ func metricsRun(_ metrics: TestMetrics, url: String) throws {
         "timers": .object(timers.mapValues { .number(Double($0)) }),
         "lockTimeoutThrown": .bool(timedOut),
         "pool": try poolMetricsRun(metrics, configuration: configuration),
+        "statements": try statementMetricsRun(metrics, configuration: configuration),
     ]
     emit(JSONValue.object(report).jsonText)
 }
@@ -145,4 +146,19 @@ func poolMetricsRun(_ metrics: TestMetrics, configuration: ConnectionConfigurati
         "waitersLast": .number(waiters.lastValue ?? -1),
         "longestWaitMs": .number(Double(waits.values.max() ?? -1) / 1e6),
     ])
+}
+
+/// A statement that sleeps 50 ms on a connection of its own, after the work above:
+/// reports how many round trips of each kind were timed and the longest statement.
+func statementMetricsRun(_ metrics: TestMetrics, configuration: ConnectionConfiguration) throws -> JSONValue {
+    let connection = try Connection(configuration)
+    defer { connection.close() }
+    try connection.execute("SELECT pg_sleep(0.05)")
+    var report: [String: JSONValue] = [:]
+    for kind in ["statement", "pipeline", "copy"] {
+        let timer = try? metrics.expectTimer(PGDataKitMetrics.statementTime, [("kind", kind)])
+        report[kind] = .number(Double(timer?.values.count ?? 0))
+        if kind == "statement" { report["longestStatementMs"] = .number(Double(timer?.values.max() ?? -1) / 1e6) }
+    }
+    return .object(report)
 }

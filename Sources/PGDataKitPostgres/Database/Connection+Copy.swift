@@ -25,7 +25,7 @@ extension Connection {
     public func copy<Rows: Sequence>(
         into table: String, schema: String? = nil, columns: [String], rows: Rows
     ) throws -> Int where Rows.Element == [(any PostgresEncodable)?] {
-        try cancellable { try sendCopy(into: table, schema: schema, columns: columns, rows: rows) }
+        try cancellable(.copy) { try sendCopy(into: table, schema: schema, columns: columns, rows: rows) }
     }
 
     /// `copy(into:schema:columns:rows:)` inside the cancellation scope.
@@ -39,7 +39,7 @@ extension Connection {
         defer { lock.unlock() }
         try sendPendingBegin()  // (COPY cannot share a round trip with it)
         let handle = try requireHandle()
-        let started = try execute(sql)
+        let started = try sendStatement(sql, [], reusesPlan: true)  // (inside the COPY's scope)
         guard PQresultStatus(started.handle) == PGRES_COPY_IN else {
             throw PostgresError(kind: .client, message: "COPY did not enter copy-in mode", statement: sql)
         }

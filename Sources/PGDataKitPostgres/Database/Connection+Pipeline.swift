@@ -17,7 +17,7 @@ extension Connection {
         _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])],
         onResult: ((Int, QueryResult) -> Void)? = nil
     ) throws -> [QueryResult] {
-        try cancellable { try sendPipeline(statements, onResult: onResult) }
+        try cancellable(.pipeline) { try sendPipeline(statements, onResult: onResult) }
     }
 
     /// `executePipeline(_:onResult:)` inside the cancellation scope.

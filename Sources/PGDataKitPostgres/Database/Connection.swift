@@ -62,6 +62,8 @@ public final class Connection: @unchecked Sendable {
     /// What a cancel request for this session carries (libpq's `PGcancel`). Under
     /// `cancelLock`.
     var cancelKey: OpaquePointer?
+    /// The statement timer, when a metrics backend was bootstrapped before this opened.
+    let statementMetrics: StatementMetrics?
 
     /// Opens a connection from a `postgres://` URL or a libpq `key=value` string.
     ///
@@ -82,6 +84,7 @@ public final class Connection: @unchecked Sendable {
     ) throws {
         self.configuration = configuration
         self.logger = logger
+        self.statementMetrics = StatementMetrics()
         self.preparedStatements = PreparedStatementCache(capacity: configuration.preparedStatementCacheSize)
         self.handle = try Connection.open(configuration)
         setCancelKey(for: handle)
@@ -218,8 +221,17 @@ public final class Connection: @unchecked Sendable {
 
     /// Closes the session. Later calls throw `PostgresError` with kind
     /// `.connectionClosed`. Closing twice is harmless.
+    ///
+    /// Called from another thread while a statement runs, it first asks the server to
+    /// stop that statement (libpq's cancel request; its caller gets a `PostgresError`
+    /// with SQLSTATE `57014`) and closes once it has, rather than waiting for it to end.
+    /// A transaction held on another thread between statements (`transaction(_:)`) is
+    /// waited for.
     public func close() {
-        lock.lock()
+        if !lock.try() {
+            requestCancel()
+            lock.lock()
+        }
         defer { lock.unlock() }
         pendingBegin = nil
         pendingBeginSettings = nil
@@ -324,11 +336,11 @@ public final class Connection: @unchecked Sendable {
     /// - Throws: as `execute(_:_:)`.
     @discardableResult
     package func execute(_ sql: String, _ parameters: [(any PostgresEncodable)?], reusesPlan: Bool) throws -> QueryResult {
-        try cancellable { try send(sql, parameters, reusesPlan: reusesPlan) }
+        try cancellable(.statement) { try sendStatement(sql, parameters, reusesPlan: reusesPlan) }
     }
 
-    /// `execute(_:_:reusesPlan:)` inside the cancellation scope.
-    private func send(_ sql: String, _ parameters: [(any PostgresEncodable)?], reusesPlan: Bool) throws -> QueryResult {
+    /// `execute(_:_:reusesPlan:)` inside the cancellation scope (and a `COPY`'s start).
+    func sendStatement(_ sql: String, _ parameters: [(any PostgresEncodable)?], reusesPlan: Bool) throws -> QueryResult {
         let (texts, types) = try Connection.encode(parameters)
         defer { texts.forEach { free($0) } }
         lock.lock()
@@ -485,7 +497,7 @@ public final class Connection: @unchecked Sendable {
     /// - Throws: `PostgresError` for the first statement that fails; later statements
     ///   do not run.
     public func executeScript(_ sql: String) throws {
-        try cancellable {
+        try cancellable(.statement) {
             lock.lock()
             defer { lock.unlock() }
             try sendPendingBegin()

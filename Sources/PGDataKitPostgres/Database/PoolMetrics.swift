@@ -21,6 +21,11 @@ public enum ConnectionPoolMetrics {
     /// Timer: how long each borrowing waited for its connection (from asking to being
     /// handed a connection or a place to open one; 0 when one was free).
     public static let waitTime = "pgdatakit_pool_wait_seconds"
+    /// Timer: each round trip a connection makes to the server, pooled or not, by
+    /// dimension `kind`: `statement` (one statement), `pipeline` (several in one round
+    /// trip, as a save's `BEGIN` … `COMMIT`) or `copy`. Failed and cancelled ones count
+    /// too. Recorded by connections opened after a backend was bootstrapped.
+    public static let statementTime = "pgdatakit_statement_seconds"
 }
 
 /// A pool's metric handlers, made from the factory bootstrapped when the pool was made.

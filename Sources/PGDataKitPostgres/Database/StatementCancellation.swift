@@ -92,35 +92,75 @@ package final class StatementCancellation: Sendable {
         return key
     }()
 
+    /// What the current thread's slot says about the statements it sends.
+    enum Slot {
+        /// Nothing was set: a statement sent from a task's own thread is watched for the
+        /// task's cancellation (`TaskStatementWatch`); elsewhere it runs as it is.
+        case unset
+        /// `run(nil, …)`: statements that must run whatever happened (a rollback).
+        case uncancellable
+        /// The scope of the work the thread runs.
+        case scope(StatementCancellation)
+    }
+
+    /// What `run(nil, …)` puts in the slot; never cancelled.
+    private static let uncancellableMarker = StatementCancellation()
+
+    /// The current thread's slot.
+    static var slot: Slot {
+        guard let pointer = pthread_getspecific(key) else { return .unset }
+        // Unsafe: the slot holds an unretained scope only while `run` keeps it alive.
+        let scope = Unmanaged<StatementCancellation>.fromOpaque(pointer).takeUnretainedValue()
+        return scope === uncancellableMarker ? .uncancellable : .scope(scope)
+    }
+
     /// The scope of the work the current thread runs, if any.
     package static var current: StatementCancellation? {
-        // Unsafe: the slot holds an unretained scope only while `run` keeps it alive.
-        pthread_getspecific(key).map { Unmanaged<StatementCancellation>.fromOpaque($0).takeUnretainedValue() }
+        if case .scope(let scope) = slot { return scope }
+        return nil
     }
 
     /// Runs `body` with `scope` as the current thread's (`nil`: with none, for statements
-    /// that must run whatever happened, such as a rollback); the previous one afterwards.
+    /// that must run whatever happened, such as a rollback, even on a cancelled task's
+    /// thread); the previous one afterwards.
     package static func run<T>(_ scope: StatementCancellation?, _ body: () throws -> T) rethrows -> T {
         let previous = pthread_getspecific(key)
-        // Unsafe: `scope` is kept alive until `body` returns (withExtendedLifetime), and
-        // the slot is set back before that.
-        pthread_setspecific(key, scope.map { Unmanaged.passUnretained($0).toOpaque() })
+        let installed = scope ?? uncancellableMarker
+        // Unsafe: `installed` is kept alive until `body` returns (withExtendedLifetime),
+        // and the slot is set back before that.
+        pthread_setspecific(key, Unmanaged.passUnretained(installed).toOpaque())
         defer { pthread_setspecific(key, previous) }
-        return try withExtendedLifetime(scope) { try body() }
+        return try withExtendedLifetime(installed) { try body() }
     }
 }
 
 extension Connection {
-    /// Runs one statement's exchange with the server inside the current thread's
-    /// cancellation scope, if any.
+    /// Runs one statement's exchange with the server (a statement, a pipeline, a `COPY`)
+    /// inside the current thread's cancellation scope, if any; on a task's own thread with
+    /// no scope set, watched for the task's cancellation (`TaskStatementWatch`). Records
+    /// its duration as `kind` when metrics are on.
     ///
-    /// - Throws: `CancellationError` when the scope was cancelled before the statement
-    ///   was sent; what `body` throws.
-    func cancellable<T>(_ body: () throws -> T) throws -> T {
-        guard let scope = StatementCancellation.current else { return try body() }
-        try scope.enter(self)
-        defer { scope.leave() }
-        return try body()
+    /// - Throws: `CancellationError` when the scope or task was cancelled before the
+    ///   statement was sent; what `body` throws (SQLSTATE `57014` once the server
+    ///   stopped it).
+    func cancellable<T>(_ kind: StatementMetrics.Kind, _ body: () throws -> T) throws -> T {
+        let start = statementMetrics != nil ? ContinuousClock.now : nil
+        defer { if let start { statementMetrics?.record(kind, since: start) } }
+        switch StatementCancellation.slot {
+        case .scope(let scope):
+            try scope.enter(self)
+            defer { scope.leave() }
+            return try body()
+        case .uncancellable:
+            return try body()
+        case .unset:
+            // Unsafe: the task reference is used only while this call runs on the task's
+            // thread, which keeps the task alive (`TaskStatementWatch.run`).
+            return try withUnsafeCurrentTask { task in
+                guard let task else { return try body() }
+                return try TaskStatementWatch.shared.run(self, in: task, body)
+            }
+        }
     }
 
     /// Asks the server to stop the statement this session runs (libpq's `PQcancel`, over

@@ -48,6 +48,12 @@ struct MetricsTests {
             #expect(pool["waitersLast"]?.doubleValue == 0)
             #expect((pool["idleLast"]?.doubleValue ?? -1) >= 0)
             #expect((pool["longestWaitMs"]?.doubleValue ?? 0) >= 40)
+            // Every round trip is timed by kind: the saves' pipelines, single statements
+            // (the helper's 50 ms sleep the longest); no dimension names a statement.
+            let statements = try #require(report["statements"])
+            #expect((statements["statement"]?.intValue ?? 0) >= 10, "\(statements)")
+            #expect((statements["pipeline"]?.intValue ?? 0) >= 6)
+            #expect((statements["longestStatementMs"]?.doubleValue ?? 0) >= 40)
             // Dimensions carry names, never values.
             #expect(!line.contains("metrics-0") && !line.contains("imported-"))
         }

@@ -184,7 +184,11 @@ package final class ChangeNotifier: Sendable {
         for attempt in 1...2 {
             do {
                 let connection = try session()
-                _ = try connection.execute(Self.notifySQL, [ChangeLog.channel, payloads])
+                // Committed saves are announced even from a cancelled task's thread
+                // (`close()` may run there).
+                _ = try StatementCancellation.run(nil) {
+                    try connection.execute(Self.notifySQL, [ChangeLog.channel, payloads])
+                }
                 state.withLock {
                     $0.transactions += 1
                     $0.sent += payloads.count

@@ -64,6 +64,9 @@ public enum PGDataKitMetrics {
     /// Timer: how long each borrowing waited for its pooled connection
     /// (`ConnectionPoolMetrics.waitTime`).
     public static let poolWaitTime = ConnectionPoolMetrics.waitTime
+    /// Timer: each round trip to the server, by dimension `kind` (`statement`,
+    /// `pipeline`, `copy`) (`ConnectionPoolMetrics.statementTime`).
+    public static let statementTime = ConnectionPoolMetrics.statementTime
 }
 
 /// What made a transaction fail in a way a retry can overcome, as the `cause` dimension.
