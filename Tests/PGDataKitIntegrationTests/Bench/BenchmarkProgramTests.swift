@@ -64,6 +64,19 @@ struct BenchmarkProgramTests {
         #expect((fields["p50_ms"] ?? .infinity) <= (fields["p99_ms"] ?? 0))
     }
 
+    @Test func cancelScenarioEndsEachKindOfWaitingRequest() throws {
+        let fields = try result(try run(["cancel", "--rounds", "1", "--after", "100"]), "cancel")
+        #expect(
+            Set(fields.keys) == [
+                "rounds", "after_ms", "raw_ms", "fetch_ms", "fetch_ms_max", "save_ms", "save_ms_max", "import_ms",
+                "import_ms_max", "waiting_after", "failures",
+            ])
+        // Every request threw CancellationError, left no session waiting on the server,
+        // and the next request succeeded; each ended well before a 10 s bound.
+        #expect(fields["failures"] == 0 && fields["waiting_after"] == 0, "\(fields)")
+        for kind in ["fetch", "save", "import"] { #expect((fields[kind + "_ms_max"] ?? 1e9) < 10_000) }
+    }
+
     @Test func upsertScenarioComparesWithTheFloorAndTheNaiveLoop() throws {
         let fields = try result(try run(["upsert", "--records", "2000", "--batch", "200", "--naive", "100", "--runs", "1"]), "upsert")
         #expect(Set(fields.keys) == ["insert_ratio", "update_ratio", "naive_speedup", "statements_per_batch", "edit_ratio"])
