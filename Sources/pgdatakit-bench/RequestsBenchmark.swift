@@ -62,6 +62,7 @@ struct RequestsBenchmark: ParsableCommand {
                             try Self.request(user: request % tasks, manager: manager)
                         } catch {
                             errors.add(1, ordering: .relaxed)
+                            RequestTally.report(error, in: "floor")
                         }
                     }
                     done.leave()
@@ -109,6 +110,7 @@ struct RequestsBenchmark: ParsableCommand {
                                     tally.latencies.withLock { $0.append(milliseconds) }
                                 } catch {
                                     tally.errors.add(1, ordering: .relaxed)
+                                    RequestTally.report(error, in: "async")
                                 }
                             }
                         }
@@ -149,6 +151,15 @@ final class RequestTally: Sendable {
     let latencies = Mutex<[Double]>([])
     /// Requests that threw.
     let errors = Atomic<Int>(0)
+
+    /// Prints a failed request's error (the first ten of the process), so that an
+    /// `errors=` figure above 0 comes with its cause.
+    static func report(_ error: any Error, in run: String) {
+        guard reported.add(1, ordering: .relaxed).oldValue < 10 else { return }
+        print("\(run) request failed: \(error)")
+    }
+
+    private static let reported = Atomic<Int>(0)
 }
 
 /// Samples this process's OS thread count every 2 ms on a thread of its own, keeping the
