@@ -68,8 +68,7 @@ extension CompiledMapper {
         var record: [String: JSONValue] = [:]
         for map in attributeMaps {
             let value = map.conversion.recordValue(object.storage.values[map.attribute.index], formatters: formatters)
-            if exportOmitsNil && value.isNull { continue }
-            Self.put(value, at: map.paths[0], into: &record, style: style)
+            Self.put(value, omitted: exportOmitsNil && value.isNull, at: map.paths[0], into: &record, style: style)
         }
         for (link, conversion) in linkMaps {
             let related = object.relatedObjects(at: link.relationship.index).first
@@ -77,30 +76,33 @@ extension CompiledMapper {
                 related.prepareStorage()
                 return conversion.recordValue(related.storage.values[link.destinationKey.index], formatters: formatters)
             } ?? .null
-            if exportOmitsNil && value.isNull { continue }
-            Self.put(value, at: link.paths[0], into: &record, style: style)
+            Self.put(value, omitted: exportOmitsNil && value.isNull, at: link.paths[0], into: &record, style: style)
         }
         return .object(record)
     }
 
     /// Puts a value at a key path of a record, creating nested objects (or one flat
-    /// member).
-    private static func put(_ value: JSONValue, at path: RemoteKeyPath, into record: inout [String: JSONValue], style: ExportStyle) {
+    /// member). An `omitted` value (a `nil` left out of the export) is not put, but the
+    /// nested objects above it are still created, as Vokoder's hierarchical export does:
+    /// the record of a post without author is `{"author": {}}`.
+    private static func put(
+        _ value: JSONValue, omitted: Bool, at path: RemoteKeyPath, into record: inout [String: JSONValue], style: ExportStyle
+    ) {
         guard style == .nested, path.components.count > 1 else {
-            record[path.description] = value
+            if !omitted { record[path.description] = value }
             return
         }
-        func insert(_ value: JSONValue, _ components: ArraySlice<String>, into members: inout [String: JSONValue]) {
+        func insert(_ components: ArraySlice<String>, into members: inout [String: JSONValue]) {
             guard let first = components.first else { return }
             if components.count == 1 {
-                members[first] = value
+                if !omitted { members[first] = value }
                 return
             }
             var nested: [String: JSONValue] = [:]
             if case .object(let existing) = members[first] { nested = existing }
-            insert(value, components.dropFirst(), into: &nested)
+            insert(components.dropFirst(), into: &nested)
             members[first] = .object(nested)
         }
-        insert(value, path.components[...], into: &record)
+        insert(path.components[...], into: &record)
     }
 }

@@ -84,7 +84,8 @@ public struct ObjectMapper<Object: ManagedObject>: Sendable {
     /// members are checked.
     public var rejectsUnknownMembers = false
     /// Whether export leaves out members whose value is `nil` rather than writing
-    /// `null` (the default).
+    /// `null` (the default). In the nested style the objects above such a member stay,
+    /// as in Vokoder's hierarchical export: a post without author is `{"author": {}}`.
     public var exportOmitsNil = false
     /// Lenient import (Vokoder's mapper skips malformed values): when set, a value that
     /// does not convert to its attribute is skipped — the attribute keeps what it had,
