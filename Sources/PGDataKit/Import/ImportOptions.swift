@@ -39,7 +39,9 @@ public struct ImportOptions: Sendable {
     /// `false` (Vokoder's `overwriteObjectsWithServerChanges = NO`) the import inserts
     /// new objects and leaves existing ones untouched, including a row another process
     /// inserts with the same key before the batch is saved (its insert is `ON CONFLICT DO
-    /// NOTHING`, and the object takes the stored values).
+    /// NOTHING`, and the object takes the stored values). The mapper's
+    /// `ObjectMapper.updatesExistingObjects` says the same for every import path: either
+    /// set to `false` keeps existing objects.
     public var updatesExistingObjects = true
 
     /// Options; the defaults import in batches of 1,000 with fetches, no pruning, up to

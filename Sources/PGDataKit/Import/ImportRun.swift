@@ -42,7 +42,7 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
         self.options = options
         self.importer = try mapper.recordImport(in: context)
         importer.guaranteedInsert = options.guaranteedInsert
-        importer.updatesExisting = options.updatesExistingObjects
+        importer.updatesExisting = importer.updatesExisting && options.updatesExistingObjects
         if options.pruneMissingObjects && importer.key == nil {
             throw ImportError.invalidMap(
                 entity: importer.entity.name, key: "pruneMissingObjects", reason: "pruning needs a unique key in the mapper")
@@ -81,8 +81,10 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
             recorder.changes.withLock { $0 = nil }
             var stubs: [RecordImport.Stub] = []
             do {
+                let undo = ImportUndo(tracks: false)
+                if !importer.updatesExisting { undo.noteInsertedBefore(importer.entity, in: context) }
                 let objects = try importer.importBatch(
-                    records, firstIndex: firstIndex, in: context, cache: cache, undo: ImportUndo(tracks: false), formatters: formatters,
+                    records, firstIndex: firstIndex, in: context, cache: cache, undo: undo, formatters: formatters,
                     stubs: &stubs)
                 if isCancelled() {
                     context.rollback()

@@ -61,8 +61,9 @@ extension ManagedObjectQueries where Self: ManagedObject {
     ///     remembered in `keyCache` when given.
     ///   - keyCache: related keys → object IDs, shared across calls and batches.
     ///   - updatesExisting: `false` (Vokoder's `overwriteObjectsWithServerChanges = NO`)
-    ///     inserts the new keys and leaves the objects of existing ones untouched (also a
-    ///     row another process inserts before the save); they are still returned.
+    ///     inserts the new keys and leaves the objects of existing ones untouched — rows,
+    ///     objects the context holds (also unsaved inserts from before the call), a row
+    ///     another process inserts before the save —; they are still returned.
     ///   - setter: applies a record to its object; optional for stubs.
     /// - Returns: the objects, one per distinct key, in order of first appearance.
     /// - Throws: `ImportError` naming the record index, `PostgresError`.
@@ -109,6 +110,7 @@ extension RecordImport {
         -> [ManagedObject]
     {
         let undo = ImportUndo()
+        if !updatesExisting { undo.noteInsertedBefore(entity, in: context) }
         let formatters = DateFormatters()
         var stubs: [Stub] = []
         var objects: [ManagedObject] = []

@@ -87,6 +87,20 @@ public struct ObjectMapper<Object: ManagedObject>: Sendable {
     /// `null` (the default). In the nested style the objects above such a member stay,
     /// as in Vokoder's hierarchical export: a post without author is `{"author": {}}`.
     public var exportOmitsNil = false
+    /// Whether records update the objects whose keys exist (`true`, the default). With
+    /// `false` (Vokoder's mapper `overwriteObjectsWithServerChanges = NO`) imports
+    /// through this mapper insert new keys and leave existing objects untouched: rows,
+    /// objects the context holds (saved or not, such as those of an earlier import into
+    /// the same context), and a row another process inserts before the save. Every
+    /// import path reads it: `importRecords(_:mapper:in:)` (no save needed in between),
+    /// `MappableModel`'s `importRecords(_:in:)`, import operations (where `false` here or
+    /// in `ImportOptions.updatesExistingObjects` keeps existing objects).
+    ///
+    /// ```swift
+    /// var mapper = ObjectMapper<User>(uniqueKey: \.userID)
+    /// mapper.updatesExistingObjects = false   // {"userID": "u1", …} leaves an existing u1 as it is
+    /// ```
+    public var updatesExistingObjects = true
     /// Lenient import (Vokoder's mapper skips malformed values): when set, a value that
     /// does not convert to its attribute is skipped — the attribute keeps what it had,
     /// the record is still imported — and reported here as the
@@ -290,13 +304,15 @@ extension ObjectMapper {
         let entity = try context.entityDescription(for: Object.self)
         let compiled = try CompiledMapper(self, entity: entity, model: context.coordinator.model)
         let afterImport = self.afterImport
-        return RecordImport(
+        var importer = RecordImport(
             entity: entity, objectClass: Object.self, key: compiled.key, keyPaths: compiled.keyPaths,
             keyName: compiled.keyPaths.first?.description ?? "", links: compiled.links,
             apply: { record, object, index, formatters in
                 try compiled.apply(record, to: object, index: index, formatters: formatters)
                 if let afterImport, let typed = object as? Object { try afterImport(record, typed) }
             })
+        importer.updatesExisting = updatesExistingObjects
+        return importer
     }
 }
 

@@ -49,8 +49,10 @@ struct RecordImport {
     /// updated, not duplicated, by the save's upsert).
     var guaranteedInsert = false
     /// Whether records update the objects of keys that exist (Vokoder's
-    /// `overwriteObjectsWithServerChanges`); when not, those objects are left untouched,
-    /// and a key another process inserts before the save is left as that process wrote it.
+    /// `overwriteObjectsWithServerChanges`); when not, those objects are left untouched
+    /// (rows, and objects the context held before the call, unsaved inserts too), and a
+    /// key another process inserts before the save is left as that process wrote it.
+    /// The caller notes the context's inserts first (`ImportUndo.noteInsertedBefore`).
     var updatesExisting = true
     /// Applies a record to its object, after the links were set (record, object, record
     /// index).
@@ -106,8 +108,8 @@ struct RecordImport {
         for first in batch.order {
             let object: ManagedObject
             if let existing = found[first] {
-                if !updatesExisting && !context.insertedSet.contains(existing) {
-                    objects.append(existing)  // a stored row: left untouched
+                if !updatesExisting && !undo.isInsertedByCall(existing, in: context) {
+                    objects.append(existing)  // a stored row or an object from before the call: left untouched
                     continue
                 }
                 if !fresh.isEmpty && fresh[first] {

@@ -38,4 +38,70 @@ struct SeedParityTests {
             }
         }
     }
+
+    /// Vokoder's `overwriteObjectsWithServerChanges = NO` on the mapper itself: in one
+    /// context, without saving in between, a record for a key the context already has
+    /// (saved, or inserted by an earlier import) leaves that object as it is; with the
+    /// option off the same records overwrite it.
+    @Test(arguments: [false, true])
+    func theMapperCanKeepExistingObjectsInOneContext(updatesExisting: Bool) throws {
+        try ImportSchema.withManager { manager throws in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                var mapper = ObjectMapper<User>(uniqueKey: \.userID)
+                let saved = try User.importRecords([["userID": "saved", "name": "Ada", "age": 36]], mapper: mapper, in: context)
+                try context.save()
+                let pending = try User.importRecords([["userID": "pending", "name": "Bo", "age": 7]], mapper: mapper, in: context)
+                mapper.updatesExistingObjects = updatesExisting
+                let records: [JSONValue] = [
+                    ["userID": "saved", "name": "Changed", "age": 1], ["userID": "pending", "name": "Changed", "age": 2],
+                    ["userID": "new", "name": "New", "age": 3],
+                ]
+                let users = try User.importRecords(records, mapper: mapper, in: context)
+                #expect(users.map(\.userID) == ["saved", "pending", "new"])
+                #expect(users[0] === saved[0] && users[1] === pending[0])
+                if updatesExisting {
+                    #expect(users[0].name == "Changed" && users[0].age == 1)
+                    #expect(users[1].name == "Changed" && users[1].age == 2)
+                } else {
+                    #expect(users[0].name == "Ada" && users[0].age == 36 && !users[0].hasChanges)
+                    #expect(users[1].name == "Bo" && users[1].age == 7)
+                }
+                #expect(users[2].name == "New" && users[2].isInserted)
+                try context.save()
+            }
+            let changed = try ImportSchema.integer("SELECT count(*) FROM users WHERE name = 'Changed'", in: manager)
+            #expect(changed == (updatesExisting ? 2 : 0))
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users", in: manager) == 3)
+        }
+    }
+
+    /// The same option through the other import paths: `insertOrUpdate(updatesExisting:)`
+    /// keeps an object inserted earlier in the context, and an import operation keeps
+    /// stored rows when its mapper says so (its `ImportOptions` left at their default).
+    @Test func everyImportPathCanKeepExistingObjects() throws {
+        try ImportSchema.withManager { manager throws in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let pending = User(context: context)
+                pending.userID = "pending"
+                pending.name = "Bo"
+                let users = try User.insertOrUpdate(
+                    [["UserID": "pending", "Name": "Changed"]], uniqueModelKey: \.userID, uniqueRemoteKey: "UserID",
+                    in: context, updatesExisting: false
+                ) { record, user in user.name = record["Name"]?.stringValue }
+                #expect(users == [pending] && pending.name == "Bo")
+                try context.save()
+            }
+            var mapper = ObjectMapper<User>(uniqueKey: \.userID)
+            mapper.updatesExistingObjects = false
+            let operation = manager.importOperation(
+                [["userID": "pending", "name": "Changed"], ["userID": "new", "name": "New"]] as [JSONValue], mapper: mapper)
+            operation.start()
+            #expect(operation.error == nil)
+            #expect(operation.summary?.inserted == 1 && operation.summary?.updated == 0)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name = 'Changed'", in: manager) == 0)
+            #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name = 'New'", in: manager) == 1)
+        }
+    }
 }

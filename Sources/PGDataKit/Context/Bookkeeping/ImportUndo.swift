@@ -13,11 +13,29 @@ final class ImportUndo {
     /// values are their state before the import.
     private var fetched: [ManagedObject] = []
     private var remembered: [ObjectIdentifier: Remembered] = [:]
+    /// The context's unsaved inserts from before the call, noted when the import keeps
+    /// existing objects: to it they exist already, while its own inserts take later
+    /// records of their keys.
+    private var insertedBefore: Set<ObjectIdentifier> = []
     /// Whether anything is recorded: not where the whole context is rolled back instead
     /// (an import operation's own context).
     private let tracks: Bool
 
     init(tracks: Bool = true) { self.tracks = tracks }
+
+    /// Notes the context's unsaved inserts of an entity as they are before the call
+    /// (recorded also where nothing else is).
+    func noteInsertedBefore(_ entity: EntityDescription, in context: ManagedObjectContext) {
+        for object in context.insertedSet where object.entity.name == entity.name {
+            insertedBefore.insert(ObjectIdentifier(object))
+        }
+    }
+
+    /// Whether `object` is an unsaved insert of this call: inserted in the context, and
+    /// not before the call (as `noteInsertedBefore(_:in:)` saw it).
+    func isInsertedByCall(_ object: ManagedObject, in context: ManagedObjectContext) -> Bool {
+        context.insertedSet.contains(object) && !insertedBefore.contains(ObjectIdentifier(object))
+    }
 
     /// Makes room for `count` more inserted objects (a batch's new keys).
     func reserveInserted(_ count: Int) {
