@@ -16,7 +16,8 @@ extension ObjectMapper {
     /// same values back.
     ///
     /// To-one relationships of the objects are loaded with one query per relationship.
-    /// Call it on the objects' context's queue.
+    /// `afterExport`, when set, is called with each object and its record. Call it on
+    /// the objects' context's queue.
     ///
     /// For example:
     ///
@@ -26,7 +27,8 @@ extension ObjectMapper {
     /// ```
     ///
     /// - Throws: `ImportError.unknownKey` / `.invalidMap` when the mapper does not fit the
-    ///   model, `PostgresError` when loading related objects fails.
+    ///   model, `PostgresError` when loading related objects fails, what `afterExport`
+    ///   throws.
     public func export(_ objects: [Object], style: ExportStyle = .nested) throws -> [JSONValue] {
         guard let context = objects.first?.managedObjectContext else {
             return try objects.map { try export($0, style: style) }
@@ -38,24 +40,32 @@ extension ObjectMapper {
         let sameContext = objects.filter { $0.managedObjectContext === context }
         if !relationships.isEmpty { try context.prefetch(relationships, for: sameContext, entity: entity) }
         let formatters = DateFormatters()
-        return objects.map { compiled.export($0, style: style, formatters: formatters) }
+        return try objects.map { try finished(compiled.export($0, style: style, formatters: formatters), of: $0) }
     }
 
     /// The record of one object; see `export(_:style:)` for many.
     ///
-    /// - Throws: `ImportError.unknownKey` / `.invalidMap`.
+    /// - Throws: `ImportError.unknownKey` / `.invalidMap`, what `afterExport` throws.
     public func export(_ object: Object, style: ExportStyle = .nested) throws -> JSONValue {
         let model = object.managedObjectContext?.coordinator.model
         let entity = model?.entity(for: Object.self) ?? object.entity
         let compiled = try CompiledMapper(self, entity: entity, model: model ?? Model(entities: [Object.self]))
-        return compiled.export(object, style: style, formatters: DateFormatters())
+        return try finished(compiled.export(object, style: style, formatters: DateFormatters()), of: object)
+    }
+
+    /// An object's exported record after `afterExport`, when set, had its say.
+    private func finished(_ record: JSONValue, of object: Object) throws -> JSONValue {
+        guard let afterExport, case .object(var members) = record else { return record }
+        try afterExport(object, &members)
+        return .object(members)
     }
 }
 
 extension MappableModel {
     /// The object's record through its entity's `objectMapper`.
     ///
-    /// - Throws: `ImportError.unknownKey` / `.invalidMap`.
+    /// - Throws: `ImportError.unknownKey` / `.invalidMap`, what the mapper's
+    ///   `afterExport` throws.
     public func exportRecord(style: ExportStyle = .nested) throws -> JSONValue {
         try Self.objectMapper.export(self, style: style)
     }

@@ -4,7 +4,7 @@ import Foundation
 /// `VOKManagedObjectMapper`): explicit maps from remote key paths to attributes and
 /// to-one relationships, default maps by name for the other attributes, a unique key
 /// that matches records to existing objects, date and number parsing, `null` handling
-/// and an after-import closure.
+/// and closures called after each import and export of a record.
 ///
 /// For example:
 ///
@@ -70,6 +70,18 @@ public struct ObjectMapper<Object: ManagedObject>: Sendable {
     /// Called for each record after its values were applied to its object (the place
     /// for anything maps cannot say).
     public var afterImport: (@Sendable (JSONValue, Object) throws -> Void)?
+    /// Called for each object after its record was exported (Vokoder's
+    /// `exportCompletionBlock`), with the object and the record's members (nested or flat
+    /// as the export's style says), which it may change: the place for members no map
+    /// writes, or for leaving some out. What it throws stops the export.
+    ///
+    /// ```swift
+    /// mapper.afterExport = { post, record in
+    ///     record["kind"] = "post"
+    ///     record["titleLength"] = .number(Double(post.title?.count ?? 0))
+    /// }
+    /// ```
+    public var afterExport: (@Sendable (Object, inout [String: JSONValue]) throws -> Void)?
     /// Whether a member missing from a record sets its optional attribute to `nil`
     /// (Vokoder's mapper) rather than leaving it as it is (the default). Non-optional
     /// attributes and the unique key are left as they are.

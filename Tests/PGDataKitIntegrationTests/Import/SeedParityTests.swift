@@ -104,4 +104,39 @@ struct SeedParityTests {
             #expect(try ImportSchema.integer("SELECT count(*) FROM users WHERE name = 'New'", in: manager) == 1)
         }
     }
+
+    /// Vokoder's `exportCompletionBlock`: `afterExport` sees each object with its
+    /// record, in the export's style, and what it changes is what the export returns.
+    @Test func afterExportAdjustsEachRecord() throws {
+        struct Refused: Error {}
+        try ImportSchema.withManager { manager throws in
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let posts = try Post.importRecords(
+                    [["id": "p1", "headline": "Hello", "author": ["id": "u1"]], ["id": "p2", "headline": "Hi"]],
+                    mapper: postMapper, in: context)
+                let seen = Mutex<[String]>([])
+                var mapper = postMapper
+                mapper.afterExport = { post, record in
+                    seen.withLock { $0.append(post.postID) }
+                    record["length"] = .number(Double(post.title?.count ?? 0))
+                    if record["author"] == ["id": nil] || record["author.id"] == .null {
+                        record["author"] = nil
+                        record["author.id"] = nil
+                    }
+                }
+                #expect(
+                    try mapper.export(posts) == [
+                        ["id": "p1", "headline": "Hello", "author": ["id": "u1"], "length": 5],
+                        ["id": "p2", "headline": "Hi", "length": 2],
+                    ])
+                #expect(try mapper.export(posts[1]) == ["id": "p2", "headline": "Hi", "length": 2])
+                #expect(try mapper.export(posts, style: .flat)[0] == ["id": "p1", "headline": "Hello", "author.id": "u1", "length": 5])
+                #expect(seen.withLock { $0 } == ["p1", "p2", "p2", "p1", "p2"])
+                #expect(try postMapper.export(posts[1]) == ["id": "p2", "headline": "Hi", "author": ["id": nil]])
+                mapper.afterExport = { post, _ in if post.postID == "p2" { throw Refused() } }
+                #expect(throws: Refused.self) { try mapper.export(posts) }
+            }
+        }
+    }
 }
