@@ -36,6 +36,14 @@ import Foundation
 /// listener reconnect the catch-up produces the same callbacks). A controller on a
 /// private context sees that context's own saves only.
 ///
+/// **Nothing before `performFetch()`.** A controller reports changes only once it has
+/// fetched, as Core Data's fetched results controller does (SQKDataKit's controller
+/// follows saves from its creation): saves and merges before `performFetch()` call no
+/// callback, send nothing to `changes`, and leave `objects` empty. Nothing is lost: the
+/// fetch reads their result and reports it as fetched, not as inserted or updated. To
+/// hear every save from a point on, create the controller and call `performFetch()` in
+/// one `performAndWait` on its context's queue, where no merge can come between them.
+///
 /// **Threads and lifetime.** Use the controller on its context's queue, like the context:
 /// `performFetch()`, `objects` and the callbacks run there. Set the delegate and closures
 /// before `performFetch()` (or on the queue). The controller observes until it is
@@ -107,7 +115,8 @@ public class ManagedObjectController<T: ManagedObject>: @unchecked Sendable {
     private var clientID = -1
 
     /// Creates a controller of the objects a request describes in a context (usually a
-    /// manager's main context). Nothing is fetched before `performFetch()`.
+    /// manager's main context). Nothing is fetched, and no change reported, before
+    /// `performFetch()`.
     ///
     /// - Parameters:
     ///   - fetchRequest: which objects, in which order.

@@ -62,6 +62,37 @@ struct ControllerLifecycleTests {
         }
     }
 
+    /// As documented on `ManagedObjectController` and in Observing.md: before
+    /// `performFetch()` a controller reports nothing (SQKDataKit's follows saves from its
+    /// creation); a save made meanwhile is in the fetch, reported as fetched, and saves
+    /// after the fetch are reported as changes.
+    @Test func aControllerReportsChangesOnlyAfterPerformFetch() throws {
+        try ExampleSchema.withManager { manager in
+            let main = manager.mainContext
+            let controller = ManagedObjectController(fetchRequest: everyone(), context: main)
+            let recorder = ControllerRecorder<User>()
+            recorder.attach(to: controller)
+            // A fetched controller on the same context shows when the save has been merged.
+            let witness = ManagedObjectController(fetchRequest: everyone(), context: main)
+            try main.performAndWait { try witness.performFetch() }
+            try T.insertUsers(manager, [("early", 1)])
+            try T.wait("the merge reaches the fetched controller", on: main) { witness.objects.count == 1 }
+            main.performAndWait {
+                #expect(recorder.calls.isEmpty && recorder.changeSets.isEmpty)
+                #expect(controller.objects.isEmpty)
+            }
+            try main.performAndWait { try controller.performFetch() }
+            #expect(T.userIDs(controller) == ["early"])
+            #expect(main.performAndWait { recorder.calls } == [
+                "delegate fetched [0]", "closure fetched [0]", "delegate change", "closure change",
+            ])
+            try T.insertUsers(manager, [("late", 2)])
+            try T.wait("the save reaches the controller", on: main) { recorder.changeSets.count == 2 }
+            #expect(main.performAndWait { recorder.changeSets[1].inserted } == [1])
+            #expect(T.userIDs(controller) == ["early", "late"])
+        }
+    }
+
     @Test func stopEndsCallbacksAndStreamsAndRefusesFetches() throws {
         try ExampleSchema.withManager { manager in
             let main = manager.mainContext
