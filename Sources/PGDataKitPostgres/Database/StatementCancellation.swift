@@ -103,15 +103,19 @@ package final class StatementCancellation: Sendable {
         case scope(StatementCancellation)
     }
 
-    /// What `run(nil, …)` puts in the slot; never cancelled.
+    /// What `run(nil, …)` puts in the slot; never cancelled, never released.
     private static let uncancellableMarker = StatementCancellation()
+    /// `uncancellableMarker` as the slot holds it. (`nonisolated(unsafe)`: a constant,
+    /// only ever compared.)
+    // Unsafe: the marker is a static constant, alive for the whole process.
+    nonisolated(unsafe) private static let uncancellablePointer = Unmanaged.passUnretained(uncancellableMarker).toOpaque()
 
     /// The current thread's slot.
     static var slot: Slot {
         guard let pointer = pthread_getspecific(key) else { return .unset }
+        if pointer == uncancellablePointer { return .uncancellable }
         // Unsafe: the slot holds an unretained scope only while `run` keeps it alive.
-        let scope = Unmanaged<StatementCancellation>.fromOpaque(pointer).takeUnretainedValue()
-        return scope === uncancellableMarker ? .uncancellable : .scope(scope)
+        return .scope(Unmanaged<StatementCancellation>.fromOpaque(pointer).takeUnretainedValue())
     }
 
     /// The scope of the work the current thread runs, if any.
@@ -125,12 +129,11 @@ package final class StatementCancellation: Sendable {
     /// thread); the previous one afterwards.
     package static func run<T>(_ scope: StatementCancellation?, _ body: () throws -> T) rethrows -> T {
         let previous = pthread_getspecific(key)
-        let installed = scope ?? uncancellableMarker
-        // Unsafe: `installed` is kept alive until `body` returns (withExtendedLifetime),
-        // and the slot is set back before that.
-        pthread_setspecific(key, Unmanaged.passUnretained(installed).toOpaque())
+        // Unsafe: `scope` is kept alive until `body` returns (withExtendedLifetime), and
+        // the slot is set back before that; the marker lives as long as the process.
+        pthread_setspecific(key, scope.map { Unmanaged.passUnretained($0).toOpaque() } ?? uncancellablePointer)
         defer { pthread_setspecific(key, previous) }
-        return try withExtendedLifetime(installed) { try body() }
+        return try withExtendedLifetime(scope) { try body() }
     }
 }
 
@@ -144,8 +147,15 @@ extension Connection {
     ///   statement was sent; what `body` throws (SQLSTATE `57014` once the server
     ///   stopped it).
     func cancellable<T>(_ kind: StatementMetrics.Kind, _ body: () throws -> T) throws -> T {
-        let start = statementMetrics != nil ? ContinuousClock.now : nil
-        defer { if let start { statementMetrics?.record(kind, since: start) } }
+        guard let statementMetrics else { return try inCancellationScope(body) }
+        let start = ContinuousClock.now
+        defer { statementMetrics.record(kind, since: start) }
+        return try inCancellationScope(body)
+    }
+
+    /// `cancellable(_:_:)` without the timer.
+    @inline(__always)
+    private func inCancellationScope<T>(_ body: () throws -> T) throws -> T {
         switch StatementCancellation.slot {
         case .scope(let scope):
             try scope.enter(self)
