@@ -41,7 +41,7 @@ struct ChangeFeedPositionTests {
         changes.inserted = [ObjectID(entityName: "Post", primaryKey: 3)]
         let origin = UUID()
         let text = "r1 42 987654 \(origin.uuidString.lowercased()) 1234 5678 1700000000123456 " + (try ChangeLog.encode(changes))
-        guard case .record(let record, let transaction, _) = ChangeLog.payload(of: text) else {
+        guard case .record(let record, let transaction) = ChangeLog.payload(of: text) else {
             Issue.record("not read as a record: \(text)")
             return
         }
@@ -62,23 +62,22 @@ struct ChangeFeedPositionTests {
         }
     }
 
-    /// A payload written by this version carries the writer's snapshot (or `-`); an
-    /// earlier writer's `r1` payload is still read, without one.
-    @Test func aPayloadCarriesItsWritersSnapshot() throws {
+    /// A payload of this version (`r1`) and an earlier writer's `r2`, whose snapshot (or
+    /// `-`) is skipped, are both read whole.
+    @Test func payloadsOfThisAndEarlierWritersAreRead() throws {
         let origin = UUID().uuidString
         let record = try ChangeLog.encode(ContextChanges())
-        let cases: [(String, String?)] = [
-            ("r2 1 2 100:110:102,105 \(origin) 3 4 5 " + record, "100:110:102,105"),
-            ("r2 1 2 - \(origin) 3 4 5 " + record, nil),
-            ("r1 1 2 \(origin) 3 4 5 " + record, nil),
+        let cases = [
+            "r2 1 2 100:110:102,105 \(origin) 3 4 5 " + record,
+            "r2 1 2 - \(origin) 3 4 5 " + record,
+            "r1 1 2 \(origin) 3 4 5 " + record,
         ]
-        for (text, expected) in cases {
-            guard case .record(_, let transaction, let snapshot) = ChangeLog.payload(of: text) else {
+        for text in cases {
+            guard case .record(let read, let transaction) = ChangeLog.payload(of: text) else {
                 Issue.record("not read: \(text)")
                 continue
             }
-            #expect(transaction == 2)
-            #expect(snapshot == expected, "\(text)")
+            #expect(transaction == 2 && read.originProcessID == 3 && read.originBackendPID == 4, "\(text)")
         }
         guard case .unreadable = ChangeLog.payload(of: "r2 1 2 \(origin) 3 4 5 " + record) else {
             Issue.record("an r2 payload without its snapshot word was read")
@@ -87,8 +86,8 @@ struct ChangeFeedPositionTests {
     }
 
     /// A payload of this process's own saves is read only as far as its origin: the
-    /// transaction and snapshot come back, its changes are not scanned (a listener
-    /// delivers none of its own). Another origin's payload is read whole as before.
+    /// transaction comes back, its changes are not scanned (a listener delivers none of
+    /// its own). Another origin's payload is read whole as before.
     @Test func ownPayloadsAreReadOnlyAsFarAsTheirOrigin() throws {
         let own = UUID()
         let other = UUID()
@@ -96,17 +95,17 @@ struct ChangeFeedPositionTests {
         changes.inserted = Set((1...1_000).map { ObjectID(entityName: "User", primaryKey: $0) })
         let record = try ChangeLog.encode(changes)
         for text in ["r2 7 99 100:110:102 \(own) 3 4 5 " + record, "r2 7 99 100:110:102 \(own) 3 4 5 {not scanned"] {
-            guard case .own(let transaction, let snapshot) = ChangeLog.payload(of: text, ownOrigin: own) else {
+            guard case .own(let transaction) = ChangeLog.payload(of: text, ownOrigin: own) else {
                 Issue.record("an own payload was not recognised: \(text.prefix(60))")
                 continue
             }
-            #expect(transaction == 99 && snapshot == "100:110:102")
+            #expect(transaction == 99)
         }
-        guard case .own(99, nil) = ChangeLog.payload(of: "r1 7 99 \(own) 3 4 5 " + record, ownOrigin: own) else {
+        guard case .own(99) = ChangeLog.payload(of: "r1 7 99 \(own) 3 4 5 " + record, ownOrigin: own) else {
             Issue.record("an own r1 payload was not recognised")
             return
         }
-        guard case .record(let read, 99, _) = ChangeLog.payload(of: "r2 7 99 - \(other) 3 4 5 " + record, ownOrigin: own) else {
+        guard case .record(let read, 99) = ChangeLog.payload(of: "r2 7 99 - \(other) 3 4 5 " + record, ownOrigin: own) else {
             Issue.record("another origin's payload was not read whole")
             return
         }

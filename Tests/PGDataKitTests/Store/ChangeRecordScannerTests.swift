@@ -137,7 +137,7 @@ struct ChangeRecordScannerTests {
     @Test func malformedPayloadHeadersAreUnreadable() throws {
         let origin = UUID()
         let good = "r1 1 2 \(origin.uuidString) 3 4 5 []"
-        guard case .record(let record, let transaction, _) = ChangeLog.payload(of: good) else {
+        guard case .record(let record, let transaction) = ChangeLog.payload(of: good) else {
             Issue.record("not read: \(good)")
             return
         }

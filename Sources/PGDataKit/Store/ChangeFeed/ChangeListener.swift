@@ -440,7 +440,7 @@ final class ChangeListener: Sendable {
             switch ChangeLog.payload(of: note.payload, ownOrigin: origin) {
             case .own:
                 continue
-            case .record(let record, let transaction, _):
+            case .record(let record, let transaction):
                 readLast = false
                 // (Another process's: this one's own come as `.own`.) A writer's
                 // snapshot does not move the position: notifications are sent after

@@ -50,13 +50,10 @@ extension ChangeLog {
             guard carriesSnapshot || version.elementsEqual(payloadVersionWithoutSnapshot.utf8),
                 let id = fields.integer(Int64.self), let transaction = fields.integer(UInt64.self)
             else { return .unreadable }
-            var snapshot: String?
-            if carriesSnapshot {
-                guard let word = fields.word() else { return .unreadable }
-                if !word.elementsEqual("-".utf8) { snapshot = String(decoding: word, as: UTF8.self) }
-            }
+            // An earlier writer's snapshot (or `-`): skipped, see `Payload.record`.
+            if carriesSnapshot, fields.word() == nil { return .unreadable }
             guard let origin = fields.uuid() else { return .unreadable }
-            if origin == ownOrigin { return .own(transaction: transaction, snapshot: snapshot) }
+            if origin == ownOrigin { return .own(transaction: transaction) }
             guard let processID = fields.integer(Int32.self), let backendPID = fields.integer(Int32.self),
                 let micros = fields.integer(Int64.self)
             else { return .unreadable }
@@ -68,7 +65,7 @@ extension ChangeLog {
                 id: id, origin: origin, originProcessID: processID, originBackendPID: backendPID,
                 time: Date(timeIntervalSince1970: Double(micros) / 1_000_000), changes: changes,
                 transactionID: transaction)
-            return .record(record, transaction: transaction, snapshot: snapshot)
+            return .record(record, transaction: transaction)
         }
     }
 }

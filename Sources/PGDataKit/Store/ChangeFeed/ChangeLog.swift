@@ -191,21 +191,19 @@ enum ChangeLog {
     static let payloadVersion = "r2"
     /// The first word of a payload that carries a whole record, no snapshot.
     static let payloadVersionWithoutSnapshot = "r1"
-    /// The longest snapshot text a payload carries (a longer one, of a server with
-    /// very many transactions running, is sent as `-`).
-    static let payloadSnapshotLimit = 256
     /// The longest record text a payload carries (PostgreSQL allows 8,000 bytes in all;
-    /// the snapshot takes at most `payloadSnapshotLimit`, the rest at most about 120).
+    /// the rest of an `r1` payload takes at most about 120).
     static let payloadChangesLimit = 7_600
 
     /// What a notification on the channel says.
     enum Payload {
-        /// The whole record, with its transaction's id and a snapshot taken inside that
-        /// transaction (`nil` when the writer sent none).
-        case record(ChangeRecord, transaction: UInt64, snapshot: String?)
+        /// The whole record, with its transaction's id. (An earlier writer's `r2` payload
+        /// also carried a snapshot, which is skipped: it cannot move a listener's
+        /// position, see `ChangeFeedPosition`.)
+        case record(ChangeRecord, transaction: UInt64)
         /// A record of the reading process's own saves (`payload(of:ownOrigin:)`): its
-        /// transaction's id and the snapshot, its changes left unread.
-        case own(transaction: UInt64, snapshot: String?)
+        /// transaction's id, its changes left unread.
+        case own(transaction: UInt64)
         /// Only the record's id (a record too large for a payload, or a writer of an
         /// earlier version): the log must be read.
         case reference(Int64)
