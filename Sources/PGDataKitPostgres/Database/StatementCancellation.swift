@@ -105,6 +105,8 @@ package final class StatementCancellation: Sendable {
 
     /// What `run(nil, …)` puts in the slot; never cancelled, never released.
     private static let uncancellableMarker = StatementCancellation()
+    /// What stands for "no task to watch" (`Connection.cancellable`); never used as a scope.
+    static let notWatched = uncancellableMarker
     /// `uncancellableMarker` as the slot holds it. (`nonisolated(unsafe)`: a constant,
     /// only ever compared.)
     // Unsafe: the marker is a static constant, alive for the whole process.
@@ -164,11 +166,20 @@ extension Connection {
         case .uncancellable:
             return try body()
         case .unset:
-            // Unsafe: the task reference is used only while this call runs on the task's
-            // thread, which keeps the task alive (`TaskStatementWatch.run`).
-            return try withUnsafeCurrentTask { task in
-                guard let task else { return try body() }
-                return try TaskStatementWatch.shared.run(self, in: task, body)
+            // The closure returns a class, not `T`: called with a generic result, the
+            // runtime looked its metadata up on every statement.
+            // Unsafe: the watch reads the task reference only until `end`, while this call
+            // runs on the task's thread, which keeps the task alive (`TaskStatementWatch`).
+            let scope = try withUnsafeCurrentTask { task -> StatementCancellation in
+                guard let task else { return StatementCancellation.notWatched }
+                return try TaskStatementWatch.shared.begin(task)
+            }
+            if scope === StatementCancellation.notWatched { return try body() }
+            defer { TaskStatementWatch.shared.end(scope) }
+            return try StatementCancellation.run(scope) {
+                try scope.enter(self)
+                defer { scope.leave() }
+                return try body()
             }
         }
     }

@@ -19,14 +19,15 @@ final class TaskStatementWatch: Sendable {
     private struct Watched: @unchecked Sendable {
         // Safe to send to the timer's queue: the entry is removed before the statement's
         // call returns, so `task` is read (only `isCancelled`, an atomic load of the
-        // task's status) while the task is alive and blocked in that call.
+        // task's status) while the task is alive and its thread blocked in that call;
+        // the reference itself is a strong one.
         let task: UnsafeCurrentTask
         let scope: StatementCancellation
     }
 
     private struct State {
-        var watched: [Int: Watched] = [:]
-        var nextID = 0
+        /// By the statement's scope.
+        var watched: [ObjectIdentifier: Watched] = [:]
         /// Whether a timer tick is scheduled.
         var ticking = false
     }
@@ -40,39 +41,30 @@ final class TaskStatementWatch: Sendable {
     private let state = Mutex(State())
     private let queue = DispatchQueue(label: "pgdatakit.task-statement-watch")
 
-    /// Runs `body`, one statement of `connection`, watched for `task`'s cancellation.
+    /// Starts watching `task` for the statement its thread is about to send: returns the
+    /// statement's scope, cancelled when the task is; `end(_:)` stops the watch. The
+    /// caller runs the statement in that scope while the task's thread waits for it.
     ///
-    /// - Throws: `CancellationError` when `task` was cancelled before (nothing is sent);
-    ///   `PostgresError` with SQLSTATE `57014` (`query_canceled`) when it was cancelled
-    ///   while the statement ran and the server stopped it (as for an async `perform`'s
-    ///   statements, which that maps to `CancellationError`); otherwise what `body` throws.
-    func run<T>(_ connection: Connection, in task: UnsafeCurrentTask, _ body: () throws -> T) throws -> T {
+    /// - Throws: `CancellationError` when `task` was cancelled already (nothing is to be
+    ///   sent). A statement the scope stops fails with SQLSTATE `57014`
+    ///   (`query_canceled`), as an async `perform`'s do (which that maps to
+    ///   `CancellationError`).
+    func begin(_ task: UnsafeCurrentTask) throws -> StatementCancellation {
         if task.isCancelled { throw CancellationError() }
         let scope = StatementCancellation()
-        let id = add(Watched(task: task, scope: scope))
-        defer { remove(id) }
-        return try StatementCancellation.run(scope) {
-            try scope.enter(connection)
-            defer { scope.leave() }
-            return try body()
-        }
-    }
-
-    private func add(_ watched: Watched) -> Int {
-        let (id, starts) = state.withLock { state in
-            let id = state.nextID
-            state.nextID &+= 1
-            state.watched[id] = watched
+        let starts = state.withLock { state in
+            state.watched[ObjectIdentifier(scope)] = Watched(task: task, scope: scope)
             let starts = !state.ticking
             state.ticking = true
-            return (id, starts)
+            return starts
         }
         if starts { schedule() }
-        return id
+        return scope
     }
 
-    private func remove(_ id: Int) {
-        state.withLock { _ = $0.watched.removeValue(forKey: id) }
+    /// Stops watching for the statement of `scope` (it has ended).
+    func end(_ scope: StatementCancellation) {
+        state.withLock { _ = $0.watched.removeValue(forKey: ObjectIdentifier(scope)) }
     }
 
     private func schedule() {

@@ -35,20 +35,21 @@ struct SynchronousStatementStopTests {
         defer { observer.close() }
         let connection = try Connection(configuration)
         defer { connection.close() }
+        let pid = connection.backendPID  // (read now: it waits for the connection's lock)
         try await DedicatedExecutor.run { _ in
             // The blocked task gets an executor of its own, so this one stays free.
             let blocking = DedicatedExecutor()
             let task = Task(executorPreference: blocking) { () throws -> Void in
                 try connection.execute("SELECT pg_sleep(60)")
             }
-            let active = try Self.waitUntilActive(connection.backendPID, observer: observer)
+            let active = try Self.waitUntilActive(pid, observer: observer)
             #expect(active)
             task.cancel()
             let outcome = await task.result
             #expect(throws: PostgresError.self) { try outcome.get() }
             if case .failure(let error as PostgresError) = outcome { #expect(error.sqlState == .queryCanceled) }
             // The server stopped it, and the session goes on clean.
-            let stillActive = try Self.isActive(connection.backendPID, observer: observer)
+            let stillActive = try Self.isActive(pid, observer: observer)
             let one = try connection.query("SELECT 1")[0].decode(Int.self, at: 0)
             #expect(!stillActive && connection.transactionStatus == .idle && one == 1)
         }
