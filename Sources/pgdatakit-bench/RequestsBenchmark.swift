@@ -13,8 +13,8 @@ struct RequestsBenchmark: ParsableCommand {
             `tasks` tasks run at once, each doing `per-task` requests one after another: \
             a new private context, `try await context.perform { fetch one user by key, \
             change it, save }`. Each task has users of its own (no conflicts). The floor, \
-            in the same run on the same manager: the same number of requests done by \
-            `pool` threads, each calling `performAndWait`. Prints requests per second of \
+            in the same run on the same manager: the same requests done by `pool` \
+            threads, each calling `performAndWait` for users of its own. Prints requests per second of \
             both and their ratio, the peak number of OS threads of this process during the \
             async run (/proc/self/status, sampled every 2 ms), the latency of a request \
             (from its task's call to perform returning) at the median and the 99th \
@@ -31,6 +31,7 @@ struct RequestsBenchmark: ParsableCommand {
     var pool = 10
 
     func run() throws {
+        let (tasks, perTask, pool) = (self.tasks, self.perTask, self.pool)
         let database = try BenchDatabase()
         defer { database.drop() }
         let manager = try ContextManager(
@@ -48,21 +49,22 @@ struct RequestsBenchmark: ParsableCommand {
         let total = tasks * perTask
         let errors = Atomic<Int>(0)
 
-        // Floor: `pool` threads calling performAndWait, the same requests.
-        let next = Atomic<Int>(0)
+        // Floor: `pool` threads calling performAndWait, the same requests. Each thread has
+        // users of its own, as each task does (taken from a shared counter, one user's
+        // requests could meet in two threads when one stalled, and conflict).
         let syncSeconds = measure {
             let done = DispatchGroup()
-            for _ in 0..<pool {
+            for thread in 0..<pool {
                 done.enter()
                 Thread.detachNewThread {
-                    while true {
-                        let request = next.add(1, ordering: .relaxed).oldValue
-                        guard request < total else { break }
-                        do {
-                            try Self.request(user: request % tasks, manager: manager)
-                        } catch {
-                            errors.add(1, ordering: .relaxed)
-                            RequestTally.report(error, in: "floor")
+                    for _ in 0..<perTask {
+                        for user in stride(from: thread, to: tasks, by: pool) {
+                            do {
+                                try Self.request(user: user, manager: manager)
+                            } catch {
+                                errors.add(1, ordering: .relaxed)
+                                RequestTally.report(error, in: "floor")
+                            }
                         }
                     }
                     done.leave()
