@@ -94,6 +94,16 @@ public final class ConnectionPool: Sendable {
         return try body(connection)
     }
 
+    /// What a thread asking for a connection does, as the machine answered.
+    private enum ThreadDecision {
+        /// Use this connection, or open one in this place.
+        case ready(PoolStateMachine<Connection>.Lease)
+        /// Wait on this waiter's semaphore.
+        case wait(ThreadWaiter)
+        /// The pool is closed.
+        case refused
+    }
+
     /// Takes a connection out of the pool, blocking the thread while it waits; give it
     /// back with `release(_:)`.
     ///
@@ -103,23 +113,25 @@ public final class ConnectionPool: Sendable {
         if let held = PoolHold.take(from: self) { return try connection(from: held) }
         let waited = timeout ?? acquireTimeout
         let start = metrics.isEnabled ? ContinuousClock.now : nil
-        let (action, id, waiter) = state.withLock { state -> (PoolStateMachine<Connection>.Action, UInt64, ThreadWaiter?) in
+        let (decision, id) = state.withLock { state -> (ThreadDecision, UInt64) in
             let id = state.newWaiter()
-            let action = state.machine.acquire(waiter: id)
-            guard case .wait = action else { return (action, id, nil) }
-            // (Made only for a wait: most borrowings find a connection at once, and a
-            // semaphore per borrowing showed in the instructions of a one-object save.)
-            let waiter = ThreadWaiter()
-            state.threads[id] = waiter
-            return (action, id, waiter)
+            switch state.machine.acquire(waiter: id) {
+            case .use(let connection): return (.ready(.connection(connection)), id)
+            case .open: return (.ready(.place), id)
+            case .refuse: return (.refused, id)
+            case .wait:
+                // (Made only for a wait: most borrowings find a connection at once, and a
+                // semaphore per borrowing showed in the instructions of a one-object save.)
+                let waiter = ThreadWaiter()
+                state.threads[id] = waiter
+                return (.wait(waiter), id)
+            }
         }
         let lease: PoolStateMachine<Connection>.Lease
-        switch action {
-        case .use(let connection): lease = .connection(connection)
-        case .open: lease = .place
-        case .refuse: throw ConnectionPoolError.closed
-        case .wait:
-            guard let waiter else { throw ConnectionPoolError.closed }
+        switch decision {
+        case .ready(let ready): lease = ready
+        case .refused: throw ConnectionPoolError.closed
+        case .wait(let waiter):
             metrics.update(self)
             if waiter.ready.wait(timeout: .now() + Self.dispatchInterval(waited)) == .timedOut {
                 let gaveUp = state.withLock { state in
