@@ -166,8 +166,8 @@ extension Connection {
         case .uncancellable:
             return try body()
         case .unset:
-            // The closure returns a class, not `T`: called with a generic result, the
-            // runtime looked its metadata up on every statement.
+            // Only the scope comes out of the closure, so the statement runs outside the
+            // generic, unspecialised `withUnsafeCurrentTask` (its result a class, not `T`).
             // Unsafe: the watch reads the task reference only until `end`, while this call
             // runs on the task's thread, which keeps the task alive (`TaskStatementWatch`).
             let scope = try withUnsafeCurrentTask { task -> StatementCancellation in

@@ -15,14 +15,32 @@ extension ManagedObjectContext {
             "deleteAll(in:where:)",
             advice: "it deletes rows and commits at once; fetch the objects and delete() them in the child "
                 + "(its save pushes the deletes), or call deleteAll in the root context")
-        let changes = try settlingLostConnections {
+        let changes = try commitBatch { connection in
+            var changes = ContextChanges()
+            changes.deleted = Set(
+                try coordinator.deleteRows(of: entity, matching: query, on: connection).map {
+                    ObjectID(entityName: entity.name, primaryKey: $0)
+                })
+            return changes
+        }
+        for id in changes.deleted {
+            if let object = bookkeeping.object(for: id) { forgetDeletedObject(object) }
+        }
+        observers.postDidSave(changes)
+        return changes.deleted
+    }
+
+    /// Runs a batch statement (`write`) in the context's write transaction, writes the
+    /// change record of the changes it returns and commits, in one round trip (a private
+    /// context's transaction ends); rolls back when anything fails.
+    ///
+    /// - Throws: what `write` throws, `PostgresError`; `SaveOutcomeUnknownError` when the
+    ///   connection broke at the `COMMIT` and whether it committed could not be found out.
+    func commitBatch(_ write: (Connection) throws -> ContextChanges) throws -> ContextChanges {
+        try settlingLostConnections {
             let connection = try beginWriteTransaction()
             do {
-                var changes = ContextChanges()
-                changes.deleted = Set(
-                    try coordinator.deleteRows(of: entity, matching: query, on: connection).map {
-                        ObjectID(entityName: entity.name, primaryKey: $0)
-                    })
+                let changes = try write(connection)
                 try coordinator.recordChangesAndCommit(changes, on: connection)
                 transaction.close(ifItIs: connection)
                 return changes
@@ -31,10 +49,5 @@ extension ManagedObjectContext {
                 throw error
             }
         }
-        for id in changes.deleted {
-            if let object = bookkeeping.object(for: id) { forgetDeletedObject(object) }
-        }
-        observers.postDidSave(changes)
-        return changes.deleted
     }
 }

@@ -18,22 +18,14 @@ extension ManagedObjectContext {
             advice: "it updates rows and commits at once; fetch the objects and change them in the child "
                 + "(its save pushes the changes), or call updateAll in the root context")
         let names = Set(values.map(\.attribute.name))
-        let changes = try settlingLostConnections {
-            let connection = try beginWriteTransaction()
-            do {
-                var changes = ContextChanges()
-                for key in try coordinator.updateRows(of: entity, setting: values, matching: query, on: connection) {
-                    let id = ObjectID(entityName: entity.name, primaryKey: key)
-                    changes.updated.insert(id)
-                    changes.changedKeys[id] = names
-                }
-                try coordinator.recordChangesAndCommit(changes, on: connection)
-                transaction.close(ifItIs: connection)
-                return changes
-            } catch {
-                abortWriteTransaction(connection)
-                throw error
+        let changes = try commitBatch { connection in
+            var changes = ContextChanges()
+            for key in try coordinator.updateRows(of: entity, setting: values, matching: query, on: connection) {
+                let id = ObjectID(entityName: entity.name, primaryKey: key)
+                changes.updated.insert(id)
+                changes.changedKeys[id] = names
             }
+            return changes
         }
         var registered: [Int64: ManagedObject] = [:]
         for id in changes.updated {
