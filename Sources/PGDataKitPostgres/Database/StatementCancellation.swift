@@ -120,12 +120,6 @@ package final class StatementCancellation: Sendable {
         return .scope(Unmanaged<StatementCancellation>.fromOpaque(pointer).takeUnretainedValue())
     }
 
-    /// The scope of the work the current thread runs, if any.
-    package static var current: StatementCancellation? {
-        if case .scope(let scope) = slot { return scope }
-        return nil
-    }
-
     /// Runs `body` with `scope` as the current thread's (`nil`: with none, for statements
     /// that must run whatever happened, such as a rollback, even on a cancelled task's
     /// thread); the previous one afterwards.
