@@ -17,8 +17,8 @@ import Foundation
 struct MatchesPattern {
     /// The pattern as given.
     let pattern: String
-    /// The pattern anchored for ICU (`\A(?:…)\z`), `.` matching newlines.
-    let regex: NSRegularExpression
+    /// The pattern compiled for ICU, anchored, `.` matching newlines.
+    let whole: WholeMatch
 
     /// Checks and compiles a pattern.
     ///
@@ -27,16 +27,10 @@ struct MatchesPattern {
         if let problem = Self.syntaxProblem(in: pattern) {
             throw FetchPredicateError(message: "MATCHES pattern not accepted: \(problem)")
         }
-        do {
-            // On its own first: a pattern that compiles alone has balanced groups. (ICU
-            // refuses an empty pattern, which is balanced and fine anchored.)
-            if !pattern.isEmpty {
-                _ = try NSRegularExpression(pattern: pattern, options: [.dotMatchesLineSeparators])
-            }
-            regex = try NSRegularExpression(pattern: "\\A(?:" + pattern + ")\\z", options: [.dotMatchesLineSeparators])
-        } catch {
+        guard let whole = WholeMatch(pattern) else {
             throw FetchPredicateError(message: "MATCHES pattern is not a valid regular expression")
         }
+        self.whole = whole
         self.pattern = pattern
     }
 
@@ -46,21 +40,9 @@ struct MatchesPattern {
     /// Whether the whole text matches, spending the budget's steps; throws when they run
     /// out (catastrophic backtracking such as `(a+)+b` against many `a`s).
     func matches(_ text: String, budget: MatchesBudget) throws(FetchPredicateError) -> Bool {
-        var found = false
-        var exhausted = false
-        let range = NSRange(text.startIndex..., in: text)
-        regex.enumerateMatches(in: text, options: [.reportProgress], range: range) { result, _, stop in
-            if result != nil {
-                found = true
-                stop.pointee = true
-            } else if budget.spendStep() == false {
-                exhausted = true
-                stop.pointee = true
-            }
-        }
-        if exhausted && !found {
+        guard let found = whole.matches(text, budget: budget.steps) else {
             throw FetchPredicateError(
-                message: "a MATCHES pattern took more than \(MatchesBudget.steps) steps of "
+                message: "a MATCHES pattern took more than \(WholeMatch.steps) steps of "
                     + "the regular-expression engine on unsaved objects; simplify the pattern (nested "
                     + "repetition such as (a+)+ backtracks exponentially) or save before fetching")
         }
@@ -276,23 +258,13 @@ struct MatchesPattern {
     }
 }
 
-/// How much regular-expression work one in-memory evaluation (one fetch) may do, and the
-/// patterns it compiled.
-///
-/// ICU reports progress about every ten thousand steps of its matcher; after
-/// `MatchesBudget.steps` such reports the evaluation stops with an error instead of
-/// backtracking for seconds per object.
+/// How much regular-expression work one in-memory evaluation (one fetch) may do
+/// (`WholeMatch.steps` progress reports of ICU's matcher, shared by all its matches),
+/// and the patterns it compiled.
 final class MatchesBudget {
-    /// Progress reports allowed per evaluation (roughly a third of a second of matching).
-    static let steps = 2_000
-    private var remaining = MatchesBudget.steps
+    /// The steps left for the evaluation.
+    let steps = WholeMatch.Budget()
     private var patterns: [String: MatchesPattern] = [:]
-
-    /// Takes one step; `false` when none are left.
-    func spendStep() -> Bool {
-        remaining -= 1
-        return remaining > 0
-    }
 
     /// The checked pattern, compiled once per evaluation.
     func pattern(_ text: String) throws(FetchPredicateError) -> MatchesPattern {

@@ -34,7 +34,7 @@ public struct ImportError: Error, Sendable, DescribedError {
         /// The codes, one case each: codes compare by case and none is made from a string.
         enum Base: String, Sendable {
             case missingKey, typeMismatch, unknownKey, notUniqueKey, invalidMap,
-                unresolvedRelationship, deletedInContext, recordFailed, unknownMember
+                unresolvedRelationship, deletedInContext, recordFailed, unknownMember, invalidRecord
         }
 
         /// Which code this is.
@@ -67,6 +67,9 @@ public struct ImportError: Error, Sendable, DescribedError {
         public static let recordFailed = Code(.recordFailed)
         /// A record has a member no map reads (`ObjectMapper.rejectsUnknownMembers`).
         public static let unknownMember = Code(.unknownMember)
+        /// The object a record made or changed breaks validation rules (`AttributeRule`,
+        /// the `validateFor…` hooks): `underlying` is the `ObjectValidationError` naming each.
+        public static let invalidRecord = Code(.invalidRecord)
 
         /// The code's name, such as `missingKey`.
         public var description: String { base.rawValue }
@@ -91,7 +94,8 @@ public struct ImportError: Error, Sendable, DescribedError {
     public private(set) var actual: String?
     /// How a map does not fit the model (`invalidMap`).
     public private(set) var reason: String?
-    /// What the caller's closure threw (`recordFailed`).
+    /// What the caller's closure threw (`recordFailed`), or the `ObjectValidationError` of
+    /// the record's object (`invalidRecord`).
     public private(set) var underlying: (any Error)?
     /// The record's value that did not fit (`typeMismatch`): data, so only
     /// `debugDescription` shows it.
@@ -179,6 +183,15 @@ public struct ImportError: Error, Sendable, DescribedError {
     public static func recordFailed(recordIndex: Int, underlying: any Error) -> ImportError {
         var error = ImportError(.recordFailed, "record \(recordIndex): \(underlying)")
         (error.recordIndex, error.underlying) = (recordIndex, underlying)
+        return error
+    }
+
+    /// The object a record made or changed breaks validation rules; `validation` names
+    /// each (no values).
+    public static func invalidRecord(recordIndex: Int, entity: String, validation: ObjectValidationError) -> ImportError {
+        let failures = validation.failures.map(\.summary).joined(separator: "; ")
+        var error = ImportError(.invalidRecord, "record \(recordIndex): \(failures)")
+        (error.recordIndex, error.entity, error.underlying) = (recordIndex, entity, validation)
         return error
     }
 

@@ -209,7 +209,8 @@ struct RecordImport {
         return nil
     }
 
-    /// Sets the links of one record, then applies the record.
+    /// Sets the links of one record, applies the record, then validates the object (its
+    /// attributes' rules and `validateForInsert()` or `validateForUpdate()`).
     private func applyRecord(
         _ record: JSONValue, to object: ManagedObject, index: Int, links linkTargets: [([LinkValue], [UniqueValue: Target])],
         offset: Int, context: ManagedObjectContext, formatters: DateFormatters
@@ -233,6 +234,10 @@ struct RecordImport {
             throw error
         } catch {
             throw ImportError.recordFailed(recordIndex: index, underlying: error)
+        }
+        let failures = object.validationFailures(for: context.insertedSet.contains(object) ? .insert : .update)
+        if !failures.isEmpty {
+            throw ImportError.invalidRecord(recordIndex: index, entity: entity.name, validation: ObjectValidationError(failures))
         }
     }
 

@@ -32,6 +32,9 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     /// (`nil` when it is, and for `NULL`). `nil` for the other attributes, whose type
     /// holds every value its decoding makes.
     let storedValueProblem: (@Sendable (StoredValue) -> String?)?
+    /// The rules a value must keep for a save (`@Attribute(validate:)`), in declaration
+    /// order.
+    let checks: [AttributeCheck]
 
     init(
         name: String, columnName: String, type: AttributeType, isOptional: Bool, isUnique: Bool,
@@ -40,7 +43,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         encode: @escaping @Sendable (StoredValue) throws -> (any PostgresEncodable)?,
         encodeArray: @escaping @Sendable ([StoredValue]) throws -> any PostgresEncodable,
         coerce: @escaping @Sendable (Any?) -> StoredValue?,
-        storedValueProblem: (@Sendable (StoredValue) -> String?)? = nil
+        storedValueProblem: (@Sendable (StoredValue) -> String?)? = nil, checks: [AttributeCheck] = []
     ) {
         self.name = name
         self.columnName = columnName
@@ -57,6 +60,12 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         self.encodeArray = encodeArray
         self.coerce = coerce
         self.storedValueProblem = storedValueProblem
+        self.checks = checks
+    }
+
+    /// The rules `value` breaks, in declaration order (none for most attributes).
+    func brokenChecks(of value: StoredValue) -> [AttributeCheck] {
+        checks.filter { !$0.passes(value) }
     }
 
     /// `name: Type (column)`.
@@ -153,7 +162,7 @@ enum AttributeCoding {
 
     static func make<Value: AttributeValue>(
         _ type: Value.Type, name: String, column: String?, unique: Bool, index: Int,
-        defaultValue: Value?, entityName: String
+        defaultValue: Value?, entityName: String, rules: [AttributeRule<Value>] = []
     ) -> AttributeDescription {
         let label = "\(entityName).\(name)"
         typealias Scalar = Value.Scalar
@@ -176,7 +185,7 @@ enum AttributeCoding {
             },
             encode: { stored in stored.scalar(as: Scalar.self) },
             encodeArray: arrayEncoding(Scalar.self, label: label),
-            coerce: coerce, storedValueProblem: narrowing?.problem)
+            coerce: coerce, storedValueProblem: narrowing?.problem, checks: rules.map(AttributeCheck.init))
     }
 
     /// The Swift type as written in a declaration, for messages: `Int?`, `[String]`,

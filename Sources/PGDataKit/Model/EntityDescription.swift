@@ -70,6 +70,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.attributeOptionality = attributes.map(\.isOptional)
         self.defaultValues = attributes.map(\.defaultValue)
         self.checkedAttributeIndexes = attributes.filter { $0.storedValueProblem != nil }.map(\.index)
+        self.validatedAttributes = attributes.filter { !$0.checks.isEmpty }
         relationshipsResolved()
     }
 
@@ -152,6 +153,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// `Codable` values), by index: the stored values a fetch checks
     /// (`AttributeDescription.storedValueProblem`). Empty for most entities.
     let checkedAttributeIndexes: [Int]
+    /// The attributes with validation rules (`@Attribute(validate:)`), in declaration
+    /// order: what a save checks of each object it writes. Empty for most entities.
+    let validatedAttributes: [AttributeDescription]
     /// The indexes of `toOneRelationships` in `relationships`.
     private(set) var toOneIndexes: [Int] = []
 

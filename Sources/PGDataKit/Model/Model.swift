@@ -42,6 +42,11 @@ public final class Model: Sendable {
             if entity.attributes.isEmpty && entity.relationships.isEmpty {
                 problems.append(.noProperties(entity: entity.name))
             }
+            for attribute in entity.validatedAttributes {
+                for problem in attribute.checks.compactMap(\.problem) {
+                    problems.append(.invalidRule(entity: entity.name, attribute: attribute.name, reason: problem))
+                }
+            }
             for key in entity.uniqueKeys {
                 for attribute in key {
                     guard let description = entity.attribute(named: attribute) else {

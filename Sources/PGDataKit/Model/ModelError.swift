@@ -52,7 +52,7 @@ public struct ModelError: Error, Sendable, DescribedError {
                     inverseDestinationMismatch, inverseDisagreement, toManyWithoutInverse,
                     ownInverse, oneToOneForeignKeyUnspecified, oneToOneForeignKeyOnBothSides,
                     joinTableWithoutManyToMany, joinTableDisagreement, joinColumnsCollide,
-                    joinTableShared, unstorableDefault, nameTooLong, arrayInUniqueKey
+                    joinTableShared, unstorableDefault, nameTooLong, arrayInUniqueKey, invalidRule
             }
 
             /// Which code this is.
@@ -108,6 +108,9 @@ public struct ModelError: Error, Sendable, DescribedError {
             /// A unique key holds an array attribute (`[String]`, …): saves and imports
             /// match a key as one scalar value.
             public static let arrayInUniqueKey = Code(.arrayInUniqueKey)
+            /// An attribute's validation rule cannot be used (a `pattern` that is not a
+            /// valid regular expression).
+            public static let invalidRule = Code(.invalidRule)
 
             /// The code's name, such as `duplicateEntity`.
             public var description: String { base.rawValue }
@@ -129,7 +132,8 @@ public struct ModelError: Error, Sendable, DescribedError {
         public let inverseDestination: String?
         /// The unknown attribute a unique key names (`unknownUniqueKeyAttribute`), the
         /// attribute whose default cannot be stored (`unstorableDefault`), or the array
-        /// attribute in a unique key (`arrayInUniqueKey`).
+        /// attribute in a unique key (`arrayInUniqueKey`), or the attribute whose rule
+        /// cannot be used (`invalidRule`).
         public let attribute: String?
         /// The column (`duplicateColumn`, `reservedColumn`, `joinColumnsCollide`,
         /// `nameTooLong`).
@@ -206,6 +210,11 @@ public struct ModelError: Error, Sendable, DescribedError {
                 .arrayInUniqueKey,
                 "entity \(entity): unique key holds the array attribute \(attribute); arrays cannot be unique keys",
                 entity: entity, attribute: attribute)
+        }
+
+        /// An attribute's validation rule cannot be used; `reason` says why.
+        public static func invalidRule(entity: String, attribute: String, reason: String) -> Problem {
+            Problem(.invalidRule, "entity \(entity): attribute \(attribute): \(reason)", entity: entity, attribute: attribute)
         }
 
         /// A relationship points at a class that is not an entity of the model.

@@ -40,12 +40,14 @@ extension ParentLink {
     /// child's committed state and tells did-save observers. Nothing changes in the child
     /// when the parent refuses them.
     ///
-    /// - Throws: `ManagedObjectError.deleteDenied`, `ChildContextError.objectGoneFromParent`,
-    ///   or `PostgresError` (the parent had to read an object and could not).
+    /// - Throws: `ManagedObjectError.deleteDenied`, `ObjectValidationError` (the child's objects
+    ///   break rules; nothing is pushed), `ChildContextError.objectGoneFromParent`, or
+    ///   `PostgresError` (the parent had to read an object and could not).
     func pushChanges() throws {
         child.resolvedConflicts = []
         guard child.hasUnsavedChanges else { return }
         try child.validateDeleteRules()
+        try child.validatePendingObjects()
         let changes = pushedChanges()
         let saved = try parent.performAndWait { try applyChildChanges(changes) }
         finishPush()

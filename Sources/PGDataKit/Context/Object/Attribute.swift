@@ -25,6 +25,8 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
     @usableFromInline let defaultValue: Value?
     let column: String?
     let unique: Bool
+    /// The rules a value must keep for a save (`validate:`).
+    let rules: [AttributeRule<Value>]
     /// A mark used while the model finds this property by reflection.
     @usableFromInline var slot: Int = -1
     @usableFromInline static var isAttribute: Bool { true }
@@ -36,17 +38,30 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
     ///   - column: the column name (default: snake_case of the property name).
     ///   - unique: whether the attribute alone is a unique key (a unique constraint must
     ///     exist in the database).
-    public init(wrappedValue: Value, column: String? = nil, unique: Bool = false) {
+    ///   - validate: rules a value must keep for a save to go ahead (`AttributeRule`):
+    ///     `save()` checks them before it sends anything.
+    public init(
+        wrappedValue: Value, column: String? = nil, unique: Bool = false, validate: [AttributeRule<Value>] = []
+    ) {
         self.defaultValue = wrappedValue
         self.column = column
         self.unique = unique
+        self.rules = validate
     }
 
     /// Declares an optional attribute, `nil` by default.
-    public init(column: String? = nil, unique: Bool = false) where Value: ExpressibleByNilLiteral {
+    ///
+    /// - Parameters:
+    ///   - column: the column name (default: snake_case of the property name).
+    ///   - unique: whether the attribute alone is a unique key.
+    ///   - validate: rules a value must keep for a save to go ahead (`AttributeRule`;
+    ///     `.required` for a value that must be set before the save).
+    public init(column: String? = nil, unique: Bool = false, validate: [AttributeRule<Value>] = [])
+    where Value: ExpressibleByNilLiteral {
         self.defaultValue = nil
         self.column = column
         self.unique = unique
+        self.rules = validate
     }
 
     /// Not available: `@Attribute` works only inside `ManagedObject` subclasses.
@@ -92,6 +107,6 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
     func describe(name: String, index: Int, entityName: String) -> AttributeDescription {
         AttributeCoding.make(
             Value.self, name: name, column: column, unique: unique, index: index,
-            defaultValue: defaultValue, entityName: entityName)
+            defaultValue: defaultValue, entityName: entityName, rules: rules)
     }
 }

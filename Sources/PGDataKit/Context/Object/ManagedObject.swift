@@ -51,6 +51,19 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// single-attribute keys are declared with `@Attribute(unique: true)`.
     open class var uniqueKeys: [[String]] { [] }
 
+    /// Checks a new object before a save writes it (after its attributes' rules); does
+    /// nothing unless overridden. Throw a `ObjectValidationError` (or any error) to refuse the
+    /// save: it throws one `ObjectValidationError` with every object's failures and sends
+    /// nothing. Runs on the context's queue, at every save or import that writes the
+    /// object; it must not change objects.
+    open func validateForInsert() throws {}
+    /// Checks a changed object before a save writes it (after its attributes' rules);
+    /// does nothing unless overridden. See `validateForInsert()`.
+    open func validateForUpdate() throws {}
+    /// Checks an object before a save deletes its row; does nothing unless overridden.
+    /// See `validateForInsert()`.
+    open func validateForDelete() throws {}
+
     /// The object's ID: temporary until first saved, permanent afterwards.
     public internal(set) var objectID: ObjectID {
         get {

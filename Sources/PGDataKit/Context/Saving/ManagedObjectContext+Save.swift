@@ -42,7 +42,12 @@ extension ManagedObjectContext {
     /// `StoreCoordinator.commitOutcomeTimeout` does it throw `SaveOutcomeUnknownError`,
     /// leaving the context's changes in place.
     ///
-    /// - Throws: `MergeConflictError`, `ManagedObjectError.deleteDenied`,
+    /// Before anything is sent, every object the save writes is validated: its
+    /// attributes' rules (`@Attribute(validate:)`) and its `validateForInsert()`,
+    /// `validateForUpdate()` or `validateForDelete()`; any failure throws one
+    /// `ObjectValidationError` naming them all, and nothing is sent.
+    ///
+    /// - Throws: `ObjectValidationError`, `MergeConflictError`, `ManagedObjectError.deleteDenied`,
     ///   `ChildContextError` (a child context),
     ///   `PostgresError` (for example `.uniqueViolation`; a lost connection only when
     ///   nothing was committed: `transactionDidNotCommit` is set and `isTransient` is
@@ -119,6 +124,28 @@ extension ManagedObjectContext {
                 }
             }
         }
+    }
+
+    /// Refuses to save objects that break rules: each inserted object's attribute rules
+    /// and `validateForInsert()`, each changed one's rules and `validateForUpdate()`, each
+    /// deleted one's `validateForDelete()` (a root save checks before it sends anything,
+    /// a child's before it pushes into the parent).
+    ///
+    /// - Throws: `ObjectValidationError` with every failure: inserted objects first, then
+    ///   changed, then deleted, each kind in the order of its changes.
+    func validatePendingObjects() throws {
+        var failures: [ValidationFailure] = []
+        for object in insertedSet where !deletedSet.contains(object) {
+            failures += object.validationFailures(for: .insert)
+        }
+        for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
+            guard object.hasPersistentChangedValues || object.hasJoinChanges else { continue }
+            failures += object.validationFailures(for: .update)
+        }
+        for object in deletedSet where !insertedSet.contains(object) {
+            failures += object.validationFailures(for: .delete)
+        }
+        if !failures.isEmpty { throw ObjectValidationError(failures) }
     }
 
     // MARK: - Row locations

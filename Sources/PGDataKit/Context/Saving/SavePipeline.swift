@@ -24,7 +24,10 @@ struct SavePipeline {
     func run() throws {
         var machine = SaveStateMachine()
         let hasChanges = context.hasUnsavedChanges
-        if hasChanges { try context.validateDeleteRules() }
+        if hasChanges {
+            try context.validateDeleteRules()
+            try context.validatePendingObjects()
+        }
         let only = hasChanges ? oneRowUpdate() : nil
         let contention = context.coordinator.saveContention
         let contended = hasChanges && only == nil && contention.mayBeContended && contention.isContended(entityNames())
