@@ -164,6 +164,34 @@ struct PendingObjects {
     func view(_ kind: PendingMembership) -> PendingSet {
         PendingSet(list: list, kind: kind, count: count(of: kind))
     }
+
+    /// Every pending object with its kinds of change, in one walk of the list (as it was
+    /// when taken: a loop over it may change the pending changes).
+    var entries: PendingEntries { PendingEntries(list: list) }
+}
+
+/// The pending objects with their kinds of change (`PendingObjects.entries`), in list
+/// order; an object with no change left when reached is skipped.
+struct PendingEntries: Sequence {
+    fileprivate let list: [ManagedObject]
+
+    /// Walks the objects in list order.
+    struct Iterator: IteratorProtocol {
+        fileprivate let list: [ManagedObject]
+        fileprivate var position = 0
+
+        mutating func next() -> (object: ManagedObject, membership: PendingMembership)? {
+            while position < list.count {
+                let object = list[position]
+                position += 1
+                let membership = object.pendingSlot.membership
+                if !membership.isEmpty { return (object, membership) }
+            }
+            return nil
+        }
+    }
+
+    func makeIterator() -> Iterator { Iterator(list: list) }
 }
 
 /// The objects with one kind of unsaved change (a context's `insertedSet`, `changedSet`

@@ -129,21 +129,27 @@ extension ManagedObjectContext {
     /// Refuses to save objects that break rules: each inserted object's attribute rules
     /// and `validateForInsert()`, each changed one's rules and `validateForUpdate()`, each
     /// deleted one's `validateForDelete()` (a root save checks before it sends anything,
-    /// a child's before it pushes into the parent).
+    /// a child's before it pushes into the parent). The failures of a changed object with
+    /// nothing left to write (changed back) do not count.
     ///
-    /// - Throws: `ObjectValidationError` with every failure: inserted objects first, then
-    ///   changed, then deleted, each kind in the order of its changes.
+    /// - Throws: `ObjectValidationError` with every failure, objects in the order of their
+    ///   first unsaved change.
     func validatePendingObjects() throws {
         var failures: [ValidationFailure] = []
-        for object in insertedSet where !deletedSet.contains(object) {
-            failures += object.validationFailures(for: .insert)
-        }
-        for object in changedSet where !insertedSet.contains(object) && !deletedSet.contains(object) {
-            guard object.hasPersistentChangedValues || object.hasJoinChanges else { continue }
-            failures += object.validationFailures(for: .update)
-        }
-        for object in deletedSet where !insertedSet.contains(object) {
-            failures += object.validationFailures(for: .delete)
+        for (object, membership) in bookkeeping.pending.entries {
+            let kind: ValidationKind
+            if membership.contains(.deleted) {
+                if membership.contains(.inserted) { continue }  // never written
+                kind = .delete
+            } else if membership.contains(.inserted) {
+                kind = .insert
+            } else {
+                kind = .update
+            }
+            let found = object.validationFailures(for: kind)
+            if !found.isEmpty && (kind != .update || object.hasPersistentChangedValues || object.hasJoinChanges) {
+                failures += found
+            }
         }
         if !failures.isEmpty { throw ObjectValidationError(failures) }
     }
