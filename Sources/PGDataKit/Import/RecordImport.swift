@@ -235,8 +235,7 @@ struct RecordImport {
         } catch {
             throw ImportError.recordFailed(recordIndex: index, underlying: error)
         }
-        let failures = object.validationFailures(for: context.insertedSet.contains(object) ? .insert : .update)
-        if !failures.isEmpty {
+        if let failures = object.validationFailures(for: context.insertedSet.contains(object) ? .insert : .update) {
             throw ImportError.invalidRecord(recordIndex: index, entity: entity.name, validation: ObjectValidationError(failures))
         }
     }

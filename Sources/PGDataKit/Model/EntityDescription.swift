@@ -71,6 +71,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.defaultValues = attributes.map(\.defaultValue)
         self.checkedAttributeIndexes = attributes.filter { $0.storedValueProblem != nil }.map(\.index)
         self.validatedAttributes = attributes.filter { !$0.checks.isEmpty }
+        self.hasAttributeRules = !validatedAttributes.isEmpty
         relationshipsResolved()
     }
 
@@ -156,6 +157,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The attributes with validation rules (`@Attribute(validate:)`), in declaration
     /// order: what a save checks of each object it writes. Empty for most entities.
     let validatedAttributes: [AttributeDescription]
+    /// Whether any attribute has rules (`validatedAttributes` is not empty), read per
+    /// object a save writes without touching the array.
+    let hasAttributeRules: Bool
     /// The indexes of `toOneRelationships` in `relationships`.
     private(set) var toOneIndexes: [Int] = []
 

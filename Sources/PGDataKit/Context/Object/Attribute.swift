@@ -25,8 +25,9 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
     @usableFromInline let defaultValue: Value?
     let column: String?
     let unique: Bool
-    /// The rules a value must keep for a save (`validate:`).
-    let rules: [AttributeRule<Value>]
+    /// The rules a value must keep for a save (`validate:`); `nil` for none, so an
+    /// attribute without rules costs its object no reference to count.
+    let rules: [AttributeRule<Value>]?
     /// A mark used while the model finds this property by reflection.
     @usableFromInline var slot: Int = -1
     @usableFromInline static var isAttribute: Bool { true }
@@ -41,7 +42,7 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
     ///   - validate: rules a value must keep for a save to go ahead (`AttributeRule`):
     ///     `save()` checks them before it sends anything.
     public init(
-        wrappedValue: Value, column: String? = nil, unique: Bool = false, validate: [AttributeRule<Value>] = []
+        wrappedValue: Value, column: String? = nil, unique: Bool = false, validate: [AttributeRule<Value>]? = nil
     ) {
         self.defaultValue = wrappedValue
         self.column = column
@@ -56,7 +57,7 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
     ///   - unique: whether the attribute alone is a unique key.
     ///   - validate: rules a value must keep for a save to go ahead (`AttributeRule`;
     ///     `.required` for a value that must be set before the save).
-    public init(column: String? = nil, unique: Bool = false, validate: [AttributeRule<Value>] = [])
+    public init(column: String? = nil, unique: Bool = false, validate: [AttributeRule<Value>]? = nil)
     where Value: ExpressibleByNilLiteral {
         self.defaultValue = nil
         self.column = column
@@ -107,6 +108,6 @@ public struct Attribute<Value: AttributeValue>: AttributeDeclaration, SlotHolder
     func describe(name: String, index: Int, entityName: String) -> AttributeDescription {
         AttributeCoding.make(
             Value.self, name: name, column: column, unique: unique, index: index,
-            defaultValue: defaultValue, entityName: entityName, rules: rules)
+            defaultValue: defaultValue, entityName: entityName, rules: rules ?? [])
     }
 }

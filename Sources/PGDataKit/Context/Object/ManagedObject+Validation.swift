@@ -29,38 +29,50 @@ extension ManagedObject {
         if !failures.isEmpty { throw ObjectValidationError(failures) }
     }
 
-    /// Every rule the object breaks for a write of `kind`: its attributes' rules (not for
-    /// a delete), then what its `validateFor…` hook throws (a `ObjectValidationError`'s failures,
-    /// or any other error as one failure).
-    func validationFailures(for kind: ValidationKind) -> [ValidationFailure] {
-        var failures: [ValidationFailure] = []
-        let entity = self.entity
-        if kind != .delete && !entity.validatedAttributes.isEmpty {
-            prepareStorage()
-            for attribute in entity.validatedAttributes {
-                failures += ruleFailures(of: attribute, value: storage.values[attribute.index])
-            }
-        }
-        let rule: ValidationFailure.Rule = switch kind {
-        case .insert: .validateForInsert
-        case .update: .validateForUpdate
-        case .delete: .validateForDelete
-        }
+    /// Every rule the object breaks for a write of `kind`, `nil` for none: its
+    /// attributes' rules (not for a delete), then what its `validateFor…` hook throws (an
+    /// `ObjectValidationError`'s failures, or any other error as one failure). Every
+    /// object a save or an import writes passes here, so the common case (no rules, the
+    /// hook does nothing) makes no array.
+    func validationFailures(for kind: ValidationKind) -> [ValidationFailure]? {
+        var failures: [ValidationFailure]?
+        if kind != .delete && entity.hasAttributeRules { failures = attributeRuleFailures() }
         do {
             switch kind {
             case .insert: try validateForInsert()
             case .update: try validateForUpdate()
             case .delete: try validateForDelete()
             }
-        } catch let error as ObjectValidationError {
-            failures += error.failures
         } catch {
-            failures.append(
-                ValidationFailure(
-                    objectID: objectID, entity: entity.name, attribute: nil, rule: rule, requirement: "pass \(rule)()",
-                    underlying: error))
+            failures = (failures ?? []) + hookFailures(error, kind: kind)
         }
         return failures
+    }
+
+    /// The rules the object's attribute values break (`nil` for none).
+    private func attributeRuleFailures() -> [ValidationFailure]? {
+        prepareStorage()
+        var failures: [ValidationFailure] = []
+        for attribute in entity.validatedAttributes {
+            failures += ruleFailures(of: attribute, value: storage.values[attribute.index])
+        }
+        return failures.isEmpty ? nil : failures
+    }
+
+    /// What a hook threw, as failures: an `ObjectValidationError`'s own, or one holding
+    /// the error.
+    private func hookFailures(_ error: any Error, kind: ValidationKind) -> [ValidationFailure] {
+        if let error = error as? ObjectValidationError { return error.failures }
+        let rule: ValidationFailure.Rule = switch kind {
+        case .insert: .validateForInsert
+        case .update: .validateForUpdate
+        case .delete: .validateForDelete
+        }
+        return [
+            ValidationFailure(
+                objectID: objectID, entity: entity.name, attribute: nil, rule: rule, requirement: "pass \(rule)()",
+                underlying: error)
+        ]
     }
 
     /// The failures of the rules `attribute`'s `value` breaks.

@@ -146,8 +146,9 @@ extension ManagedObjectContext {
             } else {
                 kind = .update
             }
-            let found = object.validationFailures(for: kind)
-            if !found.isEmpty && (kind != .update || object.hasPersistentChangedValues || object.hasJoinChanges) {
+            if let found = object.validationFailures(for: kind),
+                kind != .update || object.hasPersistentChangedValues || object.hasJoinChanges
+            {
                 failures += found
             }
         }
