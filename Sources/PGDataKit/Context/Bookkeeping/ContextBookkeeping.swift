@@ -153,6 +153,41 @@ final class ContextBookkeeping {
     /// Releases the objects a reset let go of.
     func releaseRetired() { retired = nil }
 
+    // MARK: - Pending changes of one object (an undo)
+
+    /// The kinds of pending change an object of this context has.
+    func pendingMembership(of object: ManagedObject) -> PendingMembership {
+        var membership = PendingMembership()
+        for kind in [PendingMembership.inserted, .changed, .deleted] where PendingObjects.has(object, kind) {
+            membership.insert(kind)
+        }
+        return membership
+    }
+
+    /// Gives an object of this context exactly these kinds of pending change.
+    func setPendingMembership(of object: ManagedObject, to membership: PendingMembership) {
+        for kind in [PendingMembership.inserted, .changed, .deleted] {
+            if membership.contains(kind) {
+                pending.insert(object, into: kind)
+            } else {
+                pending.remove(object, from: kind)
+            }
+        }
+    }
+
+    /// Registers an object that joins the context again (an undone delete of an insert,
+    /// a redone insert): what another context's list left on it is cleared first.
+    func reregister(_ object: ManagedObject, as id: ObjectID) {
+        PendingObjects.clearStaleSlot(of: object)
+        register(object, as: id)
+    }
+
+    /// Takes an object out of the registry and the pending list (an undone insert).
+    func unregisterWithChanges(_ object: ManagedObject) {
+        pending.remove(object)
+        unregister(object.objectID)
+    }
+
     // MARK: - Keyed inserts and saved IDs
 
     /// Notes that an imported object's unique key changed (the next save checks for

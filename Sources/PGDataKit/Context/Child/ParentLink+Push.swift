@@ -45,12 +45,22 @@ extension ParentLink {
     ///   `PostgresError` (the parent had to read an object and could not).
     func pushChanges() throws {
         child.resolvedConflicts = []
-        guard child.hasUnsavedChanges else { return }
+        guard child.hasUnsavedChanges else {
+            child.undoManager?.removeAllActions()
+            return
+        }
         try child.validateDeleteRules()
         try child.validatePendingObjects()
         let changes = pushedChanges()
-        let saved = try parent.performAndWait { try applyChildChanges(changes) }
+        // (The parent's undo manager did not record the pushed changes: it forgets what
+        // it could undo, as a save does.)
+        let saved = try parent.performAndWait {
+            let saved = try applyChildChanges(changes)
+            parent.undoManager?.removeAllActions()
+            return saved
+        }
         finishPush()
+        child.undoManager?.removeAllActions()
         child.observers.postDidSave(saved)
     }
 

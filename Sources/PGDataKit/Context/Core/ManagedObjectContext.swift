@@ -227,6 +227,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
         precondition(
             object.managedObjectContext == nil,
             "\(object.objectID) belongs to another context; insert a new object instead")
+        let undo = reference.undoManager
+        undo?.beginCall()
+        defer { undo?.endCall() }
+        undo?.willChange(object)
         object.entityStorage = coordinator.model.entity(for: type(of: object)) ?? object.entity
         object.prepareStorage()
         object.managedObjectContext = self
@@ -251,6 +255,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             insert(object)
             return
         }
+        reference.undoManager?.willChange(object)
         object.entityStorage = entity
         if object.storage.values.count != entity.defaultValues.count { object.storage.replaceValues(entity.defaultValues) }
         if !entity.relationships.isEmpty { object.prepareStorage() }
@@ -276,6 +281,10 @@ public final class ManagedObjectContext: @unchecked Sendable {
     public func delete(_ object: ManagedObject) {
         assertOnQueue()
         guard object.managedObjectContext === self, !object.deletedFlag else { return }
+        let undo = reference.undoManager
+        undo?.beginCall()
+        defer { undo?.endCall() }
+        undo?.willChange(object)
         object.setDeleted(true)
         let wasInserted = bookkeeping.pending.remove(object, from: .inserted) != nil
         if wasInserted {
@@ -391,6 +400,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             object.storage.forgetLoaded()
             object.storage.forgetJoinMembers()
         }
+        reference.undoManager?.removeAllActions()
         endTransaction()
     }
 
@@ -418,10 +428,15 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// latest. Larger sets are released at once.
     public func reset() {
         assertOnQueue()
-        // Every object holds the shared reference: clearing it detaches them all.
+        // Every object holds the shared reference: clearing it detaches them all (and
+        // their changes are recorded nowhere).
+        let undoManager = reference.undoManager
         reference.context = nil
+        reference.undoManager = nil
         reference = ContextReference(logger: logger)
         reference.context = self
+        reference.undoManager = undoManager
+        undoManager?.removeAllActions()
         // A context reset after each batch of an import refills its tables with about as
         // many objects: their room is kept, up to a bound, so memory stays flat.
         // (A child's reads run on its parent's connection: it has no statement to overlap.)
@@ -514,6 +529,9 @@ final class ContextReference: @unchecked Sendable {
     /// Counts changes of registrations, to-one references and deletion marks of the
     /// context's objects: a one-to-many members index built at another count is stale.
     var membershipGeneration = 0
+    /// The context's undo manager (`ManagedObjectContext.undoManager`), here so that a
+    /// change of an object finds it with one load: `nil`, the default, records nothing.
+    var undoManager: ObjectUndoManager?
 
     init(logger: Logger) { self.logger = logger }
 }

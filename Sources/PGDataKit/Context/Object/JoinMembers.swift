@@ -87,6 +87,7 @@ extension ManagedObject {
             if state.added[id] != nil && !wasRemoved { return }
             state.added[id] = member
         }
+        contextReference?.undoManager?.willChange(self)
         storage.setJoinMembers(state, at: index)
         managedObjectContext?.objectDidChange(self)
     }
@@ -108,6 +109,7 @@ extension ManagedObject {
             if state.removed[id] != nil && !wasAdded { return }
             state.removed[id] = member
         }
+        contextReference?.undoManager?.willChange(self)
         storage.setJoinMembers(state, at: index)
         managedObjectContext?.objectDidChange(self)
     }

@@ -328,6 +328,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         checkQueue()
         // (Storage is prepared whole or not at all; the value moves into it, uncopied.)
         if slot >= storage.values.count { prepareStorage() }
+        if contextReference?.undoManager != nil { willWriteForUndo(value, at: slot) }
         let result = storage.write(consume value, at: slot)
         if result.isMissingFromStore {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
@@ -378,6 +379,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// such objects, without comparing with the value replaced.
     func initializeValue(_ value: StoredValue, at slot: Int) {
         if slot >= storage.values.count { prepareStorage() }
+        contextReference?.undoManager?.willChange(self)
         storage.initialize(value, at: slot)
     }
 
@@ -426,6 +428,9 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     func setRelatedObjects(_ objects: [ManagedObject], at index: Int) {
         checkQueue()
         prepareStorage()
+        let undo = contextReference?.undoManager
+        undo?.beginCall()
+        defer { undo?.endCall() }
         let relationship = entity.relationships[index]
         if let context = managedObjectContext {
             for object in objects where object.managedObjectContext == nil { context.insert(object) }
@@ -463,6 +468,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         case (.object(let old), .object(let new)) where old === new: return
         default: break
         }
+        // (A reference by key to the same object is no change to undo.)
+        if let undo, !(objects.first.map { references($0, at: index) } ?? false) { undo.willChange(self) }
         if let target = objects.first { releaseOneToOnePartner(of: target, through: relationship) }
         setReference(newValue, at: index)
         managedObjectContext?.objectDidChange(self)

@@ -233,21 +233,49 @@ struct ObjectStorage {
     /// Replaces the committed foreign keys.
     mutating func replaceCommittedKeys(_ keys: [Int64?]) { snapshotKeys = keys }
 
-    /// The state an undo puts back (see `restore(_:)`).
+    /// The state an undo puts back (see `restore(_:)`): an import's (values and
+    /// references), or an undo manager's (those, the many-to-many changes and the
+    /// deletion mark). Copying it copies no array: they are shared until written.
     struct Checkpoint {
         let values: [StoredValue]
         let toOne: [RelatedReference]
+        /// Per many-to-many relationship with changes, the members added and removed
+        /// (not the stored sets: a load meanwhile stays); `nil` when not taken.
+        let joinChanges: [Int: (added: [ObjectIdentifier: ManagedObject], removed: [ObjectIdentifier: ManagedObject])]?
+        /// The deletion mark; `nil` when not taken.
+        let deleted: Bool?
     }
 
-    /// What `restore(_:)` needs to undo later writes of values and references.
-    func checkpoint() -> Checkpoint { Checkpoint(values: values, toOne: toOne) }
+    /// What `restore(_:)` needs to undo later writes of values and references (and,
+    /// `complete`, of many-to-many sets and the deletion mark).
+    func checkpoint(complete: Bool = false) -> Checkpoint {
+        guard complete else { return Checkpoint(values: values, toOne: toOne, joinChanges: nil, deleted: nil) }
+        var joins: [Int: (added: [ObjectIdentifier: ManagedObject], removed: [ObjectIdentifier: ManagedObject])] = [:]
+        for (index, members) in extras?.joinMembers ?? [:] where members.hasChanges {
+            joins[index] = (members.added, members.removed)
+        }
+        return Checkpoint(values: values, toOne: toOne, joinChanges: joins, deleted: deletedFlag)
+    }
 
-    /// Puts back the values and references of a checkpoint. The caller moves the
-    /// membership generation.
+    /// Puts back what a checkpoint holds. The caller moves the membership generation.
     mutating func restore(_ checkpoint: Checkpoint) {
         values = checkpoint.values
         toOne = checkpoint.toOne
         changeHints = .unknown
+        if let deleted = checkpoint.deleted { deletedFlag = deleted }
+        guard let joins = checkpoint.joinChanges else { return }
+        if let extras {
+            for index in Array(extras.joinMembers.keys) where joins[index] == nil {
+                extras.joinMembers[index]?.added = [:]
+                extras.joinMembers[index]?.removed = [:]
+            }
+        }
+        guard !joins.isEmpty else { return }
+        let extras = extrasForWriting()
+        for (index, changes) in joins {
+            extras.joinMembers[index, default: JoinMembers()].added = changes.added
+            extras.joinMembers[index, default: JoinMembers()].removed = changes.removed
+        }
     }
 
     /// Takes another storage's stored row: its values, references, committed state and
@@ -440,6 +468,10 @@ struct ObjectStorage {
         extrasForWriting().lastAccess = access
     }
 }
+
+/// An object's state as an undo puts it back (`ObjectStorage.Checkpoint`): kept by an
+/// undo manager, made and restored only through `ObjectStorage` and `ManagedObject`.
+typealias ObjectCheckpoint = ObjectStorage.Checkpoint
 
 /// What only some objects need, kept out of line: a fetched or imported object of an
 /// entity without to-many relationships never allocates it, so it stays small (one

@@ -42,6 +42,7 @@ struct SavePipeline {
             case .finishWithoutWriting:
                 context.endTransaction()
                 context.resolvedConflicts = []
+                context.undoManager?.removeAllActions()
                 return
             case .saveOneRow:
                 guard let only else { preconditionFailure("a one-row save without its row") }
@@ -447,6 +448,7 @@ struct SavePipeline {
                 return true
             }
         }
+        context.undoManager?.removeAllActions()
         context.observers.postDidSave(changes)
     }
 }
