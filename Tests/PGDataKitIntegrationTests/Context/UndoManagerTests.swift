@@ -433,6 +433,39 @@ struct UndoManagerTests {
         }
     }
 
+    @Test func anImportInAGroupIsUndoneAsOneAndAFailedImportLeavesNothingToBringBack() throws {
+        try withSavedGraph { _, context, users, _ in
+            let ada = try #require(users["u1"])
+            let undo = try #require(context.undoManager)
+            let before = try describe(context, [ada])
+            let records = try JSONDecoder().decode(
+                [JSONValue].self, from: Data(#"[{"UserID": "u1", "Name": "Imported"}, {"UserID": "u5", "Name": "New"}]"#.utf8))
+            try undo.group {
+                _ = try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context) { record, user in
+                    user.name = record["Name"]?.stringValue
+                }
+            }
+            #expect(ada.name == "Imported" && context.insertedObjects.count == 1)
+            #expect(undo.undo())
+            #expect(!undo.canUndo)
+            #expect(try describe(context, [ada]) == before)
+
+            // A failing import puts the context back itself; what it recorded undoes to
+            // that same state, never to the import's objects.
+            struct Stop: Error {}
+            #expect(throws: ImportError.self) {  // (naming the record and the setter's error)
+                _ = try User.insertOrUpdate(records, uniqueModelKey: \.userID, uniqueRemoteKey: "UserID", in: context) { record, user in
+                    if user.userID == "u5" { throw Stop() }
+                    user.name = record["Name"]?.stringValue
+                }
+            }
+            #expect(try describe(context, [ada]) == before)
+            while undo.undo() {}
+            #expect(try describe(context, [ada]) == before)
+            #expect(!context.hasChanges)
+        }
+    }
+
     /// The example of ContextsAndTransactions.md ("Undo and redo").
     @Test func documentedExample() throws {
         try ExampleSchema.withManager { manager in

@@ -65,8 +65,14 @@ final class ImportUndo {
 
     /// Puts the context back: changed objects get their values back, then inserted
     /// objects leave it. (In this order: existing objects no longer point at the inserted
-    /// ones when those go, so no delete rule reaches them.)
+    /// ones when those go, so no delete rule reaches them.) The context's undo manager
+    /// records none of it.
     func revert(in context: ManagedObjectContext) {
+        guard let undoManager = context.undoManager else { return revertUnrecorded(in: context) }
+        undoManager.withoutRecording { revertUnrecorded(in: context) }
+    }
+
+    private func revertUnrecorded(in context: ManagedObjectContext) {
         for entry in remembered.values {
             entry.object.restore(entry.checkpoint)
             if !entry.wasChanged { context.bookkeeping.pending.remove(entry.object, from: .changed) }

@@ -9,4 +9,10 @@ extension ManagedObject {
         if slot < storage.values.count, storage.values[slot] == value { return }
         undo.willChange(self)
     }
+
+    /// Before a change of the object: records its state with the context's undo manager.
+    @inline(never)
+    func willChangeForUndo() {
+        contextReference?.undoManager?.willChange(self)
+    }
 }

@@ -328,7 +328,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         checkQueue()
         // (Storage is prepared whole or not at all; the value moves into it, uncopied.)
         if slot >= storage.values.count { prepareStorage() }
-        if contextReference?.undoManager != nil { willWriteForUndo(value, at: slot) }
+        if _slowPath(contextReference?.undoManager != nil) { willWriteForUndo(value, at: slot) }
         let result = storage.write(consume value, at: slot)
         if result.isMissingFromStore {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
@@ -379,7 +379,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// such objects, without comparing with the value replaced.
     func initializeValue(_ value: StoredValue, at slot: Int) {
         if slot >= storage.values.count { prepareStorage() }
-        contextReference?.undoManager?.willChange(self)
+        if _slowPath(contextReference?.undoManager != nil) { willChangeForUndo() }
         storage.initialize(value, at: slot)
     }
 

@@ -190,6 +190,15 @@ public final class ObjectUndoManager {
         push(group)
     }
 
+    /// Runs `body` without recording what it changes (an import putting back what its
+    /// failed call changed: the groups the call recorded then put back what is there).
+    func withoutRecording<T>(_ body: () throws -> T) rethrows -> T {
+        let wasRestoring = isRestoring
+        isRestoring = true
+        defer { isRestoring = wasRestoring }
+        return try body()
+    }
+
     /// Opens the library's own group around a call that may change several objects
     /// (`endCall()` closes it).
     func beginCall() {
