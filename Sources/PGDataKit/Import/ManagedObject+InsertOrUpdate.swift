@@ -105,12 +105,18 @@ extension ManagedObjectQueries where Self: ManagedObject {
 
 extension RecordImport {
     /// Runs the import over all records in batches, in a caller's context; on error the
-    /// context is put back as it was.
+    /// context is put back as it was. The call is one group of the context's undo
+    /// manager.
     func run(_ records: [JSONValue], batchSize: Int, in context: ManagedObjectContext, cache: ImportKeyCache?) throws
         -> [ManagedObject]
     {
         let undo = ImportUndo()
         if !updatesExisting { undo.noteInsertedBefore(entity, in: context) }
+        // The whole call is one group of the context's undo manager (none when it fails).
+        let undoManager = context.undoManager
+        undoManager?.beginCall()
+        var failed = false
+        defer { undoManager?.endCall(discarding: failed) }
         let formatters = DateFormatters()
         var stubs: [Stub] = []
         var objects: [ManagedObject] = []
@@ -137,6 +143,7 @@ extension RecordImport {
             }
         } catch {
             undo.revert(in: context)
+            failed = true
             throw error
         }
         return objects

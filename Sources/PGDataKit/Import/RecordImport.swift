@@ -262,6 +262,7 @@ struct RecordImport {
             case .key(let current) where current == primaryKey: return
             case .object(let current) where current.objectID.primaryKey == primaryKey: return
             default:
+                object.willChangeForUndo()
                 object.setReference(.key(primaryKey), at: index)
                 context.objectDidChange(object)
             }

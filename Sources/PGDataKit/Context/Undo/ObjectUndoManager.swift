@@ -205,9 +205,17 @@ public final class ObjectUndoManager {
         if !isRestoring { beginUndoGrouping() }
     }
 
-    /// Closes the group `beginCall()` opened.
-    func endCall() {
-        if !isRestoring { endUndoGrouping() }
+    /// Closes the group `beginCall()` opened. `discarding` (a call that failed and put
+    /// back what it changed) forgets the group when it is the outermost one: there is
+    /// nothing to undo.
+    func endCall(discarding: Bool = false) {
+        guard !isRestoring else { return }
+        if discarding && depth == 1 {
+            depth = 0
+            openGroup = UndoGroup()
+            return
+        }
+        endUndoGrouping()
     }
 
     private func push(_ group: UndoGroup) {
