@@ -17,7 +17,7 @@ struct BenchCommand: ParsableCommand {
             FetchBenchmark.self, LatencyBenchmark.self, LatencyListener.self, ThroughputBenchmark.self,
             ThroughputWriter.self, ControllerBenchmark.self, ControllerWriter.self, UpsertBenchmark.self,
             ImportMemoryBenchmark.self, ContentionBenchmark.self, FanoutBenchmark.self, FanoutWorker.self,
-            HistoryBenchmark.self, RequestsBenchmark.self, SaveBenchmark.self, CancelBenchmark.self,
+            HistoryBenchmark.self, RequestsBenchmark.self, SaveBenchmark.self, CancelBenchmark.self, UpdateAllBenchmark.self,
         ]
     )
 }

@@ -77,6 +77,21 @@ struct BenchmarkProgramTests {
         for kind in ["fetch", "save", "import"] { #expect((fields[kind + "_ms_max"] ?? 1e9) < 10_000) }
     }
 
+    @Test func updateAllScenarioCountsOneStatementAndNoLostEdit() throws {
+        let fields = try result(try run(["update-all", "--rows", "3000", "--editors", "2", "--seconds", "0.3"]), "update-all")
+        #expect(
+            Set(fields.keys) == [
+                "rows", "updated", "held", "statements", "update_statements", "record_statements", "batch_ms", "raw_ms",
+                "ratio", "merge_ms", "stale", "batchless", "commits", "conflicts", "failures", "lost",
+            ])
+        #expect(fields["updated"] == 3000 && fields["held"] == 3000, "\(fields)")
+        // The server counts one UPDATE and one change record when pg_stat_statements is
+        // loaded (a throwaway server preloads it where installed); 0 where it is not.
+        #expect([0, 1].contains(fields["update_statements"]) && fields["update_statements"] == fields["record_statements"])
+        #expect(fields["stale"] == 0 && fields["batchless"] == 0 && fields["lost"] == 0 && fields["failures"] == 0, "\(fields)")
+        #expect((fields["commits"] ?? 0) > 0)
+    }
+
     @Test func upsertScenarioComparesWithTheFloorAndTheNaiveLoop() throws {
         let fields = try result(try run(["upsert", "--records", "2000", "--batch", "200", "--naive", "100", "--runs", "1"]), "upsert")
         #expect(Set(fields.keys) == ["insert_ratio", "update_ratio", "naive_speedup", "statements_per_batch", "edit_ratio"])

@@ -80,6 +80,33 @@ struct UpdateAllTests {
         }
     }
 
+    /// A private context whose snapshot predates another transaction's change of a
+    /// matching row still updates (and deletes) every matching row: repeatable read
+    /// refuses to write that row (40001), so the batch is redone in a read-committed
+    /// transaction that waits for and re-checks the rows, as a save's redo does. The
+    /// other transaction's change of another column stays.
+    @Test func aBatchAfterAConcurrentChangeIsRedoneNotRefused() throws {
+        try withUsers { manager, configuration in
+            let observer = try Connection(configuration)
+            defer { observer.close() }
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                #expect(try User.count(in: context) == 10)  // the context's snapshot is taken
+                try observer.execute("UPDATE users SET name = 'elsewhere', version = version + 1 WHERE user_id = 'u3'")
+                #expect(try User.updateAll(in: context, set: ["age": 70], where: "age < %@", 5) == 5)
+            }
+            let rows = try observer.query("SELECT user_id, age, name FROM users WHERE age = 70 ORDER BY user_id")
+            #expect(try rows.map { try $0.decode(String.self, at: 0) } == ["u0", "u1", "u2", "u3", "u4"])
+            #expect(try observer.query("SELECT name FROM users WHERE user_id = 'u3'")[0].decode(String.self, at: 0) == "elsewhere")
+            try context.performAndWait {
+                _ = try User.count(in: context)
+                try observer.execute("UPDATE users SET name = 'again', version = version + 1 WHERE user_id = 'u4'")
+                #expect(try User.deleteAll(in: context, where: "age == %@", 70) == 5)
+            }
+            #expect(try observer.query("SELECT count(*)::int FROM users")[0].decode(Int.self, at: 0) == 5)
+        }
+    }
+
     /// An edit made on a version read before the update is not lost silently: under
     /// `.error` its save throws a conflict, and the batch update stays.
     @Test func anEditReadBeforeTheUpdateConflictsUnderError() throws {

@@ -34,20 +34,50 @@ extension ManagedObjectContext {
     /// change record of the changes it returns and commits, in one round trip (a private
     /// context's transaction ends); rolls back when anything fails.
     ///
+    /// A private context's repeatable-read transaction cannot write a row another
+    /// transaction changed after its snapshot (40001): the batch is then rolled back and
+    /// redone once in a read-committed transaction, whose statement waits for such rows
+    /// and re-checks them against the query, as a save's redo does. The batch sets values
+    /// or deletes rows by a query, not by what the context read, so no change is lost.
+    /// A private context with no transaction open starts in read committed.
+    ///
     /// - Throws: what `write` throws, `PostgresError`; `SaveOutcomeUnknownError` when the
     ///   connection broke at the `COMMIT` and whether it committed could not be found out.
     func commitBatch(_ write: (Connection) throws -> ContextChanges) throws -> ContextChanges {
         try settlingLostConnections {
-            let connection = try beginWriteTransaction()
+            // A private context that has read nothing yet has no snapshot the batch could
+            // be bound to: it starts where the redo would.
+            let connection = concurrencyType == .private && !transaction.isOpen
+                ? try coordinator.beginTransaction(isolation: .readCommitted, statementTimeout: statementTimeout)
+                : try beginWriteTransaction()
             do {
-                let changes = try write(connection)
-                try coordinator.recordChangesAndCommit(changes, on: connection)
-                transaction.close(ifItIs: connection)
-                return changes
+                return try writeAndCommit(write, on: connection)
+            } catch let error as PostgresError where error.sqlState == .serializationFailure && concurrencyType == .private {
+                abortWriteTransaction(connection)
+                coordinator.metrics.retry(.serialization, unit: "batch")
+                logger.debug("batch redone in a read-committed transaction (a row changed since the context's snapshot)")
+                let fresh = try coordinator.beginTransaction(
+                    isolation: .readCommitted, statementTimeout: statementTimeout, continuesWork: true)
+                do {
+                    return try writeAndCommit(write, on: fresh)
+                } catch {
+                    abortWriteTransaction(fresh)
+                    throw error
+                }
             } catch {
                 abortWriteTransaction(connection)
                 throw error
             }
         }
+    }
+
+    /// `write`, then its change record and the `COMMIT` (see `commitBatch(_:)`).
+    private func writeAndCommit(_ write: (Connection) throws -> ContextChanges, on connection: Connection) throws
+        -> ContextChanges
+    {
+        let changes = try write(connection)
+        try coordinator.recordChangesAndCommit(changes, on: connection)
+        transaction.close(ifItIs: connection)
+        return changes
     }
 }
