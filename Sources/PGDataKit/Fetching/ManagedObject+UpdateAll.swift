@@ -14,7 +14,10 @@ extension ManagedObjectQueries where Self: ManagedObject {
     /// new version: under `.error` its save throws `MergeConflictError`, and no update is
     /// lost. Unsaved changes of the context stay unsaved. Attributes only (not
     /// relationships); each value is checked as `setValue(_:forKey:)` checks it, before
-    /// anything is sent.
+    /// anything is sent (its type; the attributes' validation rules are not run). When a
+    /// private context's snapshot cannot write a row changed since (`40001`), the update
+    /// is redone once in a read-committed transaction, which waits for the row and checks
+    /// it against the predicate again.
     ///
     /// For example:
     ///
