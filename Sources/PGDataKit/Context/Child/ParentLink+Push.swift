@@ -49,8 +49,7 @@ extension ParentLink {
             child.undoManager?.removeAllActions()
             return
         }
-        try child.validateDeleteRules()
-        try child.validatePendingObjects()
+        try child.validateChanges()
         let changes = pushedChanges()
         // (The parent's undo manager did not record the pushed changes: it forgets what
         // it could undo, as a save does.)

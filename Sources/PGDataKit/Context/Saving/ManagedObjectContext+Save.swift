@@ -108,6 +108,15 @@ extension ManagedObjectContext {
 
     // MARK: - Validation
 
+    /// What a save checks before it writes (a root save) or pushes (a child's): delete
+    /// rules, then every object's validation rules and hooks.
+    ///
+    /// - Throws: `ManagedObjectError.deleteDenied`, `ObjectValidationError`.
+    func validateChanges() throws {
+        try validateDeleteRules()
+        try validatePendingObjects()
+    }
+
     /// Refuses to save the deletion of an object that still has related objects through a
     /// relationship whose delete rule is `.deny` (a root save checks before it writes, a
     /// child's before it pushes into the parent).

@@ -24,10 +24,7 @@ struct SavePipeline {
     func run() throws {
         var machine = SaveStateMachine()
         let hasChanges = context.hasUnsavedChanges
-        if hasChanges {
-            try context.validateDeleteRules()
-            try context.validatePendingObjects()
-        }
+        if hasChanges { try context.validateChanges() }
         let only = hasChanges ? oneRowUpdate() : nil
         let contention = context.coordinator.saveContention
         let contended = hasChanges && only == nil && contention.mayBeContended && contention.isContended(entityNames())
