@@ -20,14 +20,14 @@ struct ErrorsAlikeTests {
             ChangeListenerError.self, SaveOutcomeUnknownError.self, MigrationError.self, HistoryError.self,
             ChildContextError.self, MergeConflictError.self, ManagedObjectError.self, FetchPredicateError.self,
             FetchRequestError.self, ManagedObjectControllerError.self, ImportError.self, ShutdownError.self,
-            ObjectValidationError.self,
+            ObjectValidationError.self, SnapshotError.self,
         ]
     }
 
     /// Each listed type describes itself one way and has a code that can match in `catch`.
     @Test func everyPublicErrorTypeIsADescribedError() {
         let types = Self.errorTypes()
-        #expect(types.count == 21)
+        #expect(types.count == 22)
         for type in types {
             #expect(type is any DescribedError.Type, "\(type) is not a DescribedError")
         }

@@ -180,6 +180,7 @@ struct FetchRequestRunner {
         }
         switch context.concurrencyType {
         case .private: try context.withDatabase(run)
+        case .main where context.readsPinnedSnapshot: try context.withDatabase(run)  // (in the pinned transaction)
         case .main: try context.coordinator.withReadOnlyTransaction(run)
         }
     }

@@ -20,10 +20,15 @@ final class EarlyMembership: @unchecked Sendable {
     /// them).
     let changes: ContextChanges
     let created = ContinuousClock.now
+    /// The context's `snapshotPinEpoch` when asked: a pin since then delays the merge.
+    let pinEpoch: Int
     let ready = DispatchSemaphore(value: 0)
     var outcomes: [String: Outcome] = [:]
 
-    init(changes: ContextChanges) { self.changes = changes }
+    init(changes: ContextChanges, pinEpoch: Int) {
+        self.changes = changes
+        self.pinEpoch = pinEpoch
+    }
 }
 
 /// Whether the hub asks early, and the answer not yet taken.
@@ -55,10 +60,15 @@ extension ControllerHub {
         let changes = union
         let clients = liveClients.filter { $0.membershipEntity != nil }
         guard !clients.isEmpty else { return }
-        let prepared = EarlyMembership(changes: changes)
+        // A pinned context merges at its unpin, all at once: nothing to prepare now.
+        let pinEpoch = context.snapshotPinEpoch.load(ordering: .relaxed)
+        guard pinEpoch & 1 == 0 else { return }
+        let prepared = EarlyMembership(changes: changes, pinEpoch: pinEpoch)
         let proceed = early.withLock { state -> Bool in
             if let pending = state.pending, pending.created.duration(to: .now) > .seconds(5) {
-                state.enabled = false
+                // Never taken: the context does not merge these records, unless a pin
+                // since held the merge back.
+                if pending.pinEpoch == pinEpoch { state.enabled = false }
                 state.pending = nil
             }
             guard state.enabled, !state.recentlyHandled.contains(changes) else { return false }

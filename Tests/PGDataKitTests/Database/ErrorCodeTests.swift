@@ -40,6 +40,7 @@ struct ErrorCodeTests {
             ])
         ),
         ("ChildContextError", names([ChildContextError.Code.unsupported, .objectGoneFromParent])),
+        ("SnapshotError", names([SnapshotError.Code.lost, .readCommitted])),
         (
             "PostgresValueError",
             names([
@@ -133,6 +134,8 @@ struct ErrorCodeTests {
             HistoryError.recordWithoutToken(recordID: 7),
             ChildContextError.unsupported(call: "deleteAll", advice: "delete in the parent"),
             ChildContextError.objectGoneFromParent(id, call: "save()"),
+            SnapshotError.lost(context: "main", underlying: lost),
+            SnapshotError.readCommitted(context: "import"),
             PostgresValueError(code: .unexpectedNull, swiftType: "String", column: "name", row: 0),
             PostgresValueError(code: .invalidText, swiftType: "Int", column: "age", row: 1, text: "forty"),
             PostgresValueError(code: .outOfRange, swiftType: "Int8", column: "age"),

@@ -126,6 +126,13 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Whether `transaction` is open, for the async `perform` to read from any thread (a
     /// context that holds its connection needs no lease).
     let holdsTransaction = Atomic<Bool>(false)
+    /// The pinned snapshot, if any (see `pinSnapshot()` and `SnapshotPin`).
+    var snapshotPin: SnapshotPin? {
+        didSet { if (oldValue == nil) != (snapshotPin == nil) { snapshotPinEpoch.add(1, ordering: .relaxed) } }
+    }
+    /// Counts pins and unpins (odd while pinned), for the layers above to read from any
+    /// thread: controllers ask nothing early for merges that wait for the unpin.
+    let snapshotPinEpoch = Atomic<Int>(0)
     var observers = ContextObservers()
     /// Objects of the layers above that belong to this context, one per type, held
     /// weakly (a controller hub lives while its controllers do): see `attachment(_:make:)`.
@@ -170,6 +177,9 @@ public final class ManagedObjectContext: @unchecked Sendable {
     deinit {
         if let connection = transaction.connection {
             coordinator.pool.release(connection)  // rolls the open transaction back
+        }
+        if let connection = snapshotPin?.connection {
+            coordinator.pool.release(connection)  // rolls the pinned transaction back
         }
         parent?.liveChildren.subtract(1, ordering: .relaxed)
         observers.finishAll()
@@ -329,9 +339,11 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if let parent { return try parent.performAndWait { try parent.withDatabase(body) } }
         switch concurrencyType {
         case .main:
+            if snapshotPin != nil { return try withPinnedConnection(body) }
             try coordinator.admitNewWork()
             return try coordinator.pool.withConnection(body)
         case .private:
+            if snapshotPin != nil { try checkPinnedTransaction() }
             let connection = try transactionConnection()
             if bookkeeping.holdsRetired {
                 connection.doWhileWaiting { [weak bookkeeping] in bookkeeping?.releaseRetired() }
@@ -347,6 +359,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
             } catch let error as PostgresError {
                 // A failed statement aborts the transaction; its snapshot is gone.
                 endTransaction()
+                if snapshotPin != nil { throw losePinnedSnapshot(error) }
                 throw error
             }
         }
@@ -402,6 +415,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         reference.undoManager?.removeAllActions()
         endTransaction()
+        if snapshotPin != nil, concurrencyType == .private { endPinWithTransaction(call: "rollback()") }
     }
 
     /// Puts an object's committed values and to-one keys back (in a child context: the
@@ -442,6 +456,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         // (A child's reads run on its parent's connection: it has no statement to overlap.)
         bookkeeping.reset(retiring: concurrencyType == .private && parent == nil, keepBound: 16_384)
         endTransaction()
+        if snapshotPin != nil, concurrencyType == .private { endPinWithTransaction(call: "reset()") }
     }
 
     /// Re-reads an object's row (Core Data's `refresh(_:mergeChanges:)`).

@@ -13,9 +13,15 @@ extension ManagedObjectContext {
     /// need nothing:
     /// fetches find them. Afterwards the context tells its objects-did-change observers.
     ///
+    /// While the context's snapshot is pinned (`pinSnapshot()`), the changes are kept
+    /// instead, and `unpinSnapshot()` (or `save()`) merges everything kept as one change
+    /// set: the manager's merges of other contexts' and processes' saves, and calls of
+    /// your own.
+    ///
     /// - Throws: `PostgresError` when re-reading fails.
     public func mergeChanges(_ changes: ContextChanges) throws {
         assertOnQueue()
+        if snapshotPin != nil { return deferMerge(changes) }
         try coordinator.tracing.withSpan(PGDataKitTracing.merge) { span in
             if let span {
                 let model = coordinator.model

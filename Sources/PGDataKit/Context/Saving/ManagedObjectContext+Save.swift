@@ -26,6 +26,12 @@ extension ManagedObjectContext {
     /// context keeps its changes for a retry or `rollback()`. After a save a private
     /// context's transaction is over: its next read sees a new snapshot.
     ///
+    /// A save ends a pinned snapshot (`pinSnapshot()`), whatever its outcome, as Core
+    /// Data's save moves a pinned context to the current generation: the objects keep
+    /// the values and versions read in the snapshot, so a row changed since is a conflict
+    /// for `mergePolicy` (a private context writes in the pinned transaction itself), and
+    /// the changes merges brought while pinned are merged after the save, as one.
+    ///
     /// A child context (one with a `parent`) writes nothing: its save pushes its inserts,
     /// changes and deletes into the parent, all or nothing, and the parent holds them as
     /// unsaved changes of its own until it saves (see `newChildContext(name:)`). It throws
@@ -59,6 +65,9 @@ extension ManagedObjectContext {
             try pushChanges(into: parent)
             return
         }
+        // A save ends a pinned snapshot first, and merges what came meanwhile after it.
+        let deferred = snapshotPin == nil ? nil : endPinForSave()
+        defer { if let deferred { mergeDeferredAfterSave(deferred) } }
         guard coordinator.isTracing else {
             return try settlingLostConnections { try SavePipeline(context: self).run() }
         }
