@@ -29,6 +29,40 @@ struct ContextsDocTests {
         }
     }
 
+    @Test func pinnedSnapshotReport() throws {
+        try ExampleSchema.withManager { manager in
+            try ControllerTesting.insertUsers(manager, [("a", 1), ("b", 2)])
+            let main = manager.mainContext
+            let report = try main.performAndWait {
+                try main.withPinnedSnapshot {
+                    let total = try User.count(in: main)
+                    let users = try main.fetchAll(User.self)    // the very users counted
+                    return "\(users.count) of \(total) users"
+                }
+            }
+            #expect(report == "2 of 2 users")
+            #expect(main.performAndWait { !main.isSnapshotPinned })
+        }
+    }
+
+    @Test func pinnedSnapshotLost() throws {
+        try ExampleSchema.withManager { manager in
+            try ControllerTesting.insertUsers(manager, [("a", 1)])
+            let main = manager.mainContext
+            do {
+                try main.performAndWait {
+                    try main.pinSnapshot()
+                    let users = try main.fetchAll(User.self)
+                    for user in users { print(user.userID, user.posts.count) }
+                    try main.unpinSnapshot()    // one merge of what others saved meanwhile
+                }
+            } catch SnapshotError.Code.lost {
+                try main.performAndWait { try main.unpinSnapshot() }    // start the report over
+            }
+            #expect(main.performAndWait { !main.isSnapshotPinned })
+        }
+    }
+
     /// What the child-context example edits with.
     struct Form {
         var name: String?

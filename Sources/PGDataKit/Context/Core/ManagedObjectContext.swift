@@ -394,7 +394,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
 
     /// Discards unsaved changes: inserted objects leave the context, deleted ones come
     /// back, changed ones return to their committed values. A private context also ends
-    /// its transaction, so its next read sees a new snapshot. A child context's objects
+    /// its transaction, so its next read sees a new snapshot (and a pinned snapshot ends
+    /// with it, merging what came meanwhile; the main context's pin stays). A child context's objects
     /// return to the parent's values as the child read them; the parent is not touched.
     public func rollback() {
         assertOnQueue()
@@ -432,7 +433,8 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
     }
 
-    /// Forgets every object and change, and ends a private context's transaction. A child
+    /// Forgets every object and change, and ends a private context's transaction (and
+    /// its pinned snapshot, if any; the main context's pin stays). A child
     /// context forgets its own objects and changes only; the parent is not touched.
     ///
     /// A private context holding a batch's worth of objects (up to 16,384) lets go of them

@@ -61,7 +61,9 @@ public struct SnapshotError: Error, Sendable, DescribedError {
 
     /// The pinned snapshot of the context named `context` is gone.
     ///
-    /// - Parameter underlying: what ended its transaction, when the read that throws met it.
+    /// - Parameters:
+    ///   - context: the context's name.
+    ///   - underlying: what ended its transaction, when the read that throws met it.
     public static func lost(context: String, underlying: PostgresError? = nil) -> SnapshotError {
         let cause = underlying.map { ": \($0.code), SQLSTATE \($0.sqlState?.rawValue ?? "none")" } ?? ""
         return SnapshotError(
@@ -72,6 +74,8 @@ public struct SnapshotError: Error, Sendable, DescribedError {
     }
 
     /// The private context named `context` reads at read committed: no snapshot to pin.
+    ///
+    /// - Parameter context: the context's name.
     public static func readCommitted(context: String) -> SnapshotError {
         SnapshotError(
             code: .readCommitted,
