@@ -147,6 +147,51 @@ struct CancellationTests {
         }
     }
 
+    /// A pinned main context's read, waiting on the server, stopped by its task's
+    /// cancellation: the pinned transaction is over, so every later read says the pin is
+    /// lost (never a newer snapshot) until the unpin, after which the context reads again
+    /// and no session is left in an aborted transaction.
+    @Test func aCancelledReadOfAPinnedContextLosesThePinUntilTheUnpin() async throws {
+        try await Self.withManager { manager, executor in
+            let configuration = manager.coordinator.pool.configuration
+            let context = manager.mainContext
+            _ = try await context.perform { try context.pinSnapshot() }
+            let holder = try LockHolder(configuration, lock: "LOCK TABLE users IN ACCESS EXCLUSIVE MODE")
+            defer { holder.release() }
+            let task = Task(executorPreference: executor) { try await context.perform { try context.fetchAll(User.self).count } }
+            let waiting = try await Self.eventually(50) { try Self.lockWaits(configuration) > 0 }
+            #expect(waiting, "\(Self.sessions(configuration))")
+            task.cancel()
+            let stopped: Bool
+            switch await task.result {
+            case .success: stopped = false
+            case .failure(let error): stopped = error is CancellationError || (error as? SnapshotError)?.code == .lost
+            }
+            #expect(stopped, "the pinned read was not stopped by the cancellation")
+            #expect(!holder.wasReleased)
+            holder.release()
+            let lost = try await context.perform { () -> Bool in
+                do {
+                    _ = try User.count(in: context)
+                    return false
+                } catch let error as SnapshotError {
+                    return error.code == .lost
+                } catch {
+                    return false
+                }
+            }
+            #expect(lost, "a read after the lost pin did not say so")
+            let pinned = try await context.perform { context.isSnapshotPinned }
+            #expect(pinned)
+            _ = try await context.perform { try context.unpinSnapshot() }
+            let count = try await context.perform { try User.count(in: context) }
+            #expect(count == 0)
+            let idle = try await Self.eventually(20) { try Self.busySessions(configuration).isEmpty }
+            let busy = try Self.busySessions(configuration)
+            #expect(idle, "\(busy)")
+        }
+    }
+
     @Test func aSaveWaitingOnARowLockStopsAndKeepsItsChanges() async throws {
         try await Self.withManager { manager, executor in
             let configuration = manager.coordinator.pool.configuration
