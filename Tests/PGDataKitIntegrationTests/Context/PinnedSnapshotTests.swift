@@ -322,6 +322,50 @@ struct PinnedSnapshotTests {
         }
     }
 
+    /// A manager closed while its main context is pinned: the close does not wait on the
+    /// pin, and the unpin afterwards ends it without a crash (a typed error at most);
+    /// the pinned session is gone from the server.
+    @Test func closingTheManagerWhilePinnedThenUnpinningDoesNotCrash() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let manager = try ExampleSchema.makeManager(configuration)
+            let context = manager.mainContext
+            try context.performAndWait {
+                try context.pinSnapshot()
+                _ = try User.count(in: context)
+            }
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            let held = try admin.query(
+                """
+                SELECT pid FROM pg_stat_activity
+                WHERE datname = current_database() AND backend_type = 'client backend' AND state = 'idle in transaction'
+                """
+            ).map { try $0.decode(Int32.self, at: 0) }
+            #expect(held.count == 1, "\(held)")
+            let pid = try #require(held.first)
+            manager.close()
+            let outcome = context.performAndWait { () -> String in
+                do {
+                    return try context.unpinSnapshot() ? "unpinned" : "was not pinned"
+                } catch let error as any DescribedError {
+                    return "typed \(error.code)"
+                } catch {
+                    return "untyped \(type(of: error))"
+                }
+            }
+            #expect(!outcome.hasPrefix("untyped"), "\(outcome)")
+            #expect(context.performAndWait { context.isSnapshotPinned } == false)
+            let gone = try (0..<100).contains { _ in
+                let left = try admin.query("SELECT count(*)::int FROM pg_stat_activity WHERE pid = $1", [Int(pid)])[0]
+                    .decode(Int.self, at: 0)
+                if left == 0 { return true }
+                Thread.sleep(forTimeInterval: 0.05)
+                return false
+            }
+            #expect(gone, "the pinned session is still on the server")
+        }
+    }
+
     @Test func aPinnedPrivateContextKeepsItsTransactionUntilTheUnpin() throws {
         try ExampleSchema.withManager { manager in
             try PinnedPair.save(manager) { ExampleSchema.insertUsers(2, in: $0) }
