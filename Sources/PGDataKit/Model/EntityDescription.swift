@@ -71,7 +71,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.defaultValues = attributes.map(\.defaultValue)
         self.checkedAttributeIndexes = attributes.filter { $0.storedValueProblem != nil }.map(\.index)
         self.validatedAttributes = attributes.filter { !$0.checks.isEmpty }
-        self.hasAttributeRules = !validatedAttributes.isEmpty
+        self.validatedRelationships = relationships.filter(\.isRequired)
+        self.hasRules = !validatedAttributes.isEmpty || !validatedRelationships.isEmpty
         relationshipsResolved()
     }
 
@@ -157,9 +158,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The attributes with validation rules (`@Attribute(validate:)`), in declaration
     /// order: what a save checks of each object it writes. Empty for most entities.
     let validatedAttributes: [AttributeDescription]
-    /// Whether any attribute has rules (`validatedAttributes` is not empty), read per
-    /// object a save writes without touching the array.
-    let hasAttributeRules: Bool
+    /// The to-one relationships declared `required: true`.
+    let validatedRelationships: [RelationshipDescription]
+    /// Whether any attribute or relationship has rules, read per object a save writes
+    /// without touching the arrays.
+    let hasRules: Bool
     /// The indexes of `toOneRelationships` in `relationships`.
     private(set) var toOneIndexes: [Int] = []
 

@@ -105,7 +105,8 @@ public struct ValidationFailure: Sendable, CustomStringConvertible, CustomDebugS
 
         private init(_ base: Base) { self.base = base }
 
-        /// `AttributeRule.required`: the value is `nil`.
+        /// `AttributeRule.required`: the value is `nil`; or a to-one relationship
+        /// declared `required: true` points at nothing.
         public static let required = Rule(.required)
         /// `AttributeRule.minimum(_:)`.
         public static let minimum = Rule(.minimum)
@@ -135,7 +136,7 @@ public struct ValidationFailure: Sendable, CustomStringConvertible, CustomDebugS
     public let objectID: ObjectID
     /// Its entity's name.
     public let entity: String
-    /// The attribute, or `nil` for a rule of the whole object.
+    /// The attribute (or relationship), or `nil` for a rule of the whole object.
     public let attribute: String?
     /// Which kind of rule.
     public let rule: Rule

@@ -53,11 +53,14 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
     let declaredColumn: String?
     /// `joinTable:` as declared.
     let declaredJoinTable: String?
+    /// Whether a save refuses an object whose to-one relationship points at nothing
+    /// (`@Relationship(inverse:required: true)`; Core Data's non-optional relationship).
+    public let isRequired: Bool
 
     init(
         name: String, destinationType: any EntityObject.Type, isToMany: Bool, inverseName: String?,
         deleteRule: DeleteRule, columnName: String?, index: Int, declaredColumn: String? = nil,
-        declaredJoinTable: String? = nil
+        declaredJoinTable: String? = nil, isRequired: Bool = false
     ) {
         self.name = name
         self.destinationType = destinationType
@@ -68,6 +71,7 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
         self.index = index
         self.declaredColumn = declaredColumn
         self.declaredJoinTable = declaredJoinTable
+        self.isRequired = isRequired
     }
 
     /// Whether the relationship is many-to-many (kept in a join table).

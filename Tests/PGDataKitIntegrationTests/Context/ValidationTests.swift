@@ -52,6 +52,19 @@ final class Volunteer: ManagedObject {
     }
 }
 
+/// A crew of sailors; each sailor must have a crew.
+final class Crew: ManagedObject {
+    override class var tableName: String { "crews" }
+    @Attribute(unique: true) var crewID: String = ""
+    @Relationship(inverse: "crew", deleteRule: .deny) var sailors: Set<Sailor>
+}
+
+final class Sailor: ManagedObject {
+    override class var tableName: String { "sailors" }
+    @Attribute(unique: true) var sailorID: String = ""
+    @Relationship(inverse: "sailors", required: true) var crew: Crew?
+}
+
 enum VolunteerSchema {
     static func withManager(_ body: (ContextManager, Connection) throws -> Void) throws {
         try TestDatabase.withConnection { connection in
@@ -275,6 +288,44 @@ struct ValidationTests {
                 #expect(context.insertedObjects.count == 1)
             }
             #expect(try VolunteerSchema.count(admin) == 0)
+        }
+    }
+
+    /// A required to-one relationship: checked like attribute rules, before anything is
+    /// sent, for new and changed objects; a reference by key alone counts as set.
+    @Test func aRequiredRelationshipMustBeSet() throws {
+        try TestDatabase.withConnection { connection in
+            try connection.executeScript(try Model(entities: [Crew.self, Sailor.self]).schemaSQL())
+            let manager = try ContextManager(configuration: connection.configuration, entities: [Crew.self, Sailor.self])
+            defer { manager.close() }
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let loner = Sailor(context: context)
+                loner.sailorID = "loner"
+                do {
+                    try context.save()
+                    Issue.record("a sailor without a crew was saved")
+                } catch let error as ObjectValidationError {
+                    #expect(error.failures.map(\.rule) == [.required])
+                    #expect(error.failures.map(\.attribute) == ["crew"])
+                    #expect(error.failures.first?.message.hasSuffix("Sailor.crew must be set") == true)
+                }
+                let crew = Crew(context: context)
+                crew.crewID = "c1"
+                loner.crew = crew
+                try context.save()
+            }
+            #expect(try connection.query("SELECT count(*)::int FROM sailors WHERE crew_id IS NOT NULL")[0].decode(Int.self, at: 0) == 1)
+            // A fresh context: the sailor's crew is a key, not loaded; a change of another
+            // attribute saves; taking the crew away does not.
+            let other = manager.newPrivateContext()
+            try other.performAndWait {
+                let sailor = try #require(try Sailor.fetch(in: other, where: "sailorID == %@", "loner").first)
+                sailor.sailorID = "renamed"
+                try other.save()
+                sailor.crew = nil
+                #expect(throws: ObjectValidationError.self) { try other.save() }
+            }
         }
     }
 }

@@ -36,7 +36,7 @@ extension ManagedObject {
     /// hook does nothing) makes no array.
     func validationFailures(for kind: ValidationKind) -> [ValidationFailure]? {
         var failures: [ValidationFailure]?
-        if kind != .delete && entity.hasAttributeRules { failures = attributeRuleFailures() }
+        if kind != .delete && entity.hasRules { failures = propertyRuleFailures() }
         do {
             switch kind {
             case .insert: try validateForInsert()
@@ -49,14 +49,36 @@ extension ManagedObject {
         return failures
     }
 
-    /// The rules the object's attribute values break (`nil` for none).
-    private func attributeRuleFailures() -> [ValidationFailure]? {
+    /// The rules the object's attribute values and required to-one relationships break
+    /// (`nil` for none).
+    private func propertyRuleFailures() -> [ValidationFailure]? {
         prepareStorage()
         var failures: [ValidationFailure] = []
         for attribute in entity.validatedAttributes {
             failures += ruleFailures(of: attribute, value: storage.values[attribute.index])
         }
+        for relationship in entity.validatedRelationships where !pointsAtAnObject(relationship) {
+            failures.append(
+                ValidationFailure(
+                    objectID: objectID, entity: entity.name, attribute: relationship.name, rule: .required,
+                    requirement: "be set"))
+        }
         return failures.isEmpty ? nil : failures
+    }
+
+    /// Whether a to-one relationship points at an object that is not deleted: read from
+    /// the foreign key it holds (a reference by key alone is not loaded for it), or, for
+    /// the side of a one-to-one relationship whose partner holds the key, from the
+    /// relationship (read if not loaded).
+    private func pointsAtAnObject(_ relationship: RelationshipDescription) -> Bool {
+        guard relationship.hasForeignKey else {
+            return relatedObjects(at: relationship.index).contains { !$0.deletedFlag }
+        }
+        switch storage.toOne[relationship.index] {
+        case .none: return false
+        case .key: return true
+        case .object(let target): return !target.deletedFlag
+        }
     }
 
     /// What a hook threw, as failures: an `ObjectValidationError`'s own, or one holding

@@ -89,6 +89,8 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, S
     let deleteRule: DeleteRule
     let column: String?
     let joinTable: String?
+    /// Whether a save refuses the object while a to-one relationship points at nothing.
+    let required: Bool
     /// A mark used while the model finds this property by reflection.
     @usableFromInline var slot: Int = -1
     @usableFromInline static var isAttribute: Bool { false }
@@ -104,12 +106,16 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, S
     ///   - column: the foreign-key column (default `<snake_case name>_id`). In a
     ///     one-to-one relationship exactly one side names its column: that side's table
     ///     holds the foreign key (give the column a unique constraint).
-    public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, column: String? = nil)
+    ///   - required: whether a save refuses the object while the relationship points at
+    ///     nothing (Core Data's non-optional relationship; `ObjectValidationError`, rule
+    ///     `.required`).
+    public init(inverse: String? = nil, deleteRule: DeleteRule = .nullify, column: String? = nil, required: Bool = false)
     where Value: ExpressibleByNilLiteral {
         self.inverse = inverse
         self.deleteRule = deleteRule
         self.column = column
         self.joinTable = nil
+        self.required = required
     }
 
     /// Declares a to-many relationship: one-to-many when the inverse is a to-one
@@ -133,6 +139,7 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, S
         self.deleteRule = deleteRule
         self.column = column
         self.joinTable = joinTable
+        self.required = false
     }
 
     /// Not available: `@Relationship` works only inside `ManagedObject` subclasses.
@@ -167,7 +174,7 @@ public struct Relationship<Value: RelationshipValue>: RelationshipDeclaration, S
             name: name, destinationType: Value.destinationType, isToMany: Value.isToMany,
             inverseName: inverse, deleteRule: deleteRule,
             columnName: Value.isToMany ? nil : (column ?? Naming.snakeCase(name) + "_id"), index: index,
-            declaredColumn: column, declaredJoinTable: joinTable)
+            declaredColumn: column, declaredJoinTable: joinTable, isRequired: required)
     }
 }
 
