@@ -249,11 +249,14 @@ struct PinnedSnapshotTests {
                 return try #require(main.pinnedSnapshot)
             }
             // The server holds the pin's snapshot: one session idle in a transaction whose
-            // xmin is the snapshot's.
+            // xmin is the snapshot's, its last statement the pin's. (By the statement: a
+            // listener's transaction of its own, between the statements of its pipeline,
+            // can show idle in transaction with an xmin too — seen once in CI under load.)
             let session = try pair.writer.coordinator.pool.withConnection { connection in
                 try connection.query(
                     "SELECT pid, backend_xmin::text FROM pg_stat_activity WHERE datname = current_database() "
-                        + "AND state = 'idle in transaction' AND backend_xmin IS NOT NULL")
+                        + "AND state = 'idle in transaction' AND backend_xmin IS NOT NULL "
+                        + "AND query = 'SELECT pg_current_snapshot()::text'")
                     .map { (try $0.decode(Int32.self, at: 0), try $0.decode(String.self, at: 1)) }
             }
             #expect(session.count == 1)
