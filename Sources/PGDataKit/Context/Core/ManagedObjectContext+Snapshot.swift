@@ -207,11 +207,7 @@ extension ManagedObjectContext {
     /// Merges the changes deferred while pinned after a save, whatever its outcome; a
     /// failure is logged (the save's own outcome is what `save()` reports).
     func mergeDeferredAfterSave(_ changes: ContextChanges) {
-        do {
-            try mergeDeferred(changes)
-        } catch {
-            logger.error("context \(name): merging the changes that came while the snapshot was pinned failed: \(error)")
-        }
+        mergeDeferredLoggingFailure(changes, after: "save()")
     }
 
     /// Ends a private context's pin with its transaction (`rollback()`, `reset()`) and
@@ -219,11 +215,16 @@ extension ManagedObjectContext {
     func endPinWithTransaction(call: String) {
         guard let pin = snapshotPin else { return }
         snapshotPin = nil
-        guard let changes = pin.deferred else { return }
+        if let changes = pin.deferred { mergeDeferredLoggingFailure(changes, after: call) }
+    }
+
+    /// `mergeDeferred(_:)` where the caller cannot throw: a failure is logged, naming the
+    /// call that ended the pin.
+    private func mergeDeferredLoggingFailure(_ changes: ContextChanges, after call: String) {
         do {
             try mergeDeferred(changes)
         } catch {
-            logger.error("context \(name): \(call) merging the changes that came while pinned failed: \(error)")
+            logger.error("context \(name): \(call): merging the changes that came while the snapshot was pinned failed: \(error)")
         }
     }
 
