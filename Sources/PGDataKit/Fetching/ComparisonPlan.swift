@@ -47,7 +47,7 @@ enum PlannedKey {
     var type: PlannedType {
         switch self {
         case .attribute(_, let attribute): return .value(attribute.type)
-        case .object(_, let entity): return .object(entity.name)
+        case .object(_, let entity): return .object(entity.rootEntityName)  // (the name object IDs carry)
         case .count, .subquery, .arrayCount: return .value(.int64)
         case .element(_, let attribute): return .value(attribute.type.elementType ?? attribute.type)
         case .aggregate(let function, _, _, let attribute):

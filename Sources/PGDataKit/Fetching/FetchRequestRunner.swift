@@ -104,7 +104,7 @@ struct FetchRequestRunner {
         }
         let query = try storeQuery(request, entity: entity)
         return try context.withDatabase { try context.coordinator.selectKeys(of: entity, query, on: $0) }.map {
-            ObjectID(entityName: entity.name, primaryKey: $0)
+            ObjectID(entityName: entity.rootEntityName, primaryKey: $0)
         }
     }
 
@@ -170,7 +170,13 @@ struct FetchRequestRunner {
             try context.coordinator.forEachPage(of: entity, query, pageSize: batchSize, on: connection) { page in
                 var batch: [ManagedObject] = []
                 batch.reserveCapacity(page.count)
-                for row in page { batch.append(try context.register(row: row, entity: entity)) }
+                if entity.hasSubentities {
+                    // (Each row read again with its own entity's columns, on the cursor's connection.)
+                    let keys = try page.map { try ManagedObjectContext.decodeInteger($0, column: 0) }
+                    batch = try context.fetchHierarchy(of: entity, .keys(keys, of: entity), on: connection)
+                } else {
+                    for row in page { batch.append(try context.register(row: row, entity: entity)) }
+                }
                 try prefetch(request.relationshipKeyPathsForPrefetching, for: batch, entity: entity)
                 try body(batch.compactMap { ManagedObject.cast($0, to: T.self) })
                 for object in batch where !context.changedSet.contains(object) && !context.deletedSet.contains(object) {
@@ -187,11 +193,15 @@ struct FetchRequestRunner {
 
     // MARK: - Helpers
 
-    /// Inserted, changed and deleted objects of an entity.
+    /// Inserted, changed and deleted objects of an entity (and of its sub-entities).
     func pendingObjects(of entity: EntityDescription) -> [ManagedObject] {
         // (By identity: an object of a class outside the model that names itself after the
         // entity is pending under that name, yet is none of the entity's.)
-        (Array(context.insertedSet) + Array(context.changedSet) + Array(context.deletedSet)).filter { $0.entity === entity }
+        let model = context.coordinator.model
+        return (Array(context.insertedSet) + Array(context.changedSet) + Array(context.deletedSet)).filter {
+            $0.entity === entity
+                || (entity.hasSubentities && $0.entity.superentityName != nil && model.isEntity($0.entity, kindOf: entity.name))
+        }
     }
 
     /// A request's predicate, order and window compiled for the Store.
@@ -287,7 +297,7 @@ struct FetchRequestRunner {
                     for object in level {
                         object.prepareStorage()
                         if case .key(let key) = object.storage.toOne[relationship.index] {
-                            let id = ObjectID(entityName: destination.name, primaryKey: key)
+                            let id = ObjectID(entityName: destination.rootEntityName, primaryKey: key)
                             if context.registeredObject(for: id) == nil { missing.insert(id) }
                         }
                     }

@@ -248,7 +248,7 @@ extension ManagedObjectQueries where Self: ManagedObject {
         var unsaved: [ManagedObject] = []
         if includingUnsavedInserts {
             let evaluator = PredicateEvaluator(model: context.coordinator.model)
-            for object in context.insertedObjects where object.entity.name == entity.name {
+            for object in context.insertedObjects where context.coordinator.model.isEntity(object.entity, kindOf: entity.name) {
                 if try predicate.map({ try evaluator.evaluate($0, on: object) }) ?? true { unsaved.append(object) }
             }
         }

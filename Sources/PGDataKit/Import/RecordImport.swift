@@ -252,7 +252,7 @@ struct RecordImport {
         case .object(let related):
             object.setRelatedObjects([related], at: index)
         case .key(let primaryKey):
-            let id = ObjectID(entityName: link.destination.name, primaryKey: primaryKey)
+            let id = ObjectID(entityName: link.destination.rootEntityName, primaryKey: primaryKey)
             if let registered = context.registeredObject(for: id), !registered.deletedFlag {
                 if case .object(let current) = object.storage.toOne[index], current === registered { return }
                 object.setRelatedObjects([registered], at: index)
@@ -347,7 +347,7 @@ struct RecordImport {
         var targets: [UniqueValue: Target] = [:]
         let keyIndex = link.destinationKey.index
         for object in context.insertedSet.union(context.changedSet)
-        where object.entity.name == link.destination.name && !object.deletedFlag && object.storage.values.count > keyIndex {
+        where context.coordinator.model.isEntity(object.entity, kindOf: link.destination.name) && !object.deletedFlag && object.storage.values.count > keyIndex {
             if let hash = UniqueValue(object.storage.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
         }
         var remaining: [UniqueValue] = []

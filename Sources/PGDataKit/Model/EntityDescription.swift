@@ -8,19 +8,56 @@ import Synchronization
 /// `EntityObject`) by reflection: every `@Attribute` and `@Relationship` property, in
 /// declaration order.
 public final class EntityDescription: @unchecked Sendable, CustomStringConvertible {
-    // Sendable: everything is immutable after the model is built (`toOneRelationships`
-    // and `selectColumns` are recomputed while it is built) except the slot table,
+    // Sendable: everything is immutable after the model is built (`toOneRelationships`,
+    // `selectColumns` and the hierarchy's fields are set while it is built) except the slot table,
     // which is atomic, and its writers' list, which is a Mutex.
     /// The entity name (the class name unless `entityName` is overridden).
     public let name: String
     /// The class of its objects: a `ManagedObject` subclass.
     public let objectClass: any EntityObject.Type
-    /// The table.
-    public let tableName: String
-    /// The primary-key column (a `bigint` with a sequence, such as an identity column).
-    public let primaryKeyColumn: String
-    /// The version column used for optimistic locking.
-    public let versionColumn: String
+    /// The table (a sub-entity's is its root entity's).
+    public internal(set) var tableName: String
+    /// The primary-key column (a `bigint` with a sequence, such as an identity column;
+    /// a sub-entity's is its root entity's).
+    public internal(set) var primaryKeyColumn: String
+    /// The version column used for optimistic locking (a sub-entity's is its root
+    /// entity's).
+    public internal(set) var versionColumn: String
+    /// Whether the entity is abstract: its objects are never stored, its sub-entities'
+    /// are (`ManagedObject.isAbstract`).
+    public internal(set) var isAbstract = false
+    /// The entity this one inherits from: the nearest superclass of its class that is
+    /// an entity of the model; `nil` for a root.
+    public internal(set) var superentityName: String?
+    /// The entities that inherit from this one directly, in model order.
+    public internal(set) var subentityNames: [String] = []
+    /// The discriminator column of the hierarchy's table, which holds each row's
+    /// concrete entity name (`ManagedObject.entityColumn` of the root); `nil` for an
+    /// entity with neither superentity nor sub-entities.
+    public internal(set) var discriminatorColumn: String?
+    /// The root of the entity's hierarchy (itself for an entity without superentity):
+    /// the entity whose name the object IDs of the whole hierarchy carry, so a reference
+    /// to any kind finds the registered object without knowing its kind.
+    public internal(set) var rootEntityName: String
+    /// How many of `attributes` (the first ones) the entity inherits from its
+    /// superentity; 0 for a root.
+    public internal(set) var inheritedAttributeCount = 0
+    /// How many of `relationships` (the first ones) the entity inherits from its
+    /// superentity; 0 for a root.
+    public internal(set) var inheritedRelationshipCount = 0
+    /// The attributes the entity declares itself (not inherited from its superentity).
+    public var ownAttributes: ArraySlice<AttributeDescription> { attributes.dropFirst(inheritedAttributeCount) }
+    /// The to-one relationships with a foreign-key column that the entity declares
+    /// itself (not inherited from its superentity).
+    var ownToOneRelationships: [RelationshipDescription] {
+        toOneRelationships.filter { $0.index >= inheritedRelationshipCount }
+    }
+    /// The concrete entities stored as this one: itself unless abstract, and every
+    /// concrete descendant; what a fetch of it filters the discriminator by.
+    public internal(set) var concreteEntityNames: [String] = []
+    /// The classes of the entity's class's superclass chain, nearest first (up to
+    /// `ManagedObject`): where the model looks for its superentity.
+    let superclasses: [ObjectIdentifier]
     /// The attributes, in declaration order.
     public let attributes: [AttributeDescription]
     /// The relationships, in declaration order.
@@ -47,12 +84,15 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.tableName = objectClass.tableName
         self.primaryKeyColumn = objectClass.primaryKeyColumn
         self.versionColumn = objectClass.versionColumn
+        self.rootEntityName = objectClass.entityName
         let emptyTable = SlotTable(entries: [], keyPaths: [])
         // Unsafe: `slotTables`, set on the next line, keeps `emptyTable` alive.
         self.slotTable = Atomic(Unmanaged.passUnretained(emptyTable))
         self.slotTables = Mutex([emptyTable])
-        let (attributes, relationships) = Self.declarations(of: objectClass.init(), entityName: objectClass.entityName)
+        let (attributes, relationships, classes) = Self.declarations(
+            of: objectClass.init(), entityName: objectClass.entityName)
         self.attributes = attributes
+        self.superclasses = classes.dropFirst().map { ObjectIdentifier($0) }
         self.relationships = relationships
         // A default that differs between two new objects (`= UUID()`, `= Date()`) is made
         // per object: a column default cannot be a copy of it.
@@ -77,10 +117,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     }
 
     /// The attributes and relationships a new object of the class declares, superclass
-    /// properties first, in declaration order.
+    /// properties first, in declaration order, and the class's superclass chain (its
+    /// own class first).
     private static func declarations(
         of prototype: any EntityObject, entityName: String
-    ) -> (attributes: [AttributeDescription], relationships: [RelationshipDescription]) {
+    ) -> (attributes: [AttributeDescription], relationships: [RelationshipDescription], classes: [Any.Type]) {
         var attributes: [AttributeDescription] = []
         var relationships: [RelationshipDescription] = []
         var mirror: Mirror? = Mirror(reflecting: prototype)
@@ -101,7 +142,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
                 }
             }
         }
-        return (attributes, relationships)
+        return (attributes, relationships, levels.reversed().map(\.subjectType))
     }
 
     /// Whether two prototypes' defaults are the same value (NaN is, though `==` says not).
@@ -128,6 +169,36 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         if uniqueKeys.contains(where: { $0.contains(attribute.name) }) { return false }
         return !volatileDefaults.contains(attribute.index) || attribute.type == .uuid || attribute.type == .date
     }
+
+    /// Places the entity in its hierarchy (the model calls it while it is built, before
+    /// the entity is shared): a sub-entity takes its root's table and bookkeeping
+    /// columns, and the discriminator condition names the concrete entities it covers.
+    func placeInHierarchy(
+        root: EntityDescription, superentity: EntityDescription?, subentities: [String], isAbstract: Bool, concrete: [String]
+    ) {
+        (tableName, primaryKeyColumn, versionColumn) = (root.objectClass.tableName, root.objectClass.primaryKeyColumn, root.objectClass.versionColumn)
+        rootEntityName = root.name
+        superentityName = superentity?.name
+        // (Superclass properties come first in declaration order.)
+        inheritedAttributeCount = superentity?.attributes.count ?? 0
+        inheritedRelationshipCount = superentity?.relationships.count ?? 0
+        subentityNames = subentities
+        self.isAbstract = isAbstract
+        concreteEntityNames = concrete
+        let inHierarchy = superentity != nil || !subentities.isEmpty
+        discriminatorColumn = inHierarchy ? root.objectClass.entityColumn : nil
+        relationshipsResolved()
+    }
+
+    /// Whether the entity's objects are objects of `objectClass`: its class is that class
+    /// or a subclass of it (read from the class chain, so it needs no model).
+    func isKind(of objectClass: any EntityObject.Type) -> Bool {
+        ObjectIdentifier(self.objectClass) == ObjectIdentifier(objectClass) || superclasses.contains(ObjectIdentifier(objectClass))
+    }
+
+    /// Whether the entity has sub-entities: a fetch of it may return objects of several
+    /// classes.
+    var hasSubentities: Bool { !subentityNames.isEmpty }
 
     /// Recomputes what depends on which relationships hold a foreign key; the model calls
     /// it once it has settled one-to-one relationships (before the entity is shared).

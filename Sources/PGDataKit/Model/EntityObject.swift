@@ -27,6 +27,12 @@ public protocol EntityObject: AnyObject {
     /// Unique keys of several attributes (single-attribute keys are declared with
     /// `@Attribute(unique: true)`).
     static var uniqueKeys: [[String]] { get }
+    /// Whether the class declares an abstract entity: one whose objects are never
+    /// stored, whose sub-entities' objects are (see `EntityDescription.isAbstract`).
+    static var isAbstract: Bool { get }
+    /// The discriminator column of an entity hierarchy's table: it names each row's
+    /// concrete entity. Read on the root entity of a hierarchy only.
+    static var entityColumn: String { get }
     /// A new instance, which the model reflects to find the declared properties.
     init()
 }

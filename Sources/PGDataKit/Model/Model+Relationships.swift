@@ -27,7 +27,11 @@ extension Model {
         for entity in entities {
             for relationship in entity.relationships {
                 let label = "\(entity.name).\(relationship.name)"
-                if done.contains(label) { continue }
+                // (An inherited relationship takes its declaring entity's storage:
+                // `copyInheritedRelationships`.)
+                if done.contains(label) || declaringSuperentity(of: entity, relationship: relationship.name, byName: byName) != nil {
+                    continue
+                }
                 guard let inverseName = relationship.inverseName,
                     let destination = byName[relationship.destinationEntityName],
                     let inverse = destination.relationship(named: inverseName)

@@ -20,7 +20,10 @@ public final class Model: Sendable {
     let insertOrder: [EntityDescription]
     /// The join tables of the many-to-many relationships, one per table.
     let joinTables: [ModelJoinTable]
-    private let byName: [String: EntityDescription]
+    /// Whether any entity is abstract (a save then checks that it inserts none of
+    /// their objects).
+    let hasAbstractEntities: Bool
+    let byName: [String: EntityDescription]
     private let byClass: [ObjectIdentifier: EntityDescription]
 
     /// Describes the given classes (`init(entities:)`, in the Context layer, passes its
@@ -59,13 +62,16 @@ public final class Model: Sendable {
                 }
             }
         }
-        Model.resolveDestinations(of: entities, byClass: byClass, problems: &problems)
-        // Fill in inverses declared on one side only.
+        Model.placeHierarchies(entities, byClass: byClass, problems: &problems)
+        Model.resolveDestinations(of: entities, byClass: byClass, byName: byName, problems: &problems)
+        // Fill in inverses declared on one side only (an inverse pointing at a
+        // superentity is the inverse of its inherited relationship too).
         for entity in entities {
             for relationship in entity.relationships where relationship.inverseName == nil {
                 guard let destination = byName[relationship.destinationEntityName] else { continue }
                 if let inverse = destination.relationships.first(where: {
-                    $0.inverseName == relationship.name && $0.destinationEntityName == entity.name
+                    $0.inverseName == relationship.name
+                        && Model.isEntity(entity, kindOf: $0.destinationEntityName, byName: byName)
                 }) {
                     relationship.inverseName = inverse.name
                 }
@@ -76,6 +82,7 @@ public final class Model: Sendable {
         var joinTables: [ModelJoinTable] = []
         if problems.isEmpty {
             joinTables = Model.resolvePairs(entities, byName: byName, problems: &problems)
+            Model.copyInheritedRelationships(entities, byName: byName)
         }
         for entity in entities {
             entity.relationshipsResolved()
@@ -83,7 +90,8 @@ public final class Model: Sendable {
             for column in Set(columns).sorted() where columns.filter({ $0 == column }).count > 1 {
                 problems.append(.duplicateColumn(entity: entity.name, column: column))
             }
-            for reserved in [entity.primaryKeyColumn, entity.versionColumn] where columns.contains(reserved) {
+            for reserved in [entity.primaryKeyColumn, entity.versionColumn] + [entity.discriminatorColumn].compactMap(\.self)
+            where columns.contains(reserved) {
                 problems.append(.reservedColumn(entity: entity.name, column: reserved))
             }
         }
@@ -93,19 +101,23 @@ public final class Model: Sendable {
         self.byClass = byClass
         self.insertOrder = Model.sortByDependency(entities)
         self.joinTables = joinTables
+        self.hasAbstractEntities = entities.contains(where: \.isAbstract)
     }
 
     /// The entity with a name.
     public func entity(named name: String) -> EntityDescription? { byName[name] }
 
-    /// The tables the model uses: its entities' tables, then its join tables.
-    var tableNames: [String] { entities.map(\.tableName) + joinTables.map(\.table.tableName) }
+    /// The tables the model uses: its entities' tables (one per hierarchy), then its
+    /// join tables.
+    var tableNames: [String] {
+        entities.filter { $0.superentityName == nil }.map(\.tableName) + joinTables.map(\.table.tableName)
+    }
 
     /// Resolves relationship destinations and checks the declared inverses, noting
     /// each problem found.
     private static func resolveDestinations(
         of entities: [EntityDescription], byClass: [ObjectIdentifier: EntityDescription],
-        problems: inout [ModelError.Problem]
+        byName: [String: EntityDescription], problems: inout [ModelError.Problem]
     ) {
         for entity in entities {
             for relationship in entity.relationships {
@@ -117,6 +129,7 @@ public final class Model: Sendable {
                     continue
                 }
                 relationship.destinationEntityName = destination.name
+                relationship.destinationRootName = destination.rootEntityName
                 if let inverseName = relationship.inverseName {
                     guard let inverse = destination.relationship(named: inverseName) else {
                         problems.append(
@@ -124,7 +137,11 @@ public final class Model: Sendable {
                                 entity: entity.name, relationship: relationship.name, inverse: "\(destination.name).\(inverseName)"))
                         continue
                     }
-                    if inverse.destinationType != entity.objectClass {
+                    // (An inverse may point at the entity's superentity: the relationship is
+                    // inherited, or declared on a sub-entity of the inverse's destination.)
+                    if !(byClass[ObjectIdentifier(inverse.destinationType)].map {
+                        isEntity(entity, kindOf: $0.name, byName: byName)
+                    } ?? false) {
                         problems.append(
                             .inverseDestinationMismatch(
                                 entity: entity.name, relationship: relationship.name,

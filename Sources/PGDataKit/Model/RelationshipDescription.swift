@@ -49,6 +49,10 @@ public final class RelationshipDescription: @unchecked Sendable, CustomStringCon
     let index: Int
     /// The related entity's name, filled in when the model is built.
     public internal(set) var destinationEntityName: String = ""
+    /// The root of the related entity's hierarchy (the related entity itself outside
+    /// one): the entity name of the related objects' IDs, filled in when the model is
+    /// built.
+    var destinationRootName: String = ""
     /// `column:` as declared (`nil` when left to the default).
     let declaredColumn: String?
     /// `joinTable:` as declared.

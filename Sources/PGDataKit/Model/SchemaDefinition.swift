@@ -44,6 +44,8 @@ struct SchemaDefinition: Sendable, Equatable {
         /// The `information_schema.columns.udt_name` values the schema check accepts for
         /// it (keys: `int8`, `int4`).
         var acceptedTypes: Set<String> = ["int8", "int4"]
+        /// A `CHECK` condition written with the column (a hierarchy's discriminator).
+        var check: String?
     }
 
     /// A primary key or unique constraint.
@@ -102,7 +104,9 @@ extension SchemaDefinition {
     ///   (`nameTooLong`).
     init(model: Model) throws {
         var builder = Builder(model: model)
-        let tables = model.insertOrder.map { builder.entityTable($0) } + model.joinTables.map { builder.joinTable($0) }
+        // (One table per hierarchy: its root's, with its sub-entities' columns.)
+        let tables = model.insertOrder.filter { $0.superentityName == nil }.map { builder.entityTable($0) }
+            + model.joinTables.map { builder.joinTable($0) }
         if !builder.problems.isEmpty { throw ModelError(problems: builder.problems) }
         self.init(entityNames: model.entities.map(\.name), tables: tables)
     }
@@ -120,23 +124,39 @@ extension SchemaDefinition {
             for joinTable in model.joinTables { names.reserve(joinTable.table.tableName) }
         }
 
+        /// An entity's table; for the root of a hierarchy, with its sub-entities' own
+        /// properties as nullable columns (and unique keys, foreign keys) and the
+        /// discriminator column, `NOT NULL` and checked against the concrete entities.
         mutating func entityTable(_ entity: EntityDescription) -> Table {
             let table = entity.tableName
+            let family = [entity] + model.descendants(of: entity)
             checkLengths(owner: entity.name, table: table, columns: entity.selectColumns)
             var columns = [Column(name: entity.primaryKeyColumn, type: "bigint", isNullable: false, isIdentity: true)]
-            for attribute in entity.attributes {
+            if let discriminator = entity.discriminatorColumn {
+                checkLengths(owner: entity.name, table: table, columns: [discriminator])
+                let names = entity.concreteEntityNames.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" }
                 columns.append(
                     Column(
-                        name: attribute.columnName, type: attribute.type.sqlType, isNullable: attribute.isOptional,
-                        defaultExpression: entity.impliesColumnDefault(attribute) ? defaultExpression(attribute, of: entity) : nil,
-                        acceptedTypes: attribute.type.acceptedColumnTypes))
+                        name: discriminator, type: "text", isNullable: false, acceptedTypes: ["text", "varchar"],
+                        check: "\(SchemaName.quoted(discriminator)) IN (\(names.joined(separator: ", ")))"))
+            }
+            for member in family {
+                if member !== entity { checkLengths(owner: member.name, table: table, columns: member.ownAttributes.map(\.columnName)) }
+                for attribute in member.ownAttributes where !columns.contains(where: { $0.name == attribute.columnName }) {
+                    columns.append(
+                        Column(
+                            name: attribute.columnName, type: attribute.type.sqlType,
+                            isNullable: attribute.isOptional || member !== entity,
+                            defaultExpression: member.impliesColumnDefault(attribute) ? defaultExpression(attribute, of: member) : nil,
+                            acceptedTypes: attribute.type.acceptedColumnTypes))
+                }
             }
             let primaryKey = KeyConstraint(name: names.claim(table + "_pkey"), columns: [entity.primaryKeyColumn])
             // PostgreSQL names the identity sequence itself; no index may take that name.
             names.reserve(SchemaName.fitted("\(table)_\(entity.primaryKeyColumn)_seq"))
             var foreignKeys: [ForeignKey] = []
-            for relationship in entity.toOneRelationships {
-                guard let column = relationship.columnName,
+            for relationship in family.flatMap(\.ownToOneRelationships) {
+                guard let column = relationship.columnName, !columns.contains(where: { $0.name == column }),
                     let destination = model.entity(named: relationship.destinationEntityName)
                 else { continue }
                 columns.append(Column(name: column, type: "bigint", isNullable: true))
@@ -149,11 +169,13 @@ extension SchemaDefinition {
             }
             columns.append(Column(name: entity.versionColumn, type: "bigint", isNullable: false, defaultExpression: "1"))
             var uniqueColumnLists: [[String]] = []
-            for key in entity.uniqueKeys {
-                let keyColumns = key.compactMap { entity.attribute(named: $0)?.columnName }
-                if !keyColumns.isEmpty && !uniqueColumnLists.contains(keyColumns) { uniqueColumnLists.append(keyColumns) }
+            for member in family {
+                for key in member.uniqueKeys {
+                    let keyColumns = key.compactMap { member.attribute(named: $0)?.columnName }
+                    if !keyColumns.isEmpty && !uniqueColumnLists.contains(keyColumns) { uniqueColumnLists.append(keyColumns) }
+                }
             }
-            for relationship in entity.toOneRelationships where relationship.isOneToOne {
+            for relationship in family.flatMap(\.ownToOneRelationships) where relationship.isOneToOne {
                 if let column = relationship.columnName, !uniqueColumnLists.contains([column]) {
                     uniqueColumnLists.append([column])
                 }

@@ -85,7 +85,7 @@ extension ControllerHub {
                 var query = MembershipQuery(keys: keys)
                 var conditions: [ObjectIdentifier: Int] = [:]
                 for client in clients
-                where client.membershipEntity?.name == name && client.mayNeedMembership(for: batch, changes: changes) {
+                where client.membershipEntity?.rootEntityName == name && client.mayNeedMembership(for: batch, changes: changes) {
                     guard case .condition(let condition)? = try? client.membershipCondition(compiler: &compiler) else {
                         continue
                     }

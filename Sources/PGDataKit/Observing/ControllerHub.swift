@@ -166,7 +166,8 @@ final class ControllerHub: @unchecked Sendable {
         for client in liveClients { client.coordinatorDidClose() }
     }
 
-    /// A change set's changes by entity, with their candidates worked out.
+    /// A change set's changes by entity (by the root entity of a hierarchy, the name
+    /// its objects' IDs carry), with their candidates worked out.
     static func batches(of changes: ContextChanges, model: Model) -> [String: EntityChangeBatch] {
         var batches: [String: EntityChangeBatch] = [:]
         func add(_ ids: Set<ObjectID>, _ path: WritableKeyPath<EntityChangeBatch, [ObjectID]>) {
@@ -206,7 +207,7 @@ final class ControllerHub: @unchecked Sendable {
         let prepared = takeEarlyMembership(for: changes)
         var answers: [ObjectIdentifier: MembershipAnswerForClient] = [:]
         for (name, batch) in batches.sorted(by: { $0.key < $1.key }) {
-            let asking = clients.filter { $0.membershipEntity?.name == name }
+            let asking = clients.filter { $0.membershipEntity?.rootEntityName == name }
             guard !asking.isEmpty, !batch.candidates.isEmpty else { continue }
             let needing = asking.filter { $0.needsMembership(for: batch, changes: changes) }
             guard !needing.isEmpty else { continue }
@@ -249,7 +250,7 @@ final class ControllerHub: @unchecked Sendable {
         }
         batches = batches.mapValues { $0.resolved(in: context) }
         for client in clients {
-            let batch = client.membershipEntity.flatMap { batches[$0.name] }
+            let batch = client.membershipEntity.flatMap { batches[$0.rootEntityName] }
             client.process(changes, batch: batch, answer: answers[ObjectIdentifier(client)] ?? .notAsked)
         }
     }
@@ -261,19 +262,24 @@ final class ControllerHub: @unchecked Sendable {
         into answers: inout [ObjectIdentifier: MembershipAnswerForClient]
     ) {
         var matched = [Set<Int64>](repeating: [], count: askers.count)
+        // A hierarchy's rows are of several entities: the answer's columns are the root's,
+        // so the rows that match are read again as objects of their own entities.
+        let hierarchy = batch.entity.hasSubentities
+        var unregistered: [Int64] = []
         do {
             for row in answer.rows {
                 let key = try ManagedObjectContext.decodeInteger(row, column: 0)
                 // Rows the merge already refreshed (or refreshed past) are not applied again.
-                let registered = context.registeredObject(for: ObjectID(entityName: batch.entity.name, primaryKey: key))
+                let registered = context.registeredObject(for: ObjectID(entityName: batch.entity.rootEntityName, primaryKey: key))
                 if registered.map({ $0.storage.version < (try? ManagedObjectContext.decodeInteger(row, column: 1)) ?? 0 }) ?? true {
-                    _ = try context.register(row: row, entity: batch.entity)
+                    if hierarchy { unregistered.append(key) } else { _ = try context.register(row: row, entity: batch.entity) }
                 }
                 let flags = try answer.flags(of: row)
                 for (position, asker) in askers.enumerated() where MembershipAnswer.flags(flags, match: asker.condition) {
                     matched[position].insert(key)
                 }
             }
+            if !unregistered.isEmpty { _ = try context.fetchObjects(entity: batch.entity, .keys(unregistered, of: batch.entity)) }
         } catch {
             context.logger.error("reading which changed \(batch.entity.name) objects match the controllers failed: \(error)")
             for asker in askers { answers[ObjectIdentifier(asker.client)] = .failed(error) }

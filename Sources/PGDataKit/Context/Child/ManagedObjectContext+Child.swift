@@ -114,7 +114,7 @@ extension ManagedObjectContext {
             case .none:
                 continue
             case .key(let key):
-                toOne[relationship.index] = ObjectID(entityName: relationship.destinationEntityName, primaryKey: key)
+                toOne[relationship.index] = ObjectID(entityName: relationship.destinationRootName, primaryKey: key)
             case .object(let target):
                 if target.objectID.isTemporaryID {
                     // (A deleted unsaved object is no reference, as a save writes it.)
@@ -291,7 +291,7 @@ extension ManagedObjectContext {
             return try parent.performAndWait { try link.uniqueObjectIDsForChild(of: entity, where: attribute, isIn: values) }
         }
         return try withDatabase { try coordinator.selectKeys(of: entity, where: attribute, isIn: values, on: $0) }.map {
-            (ObjectID(entityName: entity.name, primaryKey: $0.primaryKey), $0.value)
+            (ObjectID(entityName: entity.rootEntityName, primaryKey: $0.primaryKey), $0.value)
         }
     }
 

@@ -71,7 +71,7 @@ extension ParentLink {
         func target(_ reference: RelatedReference, _ relationship: RelationshipDescription) -> ObjectID? {
             switch reference {
             case .none: return nil
-            case .key(let key): return ObjectID(entityName: relationship.destinationEntityName, primaryKey: key)
+            case .key(let key): return ObjectID(entityName: relationship.destinationRootName, primaryKey: key)
             case .object(let object): return isGone(object) ? nil : object.objectID
             }
         }

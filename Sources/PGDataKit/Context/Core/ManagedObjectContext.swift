@@ -246,7 +246,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         object.managedObjectContext = self
         PendingObjects.clearStaleSlot(of: object)  // (what a context that went away left on it)
         object.storage.setRowLocation(0)
-        object.objectID = ObjectID(temporaryFor: object.entity.name)
+        object.objectID = ObjectID(temporaryFor: object.entity.rootEntityName)
         bookkeeping.register(object, as: object.objectID)
         bookkeeping.pending.insert(object, into: .inserted)
         // Related objects set before insertion come along.
@@ -270,7 +270,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         if object.storage.values.count != entity.defaultValues.count { object.storage.replaceValues(entity.defaultValues) }
         if !entity.relationships.isEmpty { object.prepareStorage() }
         object.contextReference = reference
-        object.objectID = ObjectID(temporaryFor: entity.name)
+        object.objectID = ObjectID(temporaryFor: entity.rootEntityName)
         bookkeeping.register(object, as: object.objectID)
         PendingObjects.clearStaleSlot(of: object)  // (what a context that went away left on it)
         object.storage.setRowLocation(0)

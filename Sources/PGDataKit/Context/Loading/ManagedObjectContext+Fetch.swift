@@ -26,7 +26,7 @@ extension ManagedObjectContext {
             stored = try fetchObjects(
                 entity: entity, StoreQuery(orderBy: entity.qualifiedPrimaryKey), mayBeRegistered: hasRegisteredObjects)
         }
-        let pending = insertedSet.filter { $0.entity.name == entity.name }
+        let pending = insertedSet.filter { coordinator.model.isEntity($0.entity, kindOf: entity.name) }
         return (stored.filter { !$0.deletedFlag } + pending.sorted { $0.objectID.description < $1.objectID.description })
             .compactMap { ManagedObject.cast($0, to: T.self) }
     }
@@ -86,6 +86,14 @@ extension ManagedObjectContext {
         entity: EntityDescription, _ query: StoreQuery, as type: T.Type, mayBeRegistered: Bool
     ) throws -> [T] {
         try ObjectLoader(context: self).fetchObjects(entity: entity, query, as: type, mayBeRegistered: mayBeRegistered)
+    }
+
+    /// Fetches the rows of an entity with sub-entities on `connection` and registers them,
+    /// each object of its own entity (`ObjectLoader.hierarchyRows(of:_:on:)`), in the
+    /// query's order.
+    func fetchHierarchy(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> [ManagedObject] {
+        let loader = ObjectLoader(context: self)
+        return try loader.register(try loader.hierarchyRows(of: entity, query, on: connection))
     }
 
     /// Fetches the rows of an entity whose unique `attribute` is one of `values` and

@@ -179,7 +179,7 @@ extension ManagedObjectContext {
         }
         for object in bookkeeping.registeredObjects where !object.storage.joinMembers.isEmpty {
             for index in Array(object.storage.joinMembers.keys) {
-                let destination = object.entity.relationships[index].destinationEntityName
+                let destination = object.entity.relationships[index].destinationRootName
                 if let keys = keysByEntity[destination] { object.storage.updateJoinMember(at: index) { $0.stored.subtract(keys) } }
             }
         }

@@ -37,7 +37,7 @@ extension ObjectLoader {
         // indexes: a generation is only ever compared with its own reference's.)
         return context.bookkeeping.membersIndex(key, generation: { context.reference.membershipGeneration }) { registered in
             var index = MembersIndex()
-            for candidate in registered where candidate.entity.name == destination.name && !candidate.deletedFlag {
+            for candidate in registered where context.coordinator.model.isEntity(candidate.entity, kindOf: destination.name) && !candidate.deletedFlag {
                 candidate.prepareStorage()
                 switch candidate.storage.toOne[inverse.index] {
                 case .none: continue
@@ -65,7 +65,7 @@ extension ObjectLoader {
         var members: [ManagedObject] = []
         var seen: Set<ObjectIdentifier> = []
         if object.storage.loadedToMany.contains(index), !state.stored.isEmpty || !state.storedTemporary.isEmpty {
-            let destinationName = relationship.destinationEntityName
+            let destinationName = relationship.destinationRootName
             var missing: [ObjectID] = []
             for key in state.stored where context.bookkeeping.object(for: ObjectID(entityName: destinationName, primaryKey: key)) == nil {
                 missing.append(ObjectID(entityName: destinationName, primaryKey: key))
@@ -111,11 +111,22 @@ extension ObjectLoader {
         }
         let ownerColumn = destination.selectColumns.count
         var byOwner: [Int64: Set<Int64>] = [:]
+        // A hierarchy's members are read again with their own entities' columns.
+        var unregistered: [Int64] = []
         for row in result {
-            let member = try register(row: row, entity: destination)
-            guard let memberKey = member.objectID.primaryKey else { continue }
+            let memberKey: Int64
+            if destination.hasSubentities {
+                memberKey = try ManagedObjectContext.decodeInteger(row, column: 0)
+                if context.bookkeeping.object(for: ObjectID(entityName: destination.rootEntityName, primaryKey: memberKey)) == nil {
+                    unregistered.append(memberKey)
+                }
+            } else {
+                guard let key = try register(row: row, entity: destination).objectID.primaryKey else { continue }
+                memberKey = key
+            }
             byOwner[try ManagedObjectContext.decodeInteger(row, column: ownerColumn), default: []].insert(memberKey)
         }
+        if !unregistered.isEmpty { _ = try fetchObjects(entity: destination, .keys(unregistered, of: destination)) }
         for owner in owners {
             guard let key = owner.objectID.primaryKey else { continue }
             owner.storage.updateJoinMembers(at: relationship.index) { $0.stored = byOwner[key] ?? [] }

@@ -30,9 +30,16 @@ struct ObjectLoader {
     /// `fetchObjects(entity:_:mayBeRegistered:)` into an array of the entity's class
     /// (`T` must be `entity.objectClass` or a superclass of it): a fetch hands back the
     /// array it built, with no second array to convert it into and release.
+    ///
+    /// An entity with sub-entities is fetched in two steps (`hierarchyRows`), so each
+    /// object is made of its own entity's class with its own entity's columns.
     func fetchObjects<T: ManagedObject>(
         entity: EntityDescription, _ query: StoreQuery, as type: T.Type, mayBeRegistered: Bool
     ) throws -> [T] {
+        if entity.hasSubentities {
+            let rows = try context.withDatabase { try hierarchyRows(of: entity, query, on: $0) }
+            return ManagedObject.cast(try register(rows), to: T.self)
+        }
         let result = try context.withDatabase { try context.coordinator.selectObjects(of: entity, query, on: $0) }
         // New objects are made as `T` directly when it is the entity's class (a typed fetch;
         // a fetch by entity name asks for `ManagedObject`, a superclass of it).
@@ -77,7 +84,7 @@ struct ObjectLoader {
                 for index in 0..<min(result.count, buffer.count) {
                     let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
                     let object = try makeObject(
-                        result, row: index, entity: entity, objectID: ObjectID(entityName: entity.name, primaryKey: key),
+                        result, row: index, entity: entity, objectID: ObjectID(entityName: entity.rootEntityName, primaryKey: key),
                         key: key, making: making)
                     // Unsafe: the +1 reference that `made` owns (see there).
                     made.append((key, Unmanaged.passRetained(object)))
@@ -95,10 +102,50 @@ struct ObjectLoader {
             registry.reserveCapacity(registry.count + made.count)
             for entry in made {
                 // The retained reference moves into the registry.
-                registry[ObjectID(entityName: entity.name, primaryKey: entry.key)] = entry.object.takeRetainedValue()
+                registry[ObjectID(entityName: entity.rootEntityName, primaryKey: entry.key)] = entry.object.takeRetainedValue()
             }
         }
         return objects
+    }
+
+    /// The rows a query of an entity with sub-entities describes, each with its own
+    /// entity's columns: the rows' keys and concrete entities first, in the query's order
+    /// (one statement), then each concrete entity's rows by key (one statement each), on
+    /// one connection.
+    ///
+    /// - Throws: `ManagedObjectError.invalidStoredValue` when a row's discriminator names
+    ///   no entity of the hierarchy, or `PostgresError`.
+    func hierarchyRows(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> HierarchyRows {
+        let model = context.coordinator.model
+        let kinds = try context.coordinator.selectKinds(of: entity, query, on: connection)
+        var keysByEntity: [String: [Int64]] = [:]
+        for (key, name) in kinds { keysByEntity[name, default: []].append(key) }
+        var results: [(entity: EntityDescription, rows: QueryResult)] = []
+        for (name, keys) in keysByEntity.sorted(by: { $0.key < $1.key }) {
+            guard let concrete = model.entity(named: name), model.isEntity(concrete, kindOf: entity.name), !concrete.isAbstract
+            else {
+                throw ManagedObjectError.invalidStoredValue(
+                    entity: entity.name, key: entity.discriminatorColumn ?? "", primaryKey: keys[0],
+                    reason: "the discriminator names \(name), not a concrete entity of this hierarchy")
+            }
+            results.append((concrete, try context.coordinator.selectObjects(of: concrete, .keys(keys, of: concrete), on: connection)))
+        }
+        return HierarchyRows(order: kinds.map(\.key), results: results)
+    }
+
+    /// Registers the rows `hierarchyRows` read; returns their objects in the query's
+    /// order (a row gone between the two steps is left out).
+    func register(_ rows: HierarchyRows) throws -> [ManagedObject] {
+        var byKey: [Int64: ManagedObject] = [:]
+        try context.bookkeeping.withRegistry { registry in
+            for (entity, result) in rows.results {
+                for index in 0..<result.count {
+                    let object = try register(result, row: index, entity: entity, in: &registry)
+                    if let key = object.objectID.primaryKey { byKey[key] = object }
+                }
+            }
+        }
+        return rows.order.compactMap { byKey[$0] }
     }
 
     /// Fetches the rows of an entity whose unique `attribute` is one of `values` (one
@@ -172,7 +219,7 @@ struct ObjectLoader {
         making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject]
     ) throws -> ManagedObject {
         let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
-        let objectID = ObjectID(entityName: entity.name, primaryKey: key)
+        let objectID = ObjectID(entityName: entity.rootEntityName, primaryKey: key)
         if mayBeRegistered, let existing = registry[objectID] {
             if !context.changedSet.contains(existing) && !existing.deletedFlag {
                 try apply(result, row: index, to: existing, entity: entity, key: key)
@@ -301,6 +348,21 @@ struct ObjectLoader {
             try context.refreshFromParent(Array(objects.values), localEdits: localEdits)
             return
         }
+        if entity.hasSubentities {
+            // Each object's row is read with its own entity's columns.
+            for group in Dictionary(grouping: objects, by: { ObjectIdentifier($0.value.entity) }).values {
+                guard let concrete = group.first?.value.entity else { continue }
+                try refreshRows(Dictionary(uniqueKeysWithValues: group.map { ($0.key, $0.value) }), entity: concrete, localEdits: localEdits)
+            }
+        } else {
+            try refreshRows(objects, entity: entity, localEdits: localEdits)
+        }
+    }
+
+    /// `refreshObjects` of objects all of `entity` itself (one query).
+    private func refreshRows(
+        _ objects: [Int64: ManagedObject], entity: EntityDescription, localEdits: ManagedObjectContext.LocalEdits
+    ) throws {
         let result = try context.withDatabase {
             try context.coordinator.selectObjects(of: entity, .keys(Array(objects.keys), of: entity), on: $0)
         }
@@ -345,4 +407,13 @@ struct ObjectLoader {
         if changedAttributes.isEmpty && changedToOne.isEmpty && !object.hasJoinChanges { context.bookkeeping.pending.remove(object, from: .changed) }
         object.storage.forgetLoaded()
     }
+}
+
+/// The rows of a fetch of an entity with sub-entities (`ObjectLoader.hierarchyRows`):
+/// the keys in the query's order, and each concrete entity's rows.
+struct HierarchyRows {
+    /// The rows' primary keys, in the query's order.
+    let order: [Int64]
+    /// Each concrete entity with its rows (its `selectColumns`).
+    let results: [(entity: EntityDescription, rows: QueryResult)]
 }

@@ -42,14 +42,15 @@ struct ContextMerger {
         for id in changes.updated where touched.last != id.entityName && !touched.contains(id.entityName) {
             touched.append(id.entityName)
         }
-        for entityName in touched {
-            guard let entity = context.coordinator.model.entity(named: entityName) else { continue }
+        let model = context.coordinator.model
+        // (IDs name a hierarchy's root: the relationships of all its entities are visited.)
+        for entity in model.entities where touched.contains(entity.rootEntityName) {
             for relationship in entity.toOneRelationships {
                 guard let inverseName = relationship.inverseName,
-                    let destination = context.coordinator.model.entity(named: relationship.destinationEntityName),
+                    let destination = model.entity(named: relationship.destinationEntityName),
                     let inverse = destination.relationship(named: inverseName)
                 else { continue }
-                for object in context.bookkeeping.registeredObjects where object.entity.name == destination.name {
+                for object in context.bookkeeping.registeredObjects where model.isEntity(object.entity, kindOf: destination.name) {
                     object.storage.setLoaded(inverse.index, false)
                 }
             }

@@ -50,6 +50,17 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// Unique keys of several attributes, such as `[["firstName", "lastName"]]`;
     /// single-attribute keys are declared with `@Attribute(unique: true)`.
     open class var uniqueKeys: [[String]] { [] }
+    /// Whether the entity is abstract; `false` unless overridden. An abstract entity's
+    /// objects cannot be saved (`save()` throws `ManagedObjectError.abstractEntity`);
+    /// fetches of it return objects of its sub-entities (subclasses given to the same
+    /// `Model`). Sub-entities inherit the override but are concrete: an entity is
+    /// abstract when its class says so and its superentity's class does not, so an
+    /// abstract entity under another abstract one cannot be declared.
+    open class var isAbstract: Bool { false }
+    /// The discriminator column of a hierarchy's table, which holds each row's concrete
+    /// entity name; `entity` unless overridden. Read on the root entity only: its
+    /// sub-entities share its table, primary key and version column.
+    open class var entityColumn: String { "entity" }
 
     /// Checks a new object before a save writes it (after its attributes' rules); does
     /// nothing unless overridden. Throw a `ObjectValidationError` (or any error) to refuse the
@@ -68,7 +79,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     public internal(set) var objectID: ObjectID {
         get {
             if let objectIDStorage { return objectIDStorage }
-            let temporary = ObjectID(temporaryFor: entity.name)
+            let temporary = ObjectID(temporaryFor: entity.rootEntityName)
             objectIDStorage = temporary
             return temporary
         }
@@ -418,7 +429,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         case .object(let object): return [object]
         case .key(let key):
             guard let context = managedObjectContext,
-                let object = context.resolve(key: key, entityName: relationship.destinationEntityName)
+                let object = context.resolve(key: key, entityName: relationship.destinationRootName)
             else { return [] }
             setReference(.object(object), at: index)
             return [object]
@@ -545,7 +556,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
                         ? "Set<\(relationship.destinationEntityName)>" : "\(relationship.destinationEntityName)?",
                     actual: value.map { String(describing: type(of: $0)) } ?? "nil")
             }
-            let wrongType = objects.first { !($0.entity.name == relationship.destinationEntityName) }
+            let wrongType = objects.first { !$0.entity.isKind(of: relationship.destinationType) }
             if let wrongType {
                 throw ManagedObjectError.typeMismatch(
                     entity: entity.name, key: key, expected: relationship.destinationEntityName,
@@ -574,21 +585,5 @@ enum SlotMarker {
 
     static func next() -> Int {
         -2 - counter.add(1, ordering: .relaxed).newValue
-    }
-}
-
-/// Entity descriptions built from classes alone, for objects not yet in a context.
-enum EntityRegistry {
-    private static let descriptions = Mutex<[ObjectIdentifier: EntityDescription]>([:])
-
-    static func description(for objectClass: any EntityObject.Type) -> EntityDescription {
-        if let existing = descriptions.withLock({ $0[ObjectIdentifier(objectClass)] }) { return existing }
-        // Built outside the lock: describing instantiates a prototype of the class.
-        let built = EntityDescription(objectClass: objectClass)
-        return descriptions.withLock { cache in
-            if let existing = cache[ObjectIdentifier(objectClass)] { return existing }
-            cache[ObjectIdentifier(objectClass)] = built
-            return built
-        }
     }
 }

@@ -23,7 +23,7 @@ public struct ManagedObjectError: Error, Sendable, Equatable, DescribedError {
         /// The codes, one case each: codes compare by case and none is made from a string.
         enum Base: String, Sendable {
             case unknownKey, typeMismatch, objectNotFound, objectDeleted, unknownEntity,
-                invalidStoredValue, deleteDenied, wrongContext, equivalentKeys
+                invalidStoredValue, deleteDenied, wrongContext, equivalentKeys, abstractEntity
         }
 
         /// Which code this is.
@@ -53,6 +53,9 @@ public struct ManagedObjectError: Error, Sendable, Equatable, DescribedError {
         /// Swift's `String` holds equal (canonically equivalent), so one `String`-keyed
         /// result cannot hold both; key it by `ExactText`.
         public static let equivalentKeys = Code(.equivalentKeys)
+        /// An object of an abstract `entity` was to be saved: only objects of its
+        /// sub-entities are stored.
+        public static let abstractEntity = Code(.abstractEntity)
 
         /// The code's name, such as `typeMismatch`.
         public var description: String { base.rawValue }
@@ -179,6 +182,16 @@ public struct ManagedObjectError: Error, Sendable, Equatable, DescribedError {
                 + "Swift Strings (canonically equivalent); key the result by ExactText to keep both")
         error.entity = entity
         error.key = key
+        return error
+    }
+
+    /// An object of an abstract entity was to be saved; only objects of its sub-entities
+    /// are stored (a save throws this before it sends any statement).
+    public static func abstractEntity(_ id: ObjectID, entity: String) -> ManagedObjectError {
+        var error = ManagedObjectError(
+            .abstractEntity, "\(id) is an object of the abstract entity \(entity); insert one of its sub-entities instead")
+        error.objectID = id
+        error.entity = entity
         return error
     }
 }

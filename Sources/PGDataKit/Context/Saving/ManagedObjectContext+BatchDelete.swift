@@ -19,7 +19,7 @@ extension ManagedObjectContext {
             var changes = ContextChanges()
             changes.deleted = Set(
                 try coordinator.deleteRows(of: entity, matching: query, on: connection).map {
-                    ObjectID(entityName: entity.name, primaryKey: $0)
+                    ObjectID(entityName: entity.rootEntityName, primaryKey: $0)
                 })
             return changes
         }

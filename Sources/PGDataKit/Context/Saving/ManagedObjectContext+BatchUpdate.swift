@@ -21,7 +21,7 @@ extension ManagedObjectContext {
         let changes = try commitBatch { connection in
             var changes = ContextChanges()
             for key in try coordinator.updateRows(of: entity, setting: values, matching: query, on: connection) {
-                let id = ObjectID(entityName: entity.name, primaryKey: key)
+                let id = ObjectID(entityName: entity.rootEntityName, primaryKey: key)
                 changes.updated.insert(id)
                 changes.changedKeys[id] = names
             }

@@ -120,8 +120,12 @@ extension ManagedObjectContext {
     /// What a save checks before it writes (a root save) or pushes (a child's): delete
     /// rules, then every object's validation rules and hooks.
     ///
-    /// - Throws: `ManagedObjectError.deleteDenied`, `ObjectValidationError`.
+    /// - Throws: `ManagedObjectError.abstractEntity` (an object of an abstract entity is
+    ///   to be inserted), `.deleteDenied`, `ObjectValidationError`.
     func validateChanges() throws {
+        if coordinator.model.hasAbstractEntities, let object = insertedSet.first(where: { $0.entity.isAbstract }) {
+            throw ManagedObjectError.abstractEntity(object.objectID, entity: object.entity.name)
+        }
         try validateDeleteRules()
         try validatePendingObjects()
     }

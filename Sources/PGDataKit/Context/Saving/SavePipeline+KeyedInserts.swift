@@ -124,7 +124,7 @@ extension SavePipeline {
         let written = Set(plain.map(key))
         let clash = merged.first { merge in
             if written.contains(merge.primaryKey) { return true }
-            let id = ObjectID(entityName: entity.name, primaryKey: merge.primaryKey)
+            let id = ObjectID(entityName: entity.rootEntityName, primaryKey: merge.primaryKey)
             guard let holder = context.bookkeeping.object(for: id) else { return false }
             return holder !== merge.object
         }
@@ -143,7 +143,7 @@ extension SavePipeline {
     /// entity can point at itself) rather than taking them from the sequence in the
     /// upsert.
     static func keyedInsertsSendKeys(_ entity: EntityDescription) -> Bool {
-        entity.toOneRelationships.contains { $0.destinationEntityName == entity.name }
+        entity.toOneRelationships.contains { $0.destinationRootName == entity.rootEntityName }
     }
 
     /// The columns a group of keyed inserts writes: its unique attribute, and the
@@ -382,7 +382,7 @@ extension SavePipeline {
     func finishMergedInsert(_ merged: MergedInsert) {
         let object = merged.object
         context.bookkeeping.unregister(object.objectID)
-        object.objectID = ObjectID(entityName: object.entity.name, primaryKey: merged.primaryKey)
+        object.objectID = ObjectID(entityName: object.entity.rootEntityName, primaryKey: merged.primaryKey)
         if let other = context.bookkeeping.object(for: object.objectID), other !== object {
             // The context held the row already under another object (its key was changed
             // in memory): that object now stands for a row that is this one.

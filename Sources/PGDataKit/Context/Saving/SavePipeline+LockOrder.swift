@@ -79,11 +79,11 @@ extension SavePipeline {
                 guard let stored = target.objectID.primaryKey, !target.deletedFlag else { return }
                 key = stored
             }
-            add(key, .keyShare, entity: relationship.destinationEntityName)
+            add(key, .keyShare, entity: relationship.destinationRootName)
         }
         for object in context.deletedSet {
             guard let key = object.objectID.primaryKey else { continue }
-            add(key, .update, entity: object.entity.name, of: object)
+            add(key, .update, entity: object.entity.rootEntityName, of: object)
         }
         for object in context.insertedSet {
             for relationship in object.entity.toOneRelationships where relationship.columnName != nil {
@@ -106,7 +106,7 @@ extension SavePipeline {
                     attributes.contains { entity.keyAttributeIndexes.contains($0) }
                     || toOne.contains { entity.relationships[$0].isOneToOne }
             }
-            add(key, changesKey ? .update : .noKeyUpdate, entity: entity.name, of: object)
+            add(key, changesKey ? .update : .noKeyUpdate, entity: entity.rootEntityName, of: object)
             for index in toOne where entity.relationships[index].columnName != nil {
                 referenced(object.storage.toOne[index], of: entity.relationships[index])
             }
@@ -134,7 +134,7 @@ extension SavePipeline {
                     of: entity, where: entity.attributes[index], isIn: byValue.values.compactMap { $0.first?.storage.values[index] },
                     on: connection)
                 for (key, value) in rows {
-                    locks[entity.name, default: RowLockSet()].add(key, .noKeyUpdate)
+                    locks[entity.rootEntityName, default: RowLockSet()].add(key, .noKeyUpdate)
                     for object in UniqueValue(value).flatMap({ byValue[$0] }) ?? [] { found[ObjectIdentifier(object)] = key }
                 }
             }

@@ -24,7 +24,7 @@ extension SavePipeline {
                     return committed != nil && (object.deletedFlag || object.changedToOneIndexes.contains(index))
                 }.compactMap(\.objectID.primaryKey)
                 try context.coordinator.clearForeignKey(column, of: entity, keys: keys.sorted(), on: connection)
-                if !keys.isEmpty { cleared.insert(entity.name) }
+                if !keys.isEmpty { cleared.insert(entity.rootEntityName) }
             }
         }
         return cleared

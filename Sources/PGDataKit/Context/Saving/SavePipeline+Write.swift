@@ -148,7 +148,7 @@ extension SavePipeline {
         for (shape, objects) in groups {
             guard let entity = objects.first?.entity else { continue }
             var rows = keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
-            if let located = locations[entity.name], located.suits(objects.count) { rows.locations = located.literal }
+            if let located = locations[entity.rootEntityName], located.suits(objects.count) { rows.locations = located.literal }
             let written = try context.coordinator.updateRows(of: entity, rows, checksVersion: !shape.overwrite, on: connection)
             var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
             changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
@@ -171,7 +171,7 @@ extension SavePipeline {
         for delete in deletes {
             var removed: Set<Int64> = []
             for (checksVersion, batch) in delete.batches {
-                let located = locations[delete.entity.name].flatMap { $0.suits(batch.count) ? $0.literal : nil }
+                let located = locations[delete.entity.rootEntityName].flatMap { $0.suits(batch.count) ? $0.literal : nil }
                 removed.formUnion(
                     try context.coordinator.deleteRows(
                         of: delete.entity, keys: batch.map { keys.key(of: $0) }, versions: batch.map(\.storage.version),

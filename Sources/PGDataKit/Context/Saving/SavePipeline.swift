@@ -204,7 +204,7 @@ struct SavePipeline {
         changes.updated.reserveCapacity(outcome.updated.count + outcome.merged.count)
         changes.changedKeys.reserveCapacity(outcome.updated.count + outcome.merged.count)
         for (object, key) in outcome.inserted {
-            changes.inserted.insert(ObjectID(entityName: object.entity.name, primaryKey: key))
+            changes.inserted.insert(ObjectID(entityName: object.entity.rootEntityName, primaryKey: key))
         }
         for (object, keys, _) in outcome.updated {
             changes.updated.insert(object.objectID)
@@ -212,7 +212,7 @@ struct SavePipeline {
         }
         for merged in outcome.merged {
             guard let keys = merged.changedKeys else { continue }
-            let id = ObjectID(entityName: merged.object.entity.name, primaryKey: merged.primaryKey)
+            let id = ObjectID(entityName: merged.object.entity.rootEntityName, primaryKey: merged.primaryKey)
             changes.updated.insert(id)
             changes.changedKeys[id] = keys
         }
@@ -409,7 +409,7 @@ struct SavePipeline {
         if !notesIDs { context.bookkeeping.forgetSavedIDs() }
         for (object, key) in outcome.inserted {
             let temporary = object.objectID
-            let permanent = ObjectID(entityName: object.entity.name, primaryKey: key)
+            let permanent = ObjectID(entityName: object.entity.rootEntityName, primaryKey: key)
             if notesIDs { context.bookkeeping.noteSavedID(permanent, forTemporary: temporary) }
             object.objectID = permanent
             context.bookkeeping.rekey(object, from: temporary, to: permanent)
@@ -418,7 +418,7 @@ struct SavePipeline {
         for merged in outcome.merged {
             if notesIDs {
                 context.bookkeeping.noteSavedID(
-                    ObjectID(entityName: merged.object.entity.name, primaryKey: merged.primaryKey), forTemporary: merged.object.objectID)
+                    ObjectID(entityName: merged.object.entity.rootEntityName, primaryKey: merged.primaryKey), forTemporary: merged.object.objectID)
             }
             finishMergedInsert(merged)
         }

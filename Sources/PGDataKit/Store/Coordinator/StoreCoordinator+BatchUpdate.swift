@@ -24,7 +24,7 @@ extension StoreCoordinator {
         assignments.append("\(version) = d.\(version) + 1")
         var sql = "UPDATE \(entity.quotedTable) AS d SET \(assignments.joined(separator: ", ")) "
             + "FROM (SELECT t.\(primaryKey) AS k FROM \(entity.quotedTable) AS t"
-        if let condition = query.condition { sql += " WHERE " + condition }
+        if let condition = query.condition(for: entity) { sql += " WHERE " + condition }
         sql += " ORDER BY 1 FOR UPDATE OF t) AS l WHERE d.\(primaryKey) = l.k RETURNING d.\(primaryKey)"
         return try execute(sql, parameters, on: connection, reusesPlan: false).map { try $0.decode(Int64.self, at: 0) }
     }

@@ -54,7 +54,7 @@ extension StoreCoordinator {
                 [keys], on: connection, reusesPlan: Self.reusesPlan(keys: keys.count))
         }
         return try execute(
-            "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses,
+            "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses(for: entity),
             query.parameters, on: connection, reusesPlan: query.reusesPlan)
     }
 
@@ -70,7 +70,7 @@ extension StoreCoordinator {
     ) throws -> QueryResult {
         let query = StoreQuery.keys(keys, of: entity)
         return try execute(
-            "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses
+            "SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t" + query.clauses(for: entity)
                 + (forDeletion ? " FOR UPDATE" : " FOR NO KEY UPDATE"),
             query.parameters, on: connection, reusesPlan: query.reusesPlan)
     }
@@ -78,15 +78,28 @@ extension StoreCoordinator {
     /// The primary keys of the rows a query describes.
     func selectKeys(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> [Int64] {
         try execute(
-            "SELECT \(entity.qualifiedPrimaryKey) FROM \(entity.quotedTable) AS t" + query.clauses, query.parameters, on: connection,
+            "SELECT \(entity.qualifiedPrimaryKey) FROM \(entity.quotedTable) AS t" + query.clauses(for: entity), query.parameters, on: connection,
             reusesPlan: query.reusesPlan)
             .map { try $0.decode(Int64.self, at: 0) }
+    }
+
+    /// The primary key and concrete entity (the discriminator column) of each row a
+    /// query of an entity with sub-entities describes, in the query's order: the first
+    /// step of a fetch of such an entity.
+    func selectKinds(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws
+        -> [(key: Int64, entity: String)]
+    {
+        guard let column = entity.discriminatorColumn else { return try selectKeys(of: entity, query, on: connection).map { ($0, entity.name) } }
+        return try execute(
+            "SELECT \(entity.qualifiedPrimaryKey), t.\(Connection.quoteIdentifier(column)) FROM \(entity.quotedTable) AS t"
+                + query.clauses(for: entity), query.parameters, on: connection, reusesPlan: query.reusesPlan
+        ).map { (try $0.decode(Int64.self, at: 0), try $0.decode(String.self, at: 1)) }
     }
 
     /// How many rows a query describes (its limit and offset apply).
     func count(of entity: EntityDescription, _ query: StoreQuery, on connection: Connection) throws -> Int {
         let result = try execute(
-            "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t" + query.clauses + ") AS counted",
+            "SELECT count(*) FROM (SELECT 1 FROM \(entity.quotedTable) AS t" + query.clauses(for: entity) + ") AS counted",
             query.parameters, on: connection)
         return try result[0].decode(Int.self, at: 0)
     }
@@ -99,7 +112,7 @@ extension StoreCoordinator {
     ) throws -> QueryResult {
         try execute(
             "SELECT \(distinct ? "DISTINCT " : "")\(expressions.joined(separator: ", ")) FROM \(entity.quotedTable) AS t"
-                + query.clauses,
+                + query.clauses(for: entity),
             query.parameters, on: connection)
     }
 
@@ -110,7 +123,7 @@ extension StoreCoordinator {
         on connection: Connection
     ) throws -> QueryResult {
         try execute(
-            "SELECT \(function)(\(expression)) FROM \(entity.quotedTable) AS t" + query.clauses, query.parameters,
+            "SELECT \(function)(\(expression)) FROM \(entity.quotedTable) AS t" + query.clauses(for: entity), query.parameters,
             on: connection)
     }
 
@@ -123,7 +136,7 @@ extension StoreCoordinator {
         let cursor = "pgdatakit_cursor_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         try execute(
             "DECLARE \(cursor) NO SCROLL CURSOR FOR SELECT \(entity.selectList(alias: "t")) FROM \(entity.quotedTable) AS t"
-                + query.clauses,
+                + query.clauses(for: entity),
             query.parameters, on: connection)
         // FETCH takes a 32-bit count: a larger page size reads everything at once.
         let count = Swift.min(Int(Int32.max), Swift.max(1, pageSize))
@@ -148,11 +161,11 @@ extension StoreCoordinator {
     /// Inserts rows with one `INSERT … SELECT FROM unnest(…)`.
     func insertRows(into entity: EntityDescription, _ rows: RowBatch, on connection: Connection) throws {
         let columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.columnName)
-            + rows.foreignKeys.map(\.column)
+            + rows.foreignKeys.map(\.column) + [entity.discriminatorColumn].compactMap(\.self)
         let (arrays, types) = try bind(rows)
         try execute(
             "INSERT INTO \(entity.quotedTable) (\(columns.map(Connection.quoteIdentifier).joined(separator: ", "))) "
-                + "SELECT \(Self.selectFromUnnest(types))",
+                + "SELECT \(Self.selectFromUnnest(types, appending: entity.discriminatorValue))",
             arrays, on: connection)
     }
 
@@ -408,7 +421,7 @@ extension StoreCoordinator {
         // `lockRows`), then deleted.
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         var sql = "DELETE FROM \(entity.quotedTable) AS d USING (SELECT t.\(primaryKey) AS k FROM \(entity.quotedTable) AS t"
-        if let condition = query.condition { sql += " WHERE " + condition }
+        if let condition = query.condition(for: entity) { sql += " WHERE " + condition }
         sql += " ORDER BY 1 FOR UPDATE OF t) AS l WHERE d.\(primaryKey) = l.k"
         return try execute(sql + " RETURNING d.\(primaryKey)", query.parameters, on: connection)
             .map { try $0.decode(Int64.self, at: 0) }
@@ -505,9 +518,11 @@ extension StoreCoordinator {
     /// `* FROM unnest(…)` of `types`, for `INSERT … SELECT`: when a column is an array,
     /// `v.c0, v.c1, (v.c2)::text[], … FROM unnest(…) AS v(c0, …)` instead, arrays cast
     /// (the common statement stays as it was).
-    static func selectFromUnnest(_ types: [String]) -> String {
-        guard types.contains(where: { $0.hasSuffix("[]") }) else { return "* FROM unnest(\(unnestList(types)))" }
+    /// `constant`, when given, follows the unnested columns (a hierarchy's discriminator).
+    static func selectFromUnnest(_ types: [String], appending constant: String? = nil) -> String {
+        let tail = constant.map { ", " + $0 } ?? ""
+        guard types.contains(where: { $0.hasSuffix("[]") }) else { return "*\(tail) FROM unnest(\(unnestList(types)))" }
         return types.enumerated().map { unnested("v.c\($0.offset)", type: $0.element) }.joined(separator: ", ")
-            + " FROM unnest(\(unnestList(types))) AS v(\(aliases(types.count)))"
+            + tail + " FROM unnest(\(unnestList(types))) AS v(\(aliases(types.count)))"
     }
 }

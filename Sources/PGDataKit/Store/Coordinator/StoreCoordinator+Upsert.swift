@@ -269,7 +269,7 @@ extension StoreCoordinator {
         arrays.remove(at: 1)
         types.remove(at: 1)
         var columns = [entity.versionColumn, entity.primaryKeyColumn] + rows.attributes.map(\.columnName)
-            + rows.foreignKeys.map(\.column)
+            + rows.foreignKeys.map(\.column) + [entity.discriminatorColumn].compactMap(\.self)
         if rows.keys.isEmpty {
             arrays.removeFirst()
             types.removeFirst()
@@ -278,7 +278,7 @@ extension StoreCoordinator {
         let unique = quote(uniqueAttribute.columnName)
         let version = quote(entity.versionColumn)
         var sql = "INSERT INTO \(entity.quotedTable) AS t (\(columns.map(quote).joined(separator: ", "))) "
-            + "SELECT 1, \(Self.selectFromUnnest(types)) ON CONFLICT (\(unique)) "
+            + "SELECT 1, \(Self.selectFromUnnest(types, appending: entity.discriminatorValue)) ON CONFLICT (\(unique)) "
         if updating.isEmpty {
             sql += "DO NOTHING"
         } else {
@@ -342,7 +342,7 @@ extension StoreCoordinator {
         } else {
             let query = try StoreQuery.rows(where: attribute, isIn: values)
             result = try execute(
-                columns + "\(entity.quotedTable) AS t" + query.clauses, query.parameters, on: connection,
+                columns + "\(entity.quotedTable) AS t" + query.clauses(for: entity), query.parameters, on: connection,
                 reusesPlan: query.reusesPlan)
         }
         return try result.map { row in

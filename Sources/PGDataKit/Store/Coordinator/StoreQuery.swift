@@ -52,10 +52,19 @@ struct StoreQuery {
         return parameters[0] as? [Int64]
     }
 
-    /// The `WHERE … ORDER BY … LIMIT … OFFSET …` tail of a statement.
-    var clauses: String {
+    /// The condition over `entity`'s rows: `condition`, and for a sub-entity its
+    /// discriminator condition (its table holds its whole hierarchy's rows).
+    func condition(for entity: EntityDescription) -> String? {
+        guard let discriminator = entity.discriminatorCondition else { return condition }
+        guard let condition else { return discriminator }
+        return discriminator + " AND (" + condition + ")"
+    }
+
+    /// The `WHERE … ORDER BY … LIMIT … OFFSET …` tail of a statement over `entity`'s rows
+    /// (`condition(for:)`).
+    func clauses(for entity: EntityDescription) -> String {
         var sql = ""
-        if let condition { sql += " WHERE " + condition }
+        if let condition = condition(for: entity) { sql += " WHERE " + condition }
         if let orderBy { sql += " ORDER BY " + orderBy }
         if let limit { sql += " LIMIT \(Swift.max(0, limit))" }
         if offset > 0 { sql += " OFFSET \(offset)" }

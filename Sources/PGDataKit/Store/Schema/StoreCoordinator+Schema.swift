@@ -28,7 +28,9 @@ extension StoreCoordinator {
             let catalog = try SchemaCatalog.read(tables: tables, on: connection)
             var sequences: [String: Bool] = [:]
             var missingGrants: [SchemaMismatchError.Mismatch] = []
-            for entity in model.entities where catalog.columns[entity.tableName]?[entity.primaryKeyColumn] != nil {
+            // (A sub-entity's table is its root's.)
+            for entity in model.entities
+            where entity.superentityName == nil && catalog.columns[entity.tableName]?[entity.primaryKeyColumn] != nil {
                 let table = Connection.quoteIdentifier(entity.tableName)
                 let row = try connection.query(
                     """
@@ -92,17 +94,25 @@ extension StoreCoordinator {
             }
         }
         let integer: Set<String> = ["int8", "int4"]
-        check(entity.primaryKeyColumn, accepted: integer, expected: "bigint")
-        check(entity.versionColumn, accepted: integer, expected: "bigint")
-        for attribute in entity.attributes {
+        // A sub-entity's inherited columns are its superentity's to check, and its own
+        // are nullable (the table holds its siblings' rows too).
+        let isSubentity = entity.superentityName != nil
+        if !isSubentity {
+            check(entity.primaryKeyColumn, accepted: integer, expected: "bigint")
+            check(entity.versionColumn, accepted: integer, expected: "bigint")
+            if let discriminator = entity.discriminatorColumn {
+                check(discriminator, accepted: ["text", "varchar"], expected: "text", notNull: true)
+            }
+        }
+        for attribute in entity.ownAttributes {
             check(
                 attribute.columnName, accepted: attribute.type.acceptedColumnTypes, expected: attribute.type.sqlType,
-                notNull: !attribute.isOptional)
+                notNull: !attribute.isOptional && !isSubentity)
         }
-        for relationship in entity.toOneRelationships {
+        for relationship in entity.ownToOneRelationships {
             if let column = relationship.columnName { check(column, accepted: integer, expected: "bigint") }
         }
-        if tableColumns[entity.primaryKeyColumn] != nil, sequences[entity.tableName] == false {
+        if !isSubentity, tableColumns[entity.primaryKeyColumn] != nil, sequences[entity.tableName] == false {
             mismatches.append(
                 .primaryKeyWithoutSequence(entity: entity.name, table: entity.tableName, column: entity.primaryKeyColumn))
         }

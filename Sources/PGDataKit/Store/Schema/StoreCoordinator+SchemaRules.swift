@@ -9,7 +9,7 @@ extension StoreCoordinator {
         var mismatches: [SchemaMismatchError.Mismatch] = []
         var warnings: [SchemaWarning] = []
         let table = entity.tableName
-        for relationship in entity.toOneRelationships {
+        for relationship in entity.ownToOneRelationships {
             guard let column = relationship.columnName, catalog.columns[table]?[column] != nil else { continue }
             if !(catalog.indexLeads[table] ?? []).contains(column) {
                 warnings.append(.missingForeignKeyIndex(entity: entity.name, table: table, column: column))
@@ -46,13 +46,13 @@ extension StoreCoordinator {
     /// column has no default where the model implies one (see `impliesColumnDefault`).
     func attributeWarnings(of entity: EntityDescription, catalog: SchemaCatalog) -> [SchemaWarning] {
         var warnings: [SchemaWarning] = []
-        for attribute in entity.attributes {
+        for attribute in entity.ownAttributes {
             guard let column = catalog.columns[entity.tableName]?[attribute.columnName] else { continue }
             if attribute.isOptional, !column.isNullable {
                 warnings.append(
                     .notNullOptionalAttribute(entity: entity.name, table: entity.tableName, column: attribute.columnName))
             }
-            if !attribute.isOptional, !column.hasDefault, entity.impliesColumnDefault(attribute) {
+            if !attribute.isOptional, !column.hasDefault, entity.impliesColumnDefault(attribute), entity.superentityName == nil {
                 warnings.append(.missingDefault(entity: entity.name, table: entity.tableName, column: attribute.columnName))
             }
         }
