@@ -58,6 +58,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The classes of the entity's class's superclass chain, nearest first (up to
     /// `ManagedObject`): where the model looks for its superentity.
     let superclasses: [ObjectIdentifier]
+    /// The superclass of the entity's class (`ManagedObject` at the top), if any.
+    let superclass: Any.Type?
+    /// The entity's position in the model (set while the model is built).
+    var order = 0
     /// The attributes, in declaration order.
     public let attributes: [AttributeDescription]
     /// The relationships, in declaration order.
@@ -93,6 +97,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
             of: objectClass.init(), entityName: objectClass.entityName)
         self.attributes = attributes
         self.superclasses = classes.dropFirst().map { ObjectIdentifier($0) }
+        self.superclass = classes.dropFirst().first
         self.relationships = relationships
         // A default that differs between two new objects (`= UUID()`, `= Date()`) is made
         // per object: a column default cannot be a copy of it.

@@ -1,7 +1,7 @@
 extension Model {
     /// Places each entity in its hierarchy: its superentity is the nearest superclass of
     /// its class among the model's entities; an entity is abstract when its class says so
-    /// and its superentity's class does not (a sub-entity inherits the class property).
+    /// and its class's superclass does not (a subclass inherits the class property).
     /// A hierarchy shares its root's table, so two of its entities may map one column
     /// only to the same kind of value; a property may not use the discriminator column.
     static func placeHierarchies(
@@ -22,7 +22,7 @@ extension Model {
             return current
         }
         func isAbstract(_ entity: EntityDescription) -> Bool {
-            entity.objectClass.isAbstract && !(parent[entity.name]?.objectClass.isAbstract ?? false)
+            entity.objectClass.isAbstract && !((entity.superclass as? any EntityObject.Type)?.isAbstract ?? false)
         }
         func concrete(_ entity: EntityDescription) -> [String] {
             (isAbstract(entity) ? [] : [entity.name]) + (children[entity.name] ?? []).flatMap(concrete)
@@ -44,12 +44,7 @@ extension Model {
     private static func checkSharedColumns(
         of root: EntityDescription, children: [String: [EntityDescription]], problems: inout [ModelError.Problem]
     ) {
-        var family: [EntityDescription] = []
-        var pending = [root]
-        while let next = pending.popLast() {
-            family.append(next)
-            pending += children[next.name] ?? []
-        }
+        let family = [root] + children.values.joined().filter { $0.rootEntityName == root.name }.sorted { $0.order < $1.order }
         var kinds: [String: String] = [:]  // column → what the first entity mapping it stores there
         for entity in family {
             let columns =

@@ -34,7 +34,9 @@ public final class Model: Sendable {
         var problems: [ModelError.Problem] = []
         var entities: [EntityDescription] = []
         for objectClass in classes {
-            entities.append(EntityDescription(objectClass: objectClass))
+            let entity = EntityDescription(objectClass: objectClass)
+            entity.order = entities.count
+            entities.append(entity)
         }
         var byName: [String: EntityDescription] = [:]
         var byClass: [ObjectIdentifier: EntityDescription] = [:]

@@ -53,9 +53,9 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// Whether the entity is abstract; `false` unless overridden. An abstract entity's
     /// objects cannot be saved (`save()` throws `ManagedObjectError.abstractEntity`);
     /// fetches of it return objects of its sub-entities (subclasses given to the same
-    /// `Model`). Sub-entities inherit the override but are concrete: an entity is
-    /// abstract when its class says so and its superentity's class does not, so an
-    /// abstract entity under another abstract one cannot be declared.
+    /// `Model`). Subclasses inherit the override but are concrete: an entity is
+    /// abstract when its class says so and its superclass does not, so an abstract
+    /// entity under another abstract one cannot be declared.
     open class var isAbstract: Bool { false }
     /// The discriminator column of a hierarchy's table, which holds each row's concrete
     /// entity name; `entity` unless overridden. Read on the root entity only: its
