@@ -160,8 +160,9 @@ extension StoreCoordinator {
 
     /// Inserts rows with one `INSERT … SELECT FROM unnest(…)`.
     func insertRows(into entity: EntityDescription, _ rows: RowBatch, on connection: Connection) throws {
-        let columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.columnName)
-            + rows.foreignKeys.map(\.column) + [entity.discriminatorColumn].compactMap(\.self)
+        var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.columnName)
+            + rows.foreignKeys.map(\.column)
+        if let discriminator = entity.discriminatorColumn { columns.append(discriminator) }
         let (arrays, types) = try bind(rows)
         try execute(
             "INSERT INTO \(entity.quotedTable) (\(columns.map(Connection.quoteIdentifier).joined(separator: ", "))) "

@@ -269,7 +269,8 @@ extension StoreCoordinator {
         arrays.remove(at: 1)
         types.remove(at: 1)
         var columns = [entity.versionColumn, entity.primaryKeyColumn] + rows.attributes.map(\.columnName)
-            + rows.foreignKeys.map(\.column) + [entity.discriminatorColumn].compactMap(\.self)
+            + rows.foreignKeys.map(\.column)
+        if let discriminator = entity.discriminatorColumn { columns.append(discriminator) }
         if rows.keys.isEmpty {
             arrays.removeFirst()
             types.removeFirst()
