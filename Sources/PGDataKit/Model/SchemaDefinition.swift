@@ -46,6 +46,8 @@ struct SchemaDefinition: Sendable, Equatable {
         var acceptedTypes: Set<String> = ["int8", "int4"]
         /// A `CHECK` condition written with the column (a hierarchy's discriminator).
         var check: String?
+        /// The values `check` admits (a hierarchy's concrete entity names).
+        var admittedValues: [String] = []
     }
 
     /// A primary key or unique constraint.
@@ -138,7 +140,8 @@ extension SchemaDefinition {
                 columns.append(
                     Column(
                         name: discriminator, type: "text", isNullable: false, acceptedTypes: ["text", "varchar"],
-                        check: "\(SchemaName.quoted(discriminator)) IN (\(names.joined(separator: ", ")))"))
+                        check: "\(SchemaName.quoted(discriminator)) IN (\(names.joined(separator: ", ")))",
+                        admittedValues: entity.concreteEntityNames))
             }
             for member in family {
                 if member !== entity { checkLengths(owner: member.name, table: table, columns: member.ownAttributes.map(\.columnName)) }

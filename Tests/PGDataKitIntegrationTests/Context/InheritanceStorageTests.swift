@@ -205,3 +205,39 @@ struct InheritanceStorageTests {
         }
     }
 }
+
+@Suite("Entity inheritance: the schema as the hierarchy grows")
+struct InheritanceSchemaTests {
+    @Test func aNewSubentityIsAMismatchUntilTheDiffAddsItsColumnsAndWidensTheCheck() throws {
+        try TestDatabase.withFreshDatabase(migrations: false) { configuration in
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            let before: [ManagedObject.Type] = [Stock.Item.self, Stock.Book.self, Stock.Label.self, Stock.Cover.self]
+            try connection.executeScript(try Model(entities: before).schemaSQL())
+            let after = try Model(entities: Stock.entities)
+            let coordinator = try StoreCoordinator(model: after, configuration: configuration, validatesSchema: false)
+            defer { coordinator.close() }
+            #expect {
+                try coordinator.validateSchema()
+            } throws: { error in
+                let mismatches = (error as? SchemaMismatchError)?.mismatches ?? []
+                return mismatches.contains { $0.code == .discriminatorRejectsEntity && $0.columns == ["Disc"] && $0.table == "items" }
+                    && mismatches.contains { $0.code == .missingColumn && $0.column == "seconds" }
+            }
+            let diff = try SchemaDiff(model: after, on: connection)
+            #expect(diff.changes.contains { $0.sql.contains("ADD CONSTRAINT items_kind_check CHECK (kind IN ('Book', 'Disc'))") })
+            try connection.executeScript(diff.migrationSQL())
+            #expect(try SchemaDiff(model: after, on: connection).isEmpty)
+            #expect(try coordinator.validateSchema().isEmpty)
+            let manager = try ContextManager(configuration: configuration, entities: Stock.entities)
+            defer { manager.close() }
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                let disc = Stock.Disc(context: context)
+                disc.seconds = 3
+                try context.save()
+                #expect(try Stock.Item.fetchAll(in: context).compactMap { ($0 as? Stock.Disc)?.seconds } == [3])
+            }
+        }
+    }
+}

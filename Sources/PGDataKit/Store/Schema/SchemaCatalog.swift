@@ -1,7 +1,7 @@
 /// What the live schema holds for a set of tables (in the connection's current schema):
 /// columns with type, nullability and default; unique column sets; the leading column of
-/// every index; single-column foreign keys with their `ON DELETE` action. Read in three
-/// catalog queries, whatever the number of tables.
+/// every index; single-column foreign keys with their `ON DELETE` action; single-column
+/// `CHECK` constraints. Read in four catalog queries, whatever the number of tables.
 struct SchemaCatalog: Sendable {
     /// One column.
     struct Column: Sendable, Equatable {
@@ -29,6 +29,9 @@ struct SchemaCatalog: Sendable {
     var indexLeads: [String: Set<String>] = [:]
     /// Foreign keys by table, then by column.
     var foreignKeys: [String: [String: ForeignKey]] = [:]
+    /// The `CHECK` constraints on one column (name, `pg_get_constraintdef` text), by
+    /// table, then by column.
+    var checks: [String: [String: [(name: String, definition: String)]]] = [:]
 
     /// Reads the catalog for `tables`.
     ///
@@ -87,6 +90,31 @@ struct SchemaCatalog: Sendable {
                     name: try row.decode(String.self, at: 4), referencedTable: try row.decode(String.self, at: 2),
                     deleteAction: try row.decode(String.self, at: 3))
         }
+        for row in try connection.query(
+            """
+            SELECT t.relname, a.attname::text, c.conname::text, pg_get_constraintdef(c.oid)
+            FROM pg_constraint c
+            JOIN pg_class t ON t.oid = c.conrelid
+            JOIN pg_namespace n ON n.oid = t.relnamespace
+            JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+            WHERE c.contype = 'c' AND cardinality(c.conkey) = 1 AND n.nspname = current_schema()
+              AND t.relname = ANY($1)
+            ORDER BY c.conname
+            """, [tables])
+        {
+            catalog.checks[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1), default: []]
+                .append((try row.decode(String.self, at: 2), try row.decode(String.self, at: 3)))
+        }
         return catalog
+    }
+
+    /// The concrete entities of a hierarchy that a `CHECK` constraint on its
+    /// discriminator column does not name (as the literal `'Name'`), by constraint; empty
+    /// when every constraint names them all, or none exists.
+    func rejectedEntities(table: String, column: String, entities: [String]) -> [(constraint: String, entities: [String])] {
+        (checks[table]?[column] ?? []).compactMap { check in
+            let missing = entities.filter { !check.definition.contains("'" + $0.replacingOccurrences(of: "'", with: "''") + "'") }
+            return missing.isEmpty ? nil : (check.name, missing)
+        }
     }
 }

@@ -159,6 +159,19 @@ struct SchemaDiffer {
                             + "(\(SchemaDefinition.list(foreignKey.columns))) \(SchemaDefinition.references(foreignKey));"))
             }
         }
+        for column in table.columns where column.check != nil && catalog.columns[table.name]?[column.name] != nil {
+            for (constraint, rejected) in catalog.rejectedEntities(
+                table: table.name, column: column.name, entities: column.admittedValues)
+            {
+                changes.append(
+                    Change(
+                        isAdditive: true, table: table.name,
+                        description: "the check of \(table.name).\(column.name) does not admit "
+                            + "\(rejected.joined(separator: ", ")): written again",
+                        sql: "ALTER TABLE \(name) DROP CONSTRAINT \(SchemaName.quoted(constraint));\n"
+                            + "ALTER TABLE \(name) ADD CONSTRAINT \(SchemaName.quoted(constraint)) CHECK (\(column.check ?? "true"));"))
+            }
+        }
         for index in table.indexes where index.columns.allSatisfy(columns.contains) {
             guard let lead = index.columns.first, !(catalog.indexLeads[table.name] ?? []).contains(lead) else { continue }
             changes.append(

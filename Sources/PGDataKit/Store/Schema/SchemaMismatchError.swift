@@ -53,7 +53,7 @@ public struct SchemaMismatchError: Error, Sendable, DescribedError {
             enum Base: String, Sendable {
                 case missingTable, missingJoinTable, missingColumn, wrongType,
                     missingUniqueConstraint, primaryKeyWithoutSequence, missingPrivilege,
-                    nullableColumn, wrongDeleteAction
+                    nullableColumn, wrongDeleteAction, discriminatorRejectsEntity
             }
 
             /// Which code this is.
@@ -87,6 +87,9 @@ public struct SchemaMismatchError: Error, Sendable, DescribedError {
             /// rows the model keeps. (An action that merely falls short of a rule is a
             /// `SchemaWarning`.)
             public static let wrongDeleteAction = Code(.wrongDeleteAction)
+            /// The `CHECK` constraint on a hierarchy's discriminator column does not admit
+            /// some of its concrete entities (`columns` lists them): their inserts would fail.
+            public static let discriminatorRejectsEntity = Code(.discriminatorRejectsEntity)
 
             /// The code's name, such as `missingTable`.
             public var description: String { base.rawValue }
@@ -231,10 +234,24 @@ public struct SchemaMismatchError: Error, Sendable, DescribedError {
                 entity: entity, relationship: relationship, table: table, column: column, expected: expected,
                 actual: actual)
         }
+
+        /// The `CHECK` constraint on a hierarchy's discriminator column does not admit some
+        /// of its concrete entities (`entities`, in `columns`): inserting their objects would
+        /// fail. `SchemaDiff` writes the constraint again.
+        public static func discriminatorRejectsEntity(
+            entity: String, table: String, column: String, constraint: String, entities: [String]
+        ) -> Mismatch {
+            Mismatch(
+                .discriminatorRejectsEntity,
+                "constraint \(constraint) on \(table).\(column), the discriminator of entity \(entity)'s hierarchy, "
+                    + "does not admit \(entities.joined(separator: ", ")): write it again (SchemaDiff does)",
+                entity: entity, table: table, column: column, columns: entities, object: constraint)
+        }
     }
 
     /// All mismatches.
     public let mismatches: [Mismatch]
+
 
     /// What went wrong, broadly: `schemaMismatch`.
     public var code: Code { .schemaMismatch }

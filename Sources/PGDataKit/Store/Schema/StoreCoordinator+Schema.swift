@@ -102,6 +102,14 @@ extension StoreCoordinator {
             check(entity.versionColumn, accepted: integer, expected: "bigint")
             if let discriminator = entity.discriminatorColumn {
                 check(discriminator, accepted: ["text", "varchar"], expected: "text", notNull: true)
+                for (constraint, rejected) in catalog.rejectedEntities(
+                    table: entity.tableName, column: discriminator, entities: entity.concreteEntityNames)
+                {
+                    mismatches.append(
+                        .discriminatorRejectsEntity(
+                            entity: entity.name, table: entity.tableName, column: discriminator, constraint: constraint,
+                            entities: rejected))
+                }
             }
         }
         for attribute in entity.ownAttributes {
