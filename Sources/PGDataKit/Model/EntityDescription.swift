@@ -31,9 +31,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Whether the entity is abstract: its objects are never stored, its sub-entities'
     /// are (`ManagedObject.isAbstract`).
     public internal(set) var isAbstract = false
+    // Unsafe: as `tableName`: written while the model is built, only read afterwards.
     /// The entity this one inherits from: the nearest superclass of its class that is
     /// an entity of the model; `nil` for a root.
-    public internal(set) var superentityName: String?
+    @exclusivity(unchecked) public internal(set) var superentityName: String?
     /// The entities that inherit from this one directly, in model order.
     public internal(set) var subentityNames: [String] = []
     /// The discriminator column of the hierarchy's table, which holds each row's

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import PGDataKit
@@ -238,6 +239,58 @@ struct InheritanceSchemaTests {
                 try context.save()
                 #expect(try Stock.Item.fetchAll(in: context).compactMap { ($0 as? Stock.Disc)?.seconds } == [3])
             }
+        }
+    }
+}
+
+@Suite("Entity inheritance: change sets name each object's kind")
+struct InheritanceChangeSetTests {
+    @Test func savesBatchStatementsAndTheHistoryNameTheKindOfEachObject() throws {
+        try Stock.withManager { manager, configuration in
+            let start = try manager.coordinator.currentHistoryToken()
+            try Stock.fill(manager)
+            let context = manager.newPrivateContext()
+            let saved = try context.performAndWait { () throws -> ContextChanges in
+                let disc = try #require(try Stock.Disc.first(in: context, where: "title == 'disc'"))
+                disc.seconds = 1
+                try #require(try Stock.Book.first(in: context, where: "title == 'first'")).delete()
+                let changes = Mutex(ContextChanges())
+                let token = context.observeDidSave { saved in changes.withLock { $0 = saved } }
+                defer { token.cancel() }
+                try context.save()
+                return changes.withLock { $0 }
+            }
+            // (The label is updated too: the book left its items.)
+            #expect(saved.updated.map { saved.entityName(of: $0) }.sorted() == ["Disc", "Label"])
+            #expect(saved.deleted.map { saved.entityName(of: $0) } == ["Book"])
+            let batch = try context.performAndWait { () throws -> (ContextChanges, Int) in
+                let changes = Mutex(ContextChanges())
+                let token = context.observeDidSave { saved in changes.withLock { $0 = saved } }
+                defer { token.cancel() }
+                let count = try Stock.Item.updateAll(in: context, set: ["rank": 7])
+                return (changes.withLock { $0 }, count)
+            }
+            #expect(batch.1 == 2 && batch.0.updated.map { batch.0.entityName(of: $0) }.sorted() == ["Book", "Disc"])
+            let page = try manager.coordinator.history(after: start, limit: 10)
+            let kinds = page.records.map { record in
+                record.changes.inserted.union(record.changes.updated).union(record.changes.deleted)
+                    .filter { $0.entityName == "Item" }.map { record.changes.entityName(of: $0) }.sorted()
+            }
+            #expect(kinds == [["Book", "Book", "Disc"], ["Book", "Disc"], ["Book", "Disc"]])
+            #expect(page.records.allSatisfy { $0.changes.inserted.union($0.changes.updated).allSatisfy { $0.entityName != "Book" } })
+            let other = try ContextManager(configuration: configuration, entities: Stock.entities)
+            defer { other.close() }
+            let heard = Mutex<[String]>([])
+            let token = other.coordinator.observeRemoteChanges { record in
+                heard.withLock { $0 += record.changes.inserted.map { record.changes.entityName(of: $0) } }
+            }
+            defer { token.cancel() }
+            try context.performAndWait {
+                let disc = Stock.Disc(context: context)
+                disc.title = "remote"
+                try context.save()
+            }
+            try eventually("another coordinator hears the insert with its kind") { heard.withLock { $0 } == ["Disc"] }
         }
     }
 }

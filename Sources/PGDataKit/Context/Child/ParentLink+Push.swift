@@ -251,6 +251,9 @@ extension ParentLink {
             saved.changedKeys[pushed.objectID] = pushed.changedKeys
         }
         saved.deleted = Set(changes.deleted)
+        for id in saved.inserted.union(saved.updated).union(saved.deleted) {
+            if let object = objects[id], object.entity.superentityName != nil { saved.entityNames[id] = object.entity.name }
+        }
         return saved
     }
 

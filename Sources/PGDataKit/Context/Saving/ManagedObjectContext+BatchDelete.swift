@@ -17,10 +17,11 @@ extension ManagedObjectContext {
                 + "(its save pushes the deletes), or call deleteAll in the root context")
         let changes = try commitBatch { connection in
             var changes = ContextChanges()
-            changes.deleted = Set(
-                try coordinator.deleteRows(of: entity, matching: query, on: connection).map {
-                    ObjectID(entityName: entity.rootEntityName, primaryKey: $0)
-                })
+            for (key, kind) in try coordinator.deleteRows(of: entity, matching: query, on: connection) {
+                let id = ObjectID(entityName: entity.rootEntityName, primaryKey: key)
+                changes.deleted.insert(id)
+                if let kind, kind != entity.rootEntityName { changes.entityNames[id] = kind }
+            }
             return changes
         }
         for id in changes.deleted {

@@ -20,10 +20,11 @@ extension ManagedObjectContext {
         let names = Set(values.map(\.attribute.name))
         let changes = try commitBatch { connection in
             var changes = ContextChanges()
-            for key in try coordinator.updateRows(of: entity, setting: values, matching: query, on: connection) {
+            for (key, kind) in try coordinator.updateRows(of: entity, setting: values, matching: query, on: connection) {
                 let id = ObjectID(entityName: entity.rootEntityName, primaryKey: key)
                 changes.updated.insert(id)
                 changes.changedKeys[id] = names
+                if let kind, kind != entity.rootEntityName { changes.entityNames[id] = kind }
             }
             return changes
         }

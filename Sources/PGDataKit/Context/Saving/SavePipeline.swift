@@ -204,19 +204,26 @@ struct SavePipeline {
         changes.updated.reserveCapacity(outcome.updated.count + outcome.merged.count)
         changes.changedKeys.reserveCapacity(outcome.updated.count + outcome.merged.count)
         for (object, key) in outcome.inserted {
-            changes.inserted.insert(ObjectID(entityName: object.entity.rootEntityName, primaryKey: key))
+            let id = ObjectID(entityName: object.entity.rootEntityName, primaryKey: key)
+            changes.inserted.insert(id)
+            if object.entity.superentityName != nil { changes.entityNames[id] = object.entity.name }
         }
         for (object, keys, _) in outcome.updated {
             changes.updated.insert(object.objectID)
             changes.changedKeys[object.objectID] = keys
+            if object.entity.superentityName != nil { changes.entityNames[object.objectID] = object.entity.name }
         }
         for merged in outcome.merged {
             guard let keys = merged.changedKeys else { continue }
             let id = ObjectID(entityName: merged.object.entity.rootEntityName, primaryKey: merged.primaryKey)
             changes.updated.insert(id)
             changes.changedKeys[id] = keys
+            if merged.object.entity.superentityName != nil { changes.entityNames[id] = merged.object.entity.name }
         }
-        for object in outcome.deleted { changes.deleted.insert(object.objectID) }
+        for object in outcome.deleted {
+            changes.deleted.insert(object.objectID)
+            if object.entity.superentityName != nil { changes.entityNames[object.objectID] = object.entity.name }
+        }
         return changes
     }
 

@@ -221,12 +221,16 @@ struct RecordScanner {
         var inserted: [Int64] = []
         var deleted: [Int64] = []
         var updated: [(keys: Set<String>, ids: [Int64])] = []
+        var entities: [(name: String, ids: [Int64])] = []
         try expect(UInt8(ascii: "{"))
         try members { scanner, key in
             switch key {
             case "entity": name = try scanner.string()
             case "inserted": inserted = try scanner.integers()
             case "deleted": deleted = try scanner.integers()
+            case "entities":
+                try scanner.expect(UInt8(ascii: "{"))
+                try scanner.members { scanner, name in entities.append((name, try scanner.integers())) }
             case "updated":
                 try scanner.expect(UInt8(ascii: "["))
                 try scanner.elements { scanner in updated.append(try scanner.update()) }
@@ -242,6 +246,9 @@ struct RecordScanner {
                 changes.updated.insert(id)
                 changes.changedKeys[id] = group.keys
             }
+        }
+        for (kind, keys) in entities {
+            for key in keys { changes.entityNames[ObjectID(entityName: name, primaryKey: key)] = kind }
         }
     }
 

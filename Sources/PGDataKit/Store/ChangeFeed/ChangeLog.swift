@@ -346,11 +346,14 @@ enum ChangeLog {
         var inserted: [Int64] = []
         var updated: [Update] = []
         var deleted: [Int64] = []
+        /// The concrete entities of sub-entity objects among the ids, with their ids
+        /// (`ContextChanges.entityNames`), by name.
+        var entities: [(name: String, ids: [Int64])] = []
     }
 
     static func encode(_ changes: ContextChanges) throws -> String {
         // One updated object and nothing else (the common save): written at once.
-        if changes.inserted.isEmpty, changes.deleted.isEmpty, changes.updated.count == 1,
+        if changes.inserted.isEmpty, changes.deleted.isEmpty, changes.updated.count == 1, changes.entityNames.isEmpty,
             let id = changes.updated.first, let key = id.primaryKey
         {
             let keys = (changes.changedKeys[id] ?? []).sorted()
@@ -400,6 +403,16 @@ enum ChangeLog {
             var ids = update.ids
             sortKeys(&ids)
             entries[update.entity].updated.append(EntityChanges.Update(keys: update.keys.sorted(), ids: ids))
+        }
+        if !changes.entityNames.isEmpty {
+            var kinds: [Int: [String: [Int64]]] = [:]
+            for (id, name) in changes.entityNames {
+                guard let key = id.primaryKey else { continue }
+                kinds[entry(id.entityName), default: [:]][name, default: []].append(key)
+            }
+            for (position, byName) in kinds {
+                entries[position].entities = byName.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }
+            }
         }
         let ordered = entries.sorted { $0.entity < $1.entity }.map { entry -> EntityChanges in
             var entry = entry
@@ -479,6 +492,16 @@ enum ChangeLog {
             }
             append("],\"deleted\":")
             list(entry.deleted)
+            if !entry.entities.isEmpty {
+                append(",\"entities\":{")
+                for (position, kind) in entry.entities.enumerated() {
+                    if position > 0 { bytes.append(UInt8(ascii: ",")) }
+                    string(kind.name)
+                    bytes.append(UInt8(ascii: ":"))
+                    list(kind.ids)
+                }
+                bytes.append(UInt8(ascii: "}"))
+            }
             bytes.append(UInt8(ascii: "}"))
         }
         bytes.append(UInt8(ascii: "]"))

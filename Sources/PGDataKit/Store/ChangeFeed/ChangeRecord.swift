@@ -71,6 +71,7 @@ extension ContextChanges {
         updated.formUnion(later.updated)
         deleted.formUnion(later.deleted)
         for (id, keys) in later.changedKeys { changedKeys[id, default: []].formUnion(keys) }
+        for (id, name) in later.entityNames { entityNames[id] = name }
         if !later.deleted.isEmpty {
             inserted.subtract(later.deleted)
             updated.subtract(later.deleted)

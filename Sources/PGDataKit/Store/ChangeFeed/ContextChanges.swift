@@ -12,6 +12,15 @@ public struct ContextChanges: Sendable, Equatable {
     public var deleted: Set<ObjectID> = []
     /// For each updated object, the attributes and relationships that changed.
     public var changedKeys: [ObjectID: Set<String>] = [:]
+    /// The concrete entity of each changed object of a sub-entity, by ID: the IDs of an
+    /// entity hierarchy name its root (an `Article`'s is `Content/42`), so this says
+    /// which kind each is (`"Article"`). Empty outside hierarchies. Change records carry
+    /// it, so merges in other processes and the history have it too.
+    public var entityNames: [ObjectID: String] = [:]
+
+    /// The concrete entity of a changed object: `entityNames[id]`, else the entity its
+    /// ID names.
+    public func entityName(of id: ObjectID) -> String { entityNames[id] ?? id.entityName }
 
     /// An empty change set.
     public init() {}

@@ -416,16 +416,19 @@ extension StoreCoordinator {
     /// Deletes the rows a query describes with one statement (its order and window do
     /// not apply), locking them in primary-key order first.
     ///
-    /// - Returns: the keys of the rows deleted.
-    func deleteRows(of entity: EntityDescription, matching query: StoreQuery, on connection: Connection) throws -> [Int64] {
+    /// - Returns: the keys of the rows deleted, each with its concrete entity in an entity
+    ///   hierarchy (`nil` outside one).
+    func deleteRows(of entity: EntityDescription, matching query: StoreQuery, on connection: Connection) throws
+        -> [(key: Int64, entity: String?)]
+    {
         // The rows are locked in primary-key order first, as every save locks them (see
         // `lockRows`), then deleted.
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         var sql = "DELETE FROM \(entity.quotedTable) AS d USING (SELECT t.\(primaryKey) AS k FROM \(entity.quotedTable) AS t"
         if let condition = query.condition(for: entity) { sql += " WHERE " + condition }
         sql += " ORDER BY 1 FOR UPDATE OF t) AS l WHERE d.\(primaryKey) = l.k"
-        return try execute(sql + " RETURNING d.\(primaryKey)", query.parameters, on: connection)
-            .map { try $0.decode(Int64.self, at: 0) }
+        return try execute(sql + " RETURNING d.\(primaryKey)" + Self.returningDiscriminator(of: entity), query.parameters, on: connection)
+            .map(Self.keyAndEntity)
     }
 
     /// Writes the change record of a write transaction and commits it, in one round trip,
