@@ -346,9 +346,6 @@ enum ChangeLog {
         var inserted: [Int64] = []
         var updated: [Update] = []
         var deleted: [Int64] = []
-        /// The concrete entities of sub-entity objects among the ids, with their ids
-        /// (`ContextChanges.entityNames`), by name.
-        var entities: [(name: String, ids: [Int64])] = []
     }
 
     static func encode(_ changes: ContextChanges) throws -> String {
@@ -404,14 +401,17 @@ enum ChangeLog {
             sortKeys(&ids)
             entries[update.entity].updated.append(EntityChanges.Update(keys: update.keys.sorted(), ids: ids))
         }
+        // The concrete entities of sub-entity objects (`ContextChanges.entityNames`), by
+        // the entry (root entity) their ids are in, each with its ids.
+        var kinds: [String: [(name: String, ids: [Int64])]] = [:]
         if !changes.entityNames.isEmpty {
-            var kinds: [Int: [String: [Int64]]] = [:]
+            var byEntry: [String: [String: [Int64]]] = [:]
             for (id, name) in changes.entityNames {
                 guard let key = id.primaryKey else { continue }
-                kinds[entry(id.entityName), default: [:]][name, default: []].append(key)
+                byEntry[id.entityName, default: [:]][name, default: []].append(key)
             }
-            for (position, byName) in kinds {
-                entries[position].entities = byName.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }
+            for (entity, byName) in byEntry {
+                kinds[entity] = byName.sorted { $0.key < $1.key }.map { ($0.key, $0.value.sorted()) }
             }
         }
         let ordered = entries.sorted { $0.entity < $1.entity }.map { entry -> EntityChanges in
@@ -421,7 +421,7 @@ enum ChangeLog {
             entry.updated.sort { $0.keys.lexicographicallyPrecedes($1.keys) }
             return entry
         }
-        return json(ordered)
+        return json(ordered, kinds: kinds)
     }
 
     /// Sorts keys in ascending order. The keys of a save are mostly one run of a
@@ -457,7 +457,7 @@ enum ChangeLog {
 
     /// The JSON `JSONEncoder` would write for the entries, written directly (a record of
     /// a large save holds thousands of ids).
-    private static func json(_ entries: [EntityChanges]) -> String {
+    private static func json(_ entries: [EntityChanges], kinds: [String: [(name: String, ids: [Int64])]] = [:]) -> String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(64 + entries.reduce(0) { $0 + 8 * ($1.inserted.count + $1.deleted.count) }
             + entries.reduce(0) { $0 + $1.updated.reduce(0) { $0 + 8 * $1.ids.count + 32 } })
@@ -492,9 +492,9 @@ enum ChangeLog {
             }
             append("],\"deleted\":")
             list(entry.deleted)
-            if !entry.entities.isEmpty {
+            if !kinds.isEmpty, let entities = kinds[entry.entity] {
                 append(",\"entities\":{")
-                for (position, kind) in entry.entities.enumerated() {
+                for (position, kind) in entities.enumerated() {
                     if position > 0 { bytes.append(UInt8(ascii: ",")) }
                     string(kind.name)
                     bytes.append(UInt8(ascii: ":"))

@@ -524,8 +524,12 @@ extension StoreCoordinator {
     /// (the common statement stays as it was).
     /// `constant`, when given, follows the unnested columns (a hierarchy's discriminator).
     static func selectFromUnnest(_ types: [String], appending constant: String? = nil) -> String {
+        guard types.contains(where: { $0.hasSuffix("[]") }) else {
+            // (Without a constant, the statement as before: no empty segment to append.)
+            guard let constant else { return "* FROM unnest(\(unnestList(types)))" }
+            return "*, \(constant) FROM unnest(\(unnestList(types)))"
+        }
         let tail = constant.map { ", " + $0 } ?? ""
-        guard types.contains(where: { $0.hasSuffix("[]") }) else { return "*\(tail) FROM unnest(\(unnestList(types)))" }
         return types.enumerated().map { unnested("v.c\($0.offset)", type: $0.element) }.joined(separator: ", ")
             + tail + " FROM unnest(\(unnestList(types))) AS v(\(aliases(types.count)))"
     }
