@@ -207,6 +207,32 @@ struct InheritanceStorageTests {
     }
 }
 
+@Suite("Entity inheritance: rows the model does not know")
+struct InheritanceBadRowTests {
+    @Test func aRowOfAnUnknownKindFailsTheFetchWithATypedErrorNamingIt() throws {
+        try Stock.withManager { manager, configuration in
+            try Stock.fill(manager)
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            // (Another program's row: a kind this model does not declare.)
+            try connection.execute("ALTER TABLE items DROP CONSTRAINT items_kind_check")
+            try connection.execute("INSERT INTO items (kind, title, rank) VALUES ('Podcast', 'p', 0)")
+            let context = manager.newPrivateContext()
+            try context.performAndWait { () throws -> Void in
+                #expect {
+                    try Stock.Item.fetchAll(in: context)
+                } throws: { error in
+                    let error = error as? ManagedObjectError
+                    return error?.code == .invalidStoredValue && error?.key == "kind" && error?.reason?.contains("Podcast") == true
+                }
+                // A fetch of a kind the model knows filters the row out.
+                #expect(try Stock.Book.count(in: context) == 2)
+                #expect(try Stock.Disc.fetchAll(in: context).count == 1)
+            }
+        }
+    }
+}
+
 @Suite("Entity inheritance: the schema as the hierarchy grows")
 struct InheritanceSchemaTests {
     @Test func aNewSubentityIsAMismatchUntilTheDiffAddsItsColumnsAndWidensTheCheck() throws {
