@@ -147,8 +147,10 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
     private func tally(_ objects: [ManagedObject], records: Int) {
         let changes = recorder.changes.withLock { $0 } ?? ContextChanges()
         let name = importer.entity.name
-        let inserted = changes.inserted.lazy.filter { $0.entityName == name }.count
-        let updated = changes.updated.lazy.filter { $0.entityName == name }.count
+        // (A sub-entity's objects carry their root's name: their kind is in `entityNames`.)
+        let kinds = changes.entityNames
+        let inserted = changes.inserted.lazy.filter { (kinds.isEmpty ? $0.entityName : changes.entityName(of: $0)) == name }.count
+        let updated = changes.updated.lazy.filter { (kinds.isEmpty ? $0.entityName : changes.entityName(of: $0)) == name }.count
         summary.records += records
         summary.batches += 1
         context.coordinator.metrics.count(PGDataKitMetrics.importedRecords, [("entity", name)], by: records)

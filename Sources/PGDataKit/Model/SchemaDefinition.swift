@@ -150,7 +150,9 @@ extension SchemaDefinition {
                         Column(
                             name: attribute.columnName, type: attribute.type.sqlType,
                             isNullable: attribute.isOptional || member !== entity,
-                            defaultExpression: member.impliesColumnDefault(attribute) ? defaultExpression(attribute, of: member) : nil,
+                            // (No default on a sub-entity's own column: the other kinds' rows hold NULL.)
+                            defaultExpression: member === entity && member.impliesColumnDefault(attribute)
+                                ? defaultExpression(attribute, of: member) : nil,
                             acceptedTypes: attribute.type.acceptedColumnTypes))
                 }
             }

@@ -53,7 +53,7 @@ public struct SchemaMismatchError: Error, Sendable, DescribedError {
             enum Base: String, Sendable {
                 case missingTable, missingJoinTable, missingColumn, wrongType,
                     missingUniqueConstraint, primaryKeyWithoutSequence, missingPrivilege,
-                    nullableColumn, wrongDeleteAction, discriminatorRejectsEntity
+                    nullableColumn, wrongDeleteAction, discriminatorRejectsEntity, subentityColumnNotNull
             }
 
             /// Which code this is.
@@ -90,6 +90,9 @@ public struct SchemaMismatchError: Error, Sendable, DescribedError {
             /// The `CHECK` constraint on a hierarchy's discriminator column does not admit
             /// some of its concrete entities (`columns` lists them): their inserts would fail.
             public static let discriminatorRejectsEntity = Code(.discriminatorRejectsEntity)
+            /// A sub-entity's own column is `NOT NULL` without a default: the rows of the
+            /// hierarchy's other kinds hold `NULL` there, so their inserts would fail.
+            public static let subentityColumnNotNull = Code(.subentityColumnNotNull)
 
             /// The code's name, such as `missingTable`.
             public var description: String { base.rawValue }
@@ -246,6 +249,16 @@ public struct SchemaMismatchError: Error, Sendable, DescribedError {
                 "constraint \(constraint) on \(table).\(column), the discriminator of entity \(entity)'s hierarchy, "
                     + "does not admit \(entities.joined(separator: ", ")): write it again (SchemaDiff does)",
                 entity: entity, table: table, column: column, columns: entities, object: constraint)
+        }
+
+        /// A sub-entity's own column is `NOT NULL` without a default: inserting an object of
+        /// another kind of the hierarchy (which leaves it `NULL`) would fail.
+        public static func subentityColumnNotNull(entity: String, table: String, column: String) -> Mismatch {
+            Mismatch(
+                .subentityColumnNotNull,
+                "column \(table).\(column) of sub-entity \(entity) is NOT NULL without a default, but the other kinds of "
+                    + "its hierarchy leave it NULL: ALTER TABLE \(table) ALTER COLUMN \(column) DROP NOT NULL",
+                entity: entity, table: table, column: column)
         }
     }
 

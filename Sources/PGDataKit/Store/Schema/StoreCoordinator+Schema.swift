@@ -116,6 +116,9 @@ extension StoreCoordinator {
             check(
                 attribute.columnName, accepted: attribute.type.acceptedColumnTypes, expected: attribute.type.sqlType,
                 notNull: !attribute.isOptional && !isSubentity)
+            if isSubentity, let column = tableColumns[attribute.columnName], !column.isNullable, !column.hasDefault {
+                mismatches.append(.subentityColumnNotNull(entity: entity.name, table: entity.tableName, column: attribute.columnName))
+            }
         }
         for relationship in entity.ownToOneRelationships {
             if let column = relationship.columnName { check(column, accepted: integer, expected: "bigint") }
