@@ -26,7 +26,7 @@ func fail(_ message: String) -> Never {
 
 let usage = """
     usage: pgdatakit-test-helper MODE DATABASE_URL [ARGUMENTS…]
-      off-queue | off-queue-object | watch | own-saves | topics-watch | specimen-watch DATABASE_URL
+      off-queue | off-queue-object | watch | own-saves | topics-watch | specimen-watch | content-watch DATABASE_URL
       burst DATABASE_URL PREFIX COUNT [PAUSE_MS]
       history-consume DATABASE_URL READER OUTPUT_FILE
       controller-save DATABASE_URL OPERATION…   (insert ID AGE, age ID AGE, delete ID, age-where FORMAT AGE, delete-all FORMAT)
@@ -52,6 +52,12 @@ if arguments[1] == "specimen-watch" {
     // and prints their export after each merge of another process's save. Its database
     // has only the generated schema of the every-type tests: no manager of users.
     specimenWatch(arguments[2])
+}
+if arguments[1] == "content-watch" {
+    // Another worker whose main context holds an entity hierarchy's objects (articles and
+    // videos in one table) and prints them after each merge. Its database has only the
+    // generated schema of the inheritance tests.
+    contentWatch(arguments[2])
 }
 if arguments[1] == "bouncer-worker" {
     // Pool and listener go to different places: its own manager.
