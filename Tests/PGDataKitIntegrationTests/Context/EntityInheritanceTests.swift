@@ -176,7 +176,7 @@ struct EntityInheritanceTests {
             }
             #expect(try S.rows(manager) == ["Article:Alpha:1:alpha body:alpha:-:-"])
             let reader = manager.newPrivateContext()
-            try reader.performAndWait {
+            try reader.performAndWait { () throws in
                 #expect(S.kinds(try reader.fetchAll(FeedContent.self)) == ["Article:Alpha"])
                 #expect(try FeedContent.count(in: reader) == 1)
             }

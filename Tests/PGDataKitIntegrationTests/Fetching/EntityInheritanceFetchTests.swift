@@ -129,7 +129,7 @@ struct EntityInheritanceFetchTests {
     }
 
     @Test func batchUpdatesAndDeletesOfASubEntityTouchOnlyItsRows() throws {
-        try withSeededContext { manager, context in
+        try withSeededContext { manager, context throws in
             // Apex matches too, but is a video.
             #expect(try FeedArticle.updateAll(in: context, set: ["rank": 10], where: "title BEGINSWITH 'A'") == 1)
             // Both kinds through the root.

@@ -34,7 +34,8 @@ struct EntityInheritanceControllerTests {
         let changes = main.performAndWait { recorder.changeSets[count - 1] }
         #expect(main.performAndWait { recorder.changeSets.count } == count, "one change set per save")
         #expect(main.performAndWait { recorder.errors } == [])
-        #expect(main.performAndWait { controller.objects.map(\.objectID) } == (try T.freshIDs(controller.fetchRequest, in: main)))
+        let request = try #require(controller.fetchRequest)
+        #expect(main.performAndWait { controller.objects.map(\.objectID) } == (try T.freshIDs(request, in: main)))
         return changes
     }
 
