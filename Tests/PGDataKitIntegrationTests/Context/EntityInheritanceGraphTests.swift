@@ -84,9 +84,10 @@ struct EntityInheritanceGraphTests {
         try S.withDatabase { configuration in
             let writer = try ContextManager(configuration: configuration, entities: S.entities)
             defer { writer.close() }
+            try S.seed(writer)
+            // (Started after the seed: its main context merges only the saves below.)
             let watcher = try ContextManager(configuration: configuration, entities: S.entities)
             defer { watcher.close() }
-            try S.seed(writer)
             let main = watcher.mainContext
             let (held, inbox) = try main.performAndWait { () throws -> ([String: FeedContent], FeedFolder) in
                 let held = Dictionary(uniqueKeysWithValues: try main.fetchAll(FeedContent.self).map { ($0.title, $0) })
