@@ -34,10 +34,9 @@ struct EntityInheritanceGraphTests {
                 #expect(alpha.folder === archive && !inbox.items.contains(alpha))
                 try context.save()
             }
-            #expect(
-                try S.rows(manager) == [
-                    "Article:Alpha:3:alpha body:alpha:-:archive", "Video:Apex:2:-:-:60:inbox",
-                    "Article:Beta:1:beta body:beta:-:archive", "Video:Bravo:4:-:-:90:inbox",
+            try S.expectRows(manager, [
+                    "Article:Alpha:3:alpha body:alpha:archive", "Video:Apex:2:60:inbox",
+                    "Article:Beta:1:beta body:beta:archive", "Video:Bravo:4:90:inbox",
                 ])
             let reader = manager.newPrivateContext()
             try reader.performAndWait {
@@ -75,7 +74,7 @@ struct EntityInheritanceGraphTests {
                 #expect(context.deletedObjects.count == 3)
                 try context.save()
             }
-            #expect(try S.rows(manager) == ["Article:Alpha:3:alpha body:alpha:-:inbox", "Video:Bravo:4:-:-:90:-"])
+            try S.expectRows(manager, ["Article:Alpha:3:alpha body:alpha:inbox", "Video:Bravo:4:90:-"])
             #expect(try S.integer("SELECT count(*) FROM folders", in: manager) == 1)
         }
     }

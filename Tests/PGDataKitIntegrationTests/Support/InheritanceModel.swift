@@ -1,6 +1,7 @@
 import Foundation
 import PGDataKit
 import Synchronization
+import Testing
 
 // Entity inheritance (issue 48): an abstract root with two sub-entities in one table with
 // a discriminator column, and a relationship to the root. The entity names are the plain
@@ -50,10 +51,11 @@ class KindShape: ManagedObject {
     @Attribute var label: String = ""
 }
 
-/// A shape with a radius, in a palette.
+/// A shape with a radius and a unique code (with a default), in a palette.
 final class KindCircle: KindShape {
     override class var entityName: String { "Circle" }
     @Attribute var radius: Double = 0
+    @Attribute(unique: true) var code: String = ""
     @Relationship(inverse: "circles") var palette: KindPalette?
 }
 
@@ -161,18 +163,31 @@ enum InheritanceSchema {
         }
     }
 
-    /// The rows of `contents` as `entity:title:rank:body:slug:seconds:folder` (NULL as
-    /// `-`), by title.
+    /// The rows of `contents` by title, each with its kind's own columns:
+    /// `Article:title:rank:body:slug:folder` and `Video:title:rank:seconds:folder` (NULL as
+    /// `-`). (Whether a row leaves the other kind's columns NULL is
+    /// `EntityInheritanceTests.rowsLeaveTheOtherKindsColumnsNull`.)
     static func rows(_ manager: ContextManager) throws -> [String] {
         try manager.coordinator.pool.withConnection { connection in
             try connection.query(
                 """
-                SELECT c.entity, c.title, c.rank::text, coalesce(c.body, '-'), coalesce(c.slug, '-'),
-                    coalesce(c.seconds::text, '-'), coalesce(f.name, '-')
+                SELECT c.entity || ':' || c.title || ':' || c.rank::text || ':'
+                    || CASE c.entity WHEN 'Article' THEN coalesce(c.body, '-') || ':' || coalesce(c.slug, '-')
+                        WHEN 'Video' THEN coalesce(c.seconds::text, '-') ELSE '?' END
+                    || ':' || coalesce(f.name, '-')
                 FROM contents c LEFT JOIN folders f ON f.id = c.folder_id ORDER BY c.title
                 """
-            ).map { row in try (0..<7).map { try row.decode(String.self, at: $0) }.joined(separator: ":") }
+            ).map { try $0.decode(String.self, at: 0) }
         }
+    }
+
+    /// Checks `rows(manager)` against `expected`, showing both when they differ.
+    static func expectRows(
+        _ manager: ContextManager, _ expected: [String], _ comment: Comment? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let actual = try rows(manager)
+        #expect(actual == expected, comment, sourceLocation: sourceLocation)
     }
 
     /// One number the SQL returns.
