@@ -129,6 +129,44 @@ struct EntityInheritanceGraphTests {
         }
     }
 
+    @Test func aRelationshipOfASubEntityMergesInAnotherManager() throws {
+        try S.withDatabase(S.shapeEntities) { configuration in
+            let writer = try ContextManager(configuration: configuration, entities: S.shapeEntities)
+            defer { writer.close() }
+            try ControllerTesting.save(writer) { context in
+                let palette = KindPalette(context: context)
+                palette.name = "warm"
+                let circle = KindCircle(context: context)
+                (circle.label, circle.code, circle.palette) = ("round", "c1", palette)
+                KindShape(context: context).label = "plain"
+            }
+            let watcher = try ContextManager(configuration: configuration, entities: S.shapeEntities)
+            defer { watcher.close() }
+            let main = watcher.mainContext
+            let (palette, round) = try main.performAndWait { () throws -> (KindPalette, KindCircle) in
+                let palette = try #require(try main.fetchAll(KindPalette.self).first)
+                #expect(palette.circles.map(\.label) == ["round"])
+                return (palette, try #require(palette.circles.first))
+            }
+            // A new circle in the palette, a change of the circle's own attribute, a plain shape.
+            try ControllerTesting.save(writer) { context in
+                let palette = try #require(try context.fetchAll(KindPalette.self).first)
+                let disc = KindCircle(context: context)
+                (disc.label, disc.code, disc.radius, disc.palette) = ("disc", "c2", 1, palette)
+                try #require(try KindCircle.first(in: context, where: "code == 'c1'")).radius = 9
+                KindShape(context: context).label = "square"
+            }
+            try ControllerTesting.wait("the palette holds both circles", on: main) {
+                palette.circles.map(\.label).sorted() == ["disc", "round"] && round.radius == 9
+            }
+            try main.performAndWait {
+                let shapes = try KindShape.fetch(in: main, sortedBy: [FetchSortDescriptor("label")])
+                #expect(shapes.map { "\(type(of: $0)):\($0.label)" } == ["KindCircle:disc", "KindShape:plain", "KindCircle:round", "KindShape:square"])
+                #expect((shapes.first as? KindCircle)?.palette === palette)
+            }
+        }
+    }
+
     @Test func aPrivateSaveReachesTheSameManagersMainContextAndAChildContext() throws {
         try S.withManager { manager in
             try S.seed(manager)
