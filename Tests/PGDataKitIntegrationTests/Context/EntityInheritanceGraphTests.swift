@@ -79,6 +79,34 @@ struct EntityInheritanceGraphTests {
         }
     }
 
+    @Test func aChildContextSavesBothKindsThroughItsParent() throws {
+        try S.withManager { manager in
+            try S.seed(manager)
+            let parent = manager.newPrivateContext()
+            let child = parent.newChildContext()
+            try child.performAndWait {
+                let inbox = try folder("inbox", in: child)
+                S.article("Gamma", rank: 5, slug: "gamma", folder: inbox, in: child)
+                S.video("Clip", rank: 6, seconds: 7, folder: inbox, in: child)
+                try #require(try FeedVideo.first(in: child, where: "title == 'Apex'")).seconds = 61
+                try #require(try FeedArticle.first(in: child, where: "title == 'Beta'")).delete()
+                try child.save()
+            }
+            try parent.performAndWait {
+                #expect(S.kinds(parent.insertedObjects.compactMap { $0 as? FeedContent }.sorted { $0.title < $1.title }) == [
+                    "Video:Clip", "Article:Gamma",
+                ])
+                #expect(parent.deletedObjects.compactMap { ($0 as? FeedContent)?.title } == ["Beta"])
+                #expect(try folder("inbox", in: parent).items.map(\.title).sorted() == ["Alpha", "Apex", "Clip", "Gamma"])
+                try parent.save()
+            }
+            try S.expectRows(manager, [
+                "Article:Alpha:3:alpha body:alpha:inbox", "Video:Apex:2:61:inbox", "Video:Bravo:4:90:-",
+                "Video:Clip:6:7:inbox", "Article:Gamma:5:gamma body:gamma:inbox",
+            ])
+        }
+    }
+
     @Test func savesOfBothKindsReachAnotherManagersMainContext() throws {
         try S.withDatabase { configuration in
             let writer = try ContextManager(configuration: configuration, entities: S.entities)

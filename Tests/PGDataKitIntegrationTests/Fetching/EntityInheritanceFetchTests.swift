@@ -89,6 +89,29 @@ struct EntityInheritanceFetchTests {
         }
     }
 
+    @Test func dictionariesAndBatchesFollowTheKind() throws {
+        try withSeededContext { _, context throws in
+            let articles = try context.fetchDictionaries(FetchRequest<FeedArticle>(sortDescriptors: [FetchSortDescriptor("title")]))
+            #expect(articles.map { $0["title"] as? String } == ["Alpha", "Beta"])
+            #expect(articles.map { $0["body"] as? String } == ["alpha body", "beta body"])
+            var all = FetchRequest<FeedContent>(sortDescriptors: [FetchSortDescriptor("rank")])
+            all.propertiesToFetch = ["title", "folder.name"]
+            let contents = try context.fetchDictionaries(all)
+            #expect(contents.map { $0["title"] as? String } == ["Beta", "Apex", "Alpha", "Bravo"])
+            #expect(contents.map { $0["folder.name"] as? String } == ["archive", "inbox", "inbox", nil])
+            // Batches of one: each row as its class, with its own attributes.
+            all.fetchBatchSize = 1
+            var batches: [[String]] = []
+            var seconds: [Int] = []
+            try context.fetch(all) { batch in
+                batches.append(S.kinds(batch))
+                seconds += batch.compactMap { ($0 as? FeedVideo)?.seconds }
+            }
+            #expect(batches == [["Article:Beta"], ["Video:Apex"], ["Article:Alpha"], ["Video:Bravo"]])
+            #expect(seconds == [60, 90])
+        }
+    }
+
     @Test func countsExistsAggregatesAndDistinctValuesFollowTheKind() throws {
         try withSeededContext { _, context in
             #expect(try FeedContent.count(in: context) == 4)
@@ -125,6 +148,11 @@ struct EntityInheritanceFetchTests {
             #expect(S.kinds(try context.fetch(top)) == ["Video:Abyss", "Video:Bravo"])
             top.includesPendingChanges = false
             #expect(S.kinds(try context.fetch(top)) == ["Video:Bravo", "Article:Alpha"])
+            // An unsaved change that makes a stored video match, evaluated in memory.
+            try #require(try FeedVideo.first(in: context, where: "title == 'Bravo'")).title = "Azure"
+            #expect(S.kinds(try FeedContent.fetch(in: context, where: "title BEGINSWITH 'Az'")) == ["Video:Azure"])
+            #expect(try FeedArticle.fetch(in: context, where: "title BEGINSWITH 'Az'").isEmpty)
+            #expect(try FeedContent.count(in: context, where: "title BEGINSWITH 'Az'") == 1)
         }
     }
 

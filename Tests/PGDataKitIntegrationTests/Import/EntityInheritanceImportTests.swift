@@ -81,6 +81,23 @@ struct EntityInheritanceImportTests {
         }
     }
 
+    @Test func guaranteedInsertsOfArticlesAreUpsertsOnTheSlug() throws {
+        try S.withManager { manager in
+            try S.seed(manager)
+            // The caller says the records are new; "beta" is not: its row is updated.
+            let mapper = ObjectMapper<FeedArticle>(uniqueKey: "slug")
+            let operation = manager.importOperation(
+                [["slug": "beta", "title": "Beta", "rank": 21], ["slug": "new", "title": "New", "rank": 22]] as [JSONValue],
+                mapper: mapper, options: ImportOptions(guaranteedInsert: true))
+            operation.start()
+            #expect(operation.error == nil, "\(operation.error.map { "\($0)" } ?? "")")
+            try expectRows("Article", manager, [
+                "Article:Alpha:3:alpha body:alpha:inbox", "Article:Beta:21:beta body:beta:archive", "Article:New:22::new:-",
+            ])
+            try expectRows("Video", manager, Self.seededVideos)
+        }
+    }
+
     @Test func mappersAndImportOperationsUpdatePruneAndLeaveVideosAlone() throws {
         try S.withManager { manager in
             try S.seed(manager)
