@@ -58,6 +58,24 @@ struct EntityInheritanceTests {
         }
     }
 
+    /// The schema check reads the hierarchy's table: a missing discriminator or column of
+    /// a sub-entity is a mismatch naming it.
+    @Test(arguments: [("entity", "Content"), ("seconds", "Video"), ("slug", "Article")])
+    func theSchemaCheckFindsAMissingColumnOfTheHierarchy(column: String, entity: String) throws {
+        try S.withDatabase { configuration in
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            try connection.execute("ALTER TABLE contents DROP COLUMN \(column)")
+            let error = #expect(throws: SchemaMismatchError.self) {
+                _ = try ContextManager(configuration: configuration, entities: S.entities)
+            }
+            let missing = error?.mismatches.filter { $0.code == .missingColumn } ?? []
+            #expect(missing.map(\.column) == [column], "\(error.map { "\($0)" } ?? "no error")")
+            // (The discriminator belongs to the hierarchy: any of its entities may be named.)
+            if column != "entity" { #expect(missing.first?.entity == entity) }
+        }
+    }
+
     @Test func aCustomDiscriminatorAndAConcreteRootWithARelationshipToASubEntity() throws {
         try S.withManager(S.shapeEntities) { manager in
             let context = manager.newPrivateContext()
