@@ -103,3 +103,45 @@ private func reportContents(_ held: HeldContents) {
 final class HeldContents: @unchecked Sendable {
     var objects: [ObjectID: ManagedObject] = [:]
 }
+
+/// `content-save URL OP…`: one save, in a private context, of these operations in order:
+/// `article TITLE RANK SLUG`, `video TITLE RANK SECONDS`, `rank TITLE RANK`, `delete TITLE`
+/// (contents found by title). Prints `saved`.
+func contentSave(_ url: String, _ operations: [String]) -> Never {
+    do {
+        let manager = try ContextManager(
+            configuration: ConnectionConfiguration(url),
+            entities: [HelperContent.self, HelperArticle.self, HelperVideo.self, HelperFolder.self])
+        let context = manager.newPrivateContext()
+        try context.performAndWait {
+            var rest = operations[...]
+            func next() -> String {
+                guard let value = rest.popFirst() else { fail("missing operand in \(operations)") }
+                return value
+            }
+            func content(_ title: String) throws -> HelperContent {
+                guard let found = try HelperContent.first(in: context, where: "title == %@", title) else { fail("no \(title)") }
+                return found
+            }
+            while let operation = rest.popFirst() {
+                switch operation {
+                case "article":
+                    let article = HelperArticle(context: context)
+                    (article.title, article.rank, article.slug) = (next(), Int(next()) ?? 0, next())
+                case "video":
+                    let video = HelperVideo(context: context)
+                    (video.title, video.rank, video.seconds) = (next(), Int(next()) ?? 0, Int(next()) ?? 0)
+                case "rank": try content(next()).rank = Int(next()) ?? 0
+                case "delete": try content(next()).delete()
+                default: fail("unknown operation \(operation)")
+                }
+            }
+            try context.save()
+        }
+        manager.close()
+    } catch {
+        fail("\(error)")
+    }
+    emit("saved")
+    exit(0)
+}

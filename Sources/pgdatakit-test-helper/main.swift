@@ -31,6 +31,7 @@ let usage = """
       history-consume DATABASE_URL READER OUTPUT_FILE
       controller-save DATABASE_URL OPERATION…   (insert ID AGE, age ID AGE, delete ID, age-where FORMAT AGE, delete-all FORMAT)
       controller-watch DATABASE_URL FORMAT SORTKEY
+      content-save DATABASE_URL OPERATION…   (article TITLE RANK SLUG, video TITLE RANK SECONDS, rank TITLE RANK, delete TITLE)
       import-race DATABASE_URL WORKER BARRIER_FILE
       import-memory DATABASE_URL COUNT BATCH
       metrics DATABASE_URL
@@ -59,6 +60,7 @@ if arguments[1] == "content-watch" {
     // generated schema of the inheritance tests.
     contentWatch(arguments[2])
 }
+if arguments[1] == "content-save" { contentSave(arguments[2], Array(arguments.dropFirst(3))) }
 if arguments[1] == "bouncer-worker" {
     // Pool and listener go to different places: its own manager.
     do { try bouncerWorker(arguments) } catch { fail("\(error)") }

@@ -71,4 +71,37 @@ struct EntityInheritanceProcessTests {
             #expect(!watcher.lines.contains { $0.hasPrefix("error ") }, "\(watcher.lines.filter { $0.hasPrefix("error ") })")
         }
     }
+
+    @Test func aControllerOverTheRootFollowsSavesOfAnotherProcess() throws {
+        try S.withDatabase { configuration in
+            let manager = try ContextManager(configuration: configuration, entities: S.entities)
+            defer { manager.close() }
+            try S.seed(manager)
+            let main = manager.mainContext
+            let controller = ManagedObjectController(
+                fetchRequest: FetchRequest<FeedContent>(sortDescriptors: [FetchSortDescriptor("rank")]), context: main)
+            let recorder = ControllerRecorder<FeedContent>()
+            recorder.attach(to: controller)
+            try main.performAndWait { try controller.performFetch() }
+            let before = main.performAndWait { controller.objects }
+            #expect(main.performAndWait { S.kinds(before) } == ["Article:Beta", "Video:Apex", "Article:Alpha", "Video:Bravo"])
+
+            let writer = try HelperProcess.start(
+                "content-save", configuration,
+                ["article", "Gamma", "0", "gamma", "video", "Clip", "9", "3", "rank", "Bravo", "-1", "delete", "Apex"])
+            let outcome = try writer.waitForExit()
+            #expect(outcome.status == 0 && outcome.output == "saved\n", "\(outcome.output) \(outcome.error)")
+            try ControllerTesting.wait("the other process's save arrives", on: main) { recorder.changeSets.count >= 2 }
+            main.performAndWait {
+                #expect(recorder.changeSets.count == 2 && recorder.errors.isEmpty, "\(recorder.errors)")
+                let changes = recorder.changeSets[1]
+                #expect(changes.deleted == [1] && changes.inserted == [1, 4] && changes.moved == [ControllerMove(from: 3, to: 0)])
+                #expect(S.kinds(controller.objects) == ["Video:Bravo", "Article:Gamma", "Article:Beta", "Article:Alpha", "Video:Clip"])
+                #expect((controller.objects.last as? FeedVideo)?.seconds == 3)
+                #expect((controller.objects[1] as? FeedArticle)?.slug == "gamma")
+                // The objects the controller held are the same instances, refreshed.
+                #expect(controller.objects[0] === before[3] && before[1].isDeleted)
+            }
+        }
+    }
 }
