@@ -31,6 +31,12 @@ struct EntityInheritanceHistoryTests {
             #expect(Set(seeded.changes.inserted.map(\.entityName)) == ["Content", "Folder"])
             #expect(edited.changes.updated.count == 2 && edited.changes.deleted.count == 2 && edited.changes.inserted.isEmpty)
             #expect(Set(edited.changes.updated.union(edited.changes.deleted).map(\.entityName)) == ["Content"])
+            // The records name each object's kind too.
+            #expect(seeded.changes.inserted.map { seeded.changes.entityName(of: $0) }.sorted() == [
+                "Article", "Article", "Folder", "Folder", "Video", "Video",
+            ])
+            #expect(edited.changes.updated.map { edited.changes.entityName(of: $0) }.sorted() == ["Article", "Video"])
+            #expect(edited.changes.deleted.map { edited.changes.entityName(of: $0) }.sorted() == ["Article", "Video"])
 
             // Another context resolves the IDs: the inserted ones still stored and the
             // updated ones as their classes, with what the save changed; deleted ones are gone.
@@ -67,6 +73,8 @@ struct EntityInheritanceHistoryTests {
             let record = try #require(page.records.first)
             let keys = record.changes.inserted.filter { $0.entityName == "Content" }.compactMap(\.primaryKey).sorted()
             #expect(keys.count == 4)
+            let kinds = record.changes.inserted.filter { $0.entityName == "Content" }.map { record.changes.entityName(of: $0) }
+            #expect(kinds.sorted() == ["Article", "Article", "Video", "Video"])
             let stored = try manager.coordinator.pool.withConnection { connection in
                 try connection.query("SELECT id FROM contents ORDER BY id").map { try $0.decode(Int64.self, at: 0) }
             }
