@@ -46,10 +46,6 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// the entity whose name the object IDs of the whole hierarchy carry, so a reference
     /// to any kind finds the registered object without knowing its kind.
     @exclusivity(unchecked) public internal(set) var rootEntityName: String
-    /// How many of `attributes` (the first ones) are its root entity's: their columns
-    /// may have defaults; the rest, a sub-entity's own, are nullable without defaults
-    /// (the table's other kinds hold `NULL` there), so inserts write them always.
-    private(set) var rootAttributeCount = 0
     /// How many of `attributes` (the first ones) the entity inherits from its
     /// superentity; 0 for a root.
     public internal(set) var inheritedAttributeCount = 0
@@ -107,7 +103,6 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         let (attributes, relationships, classes) = Self.declarations(
             of: objectClass.init(), entityName: objectClass.entityName)
         self.attributes = attributes
-        self.rootAttributeCount = attributes.count
         self.superclasses = classes.dropFirst().map { ObjectIdentifier($0) }
         self.superclass = classes.dropFirst().first
         self.relationships = relationships
@@ -198,7 +193,6 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         superentityName = superentity?.name
         // (Superclass properties come first in declaration order.)
         inheritedAttributeCount = superentity?.attributes.count ?? 0
-        rootAttributeCount = root.attributes.count
         inheritedRelationshipCount = superentity?.relationships.count ?? 0
         subentityNames = subentities
         self.isAbstract = isAbstract

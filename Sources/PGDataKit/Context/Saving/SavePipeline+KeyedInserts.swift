@@ -172,7 +172,6 @@ extension SavePipeline {
         var groupIndexes: [KeyedInsertShape: Int] = [:]
         let attributeDescriptions = entity.attributes
         let defaults = entity.defaultValues
-        let sharedAttributeCount = entity.rootAttributeCount
         let toOneIndexes = entity.toOneIndexes
         // An object's shape is written into these (no arrays per object); a new group
         // takes a copy.
@@ -191,8 +190,7 @@ extension SavePipeline {
                         let values = valueBuffer.baseAddress, let defaults = defaultBuffer.baseAddress
                     else { return }
                     for index in attributeDescriptions.indices where index != unique {
-                        // (A sub-entity's own column has no default: its siblings' rows hold NULL.)
-                        if values[index] != defaults[index] || index >= sharedAttributeCount { attributes.append(index) }
+                        if values[index] != defaults[index] { attributes.append(index) }
                     }
                 }
             }
