@@ -184,11 +184,12 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
 
     /// Places the entity in its hierarchy (the model calls it while it is built, before
     /// the entity is shared): a sub-entity takes its root's table and bookkeeping
-    /// columns, and the discriminator condition names the concrete entities it covers.
+    /// columns; `concrete` are the entities whose rows it stands for.
     func placeInHierarchy(
         root: EntityDescription, superentity: EntityDescription?, subentities: [String], isAbstract: Bool, concrete: [String]
     ) {
-        (tableName, primaryKeyColumn, versionColumn) = (root.objectClass.tableName, root.objectClass.primaryKeyColumn, root.objectClass.versionColumn)
+        let rootClass = root.objectClass
+        (tableName, primaryKeyColumn, versionColumn) = (rootClass.tableName, rootClass.primaryKeyColumn, rootClass.versionColumn)
         rootEntityName = root.name
         superentityName = superentity?.name
         // (Superclass properties come first in declaration order.)
