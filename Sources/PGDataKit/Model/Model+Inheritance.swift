@@ -61,6 +61,25 @@ extension Model {
         }
     }
 
+    /// The entity's superentity (Core Data's `superentity`); `nil` for a root.
+    ///
+    /// For example, `model.superentity(of: articleEntity)?.name` is `"Content"`.
+    public func superentity(of entity: EntityDescription) -> EntityDescription? {
+        entity.superentityName.flatMap { byName[$0] }
+    }
+
+    /// The entities that inherit from `entity` directly, in model order (Core Data's
+    /// `subentities`).
+    public func subentities(of entity: EntityDescription) -> [EntityDescription] {
+        entity.subentityNames.compactMap { byName[$0] }
+    }
+
+    /// Whether `entity` is `ancestor` or one of its sub-entities, at any depth (Core
+    /// Data's `isKindOf(entity:)`): whether a fetch of `ancestor` returns its objects.
+    public func entity(_ entity: EntityDescription, isKindOf ancestor: EntityDescription) -> Bool {
+        ancestor === byName[ancestor.name] && isEntity(entity, kindOf: ancestor.name)
+    }
+
     /// The entities below `root` in its hierarchy (none for an entity without
     /// sub-entities), in model order: their own properties are columns of its table.
     func descendants(of root: EntityDescription) -> [EntityDescription] {

@@ -153,3 +153,23 @@ struct InheritanceModelTests {
         #expect(!clip.entity.isKind(of: HPage.self))
     }
 }
+
+@Suite("Entity inheritance: the model's hierarchy API")
+struct InheritanceModelAPITests {
+    @Test func superentitiesSubentitiesAndKinds() throws {
+        let model = try Model(entities: InheritanceModelTests.classes)
+        let node = try #require(model.entity(for: HNode.self))
+        let page = try #require(model.entity(for: HPage.self))
+        let long = try #require(model.entity(for: HLongPage.self))
+        let clip = try #require(model.entity(for: HClip.self))
+        let owner = try #require(model.entity(for: HOwner.self))
+        #expect(model.superentity(of: long) === page && model.superentity(of: page) === node)
+        #expect(model.superentity(of: node) == nil && model.superentity(of: owner) == nil)
+        #expect(model.subentities(of: node).map(\.name) == ["HPage", "HClip"] && model.subentities(of: clip).isEmpty)
+        #expect(model.entity(long, isKindOf: node) && model.entity(long, isKindOf: page) && model.entity(node, isKindOf: node))
+        #expect(!model.entity(clip, isKindOf: page) && !model.entity(node, isKindOf: page) && !model.entity(owner, isKindOf: node))
+        // An entity of another model is nobody's kind here.
+        let other = try #require(try Model(entities: InheritanceModelTests.classes).entity(for: HNode.self))
+        #expect(!model.entity(long, isKindOf: other))
+    }
+}
