@@ -231,6 +231,27 @@ struct InheritanceBadRowTests {
             }
         }
     }
+
+    @Test func aRowWhoseKindChangedUnderARegisteredObjectFailsWithATypedError() throws {
+        try Stock.withManager { manager, configuration in
+            try Stock.fill(manager)
+            let connection = try Connection(configuration)
+            defer { connection.close() }
+            let context = manager.mainContext  // (reads at each statement: it sees the change below)
+            let disc = try context.performAndWait { try #require(try Stock.Disc.first(in: context, where: "title == 'disc'")) }
+            // (Another program turns the disc's row into a book.)
+            try connection.execute("UPDATE items SET kind = 'Book', isbn = '999', pages = 5 WHERE title = 'disc'")
+            try context.performAndWait { () throws -> Void in
+                #expect {
+                    try Stock.Item.fetchAll(in: context)
+                } throws: { error in
+                    let error = error as? ManagedObjectError
+                    return error?.code == .invalidStoredValue && error?.reason?.contains("now a Book") == true
+                }
+                #expect(disc.seconds == 60)  // the registered object kept its values
+            }
+        }
+    }
 }
 
 @Suite("Entity inheritance: the schema as the hierarchy grows")

@@ -221,6 +221,12 @@ struct ObjectLoader {
         let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
         let objectID = ObjectID(entityName: entity.rootEntityName, primaryKey: key)
         if mayBeRegistered, let existing = registry[objectID] {
+            if existing.entity !== entity, entity.discriminatorColumn != nil {
+                // (A row whose kind changed under a registered object: its values do not fit it.)
+                throw ManagedObjectError.invalidStoredValue(
+                    entity: existing.entity.name, key: entity.discriminatorColumn ?? "", primaryKey: key,
+                    reason: "the row is now a \(entity.name), the registered object a \(existing.entity.name)")
+            }
             if !context.changedSet.contains(existing) && !existing.deletedFlag {
                 try apply(result, row: index, to: existing, entity: entity, key: key)
             }
