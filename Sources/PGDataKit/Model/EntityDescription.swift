@@ -264,9 +264,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// but the side of a one-to-one relationship whose partner holds the key).
     public private(set) var toOneRelationships: [RelationshipDescription] = []
 
-    /// `Entity(table): attributes; relationships`.
+    /// `Entity(table): attributes; relationships`; in a hierarchy
+    /// `abstract Entity : Superentity(table): …` (the words that apply).
     public var description: String {
-        "\(name)(\(tableName)): " + attributes.map(\.description).joined(separator: ", ")
+        (isAbstract ? "abstract " : "") + name + (superentityName.map { " : \($0)" } ?? "") + "(\(tableName)): "
+            + attributes.map(\.description).joined(separator: ", ")
             + (relationships.isEmpty ? "" : "; " + relationships.map(\.description).joined(separator: ", "))
     }
 

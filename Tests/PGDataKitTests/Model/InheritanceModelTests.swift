@@ -92,6 +92,7 @@ struct InheritanceModelTests {
         #expect(model.entity(for: HOwner.self)?.discriminatorColumn == nil)
         #expect(model.tableNames.filter { $0 == "nodes" }.count == 1)
         #expect(model.isEntity(long, kindOf: "HNode") && !model.isEntity(clip, kindOf: "HPage"))
+        #expect(node.description.hasPrefix("abstract HNode(nodes): title: ") && long.description.hasPrefix("HLongPage : HPage(nodes): "))
         #expect(node.discriminatorCondition == nil)
         #expect(page.discriminatorCondition == "t.\"entity\" IN ('HPage', 'HLongPage')")
         #expect(clip.discriminatorCondition == "t.\"entity\" = 'HClip'")
