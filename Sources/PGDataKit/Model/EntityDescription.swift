@@ -62,11 +62,10 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// The concrete entities stored as this one: itself unless abstract, and every
     /// concrete descendant; what a fetch of it filters the discriminator by.
     public internal(set) var concreteEntityNames: [String] = []
-    /// The classes of the entity's class's superclass chain, nearest first (up to
-    /// `ManagedObject`): where the model looks for its superentity.
-    let superclasses: [ObjectIdentifier]
-    /// The superclass of the entity's class (`ManagedObject` at the top), if any.
-    let superclass: Any.Type?
+    /// The entity's class's superclass chain, nearest first (up to `ManagedObject`):
+    /// where the model looks for its superentity, and whose first class's `isAbstract`
+    /// tells whether the entity's own is an override.
+    let superclasses: [Any.Type]
     /// The entity's position in the model (set while the model is built).
     var order = 0
     /// The attributes, in declaration order.
@@ -103,8 +102,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         let (attributes, relationships, classes) = Self.declarations(
             of: objectClass.init(), entityName: objectClass.entityName)
         self.attributes = attributes
-        self.superclasses = classes.dropFirst().map { ObjectIdentifier($0) }
-        self.superclass = classes.dropFirst().first
+        self.superclasses = Array(classes.dropFirst())
         self.relationships = relationships
         // A default that differs between two new objects (`= UUID()`, `= Date()`) is made
         // per object: a column default cannot be a copy of it.
@@ -206,7 +204,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// Whether the entity's objects are objects of `objectClass`: its class is that class
     /// or a subclass of it (read from the class chain, so it needs no model).
     func isKind(of objectClass: any EntityObject.Type) -> Bool {
-        ObjectIdentifier(self.objectClass) == ObjectIdentifier(objectClass) || superclasses.contains(ObjectIdentifier(objectClass))
+        ObjectIdentifier(self.objectClass) == ObjectIdentifier(objectClass) || superclasses.contains { ObjectIdentifier($0) == ObjectIdentifier(objectClass) }
     }
 
     /// Whether the entity has sub-entities: a fetch of it may return objects of several

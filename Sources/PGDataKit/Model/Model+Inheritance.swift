@@ -11,7 +11,7 @@ extension Model {
         var parent: [String: EntityDescription] = [:]
         var children: [String: [EntityDescription]] = [:]
         for entity in entities {
-            guard let superentity = entity.superclasses.lazy.compactMap({ byClass[$0] }).first else { continue }
+            guard let superentity = entity.superclasses.lazy.compactMap({ byClass[ObjectIdentifier($0)] }).first else { continue }
             parent[entity.name] = superentity
             children[superentity.name, default: []].append(entity)
         }
@@ -22,7 +22,7 @@ extension Model {
             return current
         }
         func isAbstract(_ entity: EntityDescription) -> Bool {
-            entity.objectClass.isAbstract && !((entity.superclass as? any EntityObject.Type)?.isAbstract ?? false)
+            entity.objectClass.isAbstract && !((entity.superclasses.first as? any EntityObject.Type)?.isAbstract ?? false)
         }
         func concrete(_ entity: EntityDescription) -> [String] {
             (isAbstract(entity) ? [] : [entity.name]) + (children[entity.name] ?? []).flatMap(concrete)
