@@ -19,7 +19,8 @@ import Synchronization
 /// own. Its protocol is a stream of messages `type (1 byte) · length (4 bytes, big
 /// endian) · body`: `K` with the endpoint's key, sent once a follower is registered (every
 /// notification read after that reaches it); `N` with the sender's process id (4 bytes)
-/// and the payload; `P`, a heartbeat, after a second with nothing sent. When its session
+/// and the payload; `S` with a position the hosting process passes on (`passOn(_:position:)`);
+/// `P`, a heartbeat, after a second with nothing sent. When its session
 /// drops, the relay closes every follower's socket (each then catches up from the change
 /// log, as after losing a session of its own) and reconnects before accepting again.
 /// A follower whose unread messages pass `maximumBacklog` (16 MiB by default) is dropped
@@ -41,6 +42,7 @@ package final class NotificationRelay: Sendable {
         static let key = UInt8(ascii: "K")
         static let notification = UInt8(ascii: "N")
         static let heartbeat = UInt8(ascii: "P")
+        static let position = UInt8(ascii: "S")
 
         /// A message's bytes.
         static func encode(_ type: UInt8, _ body: some Collection<UInt8>, into bytes: inout [UInt8]) {
@@ -76,6 +78,10 @@ package final class NotificationRelay: Sendable {
     private struct State {
         var backendPID: Int32?
         var followers = 0
+        /// Messages of the hosting process to pass on (`passOn(_:position:)`), and how
+        /// many notifications they hold.
+        var injected: [UInt8] = []
+        var injectedCount = 0
     }
 
     let endpoint: NotificationRelayEndpoint
@@ -156,6 +162,30 @@ package final class NotificationRelay: Sendable {
         logger.debug("hosting the notification relay", metadata: ["socket": "\(endpoint.socketPath)"])
     }
 
+    /// Passes `payloads` (as notifications sent by this process) and then `position` on
+    /// to every follower, after every notification passed on so far; dropped when the
+    /// relay has no session (its followers were dropped and catch up).
+    ///
+    /// The hosting process's change listener passes on what its reads of the change log
+    /// found that no notification had announced, then the read's position, so that the
+    /// host's other processes need not read the log themselves.
+    package func passOn(_ payloads: [String], position: String?) {
+        guard !payloads.isEmpty || position != nil else { return }
+        let pid = getpid()
+        let wakes = state.withLock { state -> Bool in
+            let wasEmpty = state.injected.isEmpty
+            for payload in payloads {
+                Message.encode(PostgresNotification(channel: channel, payload: payload, senderPID: pid), into: &state.injected)
+            }
+            if let position { Message.encode(Message.position, Array(position.utf8), into: &state.injected) }
+            state.injectedCount += payloads.count + (position == nil ? 0 : 1)
+            return wasEmpty
+        }
+        guard wakes else { return }
+        var byte: UInt8 = 0
+        _ = write(wakeWrite, &byte, 1)
+    }
+
     /// Stops serving (every follower's socket closes), removes the socket and releases the
     /// lock, so another process can host.
     package func stop() {
@@ -224,7 +254,13 @@ package final class NotificationRelay: Sendable {
                 logger.error("the notification relay stops: \(error)")
                 break
             }
-            if events[0] != 0 { break }
+            if events[0] != 0 {
+                // Stopped, or the hosting process has messages to pass on.
+                if wokenToStop() { break }
+                let (bytes, count) = takeInjected()
+                outgoing += bytes
+                outgoingCount += count
+            }
             if events[1] != 0 {
                 do {
                     for notification in try session.pendingNotifications() {
@@ -238,6 +274,7 @@ package final class NotificationRelay: Sendable {
                     dropFollowers(&followers)
                     outgoing = []
                     outgoingCount = 0
+                    _ = takeInjected()
                     continue
                 }
             }
@@ -367,9 +404,33 @@ package final class NotificationRelay: Sendable {
         return true
     }
 
-    /// Waits for `duration` unless stopped first; whether it was stopped.
+    /// Waits for `duration` unless stopped first; whether it was stopped. (Messages the
+    /// hosting process passes on meanwhile are dropped: there are no followers.)
     private func waitForWake(_ duration: Duration) -> Bool {
         let events = try? LocalSocket.poll([(wakeRead, Int16(POLLIN))], timeout: duration)
-        return (events?.first ?? 0) != 0 || stopping.load(ordering: .relaxed)
+        if (events?.first ?? 0) != 0 {
+            _ = wokenToStop()
+            _ = takeInjected()
+        }
+        return stopping.load(ordering: .relaxed)
+    }
+
+    /// Takes the messages the hosting process passed on (`passOn(_:position:)`), and how
+    /// many.
+    private func takeInjected() -> (bytes: [UInt8], count: Int) {
+        state.withLock { state in
+            defer {
+                state.injected = []
+                state.injectedCount = 0
+            }
+            return (state.injected, state.injectedCount)
+        }
+    }
+
+    /// Reads the wake pipe's bytes (it was readable); whether the relay is stopping.
+    private func wokenToStop() -> Bool {
+        var bytes = [UInt8](repeating: 0, count: 64)
+        _ = read(wakeRead, &bytes, bytes.count)
+        return stopping.load(ordering: .acquiring)
     }
 }

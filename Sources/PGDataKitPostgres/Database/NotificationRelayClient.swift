@@ -70,8 +70,19 @@ package final class NotificationRelayClient: @unchecked Sendable {
     /// - Throws: `LocalSocket.Failure` when the relay closed the connection (it lost its
     ///   session, or this process fell too far behind) or sent something unreadable.
     package func receive() throws -> [PostgresNotification] {
+        try receiveMessages().notifications
+    }
+
+    /// The notifications that have arrived, and the last position the hosting process
+    /// passed on among them (`NotificationRelay.passOn(_:position:)`). A listener hands
+    /// on every notification returned before it adopts the position (those that came
+    /// after the position only stay in its delivered set).
+    ///
+    /// - Throws: as `receive()`.
+    package func receiveMessages() throws -> (notifications: [PostgresNotification], position: String?) {
         try read()
         var notifications: [PostgresNotification] = []
+        var position: String?
         var offset = 0
         while let (type, body) = try message(at: &offset) {
             switch type {
@@ -82,6 +93,8 @@ package final class NotificationRelayClient: @unchecked Sendable {
                     PostgresNotification(
                         channel: channel, payload: String(decoding: body.dropFirst(4), as: UTF8.self),
                         senderPID: Int32(bitPattern: pid)))
+            case NotificationRelay.Message.position:
+                position = String(decoding: body, as: UTF8.self)
             case NotificationRelay.Message.heartbeat:
                 break
             default:
@@ -89,8 +102,8 @@ package final class NotificationRelayClient: @unchecked Sendable {
             }
         }
         buffer.removeSubrange(0..<offset)
-        if notifications.isEmpty && peerClosed { throw Self.closedByRelay }
-        return notifications
+        if notifications.isEmpty && position == nil && peerClosed { throw Self.closedByRelay }
+        return (notifications, position)
     }
 
     /// The key, once its message has arrived (nothing else may come first).

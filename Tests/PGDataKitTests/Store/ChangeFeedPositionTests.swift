@@ -33,6 +33,37 @@ struct ChangeFeedPositionTests {
         }
     }
 
+    /// A follower of the host's relay moves to the hosting process's read positions
+    /// only when they are as far as its own: every transaction it counts as committed
+    /// counts there too. Delivered transactions the new snapshot covers leave the set.
+    @Test func aPositionIsAdoptedOnlyWhenItIsAsFarAsTheOwn() {
+        var position = ChangeFeedPosition(snapshot: "100:110:102,105")
+        position.noteDelivered(105)
+        position.noteDelivered(112)
+        var moved = position.adopt("100:109:102,105")
+        #expect(!moved, "an earlier xmax: 109 may be committed here")
+        moved = position.adopt("100:120:101,102,105")
+        #expect(!moved, "101 is committed here, in progress there")
+        moved = position.adopt("not a snapshot")
+        #expect(!moved)
+        #expect(position.snapshot == "100:110:102,105" && position.delivered == [105, 112])
+        moved = position.adopt("102:120:102,115")
+        #expect(moved)
+        #expect(position.snapshot == "102:120:102,115")
+        #expect(position.delivered == [], "105 and 112 are committed in the adopted snapshot")
+        #expect(position.covers(105) && position.covers(119) && !position.covers(102) && !position.covers(115))
+        position.noteDelivered(115)
+        position.noteDelivered(130)
+        moved = position.adopt("102:125:102")
+        #expect(moved && position.delivered == [130])
+        moved = position.adopt("102:125:102")
+        #expect(moved, "the same snapshot again")
+        var invalid = ChangeFeedPosition(snapshot: "x")
+        invalid.noteDelivered(7)
+        moved = invalid.adopt("5:9:")
+        #expect(moved && invalid.covers(8) && invalid.delivered == [])
+    }
+
     @Test func aPayloadCarriesTheRecordOrItsID() throws {
         var changes = ContextChanges()
         let renamed = ObjectID(entityName: "User", primaryKey: 7)

@@ -97,7 +97,7 @@ struct ListenerStateMachineTests {
     }
 
     @Test func theRelayGoingAwayReconnectsAtOnceTheFirstTimeInARow() {
-        var machine = serving(.relayed, relay: .on)
+        var machine = serving(.relayed(hosting: false), relay: .on)
         #expect(machine.failed(.relayWentAway, now: t0) == .atOnce)
         #expect(machine.next(now: t0) == .connect(throughRelay: true))
         #expect(machine.failed(.relayWentAway, now: t0) == .after(.milliseconds(100)))
@@ -124,7 +124,7 @@ struct ListenerStateMachineTests {
         #expect(machine.next(now: t0 + .seconds(30)) == .closeToRetryRelay)
         #expect(machine.relayRetryAt == nil)
         #expect(machine.next(now: t0 + .seconds(30)) == .connect(throughRelay: true))
-        machine.connected(.relayed, now: t0 + .seconds(30))
+        machine.connected(.relayed(hosting: false), now: t0 + .seconds(30))
         #expect(machine.next(now: t0 + .seconds(30)) == .catchUp, "the position is kept: nothing missed, nothing twice")
         machine.positioned(now: t0 + .seconds(30))
         #expect(machine.next(now: t0 + .seconds(31)) == .wait(timeout: .seconds(60)))
@@ -134,7 +134,7 @@ struct ListenerStateMachineTests {
         var machine = serving(.direct(relay: .later), relay: .on)
         machine.failed(.sessionLost, now: t0)
         _ = machine.next(now: t0 + .seconds(1))
-        machine.connected(.relayed, now: t0 + .seconds(1))
+        machine.connected(.relayed(hosting: false), now: t0 + .seconds(1))
         #expect(machine.relayRetryAt == nil)
         _ = machine.next(now: t0 + .seconds(1))
         machine.positioned(now: t0 + .seconds(1))
@@ -272,6 +272,43 @@ struct ListenerStateMachineTests {
         #expect(machine.next(now: t0 + .milliseconds(5_500)) == .wait(timeout: .milliseconds(500)))
     }
 
+    /// On a host whose relay another process hosts, that process checks the log for the
+    /// host and passes on what it finds: a follower never checks, and reads the log after
+    /// quiet notifications only as a fallback (`followerQuietReadDelay`), since the
+    /// host's reads move it on. The hosting process checks as a listener of its own.
+    @Test func aFollowerOfTheRelayLeavesTheChecksToTheHostingProcess() {
+        var checking = timing
+        checking.unannouncedCheckInterval = .seconds(1)
+        var follower = Machine(timing: checking, prunes: false, relay: .on, now: t0)
+        _ = follower.next(now: t0)
+        follower.connected(.relayed(hosting: false), now: t0)
+        _ = follower.next(now: t0)
+        follower.positioned(now: t0)
+        #expect(follower.next(now: t0 + .seconds(10)) == .wait(timeout: .seconds(60)), "no check, however long")
+        follower.notificationsHandled(compact: false, now: t0 + .seconds(10))
+        #expect(follower.next(now: t0 + .seconds(11)) == .wait(timeout: .seconds(2)))
+        #expect(follower.next(now: t0 + .seconds(13)) == .readLog, "the fallback quiet read")
+        follower.logRead(now: t0 + .seconds(13))
+        // A position the host passed on empties its delivered set: no read is due.
+        follower.notificationsHandled(compact: false, now: t0 + .seconds(14))
+        follower.notificationsHandled(compact: true, now: t0 + .milliseconds(14_002))
+        #expect(follower.next(now: t0 + .seconds(20)) == .wait(timeout: .seconds(60)))
+
+        var host = Machine(timing: checking, prunes: false, relay: .on, now: t0)
+        _ = host.next(now: t0)
+        host.connected(.relayed(hosting: true), now: t0)
+        _ = host.next(now: t0)
+        host.positioned(now: t0)
+        #expect(host.next(now: t0 + .milliseconds(300)) == .wait(timeout: .milliseconds(700)))
+        #expect(host.next(now: t0 + .seconds(1)) == .checkLog)
+        host.logRead(now: t0 + .seconds(1))
+        host.notificationsHandled(compact: false, now: t0 + .milliseconds(1_500))
+        #expect(host.next(now: t0 + .milliseconds(2_000)) == .checkLog)
+        host.logRead(now: t0 + .seconds(2))
+        host.notificationsHandled(compact: false, now: t0 + .milliseconds(2_100))
+        #expect(host.next(now: t0 + .milliseconds(2_200)) == .wait(timeout: .milliseconds(800)))
+    }
+
     @Test func stoppingEndsEveryPhase() {
         var connecting = Machine(timing: timing, prunes: false, relay: .off, now: t0)
         _ = connecting.next(now: t0)
@@ -287,7 +324,7 @@ struct ListenerStateMachineTests {
         listening.stopRequested()
         #expect(listening.next(now: t0) == .stop)
         listening.failed(.sessionLost, now: t0)
-        listening.connected(.relayed, now: t0)
+        listening.connected(.relayed(hosting: false), now: t0)
         listening.positioned(now: t0)
         #expect(listening.next(now: t0 + .seconds(1)) == .stop, "nothing after a stop starts it again")
     }

@@ -21,6 +21,9 @@ struct ChangeFeedPosition: Sendable, Equatable {
     private(set) var snapshot: String
     /// Transactions delivered from payloads since that read.
     private(set) var delivered: Set<UInt64> = []
+    /// Records announced by id since that read (kept by the relay's host only: every
+    /// process of the host read them, so its reads need not pass them on).
+    private(set) var announced: Set<Int64> = []
     private var xmin: UInt64
     private var xmax: UInt64
     private var inProgress: Set<UInt64>
@@ -55,6 +58,32 @@ struct ChangeFeedPosition: Sendable, Equatable {
     /// Notes a transaction delivered from a payload.
     mutating func noteDelivered(_ transaction: UInt64) {
         delivered.insert(transaction)
+    }
+
+    /// Notes a record announced by id (a notification without the record).
+    mutating func noteAnnounced(_ id: Int64) {
+        announced.insert(id)
+    }
+
+    /// Moves the position to `snapshot` when it counts as committed every transaction
+    /// this position does (a later snapshot), keeping the delivered transactions it does
+    /// not cover; returns whether it moved. Text that is no snapshot is refused.
+    ///
+    /// A listener that follows its host's relay adopts the positions of the hosting
+    /// process's reads, which the relay passes on after the notifications that process
+    /// had received and the records its read found that no notification had announced
+    /// (`ChangeListener`): every record of a transaction such a snapshot covers and this
+    /// position does not then reached the follower before the snapshot did, so the
+    /// follower moves on without reading the log itself.
+    mutating func adopt(_ snapshot: String) -> Bool {
+        let later = ChangeFeedPosition(snapshot: snapshot)
+        guard later.xmax > 0, later.xmax >= xmax,
+            later.inProgress.allSatisfy({ $0 >= xmax || inProgress.contains($0) })
+        else { return false }
+        let kept = delivered.filter { !later.covers($0) }
+        self = later
+        delivered = kept
+        return true
     }
 
     /// The delivered set as an `xid8[]` literal, for a read that leaves them out.

@@ -196,8 +196,11 @@ final class ChangeListener: Sendable {
         if throughRelay {
             switch connectThroughRelay() {
             case .session(let session):
-                state.withLock { $0.isRelayed = true }
-                return (session, .relayed)
+                let hosting = state.withLock { state -> Bool in
+                    state.isRelayed = true
+                    return state.hostedRelay.map { !$0.hasEnded } ?? false
+                }
+                return (session, .relayed(hosting: hosting))
             case .unavailable(let reason):
                 answer = reason
             }
@@ -315,6 +318,7 @@ final class ChangeListener: Sendable {
             machine.connected(opening.kind, now: .now)
             machine.positioned(now: .now)
             loop.session = opening.session
+            loop.passesOn = hostedRelay(for: opening.kind)
             loop.feed = ChangeFeedPosition(snapshot: opening.position)
         }
         defer { loop.session?.close() }
@@ -328,6 +332,7 @@ final class ChangeListener: Sendable {
                 if isStopping { continue }
                 loop.session?.close()
                 loop.session = nil
+                loop.passesOn = nil
                 state.withLock { $0.backendPID = nil }
                 let reconnect = machine.failed(error is LocalSocket.Failure ? .relayWentAway : .sessionLost, now: .now)
                 switch reconnect {
@@ -343,10 +348,19 @@ final class ChangeListener: Sendable {
         }
     }
 
+    /// The relay a session of `kind` follows when this process hosts it.
+    private func hostedRelay(for kind: ListenerStateMachine.SessionKind) -> NotificationRelay? {
+        kind == .relayed(hosting: true) ? state.withLock { $0.hostedRelay } : nil
+    }
+
     /// What the listening thread holds between actions.
     private struct Loop {
         /// The current session, if any.
         var session: ListenerSession?
+        /// The relay the session follows, when this process hosts it: the listener then
+        /// checks the log for the host, and passes on to the relay's other processes
+        /// what its reads find and their positions.
+        var passesOn: NotificationRelay?
         /// Where the listener stands in the log, once a session took a position.
         var feed: ChangeFeedPosition?
     }
@@ -361,32 +375,35 @@ final class ChangeListener: Sendable {
         case .connect(let throughRelay):
             let (session, kind) = try connect(throughRelay: throughRelay)
             loop.session = session
+            loop.passesOn = hostedRelay(for: kind)
             machine.connected(kind, now: .now)
         case .closeToRetryRelay:
             // Try the host's relay again: reconnect (through it, if it answers now) and
             // catch up from the position, as after a lost session.
             loop.session?.close()
             loop.session = nil
+            loop.passesOn = nil
             state.withLock { $0.backendPID = nil }
         case .takePosition, .catchUp, .readLog, .checkLog, .prune, .wait:
             guard let session = loop.session else {
                 throw PostgresError(kind: .connectionLost, message: "the change listener has no session")
             }
-            try perform(action, on: session, machine: &machine, feed: &loop.feed)
+            try perform(action, on: session, machine: &machine, feed: &loop.feed, passingOn: loop.passesOn)
         }
     }
 
-    /// Does an action that needs the session.
+    /// Does an action that needs the session; `relay` is the relay this process hosts and
+    /// the session follows, if it does.
     private func perform(
         _ action: ListenerStateMachine.Action, on session: ListenerSession, machine: inout ListenerStateMachine,
-        feed: inout ChangeFeedPosition?
+        feed: inout ChangeFeedPosition?, passingOn relay: NotificationRelay?
     ) throws {
         let current = session.connection
         if action == .takePosition || action == .catchUp {
             if action == .catchUp, let last = feed {
                 state.withLock { $0.reconnects += 1 }
                 logger.debug("change listener reconnected; catching up")
-                feed = try catchUp(on: current, from: last)
+                feed = try catchUp(on: current, from: last, passingOn: relay)
             } else {
                 feed = ChangeFeedPosition(snapshot: try ChangeLog.currentPosition(on: current))
             }
@@ -404,20 +421,23 @@ final class ChangeListener: Sendable {
         defer { feed = position }
         switch action {
         case .wait(let timeout):
-            guard let notifications = try session.next(timeout: timeout, wake: wakeRead), !isStopping else { return }
+            guard let arrival = try session.next(timeout: timeout, wake: wakeRead), !isStopping else { return }
             let arrived = ContinuousClock.now
-            let compact = try handle(notifications, position: &position, on: current)
+            let compact = try handle(arrival, position: &position, on: current, passingOn: relay)
             machine.notificationsHandled(compact: compact, now: arrived)
         case .readLog:
-            position = try catchUp(on: current, from: position)
+            position = try catchUp(on: current, from: position, passingOn: relay)
             machine.logRead(now: .now)
         case .checkLog:
             // Payloads delivered since the last read are records after the position
-            // anyway; otherwise one statement says whether a read would find any.
+            // anyway; otherwise one statement says whether a read would find any. (The
+            // host of the relay checks for every process of the host: its own records
+            // too, whose notifications its process may have failed to send.)
             let hasNew =
                 position.delivered.isEmpty
-                ? try ChangeLog.hasRecords(after: position.snapshot, skippingOrigin: origin, on: current) : true
-            if hasNew { position = try catchUp(on: current, from: position) }
+                ? try ChangeLog.hasRecords(
+                    after: position.snapshot, skippingOrigin: relay == nil ? origin : nil, on: current) : true
+            if hasNew { position = try catchUp(on: current, from: position, passingOn: relay) }
             machine.logRead(now: .now)
         case .prune:
             machine.pruned(permitted: try prune(on: current))
@@ -427,18 +447,24 @@ final class ChangeListener: Sendable {
     }
 
     /// Hands on the records of notifications that arrived, reading the log where a
-    /// payload does not carry its record, and moves the position on.
+    /// payload does not carry its record, and moves the position on (to the position the
+    /// relay's host passed on, when it is as far: `ChangeFeedPosition.adopt(_:)`).
     ///
+    /// - Parameter relay: the relay this process hosts and the session follows, if so.
     /// - Returns: whether the delivered set is compact (the log was read last, or no
     ///   payload delivered anything), so no quiet read is needed.
     private func handle(
-        _ notifications: [PostgresNotification], position: inout ChangeFeedPosition, on current: Connection
+        _ arrival: ListenerArrival, position: inout ChangeFeedPosition, on current: Connection,
+        passingOn relay: NotificationRelay?
     ) throws -> Bool {
         var records: [ChangeRecord] = []
         var readLast = false
-        for note in notifications {
+        for note in arrival.notifications {
             switch ChangeLog.payload(of: note.payload, ownOrigin: origin) {
-            case .own:
+            case .own(let transaction):
+                // The relay's host notes its own as delivered: its reads take in every
+                // origin, and pass on what no notification announced.
+                if relay != nil, !position.covers(transaction) { position.noteDelivered(transaction) }
                 continue
             case .record(let record, let transaction):
                 readLast = false
@@ -452,26 +478,32 @@ final class ChangeListener: Sendable {
                 }
             case .reference(let id):
                 // A record too large for its notification (or an older writer's):
-                // read the log, after handing on what came before, in order.
+                // read the log, after handing on what came before, in order. (Every
+                // process of the host got this notification: the relay's host need not
+                // pass the record on.)
+                if relay != nil { position.noteAnnounced(id) }
                 if isOwnRecord(id) {
                     readLast = false
                     continue
                 }
                 deliver(records)
                 records = []
-                position = try catchUp(on: current, from: position)
+                position = try catchUp(on: current, from: position, passingOn: relay)
                 readLast = true
             case .unreadable:
                 deliver(records)
                 records = []
-                position = try catchUp(on: current, from: position)
+                position = try catchUp(on: current, from: position, passingOn: relay)
                 readLast = true
             }
         }
         deliver(records)
         wake()
+        if relay == nil, let hosts = arrival.position, position.adopt(hosts) {
+            readLast = readLast || position.delivered.isEmpty
+        }
         if position.delivered.count >= Self.maximumDelivered {
-            position = try catchUp(on: current, from: position)
+            position = try catchUp(on: current, from: position, passingOn: relay)
             readLast = true
         }
         // Payloads do not move the position: once notifications go quiet, one read moves
@@ -533,10 +565,29 @@ final class ChangeListener: Sendable {
 
     /// Reads what committed since `position` and was not delivered yet, hands it to the
     /// observers, returns the new position.
-    private func catchUp(on connection: Connection, from position: ChangeFeedPosition) throws -> ChangeFeedPosition {
+    ///
+    /// The relay's host (`relay`) reads the records of every origin, this process's own
+    /// included (they are not handed on here), and passes on to the relay's other
+    /// processes every record its read found — records no notification had announced
+    /// (their process died before sending it, or has not sent it yet), except those
+    /// announced by id — then the new position, which they adopt in place of reading
+    /// the log themselves.
+    private func catchUp(
+        on connection: Connection, from position: ChangeFeedPosition, passingOn relay: NotificationRelay?
+    ) throws -> ChangeFeedPosition {
         let (records, next) = try ChangeLog.read(
-            after: position.snapshot, skippingOrigin: origin, delivered: position.deliveredLiteral, on: connection)
-        deliver(records)
+            after: position.snapshot, skippingOrigin: relay == nil ? origin : nil,
+            delivered: position.deliveredLiteral, on: connection)
+        guard let relay else {
+            deliver(records)
+            return ChangeFeedPosition(snapshot: next)
+        }
+        deliver(records.filter { $0.origin != origin })
+        var payloads: [String] = []
+        for record in records where !position.announced.contains(record.id) {
+            payloads.append((try? ChangeLog.payload(of: record)) ?? String(record.id))
+        }
+        relay.passOn(payloads, position: next)
         return ChangeFeedPosition(snapshot: next)
     }
 

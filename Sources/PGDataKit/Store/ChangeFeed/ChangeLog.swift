@@ -185,6 +185,22 @@ enum ChangeLog {
 
     // MARK: - Notification payloads
 
+    /// The notification payload of a record read from the log, as its writer's
+    /// (`payloadExpression`): the whole record when it fits, else its id. The process
+    /// hosting the relay passes such payloads on for records no notification announced.
+    ///
+    /// - Throws: `PostgresValueError` when the record cannot be encoded.
+    static func payload(of record: ChangeRecord) throws -> String {
+        let changes = try encode(record.changes)
+        guard changes.utf8.count <= payloadChangesLimit else { return String(record.id) }
+        let micros = Int64(exactly: (record.time.timeIntervalSince1970 * 1_000_000).rounded()) ?? 0
+        return [
+            payloadVersionWithoutSnapshot, String(record.id), String(record.transactionID),
+            record.origin.uuidString.lowercased(), String(record.originProcessID), String(record.originBackendPID),
+            String(micros), changes,
+        ].joined(separator: " ")
+    }
+
     /// The first word of an earlier writer's payload (one that notified inside its
     /// transaction): a whole record and a snapshot, which is not used (see
     /// `payloadExpression`).
@@ -261,28 +277,28 @@ enum ChangeLog {
         WHERE current_setting('synchronous_standby_names') <> ''
         """
 
-    /// Whether the log holds records of other origins committed after `position`: one
-    /// statement, not sealed (the listener keeps no snapshot from it; it reads the log
-    /// when the answer is yes).
-    static func hasRecords(after position: String, skippingOrigin: UUID, on connection: Connection) throws -> Bool {
+    /// Whether the log holds records committed after `position` (other than
+    /// `skippingOrigin`'s, when given): one statement, not sealed (the listener keeps no
+    /// snapshot from it; it reads the log when the answer is yes).
+    static func hasRecords(after position: String, skippingOrigin: UUID?, on connection: Connection) throws -> Bool {
         try connection.query(
             """
             SELECT EXISTS (SELECT FROM \(table) AS c
                            WHERE c.transaction_id >= pg_snapshot_xmin($1::pg_snapshot)
                              AND NOT pg_visible_in_snapshot(c.transaction_id, $1::pg_snapshot)
-                             AND c.origin <> $2)
+                             AND c.origin IS DISTINCT FROM $2::uuid)
             """, [position, skippingOrigin])[0].decode(Bool.self, at: 0)
     }
 
     /// The records committed after `position` (oldest id first) and the new position, in
     /// one statement (one snapshot), sealed (`sealedRead(_:on:)`). Records written by
-    /// `skippingOrigin` are passed over.
+    /// `skippingOrigin`, when given, are passed over.
     ///
     /// - Parameter delivered: transactions whose records were delivered already (from
     ///   notification payloads), left out, as an `xid8[]` literal (an anti-join on a
     ///   hash of them: thousands cost what a few do).
     static func read(
-        after position: String, skippingOrigin: UUID, delivered: String = "{}", on connection: Connection
+        after position: String, skippingOrigin: UUID?, delivered: String = "{}", on connection: Connection
     ) throws -> (records: [ChangeRecord], position: String) {
         let result = try sealedRead((
             """
@@ -293,7 +309,7 @@ enum ChangeLog {
                 SELECT * FROM \(table) AS c
                 WHERE c.transaction_id >= pg_snapshot_xmin($1::pg_snapshot)
                   AND NOT pg_visible_in_snapshot(c.transaction_id, $1::pg_snapshot)
-                  AND c.origin <> $2
+                  AND c.origin IS DISTINCT FROM $2::uuid
                   AND NOT EXISTS (SELECT FROM unnest($3::text::xid8[]) AS d(x) WHERE d.x = c.transaction_id)
             ) AS c ON true
             ORDER BY c.id

@@ -79,18 +79,19 @@ enum ListenerSession {
         connection.close()
     }
 
-    /// Waits until notifications arrive (returning all that have), `timeout` passes or
-    /// `wake` becomes readable (returning `nil` for either).
+    /// Waits until notifications (or, from the relay, a position) arrive, returning all
+    /// that have, or until `timeout` passes or `wake` becomes readable (returning `nil`
+    /// for either).
     ///
     /// - Throws: `PostgresError` (`.connectionLost`) when the session broke, or
     ///   `LocalSocket.Failure` when the relay went away or fell silent.
-    func next(timeout: Duration, wake: Int32) throws -> [PostgresNotification]? {
+    func next(timeout: Duration, wake: Int32) throws -> ListenerArrival? {
         switch self {
         case .direct(let connection):
             guard let first = try connection.waitForNotification(timeout: timeout, wakeDescriptor: wake) else {
                 return nil
             }
-            return [first] + (try connection.drainNotifications())
+            return ListenerArrival(notifications: [first] + (try connection.drainNotifications()), position: nil)
         case .relayed(let relay, let connection):
             let deadline = ContinuousClock.now + timeout
             while true {
@@ -106,8 +107,10 @@ enum ListenerSession {
                     throw PostgresError(kind: .connectionLost, message: "the listener's session was closed by the server")
                 }
                 if events[0] != 0 {
-                    let notifications = try relay.receive()
-                    if !notifications.isEmpty { return notifications }
+                    let (notifications, position) = try relay.receiveMessages()
+                    if !notifications.isEmpty || position != nil {
+                        return ListenerArrival(notifications: notifications, position: position)
+                    }
                 }
                 if relay.silence > NotificationRelayClient.silenceLimit {
                     throw LocalSocket.Failure(
@@ -117,4 +120,14 @@ enum ListenerSession {
             }
         }
     }
+}
+
+/// What arrived on a listener's session.
+struct ListenerArrival {
+    /// The notifications, in the order they came.
+    var notifications: [PostgresNotification]
+    /// The last position the process hosting the relay passed on with them (the
+    /// position of one of its reads of the log), to adopt once the notifications were
+    /// handled (`ChangeFeedPosition.adopt(_:)`); `nil` on the listener's own session.
+    var position: String?
 }

@@ -39,8 +39,14 @@ struct ListenerStateMachine {
         /// The longest single wait for notifications.
         var longestWait: Duration = .seconds(60)
         /// How long after the last read of the log the listener checks it for records no
-        /// notification announced (`nil`: never).
+        /// notification announced (`nil`: never). A listener that follows a relay hosted
+        /// by another process never checks: the hosting process checks for the host.
         var unannouncedCheckInterval: Duration?
+        /// How long notifications must be quiet before a listener that follows a relay
+        /// hosted by another process reads the log itself: the hosting process's reads
+        /// pass their position on to it (`ChangeFeedPosition.adopt(_:)`) well before, so
+        /// this is a fallback (a host whose options read less often, say).
+        var followerQuietReadDelay: Duration = .seconds(3)
     }
 
     /// Whether the host's relay is to be tried.
@@ -56,8 +62,9 @@ struct ListenerStateMachine {
 
     /// How a new session gets its notifications.
     enum SessionKind: Equatable {
-        /// From the host's relay.
-        case relayed
+        /// From the host's relay; `hosting` when this process hosts that relay (it then
+        /// checks the log for the host and passes on what its reads find).
+        case relayed(hosting: Bool)
         /// On its own `LISTEN`; `relay` says what the relay answered, if it was tried.
         case direct(relay: RelayAnswer)
     }
@@ -200,18 +207,23 @@ struct ListenerStateMachine {
             phase = .disconnected(reconnectAt: nil)
             return .closeToRetryRelay
         }
+        // A follower of another process's relay leaves the checks to that process, and
+        // waits longer before a quiet read of its own (the host's reads move it on).
+        let follows = kind == .relayed(hosting: false)
+        let quietDelay = follows ? timing.followerQuietReadDelay : timing.quietReadDelay
+        let checkInterval = follows ? nil : timing.unannouncedCheckInterval
         let sinceNotification = lastNotification.duration(to: now)
-        if unreadSince != nil, sinceNotification >= timing.quietReadDelay { return .readLog }
+        if unreadSince != nil, sinceNotification >= quietDelay { return .readLog }
         let sinceRead = lastRead.duration(to: now)
-        if let interval = timing.unannouncedCheckInterval, sinceRead >= interval { return .checkLog }
+        if let interval = checkInterval, sinceRead >= interval { return .checkLog }
         if prunes, lastPrune.map({ $0.duration(to: now) >= timing.pruneInterval }) ?? true {
             lastPrune = now
             return .prune
         }
         var timeout = timing.longestWait
         if prunes, let lastPrune { timeout = min(timeout, timing.pruneInterval - lastPrune.duration(to: now)) }
-        if unreadSince != nil { timeout = min(timeout, timing.quietReadDelay - sinceNotification) }
-        if let interval = timing.unannouncedCheckInterval { timeout = min(timeout, interval - sinceRead) }
+        if unreadSince != nil { timeout = min(timeout, quietDelay - sinceNotification) }
+        if let interval = checkInterval { timeout = min(timeout, interval - sinceRead) }
         if case .direct = kind, let retryAt = relayRetryAt { timeout = min(timeout, now.duration(to: retryAt)) }
         return .wait(timeout: max(.milliseconds(1), timeout))
     }

@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+@testable import PGDataKitPostgres
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// On a host whose processes share a relay, the hosting process reads the change log for
+/// all of them: it checks for records no notification announced, passes on what its reads
+/// find, then each read's position, which the others adopt. So the host's other processes
+/// send no statement to follow other processes' saves — neither the once-a-second check
+/// nor the reads that move their positions on — and a save whose process died before
+/// its notification still reaches them within the check interval.
+@Suite("The relay's host reads the log for the host")
+struct RelayHostCheckTests {
+    /// A fresh database with the example schema, a process-like manager hosting the relay
+    /// and a second one following it, whose records `body` gets.
+    private func withHostAndFollower(
+        _ body: (_ host: ContextManager, _ follower: ContextManager, RecordCollector, ConnectionConfiguration) throws -> Void
+    ) throws {
+        let directory = NSTemporaryDirectory() + "pgdatakit-relay-check-" + UUID().uuidString.prefix(8)
+        #expect(mkdir(directory, 0o700) == 0)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            try ExampleSchema.makeManager(configuration).close()  // the schema
+            let options = ChangeLogOptions(relay: .directory(directory))
+            let host = try ContextManager(configuration: configuration, entities: ExampleSchema.entities, changeLog: options)
+            defer { host.close() }
+            let hostToken = host.coordinator.observeRemoteChanges { _ in }
+            defer { hostToken.cancel() }
+            try eventually("the first manager hosts the relay") {
+                host.coordinator.hostsListenerRelay && host.coordinator.listenerUsesRelay
+            }
+            let follower = try ContextManager(
+                configuration: configuration, entities: ExampleSchema.entities, changeLog: options)
+            defer { follower.close() }
+            let records = RecordCollector()
+            let token = follower.coordinator.observeRemoteChanges { records.append($0) }
+            defer { token.cancel() }
+            try eventually("the second manager follows the relay and pruned once") {
+                follower.coordinator.listenerUsesRelay && !follower.coordinator.hostsListenerRelay
+                    && follower.coordinator.listener.pruneAttempts >= 1 && host.coordinator.listener.pruneAttempts >= 1
+            }
+            try body(host, follower, records, configuration)
+        }
+    }
+
+    /// When the server last saw the follower's log session change state (a statement
+    /// makes it active, then idle).
+    private func lastActivity(of follower: ContextManager, _ admin: Connection) throws -> String {
+        let pid = try #require(follower.coordinator.listenerBackendPID)
+        let rows = try admin.query("SELECT state_change::text FROM pg_stat_activity WHERE pid = $1", [pid])
+        return try #require(rows.first).decode(String.self, at: 0)
+    }
+
+    /// A writer process killed after its save committed and before its notification went
+    /// out: the follower gets the record from the relay's host, within the default check
+    /// interval (one second; the test allows half a second more for a loaded machine), 20
+    /// times out of 20, and its own session runs no statement meanwhile.
+    @Test(.timeLimit(.minutes(3)))
+    func aSaveWhoseProcessDiedReachesAFollowerThroughTheHost() throws {
+        try withHostAndFollower { _, follower, records, configuration in
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            let before = try lastActivity(of: follower, admin)
+            var delays: [Duration] = []
+            for round in 0..<20 {
+                let helper = try HelperProcess.start(
+                    "unannounced-save", configuration, ["dead-\(round)"], environment: ["PGDATAKIT_TEST_RELAY": "off"])
+                try helper.waitUntil("the save committed") { $0.contains("committed") }
+                kill(helper.running.pid, SIGKILL)
+                let killed = ContinuousClock.now
+                _ = try? helper.waitForExit()
+                try eventually("round \(round)'s record arrived", timeout: .seconds(10)) { records.all.count == round + 1 }
+                delays.append(killed.duration(to: .now))
+            }
+            let slowest = delays.max() ?? .zero
+            #expect(slowest < .milliseconds(1_500), "slowest \(slowest)")
+            #expect(Set(records.all.map(\.id)).count == 20)
+            #expect(try lastActivity(of: follower, admin) == before, "the follower's session ran a statement")
+            print("unannounced saves through the relay's host: slowest \(slowest), all \(delays)")
+        }
+    }
+
+    /// Another process saves 60 times: the follower gets each record once, and its
+    /// session runs no statement — not while the saves come, and not after they stop,
+    /// when without the host's positions it would read the log to confirm what the
+    /// payloads delivered (three seconds later, as a follower; waited for here).
+    @Test func aFollowerAdoptsTheHostsPositionsInsteadOfReadingTheLog() throws {
+        try withHostAndFollower { host, follower, records, configuration in
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            let before = try lastActivity(of: follower, admin)
+            var options = ChangeLogOptions(relay: .off)
+            options.unannouncedCheckInterval = nil
+            let writer = try ContextManager(
+                configuration: configuration, entities: ExampleSchema.entities, changeLog: options)
+            defer { writer.close() }
+            for index in 0..<60 {
+                let context = writer.newPrivateContext()
+                try context.performAndWait {
+                    User(context: context).userID = "adopted-\(index)"
+                    try context.save()
+                }
+            }
+            try eventually("every save arrived") { records.all.count == 60 }
+            Thread.sleep(forTimeInterval: 4)
+            let logged = try admin.query("SELECT id FROM \(ChangeLog.table) ORDER BY id").map { try $0.decode(Int64.self, at: 0) }
+            #expect(records.all.map(\.id).sorted() == logged, "each record once")
+            #expect(try lastActivity(of: follower, admin) == before, "the follower's session ran a statement")
+            #expect(host.coordinator.hostsListenerRelay)
+        }
+    }
+}
