@@ -123,8 +123,8 @@ package final class NotificationRelay: Sendable {
     /// The process id of the relay's server session while connected.
     var backendPID: Int32? { state.withLock { $0.backendPID } }
 
-    /// How many processes are connected.
-    var followerCount: Int { state.withLock { $0.followers } }
+    /// How many processes are connected (the hosting process's listener among them).
+    package var followerCount: Int { state.withLock { $0.followers } }
 
     /// Whether the relay's thread has ended (stopped, or given up on an error of `poll`):
     /// its socket is gone and its lock released.

@@ -33,12 +33,14 @@ struct NotificationPayloadTests {
     /// (the server's view of that session: its last statement and when its state last
     /// changed); once they stop, one read moves its position past them (its state changes
     /// once, then not again); every record arrives once, across a reconnect. (The regular
-    /// check for unannounced records is off here: it goes by time, not by saves.)
+    /// check for unannounced records is off here: it goes by time, not by saves. The
+    /// observer listens on its own session: following the writer's relay it would not
+    /// read the log at all, `RelayHostCheckTests`.)
     @Test func anIdleObserverSendsNoQueryPerRemoteSave() throws {
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
             let writer = try ExampleSchema.makeManager(configuration)
             defer { writer.close() }
-            var options = ChangeLogOptions()
+            var options = ChangeLogOptions(relay: .off)
             options.unannouncedCheckInterval = nil
             let observer = try ContextManager(
                 configuration: configuration, entities: ExampleSchema.entities, changeLog: options)

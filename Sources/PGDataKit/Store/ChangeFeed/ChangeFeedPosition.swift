@@ -21,8 +21,10 @@ struct ChangeFeedPosition: Sendable, Equatable {
     private(set) var snapshot: String
     /// Transactions delivered from payloads since that read.
     private(set) var delivered: Set<UInt64> = []
-    /// Records announced by id since that read (kept by the relay's host only: every
-    /// process of the host read them, so its reads need not pass them on).
+    /// The relay's host only: its own transactions announced since that read (its reads
+    /// take in its own records, to pass on those no notification announced), and the
+    /// records announced by id since (every process of the host read them).
+    private(set) var ownAnnounced: Set<UInt64> = []
     private(set) var announced: Set<Int64> = []
     private var xmin: UInt64
     private var xmax: UInt64
@@ -49,7 +51,7 @@ struct ChangeFeedPosition: Sendable, Equatable {
 
     /// Whether the record of a (committed) transaction has been delivered.
     func covers(_ transaction: UInt64) -> Bool {
-        if delivered.contains(transaction) { return true }
+        if delivered.contains(transaction) || ownAnnounced.contains(transaction) { return true }
         if transaction < xmin { return true }
         if transaction >= xmax { return false }
         return !inProgress.contains(transaction)
@@ -58,6 +60,19 @@ struct ChangeFeedPosition: Sendable, Equatable {
     /// Notes a transaction delivered from a payload.
     mutating func noteDelivered(_ transaction: UInt64) {
         delivered.insert(transaction)
+    }
+
+    /// Notes a transaction of this process whose notification arrived (the relay's host).
+    mutating func noteOwn(_ transaction: UInt64) {
+        ownAnnounced.insert(transaction)
+    }
+
+    /// Whether the relay's host, with `followers` processes on its relay (its own
+    /// listener among them), reads the log to confirm its own announced saves: only while
+    /// others follow (its reads pass positions on to them, which cover the host's saves
+    /// they were delivered).
+    func confirmsOwn(followers: Int) -> Bool {
+        followers > 1 && !ownAnnounced.isEmpty
     }
 
     /// Notes a record announced by id (a notification without the record).
@@ -81,13 +96,21 @@ struct ChangeFeedPosition: Sendable, Equatable {
             later.inProgress.allSatisfy({ $0 >= xmax || inProgress.contains($0) })
         else { return false }
         let kept = delivered.filter { !later.covers($0) }
+        let keptOwn = ownAnnounced.filter { !later.covers($0) }
         self = later
         delivered = kept
+        ownAnnounced = keptOwn
         return true
     }
 
-    /// The delivered set as an `xid8[]` literal, for a read that leaves them out.
+    /// The delivered set (and the host's own announced transactions) as an `xid8[]`
+    /// literal, for a read that leaves them out.
     var deliveredLiteral: String {
-        "{" + delivered.map(String.init).joined(separator: ",") + "}"
+        "{" + delivered.union(ownAnnounced).map(String.init).joined(separator: ",") + "}"
+    }
+
+    /// The host's own announced transactions as an `xid8[]` literal.
+    var ownLiteral: String {
+        "{" + ownAnnounced.map(String.init).joined(separator: ",") + "}"
     }
 }

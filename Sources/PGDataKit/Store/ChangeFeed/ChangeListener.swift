@@ -434,9 +434,11 @@ final class ChangeListener: Sendable {
             // host of the relay checks for every process of the host: its own records
             // too, whose notifications its process may have failed to send.)
             let hasNew =
-                position.delivered.isEmpty
-                ? try ChangeLog.hasRecords(
-                    after: position.snapshot, skippingOrigin: relay == nil ? origin : nil, on: current) : true
+                !position.delivered.isEmpty || position.confirmsOwn(followers: relay?.followerCount ?? 0)
+                ? true
+                : try ChangeLog.hasRecords(
+                    after: position.snapshot, skippingOrigin: relay == nil ? origin : nil, excluding: position.ownLiteral,
+                    on: current)
             if hasNew { position = try catchUp(on: current, from: position, passingOn: relay) }
             machine.logRead(now: .now)
         case .prune:
@@ -462,9 +464,9 @@ final class ChangeListener: Sendable {
         for note in arrival.notifications {
             switch ChangeLog.payload(of: note.payload, ownOrigin: origin) {
             case .own(let transaction):
-                // The relay's host notes its own as delivered: its reads take in every
-                // origin, and pass on what no notification announced.
-                if relay != nil, !position.covers(transaction) { position.noteDelivered(transaction) }
+                // The relay's host notes its own: its reads take in every origin, and
+                // pass on what no notification announced.
+                if relay != nil, !position.covers(transaction) { position.noteOwn(transaction) }
                 continue
             case .record(let record, let transaction):
                 readLast = false
@@ -502,13 +504,14 @@ final class ChangeListener: Sendable {
         if relay == nil, let hosts = arrival.position, position.adopt(hosts) {
             readLast = readLast || position.delivered.isEmpty
         }
-        if position.delivered.count >= Self.maximumDelivered {
+        if position.delivered.count + position.ownAnnounced.count >= Self.maximumDelivered {
             position = try catchUp(on: current, from: position, passingOn: relay)
             readLast = true
         }
         // Payloads do not move the position: once notifications go quiet, one read moves
         // it past what they delivered and empties the set.
-        return readLast || position.delivered.isEmpty
+        let confirmsOwn = position.confirmsOwn(followers: relay?.followerCount ?? 0)
+        return readLast || (position.delivered.isEmpty && !confirmsOwn)
     }
 
     /// Deletes records older than the retention. A role without the `DELETE` grant is

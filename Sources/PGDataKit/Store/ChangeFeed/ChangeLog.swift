@@ -278,16 +278,20 @@ enum ChangeLog {
         """
 
     /// Whether the log holds records committed after `position` (other than
-    /// `skippingOrigin`'s, when given): one statement, not sealed (the listener keeps no
-    /// snapshot from it; it reads the log when the answer is yes).
-    static func hasRecords(after position: String, skippingOrigin: UUID?, on connection: Connection) throws -> Bool {
+    /// `skippingOrigin`'s, when given, and those of the transactions in `excluding`, an
+    /// `xid8[]` literal): one statement, not sealed (the listener keeps no snapshot from
+    /// it; it reads the log when the answer is yes).
+    static func hasRecords(
+        after position: String, skippingOrigin: UUID?, excluding: String = "{}", on connection: Connection
+    ) throws -> Bool {
         try connection.query(
             """
             SELECT EXISTS (SELECT FROM \(table) AS c
                            WHERE c.transaction_id >= pg_snapshot_xmin($1::pg_snapshot)
                              AND NOT pg_visible_in_snapshot(c.transaction_id, $1::pg_snapshot)
-                             AND c.origin IS DISTINCT FROM $2::uuid)
-            """, [position, skippingOrigin])[0].decode(Bool.self, at: 0)
+                             AND c.origin IS DISTINCT FROM $2::uuid
+                             AND NOT EXISTS (SELECT FROM unnest($3::text::xid8[]) AS d(x) WHERE d.x = c.transaction_id))
+            """, [position, skippingOrigin, excluding])[0].decode(Bool.self, at: 0)
     }
 
     /// The records committed after `position` (oldest id first) and the new position, in

@@ -27,7 +27,8 @@ public struct ChangeLogOptions: Sendable {
     /// notification, which is sent after it): one statement while nothing new is there, a
     /// read of the log when something is. Such a save reaches this process within this
     /// time; `nil` leaves it to the next notification or reconnection. One second by
-    /// default.
+    /// default. On a host whose processes share a relay (`relay`), only the process
+    /// hosting it checks, for every process of the host, with its own interval.
     ///
     /// For example, to check every 250 milliseconds:
     ///
