@@ -501,9 +501,7 @@ final class ChangeListener: Sendable {
         }
         deliver(records)
         wake()
-        if relay == nil, let hosts = arrival.position, position.adopt(hosts) {
-            readLast = readLast || position.delivered.isEmpty
-        }
+        if relay == nil, let hosts = arrival.position { _ = position.adopt(hosts) }
         if position.delivered.count + position.ownAnnounced.count >= Self.maximumDelivered {
             position = try catchUp(on: current, from: position, passingOn: relay)
             readLast = true
