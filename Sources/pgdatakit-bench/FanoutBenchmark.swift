@@ -52,7 +52,9 @@ struct FanoutBenchmark: ParsableCommand {
             context, a writer's transaction): PROCESSES must fit the server's \
             max_connections; the peak is printed. \
             Last line: `RESULT fanout processes=… writers=… saves_per_s=… merge_p50_ms=… \
-            merge_p99_ms=… idle_observer_queries_per_save=… holder_queries_per_save=…`.
+            merge_p99_ms=… idle_observer_queries_per_save=… holder_queries_per_save=… \
+            idle_observer_statements=…` (the last: all the idle observers' statements in the \
+            window; one of them may host the relay, which reads the log for the host).
             """)
 
     @Option(help: "Processes, writers included.")
@@ -223,11 +225,15 @@ struct FanoutBenchmark: ParsableCommand {
                         + (text.count > 100 ? String(text.prefix(100)) + "…" : text))
             }
         }
+        // All the idle observers' statements in the window (one of them may host the relay,
+        // which reads the log for the host).
+        let idleCalls = idle.perSave.isNaN ? "nan" : String(idle.kinds.reduce(0) { $0 + $1.calls })
         print(
             "RESULT fanout processes=\(processes) writers=\(writers) saves_per_s=\(format(savesPerSecond, 1)) "
                 + "merge_p50_ms=\(format(merges.p50, 3)) merge_p99_ms=\(format(merges.p99, 3)) "
                 + "idle_observer_queries_per_save=\(format(idle.perSave, 3)) "
-                + "holder_queries_per_save=\(format(holders.perSave, 3))")
+                + "holder_queries_per_save=\(format(holders.perSave, 3)) "
+                + "idle_observer_statements=\(idleCalls)")
         if inStep < layout.holders || probes.count < layout.idle {
             printError(
                 "fanout: \(layout.holders - inStep) holder(s) ended out of step with the database, "
