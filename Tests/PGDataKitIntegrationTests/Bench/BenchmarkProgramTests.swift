@@ -166,7 +166,7 @@ struct BenchmarkProgramTests {
         // A value that is not a number is left out of `fields`; `nan` reads as a number.
         #expect(Set(fields.keys) == [
             "processes", "writers", "saves_per_s", "merge_p50_ms", "merge_p99_ms", "idle_observer_queries_per_save",
-            "holder_queries_per_save",
+            "holder_queries_per_save", "idle_observer_statements",
         ], "\(outcome.output)")
         #expect(fields["processes"] == 4 && fields["writers"] == 1)
         #expect((fields["saves_per_s"] ?? 0) > 0)
@@ -175,7 +175,7 @@ struct BenchmarkProgramTests {
         // The server counts the observers' statements when it loads pg_stat_statements
         // (the bench server does; the throwaway test server does not, and says so).
         let counted = !outcome.output.contains("statements per remote save: not counted")
-        for key in ["idle_observer_queries_per_save", "holder_queries_per_save"] {
+        for key in ["idle_observer_queries_per_save", "holder_queries_per_save", "idle_observer_statements"] {
             let value = try #require(fields[key])
             #expect(counted ? value.isFinite && value >= 0 : value.isNaN, "\(key) = \(value)")
         }
