@@ -14,7 +14,12 @@ import Testing
 /// send no statement to follow other processes' saves — neither the once-a-second check
 /// nor the reads that move their positions on — and a save whose process died before
 /// its notification still reaches them within the check interval.
-@Suite("The relay's host reads the log for the host")
+///
+/// Heavy: its tests wait for seconds (20 writer processes started and killed, quiet
+/// spells). On the cooperative pool's two threads, beside the other process-killing test
+/// (`NotificationAfterCommitTests`), they left none for async tests, and a pool test's
+/// tasks timed out waiting for a connection their holders could not give back.
+@Suite("The relay's host reads the log for the host", .heavy)
 struct RelayHostCheckTests {
     /// A fresh database with the example schema, a process-like manager hosting the relay
     /// and a second one following it, whose records `body` gets.
