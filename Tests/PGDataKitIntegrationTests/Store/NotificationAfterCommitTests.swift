@@ -165,16 +165,7 @@ struct NotificationAfterCommitTests {
     @Test(.timeLimit(.minutes(3)))
     func aSaveWhoseProcessDiedBeforeItsNotificationStillArrives() throws {
         try withObserver(check: ChangeLogOptions().unannouncedCheckInterval) { _, records, configuration in
-            var delays: [Duration] = []
-            for round in 0..<20 {
-                let helper = try HelperProcess.start("unannounced-save", configuration, ["dead-\(round)"])
-                try helper.waitUntil("the save committed") { $0.contains("committed") }
-                kill(helper.running.pid, SIGKILL)
-                let killed = ContinuousClock.now
-                _ = try? helper.waitForExit()
-                try waitFor("round \(round)'s record arrived", timeout: .seconds(10)) { records.all.count == round + 1 }
-                delays.append(killed.duration(to: .now))
-            }
+            let delays = try killWritersBeforeTheirNotifications(20, configuration) { records.all.count }
             let slowest = delays.max() ?? .zero
             #expect(slowest < .milliseconds(1_500), "slowest \(slowest)")
             #expect(Set(records.all.map(\.id)).count == 20)

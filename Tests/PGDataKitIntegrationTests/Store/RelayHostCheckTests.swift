@@ -71,17 +71,9 @@ struct RelayHostCheckTests {
             let admin = try Connection(configuration)
             defer { admin.close() }
             let before = try lastActivity(of: follower, admin)
-            var delays: [Duration] = []
-            for round in 0..<20 {
-                let helper = try HelperProcess.start(
-                    "unannounced-save", configuration, ["dead-\(round)"], environment: ["PGDATAKIT_TEST_RELAY": "off"])
-                try helper.waitUntil("the save committed") { $0.contains("committed") }
-                kill(helper.running.pid, SIGKILL)
-                let killed = ContinuousClock.now
-                _ = try? helper.waitForExit()
-                try eventually("round \(round)'s record arrived", timeout: .seconds(10)) { records.all.count == round + 1 }
-                delays.append(killed.duration(to: .now))
-            }
+            let delays = try killWritersBeforeTheirNotifications(
+                20, configuration, environment: ["PGDATAKIT_TEST_RELAY": "off"]
+            ) { records.all.count }
             let slowest = delays.max() ?? .zero
             #expect(slowest < .milliseconds(1_500), "slowest \(slowest)")
             #expect(Set(records.all.map(\.id)).count == 20)

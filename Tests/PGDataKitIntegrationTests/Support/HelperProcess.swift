@@ -139,3 +139,24 @@ final class HelperProcess {
         return try running.wait()
     }
 }
+
+/// Starts a writer process `rounds` times that saves one user and is killed (SIGKILL)
+/// after its commit and before its notification (`unannounced-save`: its notifier holds
+/// the payload back), waiting each time until `records` counts the round's record; how
+/// long after each kill it arrived.
+func killWritersBeforeTheirNotifications(
+    _ rounds: Int, _ configuration: ConnectionConfiguration, environment: [String: String] = [:],
+    records: () -> Int
+) throws -> [Duration] {
+    var delays: [Duration] = []
+    for round in 0..<rounds {
+        let helper = try HelperProcess.start("unannounced-save", configuration, ["dead-\(round)"], environment: environment)
+        try helper.waitUntil("the save committed") { $0.contains("committed") }
+        kill(helper.running.pid, SIGKILL)
+        let killed = ContinuousClock.now
+        _ = try? helper.waitForExit()
+        try eventually("round \(round)'s record arrived", timeout: .seconds(10)) { records() == round + 1 }
+        delays.append(killed.duration(to: .now))
+    }
+    return delays
+}
