@@ -79,7 +79,7 @@ package final class NotificationRelay: Sendable {
         var backendPID: Int32?
         var followers = 0
         /// Messages of the hosting process to pass on (`passOn(_:position:)`), and how
-        /// many notifications they hold.
+        /// many.
         var injected: [UInt8] = []
         var injectedCount = 0
     }

@@ -22,9 +22,10 @@ struct ChangeFeedPosition: Sendable, Equatable {
     /// Transactions delivered from payloads since that read.
     private(set) var delivered: Set<UInt64> = []
     /// The relay's host only: its own transactions announced since that read (its reads
-    /// take in its own records, to pass on those no notification announced), and the
-    /// records announced by id since (every process of the host read them).
+    /// take in its own records, to pass on those no notification announced).
     private(set) var ownAnnounced: Set<UInt64> = []
+    /// The relay's host only: records announced by id since that read (every process of
+    /// the host read them itself; the host need not pass them on).
     private(set) var announced: Set<Int64> = []
     private var xmin: UInt64
     private var xmax: UInt64
