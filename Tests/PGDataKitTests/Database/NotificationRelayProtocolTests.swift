@@ -109,6 +109,47 @@ struct NotificationRelayProtocolTests {
         }
     }
 
+    /// Positions the hosting process passes on (`S` messages) arrive among the
+    /// notifications: each read gives the notifications that arrived and the last
+    /// position among them, and a position is never handed out before the notifications
+    /// sent ahead of it.
+    @Test func positionsArriveAfterTheNotificationsSentBeforeThem() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            var stream: [UInt8] = []
+            NotificationRelay.Message.encode(NotificationRelay.Message.key, Array(endpoint.key.utf8), into: &stream)
+            for index in 0..<40 {
+                let note = PostgresNotification(channel: "pgdatakit_changes", payload: "n\(index)", senderPID: 7)
+                NotificationRelay.Message.encode(note, into: &stream)
+                if index % 10 == 9 {
+                    NotificationRelay.Message.encode(NotificationRelay.Message.position, Array("p\(index)".utf8), into: &stream)
+                }
+            }
+            let bytes = stream
+            let relay = try FakeRelay(at: endpoint.socketPath) { descriptor in
+                FakeRelay.write(descriptor, bytes, pieces: [3, 9, 2, 40, 1, 17, 120, 5])
+            }
+            let client = try #require(
+                try NotificationRelayClient.connect(to: endpoint, channel: "pgdatakit_changes", timeout: .seconds(5)))
+            var received: [String] = []
+            var positions: [(position: String, after: Int)] = []
+            let start = ContinuousClock.now
+            while positions.last?.position != "p39", start.duration(to: .now) < .seconds(10) {
+                _ = try LocalSocket.poll([(client.descriptor, Int16(POLLIN))], timeout: .milliseconds(100))
+                let (notifications, position) = try client.receiveMessages()
+                received += notifications.map(\.payload)
+                if let position { positions.append((position, received.count)) }
+            }
+            #expect(received == (0..<40).map { "n\($0)" })
+            for (position, after) in positions {
+                let index = try #require(Int(position.dropFirst()))
+                #expect(after >= index + 1, "\(position) handed out with only \(after) notifications")
+            }
+            #expect(positions.last?.position == "p39")
+            relay.done.wait()
+        }
+    }
+
     /// A relay that sends and closes at once: what it sent is handed out first, then the
     /// close is reported (whether the close is seen in the same read as the last bytes or
     /// already while the key is read). It used to throw with the notifications unread.
