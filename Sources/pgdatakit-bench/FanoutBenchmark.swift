@@ -203,6 +203,12 @@ struct FanoutBenchmark: ParsableCommand {
 
         print(
             "connections to the database at the peak: \(connections.peak) (max_connections \(connections.maximum))")
+        // The relay's host reads the log for every process of the host (its statements
+        // count among its kind's).
+        let hosts = reports.filter(\.hostsRelay).map(\.kind.rawValue)
+        print(
+            "the host's relay: \(reports.filter(\.usesRelay).count) of \(reports.count) processes follow it; "
+                + "hosted by: \(hosts.isEmpty ? "none" : hosts.joined(separator: ", "))")
         let widths = [7, 10, 8, 9, 14, 14, 24]
         print(Self.row(["kind", "processes", "saves", "saves/s", "merge p50 ms", "merge p99 ms",
                         "statements/remote save", "check"], widths))
@@ -306,6 +312,9 @@ struct FanoutReport {
     var merges: [Int] = []
     /// From the start of the probe save to its merge here; -1 when it never came (idle).
     var probeMilliseconds: Double?
+    /// Whether its listener followed the host's relay at the end, and whether it hosted it.
+    var usesRelay = false
+    var hostsRelay = false
 
     /// Reads the report lines up to `done`; nil when the process ended first.
     init?(_ process: BenchProcess, kind: FanoutKind) {
@@ -324,6 +333,9 @@ struct FanoutReport {
                 merges = parts.count > 1 ? parts[1].split(separator: ",").compactMap { Int($0) } : []
             case "probe" where parts.count == 2:
                 probeMilliseconds = Double(parts[1])
+            case "relay" where parts.count == 3:
+                usesRelay = parts[1] == "true"
+                hostsRelay = parts[2] == "true"
             default:
                 continue
             }

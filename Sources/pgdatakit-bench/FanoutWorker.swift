@@ -65,7 +65,8 @@ struct FanoutLayout {
 /// <all>`; a holder checks its held rows against the database (`stale <rows that differ>`)
 /// and prints `merges <µs,…>`; an idle observer waits for the parent's probe save (which
 /// renames its first held row to `probe`; `finish <when the probe save began>`) to reach
-/// its main context and prints `probe <ms>` (-1 when it did not within 10 s). Then `done`.
+/// its main context and prints `probe <ms>` (-1 when it did not within 10 s). Then
+/// `relay <follows the host's relay> <hosts it>` and `done`.
 struct FanoutWorker: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanout-worker", abstract: "A process of `fanout` (not run by hand).", shouldDisplay: false)
@@ -140,6 +141,7 @@ struct FanoutWorker: ParsableCommand {
             let merged = tally.waitForProbe(timeout: .seconds(10))
             text = "probe \(merged.map { String(format: "%.3f", Double(max(0, $0 - probeBegan)) / 1e6) } ?? "-1")\n"
         }
+        text += "relay \(manager.coordinator.listenerUsesRelay) \(manager.coordinator.hostsListenerRelay)\n"
         text += "done\n"
         FileHandle.standardOutput.write(Data(text.utf8))
         withExtendedLifetime((held, controller)) {}
