@@ -203,11 +203,13 @@ struct FanoutBenchmark: ParsableCommand {
 
         print(
             "connections to the database at the peak: \(connections.peak) (max_connections \(connections.maximum))")
-        // The relay's host reads the log for every process of the host (its statements
-        // count among its kind's).
+        // A relay per role (its key names the user): holders and idle observers log in as
+        // roles of their own, so each kind has its relay, and one process of the kind hosts
+        // it and reads the log for the others (its statements count among its kind's).
+        // Reported as each process finished: a host that ended first hands over.
         let hosts = reports.filter(\.hostsRelay).map(\.kind.rawValue)
         print(
-            "the host's relay: \(reports.filter(\.usesRelay).count) of \(reports.count) processes follow it; "
+            "relays at the end: \(reports.filter(\.usesRelay).count) of \(reports.count) processes follow one; "
                 + "hosted by: \(hosts.isEmpty ? "none" : hosts.joined(separator: ", "))")
         let widths = [7, 10, 8, 9, 14, 14, 24]
         print(Self.row(["kind", "processes", "saves", "saves/s", "merge p50 ms", "merge p99 ms",
