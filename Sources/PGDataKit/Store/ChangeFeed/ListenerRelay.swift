@@ -14,9 +14,10 @@ import Foundation
 /// other processes that use the same server, database, user and channel; each process
 /// still keeps its own session for reading the change log, its own position and
 /// its own exactly-once delivery. The hosting process also reads the log for the host:
-/// it checks for saves no notification announced (`ChangeLogOptions.unannouncedCheckInterval`)
-/// and passes on what its reads find and their positions, which the others adopt, so
-/// they need not read the log to follow other processes' saves. When the hosting process ends (or its session drops),
+/// it checks for saves no notification announced
+/// (`ChangeLogOptions.unannouncedCheckInterval`) and passes on what its reads find and
+/// their positions, which the others adopt, so they need not read the log to follow
+/// other processes' saves. When the hosting process ends (or its session drops),
 /// the others catch up from the change log, as after losing a session of their own, and
 /// one of them takes over.
 ///
