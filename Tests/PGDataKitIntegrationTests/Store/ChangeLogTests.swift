@@ -98,10 +98,10 @@ struct ChangeLogTests {
             // forgot it already); an id is own once, and other ids never are. (Only a
             // notification that carries just an id — a record too large for a payload —
             // is looked up by id; a payload names its origin.)
-            listener.noteOwnRecord(Int64(own))
-            #expect(listener.isOwnRecord(Int64(own)))
-            #expect(!listener.isOwnRecord(Int64(own)))
-            #expect(!listener.isOwnRecord(Int64(own + 1_000)))
+            listener.ownRecords.note(Int64(own))
+            #expect(listener.ownRecords.take(Int64(own)))
+            #expect(!listener.ownRecords.take(Int64(own)))
+            #expect(!listener.ownRecords.take(Int64(own + 1_000)))
             // Another process's record right after the own one still arrives.
             try insertUser("other", in: reader)
             try eventually("the writer has the reader's record") { received.all.count == 1 }

@@ -22,8 +22,10 @@ import Testing
 @Suite("The relay's host reads the log for the host", .heavy)
 struct RelayHostCheckTests {
     /// A fresh database with the example schema, a process-like manager hosting the relay
-    /// and a second one following it, whose records `body` gets.
+    /// (with `hostReconnectDelay` as its listener's backoff) and a second one following
+    /// it, whose records `body` gets.
     private func withHostAndFollower(
+        hostReconnectDelay: Duration = .milliseconds(50),
         _ body: (_ host: ContextManager, _ follower: ContextManager, RecordCollector, ConnectionConfiguration) throws -> Void
     ) throws {
         let directory = NSTemporaryDirectory() + "pgdatakit-relay-check-" + UUID().uuidString.prefix(8)
@@ -32,7 +34,11 @@ struct RelayHostCheckTests {
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
             try ExampleSchema.makeManager(configuration).close()  // the schema
             let options = ChangeLogOptions(relay: .directory(directory))
-            let host = try ContextManager(configuration: configuration, entities: ExampleSchema.entities, changeLog: options)
+            var hostOptions = options
+            hostOptions.reconnectDelay = hostReconnectDelay
+            hostOptions.maximumReconnectDelay = max(hostReconnectDelay, options.maximumReconnectDelay)
+            let host = try ContextManager(
+                configuration: configuration, entities: ExampleSchema.entities, changeLog: hostOptions)
             defer { host.close() }
             let hostToken = host.coordinator.observeRemoteChanges { _ in }
             defer { hostToken.cancel() }
@@ -109,6 +115,34 @@ struct RelayHostCheckTests {
             #expect(records.all.map(\.id).sorted() == logged, "each record once")
             #expect(try lastActivity(of: follower, admin) == before, "the follower's session ran a statement")
             #expect(host.coordinator.hostsListenerRelay)
+        }
+    }
+
+    /// The hosting process stops checking for the host — its listener's session dropped
+    /// and waits a minute to reconnect (as it also stops while it listens on a session of
+    /// its own) — so its positions stop coming: after three check intervals without one,
+    /// the follower checks the log itself, and a save whose process died reaches it within
+    /// the interval again (half a second more allowed for a loaded machine), 5 times out
+    /// of 5, while the host's listener is still away.
+    @Test(.timeLimit(.minutes(3)))
+    func aFollowerChecksTheLogItselfWhileTheHostDoesNot() throws {
+        try withHostAndFollower(hostReconnectDelay: .seconds(60)) { host, follower, records, configuration in
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            let hostListener = try #require(host.coordinator.listenerBackendPID)
+            _ = try admin.query("SELECT pg_terminate_backend($1)", [hostListener])
+            try eventually("the host's listener lost its session") { host.coordinator.listenerBackendPID == nil }
+            let before = try lastActivity(of: follower, admin)
+            Thread.sleep(forTimeInterval: 3.5)
+            let delays = try killWritersBeforeTheirNotifications(
+                5, configuration, environment: ["PGDATAKIT_TEST_RELAY": "off"]
+            ) { records.all.count }
+            let slowest = delays.max() ?? .zero
+            #expect(slowest < .milliseconds(1_500), "slowest \(slowest)")
+            #expect(Set(records.all.map(\.id)).count == 5)
+            #expect(try lastActivity(of: follower, admin) != before, "the follower never checked the log")
+            #expect(host.coordinator.listenerBackendPID == nil, "the host's listener came back meanwhile")
+            print("unannounced saves while the relay's host did not check: slowest \(slowest), all \(delays)")
         }
     }
 }

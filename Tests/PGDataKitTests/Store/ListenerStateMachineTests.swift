@@ -273,9 +273,11 @@ struct ListenerStateMachineTests {
     }
 
     /// On a host whose relay another process hosts, that process checks the log for the
-    /// host and passes on what it finds: a follower never checks, and reads the log after
-    /// quiet notifications only as a fallback (`followerQuietReadDelay`), since the
-    /// host's reads move it on. The hosting process checks as a listener of its own.
+    /// host and passes on what it finds, and a position after each check: a follower does
+    /// not check while positions come (it does after three intervals without one), and
+    /// reads the log after quiet notifications only as a fallback
+    /// (`followerQuietReadDelay`), since the host's reads move it on. The hosting process
+    /// checks as a listener of its own.
     @Test func aFollowerOfTheRelayLeavesTheChecksToTheHostingProcess() {
         var checking = timing
         checking.unannouncedCheckInterval = .seconds(1)
@@ -284,7 +286,9 @@ struct ListenerStateMachineTests {
         follower.connected(.relayed(hosting: false), now: t0)
         _ = follower.next(now: t0)
         follower.positioned(now: t0)
-        #expect(follower.next(now: t0 + .seconds(10)) == .wait(timeout: .seconds(60)), "no check, however long")
+        // The host passes a position on after each of its checks: no check of its own.
+        for second in 1...10 { follower.hostPassedOn(now: t0 + .seconds(second)) }
+        #expect(follower.next(now: t0 + .seconds(10)) == .wait(timeout: .seconds(3)), "no check while positions come")
         follower.notificationsHandled(compact: false, now: t0 + .seconds(10))
         #expect(follower.next(now: t0 + .seconds(11)) == .wait(timeout: .seconds(2)))
         #expect(follower.next(now: t0 + .seconds(13)) == .readLog, "the fallback quiet read")
@@ -292,7 +296,25 @@ struct ListenerStateMachineTests {
         // A position the host passed on empties its delivered set: no read is due.
         follower.notificationsHandled(compact: false, now: t0 + .seconds(14))
         follower.notificationsHandled(compact: true, now: t0 + .milliseconds(14_002))
-        #expect(follower.next(now: t0 + .seconds(20)) == .wait(timeout: .seconds(60)))
+        follower.hostPassedOn(now: t0 + .milliseconds(14_002))
+        #expect(follower.next(now: t0 + .milliseconds(15_002)) == .wait(timeout: .seconds(2)))
+        // Three check intervals without a position: the host stopped checking (its
+        // listener lost its session, say); the follower checks until positions come again.
+        #expect(follower.next(now: t0 + .milliseconds(17_002)) == .checkLog, "the host went silent")
+        follower.logRead(now: t0 + .milliseconds(17_100))
+        #expect(follower.next(now: t0 + .milliseconds(17_600)) == .wait(timeout: .milliseconds(500)))
+        #expect(follower.next(now: t0 + .milliseconds(18_100)) == .checkLog)
+        follower.logRead(now: t0 + .milliseconds(18_100))
+        follower.hostPassedOn(now: t0 + .milliseconds(18_200))
+        #expect(follower.next(now: t0 + .milliseconds(19_200)) == .wait(timeout: .seconds(2)), "positions again")
+        // A new session following the relay starts trusting the host again.
+        var silent = follower
+        silent.failed(.relayWentAway, now: t0 + .seconds(30))
+        _ = silent.next(now: t0 + .seconds(30))
+        silent.connected(.relayed(hosting: false), now: t0 + .seconds(30))
+        _ = silent.next(now: t0 + .seconds(30))
+        silent.positioned(now: t0 + .seconds(30))
+        #expect(silent.next(now: t0 + .seconds(31)) == .wait(timeout: .seconds(2)))
 
         var host = Machine(timing: checking, prunes: false, relay: .on, now: t0)
         _ = host.next(now: t0)

@@ -45,7 +45,7 @@ final class ChangeListener: Sendable {
     /// Whether this listener prunes old records (the role may delete them), at start.
     private let prunes: Bool
     /// Ids of change records this process wrote whose notifications have not come yet.
-    private let ownRecords = Mutex<Set<Int64>>([])
+    let ownRecords = OwnRecordIDs()
     /// Where records read are counted.
     private let metrics: StoreMetrics
     /// Checks that each new session receives notifications (not through a transaction
@@ -425,6 +425,7 @@ final class ChangeListener: Sendable {
             let arrived = ContinuousClock.now
             let compact = try handle(arrival, position: &position, on: current, passingOn: relay)
             machine.notificationsHandled(compact: compact, now: arrived)
+            if arrival.position != nil { machine.hostPassedOn(now: arrived) }
         case .readLog:
             position = try catchUp(on: current, from: position, passingOn: relay)
             machine.logRead(now: .now)
@@ -439,7 +440,12 @@ final class ChangeListener: Sendable {
                 : try ChangeLog.hasRecords(
                     after: position.snapshot, skippingOrigin: relay == nil ? origin : nil, excluding: position.ownLiteral,
                     on: current)
-            if hasNew { position = try catchUp(on: current, from: position, passingOn: relay) }
+            if hasNew {
+                position = try catchUp(on: current, from: position, passingOn: relay)
+            } else {
+                // Nothing new: the position again, so the followers know the checks go on.
+                relay?.passOn([], position: position.snapshot)
+            }
             machine.logRead(now: .now)
         case .prune:
             machine.pruned(permitted: try prune(on: current))
@@ -484,7 +490,7 @@ final class ChangeListener: Sendable {
                 // process of the host got this notification: the relay's host need not
                 // pass the record on.)
                 if relay != nil { position.noteAnnounced(id) }
-                if isOwnRecord(id) {
+                if ownRecords.take(id) {
                     readLast = false
                     continue
                 }
@@ -540,21 +546,6 @@ final class ChangeListener: Sendable {
     /// How many transactions delivered from payloads make the listener read the log at
     /// once (its position then covers them, and the set empties).
     static let maximumDelivered = 8_192
-
-    /// Notes a change record this process wrote: a notification that carries only its
-    /// id needs no read. Recent ids only (a notification that arrives before its id is
-    /// noted is read as usual).
-    func noteOwnRecord(_ id: Int64) {
-        ownRecords.withLock { ids in
-            if ids.count >= 4_096 { ids.removeAll(keepingCapacity: true) }
-            ids.insert(id)
-        }
-    }
-
-    /// Whether a record id is one this process wrote (forgetting it).
-    func isOwnRecord(_ id: Int64) -> Bool {
-        ownRecords.withLock { $0.remove(id) != nil }
-    }
 
     /// Hands records to the observers (nothing for none).
     private func deliver(_ records: [ChangeRecord]) {

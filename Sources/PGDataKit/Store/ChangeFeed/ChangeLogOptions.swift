@@ -28,7 +28,8 @@ public struct ChangeLogOptions: Sendable {
     /// read of the log when something is. Such a save reaches this process within this
     /// time; `nil` leaves it to the next notification or reconnection. One second by
     /// default. On a host whose processes share a relay (`relay`), only the process
-    /// hosting it checks, for every process of the host, with its own interval.
+    /// hosting it checks, for every process of the host, with its own interval (the
+    /// others check with theirs while it is silent for three of their intervals).
     ///
     /// For example, to check every 250 milliseconds:
     ///

@@ -17,7 +17,8 @@ import Foundation
 /// it checks for saves no notification announced
 /// (`ChangeLogOptions.unannouncedCheckInterval`) and passes on what its reads find and
 /// their positions, which the others adopt, so they need not read the log to follow
-/// other processes' saves. When the hosting process ends (or its session drops),
+/// other processes' saves (should its positions stop for three check intervals, each
+/// of them checks the log itself until they come again). When the hosting process ends (or its session drops),
 /// the others catch up from the change log, as after losing a session of their own, and
 /// one of them takes over.
 ///

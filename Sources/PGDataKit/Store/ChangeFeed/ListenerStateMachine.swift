@@ -40,13 +40,21 @@ struct ListenerStateMachine {
         var longestWait: Duration = .seconds(60)
         /// How long after the last read of the log the listener checks it for records no
         /// notification announced (`nil`: never). A listener that follows a relay hosted
-        /// by another process never checks: the hosting process checks for the host.
+        /// by another process leaves the checks to that process while its positions come
+        /// (`hostSilence`).
         var unannouncedCheckInterval: Duration?
         /// How long notifications must be quiet before a listener that follows a relay
         /// hosted by another process reads the log itself: the hosting process's reads
         /// pass their position on to it (`ChangeFeedPosition.adopt(_:)`) well before, so
         /// this is a fallback (a host whose options read less often, say).
         var followerQuietReadDelay: Duration = .seconds(3)
+
+        /// How long a follower of another process's relay goes without a position from
+        /// that process (`hostPassedOn(now:)`) before it checks the log itself: three check
+        /// intervals. The hosting process passes one on after each check and each read,
+        /// so only a host that stopped checking is silent that long (its listener lost its
+        /// session and waits to reconnect, or listens on a session of its own).
+        var hostSilence: Duration? { unannouncedCheckInterval.map { $0 * 3 } }
     }
 
     /// Whether the host's relay is to be tried.
@@ -161,6 +169,9 @@ struct ListenerStateMachine {
     private var lastNotification: ContinuousClock.Instant
     /// When the log was last read or checked (or the position taken).
     private var lastRead: ContinuousClock.Instant
+    /// When the process hosting the followed relay last passed on a position (or the
+    /// session following it began).
+    private var lastHostPosition: ContinuousClock.Instant
     /// When a listener on its own session tries the relay again, if it will.
     private(set) var relayRetryAt: ContinuousClock.Instant?
     /// Whether a stop was asked for.
@@ -178,6 +189,7 @@ struct ListenerStateMachine {
         self.delay = timing.reconnectDelay
         self.lastNotification = now
         self.lastRead = now
+        self.lastHostPosition = now
     }
 
     /// What to do now.
@@ -207,11 +219,14 @@ struct ListenerStateMachine {
             phase = .disconnected(reconnectAt: nil)
             return .closeToRetryRelay
         }
-        // A follower of another process's relay leaves the checks to that process, and
-        // waits longer before a quiet read of its own (the host's reads move it on).
+        // A follower of another process's relay leaves the checks to that process while
+        // its positions come, and waits longer before a quiet read of its own (the
+        // host's reads move it on).
         let follows = kind == .relayed(hosting: false)
         let quietDelay = follows ? timing.followerQuietReadDelay : timing.quietReadDelay
-        let checkInterval = follows ? nil : timing.unannouncedCheckInterval
+        let sinceHostPosition = lastHostPosition.duration(to: now)
+        let hostChecks = follows && timing.hostSilence.map { sinceHostPosition < $0 } ?? false
+        let checkInterval = hostChecks ? nil : timing.unannouncedCheckInterval
         let sinceNotification = lastNotification.duration(to: now)
         if unreadSince != nil, sinceNotification >= quietDelay { return .readLog }
         let sinceRead = lastRead.duration(to: now)
@@ -224,6 +239,7 @@ struct ListenerStateMachine {
         if prunes, let lastPrune { timeout = min(timeout, timing.pruneInterval - lastPrune.duration(to: now)) }
         if unreadSince != nil { timeout = min(timeout, quietDelay - sinceNotification) }
         if let interval = checkInterval { timeout = min(timeout, interval - sinceRead) }
+        if hostChecks, let silence = timing.hostSilence { timeout = min(timeout, silence - sinceHostPosition) }
         if case .direct = kind, let retryAt = relayRetryAt { timeout = min(timeout, now.duration(to: retryAt)) }
         return .wait(timeout: max(.milliseconds(1), timeout))
     }
@@ -235,6 +251,7 @@ struct ListenerStateMachine {
         switch kind {
         case .relayed:
             relayRetryAt = nil
+            lastHostPosition = now
         case .direct(.notTried):
             break
         case .direct(.refused):
@@ -262,6 +279,12 @@ struct ListenerStateMachine {
     mutating func notificationsHandled(compact: Bool, now: ContinuousClock.Instant) {
         lastNotification = now
         unreadSince = compact ? nil : (unreadSince ?? now)
+    }
+
+    /// A position from the process hosting the followed relay arrived: that process is
+    /// checking the log for the host (see `Timing.hostSilence`).
+    mutating func hostPassedOn(now: ContinuousClock.Instant) {
+        lastHostPosition = now
     }
 
     /// The quiet read of the log (`readLog`) or the check (`checkLog`) is done.

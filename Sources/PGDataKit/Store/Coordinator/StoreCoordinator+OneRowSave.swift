@@ -58,7 +58,7 @@ extension StoreCoordinator {
             recordIDColumn: ChangeLog.recordIDColumn
         ) { result in
             guard let row = result.first, !row.isNull(at: 0) else { return }
-            if let id = try? row.int64(at: 0) { self.listener.noteOwnRecord(id) }
+            if let id = try? row.int64(at: 0) { self.listener.ownRecords.note(id) }
             announcement = try? row.decode(String.self, at: ChangeLog.payloadColumn)
             written = try? row.int64(at: 4)
         }

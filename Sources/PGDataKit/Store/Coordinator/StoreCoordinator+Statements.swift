@@ -459,7 +459,7 @@ extension StoreCoordinator {
             connection, after: record, transactionIDColumn: ChangeLog.transactionIDColumn,
             recordIDColumn: ChangeLog.recordIDColumn
         ) { result in
-            if let id = try? result.first?.int64(at: 0) { self.listener.noteOwnRecord(id) }
+            if let id = try? result.first?.int64(at: 0) { self.listener.ownRecords.note(id) }
             announcement = try? result.first?.decode(String.self, at: ChangeLog.payloadColumn)
         }
         if let announcement { notifier.post(announcement) }
