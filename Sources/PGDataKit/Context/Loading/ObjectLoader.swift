@@ -262,50 +262,20 @@ struct ObjectLoader {
         _ result: QueryResult, row rowIndex: Int, to object: ManagedObject, entity: EntityDescription, key: Int64
     ) throws {
         let version = try ManagedObjectContext.decodeInteger(result, row: rowIndex, column: 1)
-        let decodings = entity.attributeDecodings
+        let count = entity.attributeDecodings.count
         var values: [StoredValue] = []
-        values.reserveCapacity(decodings.count)
-        for (index, decoding) in decodings.enumerated() {
-            let column = index + 2
-            guard let bytes = result.fieldBytes(row: rowIndex, column: column) else {
-                guard entity.attributeOptionality[index] else {
-                    throw ManagedObjectError.invalidStoredValue(
-                        entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
-                        reason: "NULL in a non-optional attribute")
-                }
-                values.append(.null)
-                continue
-            }
-            // The common types are appended as themselves (no optional of the boxed value
-            // to unwrap and copy); the rest go through the fast path's value or the
-            // attribute's closure.
-            switch decoding {
-            case .string:
-                values.append(.string(AttributeDecoding.text(bytes)))
-            case .int:
-                if let value = AttributeDecoding.integer(bytes) {
-                    values.append(.int(value))
-                } else {
-                    values.append(try decodeThroughClosure(row: result[rowIndex], column: column, entity.attributes[index], entity: entity, key: key))
-                }
-            default:
-                if let value = decoding.decode(bytes) {
-                    values.append(value)
-                } else {
-                    values.append(try decodeThroughClosure(row: result[rowIndex], column: column, entity.attributes[index], entity: entity, key: key))
-                }
-            }
-        }
+        values.reserveCapacity(count)
+        for index in 0..<count { values.append(try decode(result, row: rowIndex, attribute: index, entity: entity, key: key)) }
         // Values the column holds but the property's type does not (an enum's unknown
         // raw value, JSON that does not decode) fail the row before any is applied.
         if !entity.checkedAttributeIndexes.isEmpty { try entity.checkStoredValues(values, primaryKey: key) }
-        object.storage.applyFetched(version: version, values: values)
+        object.storage.applyFetched(version: version, values: consume values)
         guard !entity.relationships.isEmpty else { return }
         if object.storage.toOne.count != entity.relationships.count {
             object.replaceReferences(Array(repeating: .none, count: entity.relationships.count))
         }
         var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
-        var column = 2 + decodings.count
+        var column = 2 + count
         for relationship in entity.toOneRelationships {
             let foreignKey = try result[rowIndex].decode(Int64?.self, at: column)
             column += 1
@@ -318,6 +288,38 @@ struct ObjectLoader {
             object.setReference(foreignKey.map { .key($0) } ?? .none, at: relationship.index)
         }
         object.storage.replaceCommittedKeys(keys)
+    }
+
+    /// The value of attribute `index` in row `rowIndex` (its column is `index + 2`, after
+    /// the key and the version).
+    ///
+    /// - Throws: `ManagedObjectError.invalidStoredValue` for `NULL` in a non-optional
+    ///   attribute, or a value the attribute's type cannot hold.
+    @inline(__always)
+    private func decode(
+        _ result: QueryResult, row rowIndex: Int, attribute index: Int, entity: EntityDescription, key: Int64
+    ) throws -> StoredValue {
+        let column = index + 2
+        guard let bytes = result.fieldBytes(row: rowIndex, column: column) else {
+            guard entity.attributeOptionality[index] else {
+                throw ManagedObjectError.invalidStoredValue(
+                    entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
+                    reason: "NULL in a non-optional attribute")
+            }
+            return .null
+        }
+        // The common types are made as themselves (no optional of the boxed value to
+        // unwrap and copy); the rest go through the fast path's value or the attribute's
+        // closure.
+        switch entity.attributeDecodings[index] {
+        case .string:
+            return .string(AttributeDecoding.text(bytes))
+        case .int:
+            if let value = AttributeDecoding.integer(bytes) { return .int(value) }
+        case let decoding:
+            if let value = decoding.decode(bytes) { return value }
+        }
+        return try decodeThroughClosure(row: result[rowIndex], column: column, entity.attributes[index], entity: entity, key: key)
     }
 
     /// An attribute's value decoded through its closure; on failure decoded again with the

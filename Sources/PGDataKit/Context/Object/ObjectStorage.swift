@@ -189,10 +189,10 @@ struct ObjectStorage {
     // MARK: - Snapshots
 
     /// A fetched row: its values become both the current and the committed ones.
-    mutating func applyFetched(version newVersion: Int64, values newValues: [StoredValue]) {
+    mutating func applyFetched(version newVersion: Int64, values newValues: consuming [StoredValue]) {
         version = newVersion
-        values = newValues
         snapshot = newValues
+        values = consume newValues
         changeHints = .clean
     }
 
