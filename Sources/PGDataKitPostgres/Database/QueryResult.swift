@@ -194,6 +194,18 @@ extension Row {
         let negative = bytes[0] == UInt8(ascii: "-")
         var index = negative ? 1 : 0
         guard index < bytes.count else { return nil }
+        if bytes.count - index <= 18 {
+            // Eighteen digits cannot overflow: no checked arithmetic per digit (keys,
+            // versions and counts, the cells read most).
+            var magnitude: Int64 = 0
+            while index < bytes.count {
+                let digit = bytes[index] &- UInt8(ascii: "0")
+                guard digit <= 9 else { return nil }
+                magnitude = magnitude &* 10 &+ Int64(digit)
+                index += 1
+            }
+            return negative ? 0 &- magnitude : magnitude
+        }
         var value: Int64 = 0
         while index < bytes.count {
             let digit = Int64(bytes[index]) &- 48

@@ -22,6 +22,33 @@ struct ValueEncodingTests {
         #expect(try decode(Int?.self, from: nil) == nil)
     }
 
+    /// `Row.decimal`, the fast path of every integer cell the object graph reads (keys,
+    /// versions, integer attributes): each length up to 20 digits and past it, both signs,
+    /// the limits and one past them, leading zeros, and what is no decimal.
+    @Test func decimalsOfEveryLengthParseAndOverflowIsRefused() {
+        func decimal(_ text: String) -> Int64? {
+            var text = text
+            return text.withUTF8 { Row.decimal($0) }
+        }
+        var magnitude: Int64 = 0
+        for digits in 1...18 {
+            magnitude = magnitude * 10 + Int64(digits % 10)
+            #expect(decimal(String(magnitude)) == magnitude, "\(digits) digits")
+            #expect(decimal("-" + String(magnitude)) == -magnitude, "\(digits) digits, negative")
+        }
+        #expect(decimal("9223372036854775807") == .max)
+        #expect(decimal("-9223372036854775808") == .min)
+        #expect(decimal("9223372036854775808") == nil)
+        #expect(decimal("-9223372036854775809") == nil)
+        #expect(decimal("99999999999999999999") == nil)
+        #expect(decimal("00000000000000000000042") == 42)
+        #expect(decimal("-0") == 0)
+        #expect(decimal("0") == 0)
+        for text in ["", "-", "+1", "1-", "12a", "1 ", " 1", "--1", "１", "1.0", "123456789012345678x"] {
+            #expect(decimal(text) == nil, "\(text)")
+        }
+    }
+
     @Test(arguments: [
         ("2024-02-29 13:45:01.5+00", 1_709_214_301_500_000),
         ("2024-02-29 19:15:01.5+05:30", 1_709_214_301_500_000),
