@@ -64,6 +64,53 @@ struct ChangeFeedPositionTests {
         #expect(moved && invalid.covers(8) && invalid.delivered == [])
     }
 
+    /// The hosting process's reads run from its own position: a follower adopts a read's
+    /// end only when it counts as committed every transaction the read's start does, so
+    /// the read (and the records it passed on) covered everything between the follower's
+    /// position and the new one. A follower that registered with the relay before the
+    /// hosting process took its first position must not adopt: a record committed in
+    /// between, whose process died before its notification, reached neither it nor that
+    /// process's reads (the follower then reads the log itself).
+    @Test func aHostPositionIsAdoptedOnlyWhenTheHostsReadStartedWithinTheOwn() {
+        var follower = ChangeFeedPosition(snapshot: "100:110:102,105")
+        var moved: Bool
+        follower.noteDelivered(105)
+        // The host's read started at a snapshot where 102 had committed: the follower
+        // never got 102's record.
+        let ahead = ChangeFeedPosition.relayedPosition(of: "100:130:", readFrom: "100:110:")
+        moved = follower.adopt(relayed: ahead)
+        #expect(!moved)
+        #expect(follower.snapshot == "100:110:102,105")
+        // 102 delivered since: the host's start is covered.
+        follower.noteDelivered(102)
+        moved = follower.adopt(relayed: ahead)
+        #expect(moved)
+        #expect(follower.snapshot == "100:130:" && follower.delivered == [])
+        // The next read starts where the last ended: adopted; a check that found nothing
+        // passes the same position on again: nothing moves.
+        moved = follower.adopt(relayed: ChangeFeedPosition.relayedPosition(of: "130:140:135", readFrom: "100:130:"))
+        #expect(moved)
+        moved = follower.adopt(relayed: ChangeFeedPosition.relayedPosition(of: "130:140:135", readFrom: "130:140:135"))
+        #expect(moved)
+        #expect(follower.snapshot == "130:140:135")
+        // A start past the follower's xmax counts transactions committed there that the
+        // follower only has if it delivered them.
+        follower.noteDelivered(141)
+        let further = ChangeFeedPosition.relayedPosition(of: "130:150:135", readFrom: "130:143:135")
+        moved = follower.adopt(relayed: further)
+        #expect(!moved)
+        follower.noteDelivered(140)
+        follower.noteDelivered(142)
+        moved = follower.adopt(relayed: further)
+        #expect(moved)
+        // What is no position, or has no start, is refused.
+        for message in ["130:160:135", "", "x y", "130:160: x"] {
+            moved = follower.adopt(relayed: message)
+            #expect(!moved, "\(message)")
+        }
+        #expect(follower.snapshot == "130:150:135")
+    }
+
     @Test func aPayloadCarriesTheRecordOrItsID() throws {
         var changes = ContextChanges()
         let renamed = ObjectID(entityName: "User", primaryKey: 7)

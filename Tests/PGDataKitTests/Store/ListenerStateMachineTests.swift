@@ -287,7 +287,7 @@ struct ListenerStateMachineTests {
         _ = follower.next(now: t0)
         follower.positioned(now: t0)
         // The host passes a position on after each of its checks: no check of its own.
-        for second in 1...10 { follower.hostPassedOn(now: t0 + .seconds(second)) }
+        for second in 1...10 { follower.hostPassedOn(compact: true, now: t0 + .seconds(second)) }
         #expect(follower.next(now: t0 + .seconds(10)) == .wait(timeout: .seconds(3)), "no check while positions come")
         follower.notificationsHandled(compact: false, now: t0 + .seconds(10))
         #expect(follower.next(now: t0 + .seconds(11)) == .wait(timeout: .seconds(2)))
@@ -295,8 +295,7 @@ struct ListenerStateMachineTests {
         follower.logRead(now: t0 + .seconds(13))
         // A position the host passed on empties its delivered set: no read is due.
         follower.notificationsHandled(compact: false, now: t0 + .seconds(14))
-        follower.notificationsHandled(compact: true, now: t0 + .milliseconds(14_002))
-        follower.hostPassedOn(now: t0 + .milliseconds(14_002))
+        follower.hostPassedOn(compact: true, now: t0 + .milliseconds(14_002))
         #expect(follower.next(now: t0 + .milliseconds(15_002)) == .wait(timeout: .seconds(2)))
         // Three check intervals without a position: the host stopped checking (its
         // listener lost its session, say); the follower checks until positions come again.
@@ -305,8 +304,14 @@ struct ListenerStateMachineTests {
         #expect(follower.next(now: t0 + .milliseconds(17_600)) == .wait(timeout: .milliseconds(500)))
         #expect(follower.next(now: t0 + .milliseconds(18_100)) == .checkLog)
         follower.logRead(now: t0 + .milliseconds(18_100))
-        follower.hostPassedOn(now: t0 + .milliseconds(18_200))
+        follower.hostPassedOn(compact: true, now: t0 + .milliseconds(18_200))
         #expect(follower.next(now: t0 + .milliseconds(19_200)) == .wait(timeout: .seconds(2)), "positions again")
+        // A position it cannot adopt (the host's read started past its own): a read of
+        // its own, at once when notifications have been quiet (the position does not put
+        // it off as a notification would).
+        var refusing = follower
+        refusing.hostPassedOn(compact: false, now: t0 + .milliseconds(19_300))
+        #expect(refusing.next(now: t0 + .milliseconds(19_300)) == .readLog)
         // A new session following the relay starts trusting the host again.
         var silent = follower
         silent.failed(.relayWentAway, now: t0 + .seconds(30))

@@ -81,16 +81,51 @@ struct ChangeFeedPosition: Sendable, Equatable {
         announced.insert(id)
     }
 
-    /// Moves the position to `snapshot` when it counts as committed every transaction
-    /// this position does (a later snapshot), keeping the delivered transactions it does
-    /// not cover; returns whether it moved. Text that is no snapshot is refused.
+    /// What the relay's host passes on after a read of the log (or a check that found
+    /// nothing new): the position it reached and the position the read started from,
+    /// for `adopt(relayed:)`.
+    static func relayedPosition(of snapshot: String, readFrom start: String) -> String {
+        snapshot + " " + start
+    }
+
+    /// Moves the position to one the relay's host passed on (`relayedPosition(of:
+    /// readFrom:)`) when this position counts as delivered every transaction the host's
+    /// read started after (`coversCommitted(of:)`) and the new one is as far as this one
+    /// (`adopt(_:)`); returns whether it moved. A message that is no such pair is refused.
     ///
     /// A listener that follows its host's relay adopts the positions of the hosting
     /// process's reads, which the relay passes on after the notifications that process
     /// had received and the records its read found that no notification had announced
-    /// (`ChangeListener`): every record of a transaction such a snapshot covers and this
-    /// position does not then reached the follower before the snapshot did, so the
-    /// follower moves on without reading the log itself.
+    /// (`ChangeListener`): every record of a transaction the read's end covers and its
+    /// start does not reached the follower before the position did, so a follower whose
+    /// own position covers the start moves on without reading the log itself. One that
+    /// does not (it took its position before the hosting process took its first) reads
+    /// the log itself: a record committed in between, whose process died before its
+    /// notification, reached neither it nor that process's reads.
+    mutating func adopt(relayed message: String) -> Bool {
+        let parts = message.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 2, coversCommitted(of: ChangeFeedPosition(snapshot: String(parts[1]))) else { return false }
+        return adopt(String(parts[0]))
+    }
+
+    /// Whether every transaction `other`'s snapshot counts as committed counts as
+    /// delivered here (committed in this snapshot, or in the delivered set). A position
+    /// that is no snapshot covers nothing and is covered by nothing.
+    private func coversCommitted(of other: ChangeFeedPosition) -> Bool {
+        guard other.xmax > 0, xmax > 0 else { return false }
+        if other.xmax > xmax {
+            // (Only so far past this snapshot; a start further on is refused.)
+            guard other.xmax - xmax <= 4_096 else { return false }
+            for transaction in xmax..<other.xmax where !other.inProgress.contains(transaction) && !covers(transaction) {
+                return false
+            }
+        }
+        return inProgress.allSatisfy { $0 >= other.xmax || other.inProgress.contains($0) || covers($0) }
+    }
+
+    /// Moves the position to `snapshot` when it counts as committed every transaction
+    /// this position does (a later snapshot), keeping the delivered transactions it does
+    /// not cover; returns whether it moved. Text that is no snapshot is refused.
     mutating func adopt(_ snapshot: String) -> Bool {
         let later = ChangeFeedPosition(snapshot: snapshot)
         guard later.xmax > 0, later.xmax >= xmax,

@@ -424,8 +424,8 @@ final class ChangeListener: Sendable {
             guard let arrival = try session.next(timeout: timeout, wake: wakeRead), !isStopping else { return }
             let arrived = ContinuousClock.now
             let compact = try handle(arrival, position: &position, on: current, passingOn: relay)
-            machine.notificationsHandled(compact: compact, now: arrived)
-            if arrival.position != nil { machine.hostPassedOn(now: arrived) }
+            if !arrival.notifications.isEmpty { machine.notificationsHandled(compact: compact, now: arrived) }
+            if arrival.position != nil { machine.hostPassedOn(compact: compact, now: arrived) }
         case .readLog:
             position = try catchUp(on: current, from: position, passingOn: relay)
             machine.logRead(now: .now)
@@ -444,7 +444,8 @@ final class ChangeListener: Sendable {
                 position = try catchUp(on: current, from: position, passingOn: relay)
             } else {
                 // Nothing new: the position again, so the followers know the checks go on.
-                relay?.passOn([], position: position.snapshot)
+                let unchanged = ChangeFeedPosition.relayedPosition(of: position.snapshot, readFrom: position.snapshot)
+                relay?.passOn([], position: unchanged)
             }
             machine.logRead(now: .now)
         case .prune:
@@ -456,7 +457,7 @@ final class ChangeListener: Sendable {
 
     /// Hands on the records of notifications that arrived, reading the log where a
     /// payload does not carry its record, and moves the position on (to the position the
-    /// relay's host passed on, when it is as far: `ChangeFeedPosition.adopt(_:)`).
+    /// relay's host passed on, when it is as far: `ChangeFeedPosition.adopt(relayed:)`).
     ///
     /// - Parameter relay: the relay this process hosts and the session follows, if so.
     /// - Returns: whether the delivered set is compact (the log was read last, or no
@@ -507,7 +508,9 @@ final class ChangeListener: Sendable {
         }
         deliver(records)
         wake()
-        if relay == nil, let hosts = arrival.position { _ = position.adopt(hosts) }
+        // (A host's position this one cannot adopt calls for a read of its own.)
+        var adopted = true
+        if relay == nil, let hosts = arrival.position { adopted = position.adopt(relayed: hosts) }
         if position.delivered.count + position.ownAnnounced.count >= Self.maximumDelivered {
             position = try catchUp(on: current, from: position, passingOn: relay)
             readLast = true
@@ -515,7 +518,7 @@ final class ChangeListener: Sendable {
         // Payloads do not move the position: once notifications go quiet, one read moves
         // it past what they delivered and empties the set.
         let confirmsOwn = position.confirmsOwn(followers: relay?.followerCount ?? 0)
-        return readLast || (position.delivered.isEmpty && !confirmsOwn)
+        return readLast || (position.delivered.isEmpty && !confirmsOwn && adopted)
     }
 
     /// Deletes records older than the retention. A role without the `DELETE` grant is
@@ -579,7 +582,7 @@ final class ChangeListener: Sendable {
         for record in records where !position.announced.contains(record.id) {
             payloads.append((try? ChangeLog.payload(of: record)) ?? String(record.id))
         }
-        relay.passOn(payloads, position: next)
+        relay.passOn(payloads, position: ChangeFeedPosition.relayedPosition(of: next, readFrom: position.snapshot))
         return ChangeFeedPosition(snapshot: next)
     }
 

@@ -133,6 +133,6 @@ struct ListenerArrival {
     var notifications: [PostgresNotification]
     /// The last position the process hosting the relay passed on with them (the
     /// position of one of its reads of the log), to adopt once the notifications were
-    /// handled (`ChangeFeedPosition.adopt(_:)`); `nil` on the listener's own session.
+    /// handled (`ChangeFeedPosition.adopt(relayed:)`); `nil` on the listener's own session.
     var position: String?
 }

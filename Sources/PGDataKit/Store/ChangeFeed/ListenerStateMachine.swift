@@ -45,15 +45,16 @@ struct ListenerStateMachine {
         var unannouncedCheckInterval: Duration?
         /// How long notifications must be quiet before a listener that follows a relay
         /// hosted by another process reads the log itself: the hosting process's reads
-        /// pass their position on to it (`ChangeFeedPosition.adopt(_:)`) well before, so
+        /// pass their position on to it (`ChangeFeedPosition.adopt(relayed:)`) well before, so
         /// this is a fallback (a host whose options read less often, say).
         var followerQuietReadDelay: Duration = .seconds(3)
 
         /// How long a follower of another process's relay goes without a position from
-        /// that process (`hostPassedOn(now:)`) before it checks the log itself: three check
-        /// intervals. The hosting process passes one on after each check and each read,
-        /// so only a host that stopped checking is silent that long (its listener lost its
-        /// session and waits to reconnect, or listens on a session of its own).
+        /// that process (`hostPassedOn(compact:now:)`) before it checks the log itself:
+        /// three check intervals. The hosting process passes one on after each check and
+        /// each read, so only a host that stopped checking is silent that long (its
+        /// listener lost its session and waits to reconnect, or listens on a session of
+        /// its own).
         var hostSilence: Duration? { unannouncedCheckInterval.map { $0 * 3 } }
     }
 
@@ -282,9 +283,13 @@ struct ListenerStateMachine {
     }
 
     /// A position from the process hosting the followed relay arrived: that process is
-    /// checking the log for the host (see `Timing.hostSilence`).
-    mutating func hostPassedOn(now: ContinuousClock.Instant) {
+    /// checking the log for the host (see `Timing.hostSilence`). `compact` as for
+    /// `notificationsHandled(compact:now:)`: false when the position was not adopted, or
+    /// payloads delivered since are still to be confirmed, so a quiet read is due. (The
+    /// position is no notification: it does not put a quiet read off.)
+    mutating func hostPassedOn(compact: Bool, now: ContinuousClock.Instant) {
         lastHostPosition = now
+        unreadSince = compact ? nil : (unreadSince ?? now)
     }
 
     /// The quiet read of the log (`readLog`) or the check (`checkLog`) is done.
