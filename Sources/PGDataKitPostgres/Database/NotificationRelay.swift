@@ -20,7 +20,11 @@ import Synchronization
 /// endian) · body`: `K` with the endpoint's key, sent once a follower is registered (every
 /// notification read after that reaches it); `N` with the sender's process id (4 bytes)
 /// and the payload; `S` with a position the hosting process passes on (`passOn(_:position:)`);
-/// `P`, a heartbeat, after a second with nothing sent. When its session
+/// `P`, a heartbeat, after a second with nothing sent. A follower sends `T`, payloads to
+/// notify (each a 4-byte length and its bytes), which the relay hands to the hosting
+/// process (`forward`), whose notifier sends them with its own saves' in one notifying
+/// transaction: the host's saves share notifying commits whichever process made them.
+/// When its session
 /// drops, the relay closes every follower's socket (each then catches up from the change
 /// log, as after losing a session of its own) and reconnects before accepting again.
 /// A follower whose unread messages pass `maximumBacklog` (16 MiB by default) is dropped
@@ -43,6 +47,32 @@ package final class NotificationRelay: Sendable {
         static let notification = UInt8(ascii: "N")
         static let heartbeat = UInt8(ascii: "P")
         static let position = UInt8(ascii: "S")
+        static let toNotify = UInt8(ascii: "T")
+
+        /// A `T` message's bytes: the payloads, each its length and its bytes.
+        static func encode(toNotify payloads: [String], into bytes: inout [UInt8]) {
+            var body: [UInt8] = []
+            for payload in payloads {
+                appendInteger(UInt32(truncatingIfNeeded: payload.utf8.count), to: &body)
+                body.append(contentsOf: payload.utf8)
+            }
+            encode(toNotify, body, into: &bytes)
+        }
+
+        /// The payloads of a `T` message's body; `nil` when it is not one.
+        static func payloads(in body: ArraySlice<UInt8>) -> [String]? {
+            var payloads: [String] = []
+            var offset = body.startIndex
+            while offset < body.endIndex {
+                guard body.endIndex - offset >= 4 else { return nil }
+                let length = body[offset..<(offset + 4)].reduce(0) { $0 << 8 | Int($1) }
+                offset += 4
+                guard body.endIndex - offset >= length else { return nil }
+                payloads.append(String(decoding: body[offset..<(offset + length)], as: UTF8.self))
+                offset += length
+            }
+            return payloads
+        }
 
         /// A message's bytes.
         static func encode(_ type: UInt8, _ body: some Collection<UInt8>, into bytes: inout [UInt8]) {
@@ -73,6 +103,8 @@ package final class NotificationRelay: Sendable {
         var descriptor: Int32
         var pending: [UInt8] = []
         var sent = 0
+        /// What it sent that is not a whole message yet.
+        var inbound: [UInt8] = []
     }
 
     private struct State {
@@ -89,6 +121,8 @@ package final class NotificationRelay: Sendable {
     private let configuration: ConnectionConfiguration
     private let channel: String
     private let logger: Logger
+    /// Takes the payloads followers ask to be notified (`T`), on the relay's thread.
+    private let forward: @Sendable ([String]) -> Void
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
     private let wakeRead: Int32
@@ -101,11 +135,15 @@ package final class NotificationRelay: Sendable {
     let maximumBacklog: Int
 
     /// A relay for `endpoint` (whose lock `lockDescriptor` holds; the relay closes it when
-    /// it stops), listening on `channel` with sessions of `configuration`.
+    /// it stops), listening on `channel` with sessions of `configuration`; `forward`
+    /// takes, on the relay's thread, the payloads followers send to be notified (it must
+    /// not block: the hosting process queues them for its notifier).
     package init(
         endpoint: NotificationRelayEndpoint, lockDescriptor: Int32, configuration: ConnectionConfiguration,
-        channel: String, logger: Logger, maximumBacklog: Int = defaultMaximumBacklog
+        channel: String, logger: Logger, maximumBacklog: Int = defaultMaximumBacklog,
+        forward: @escaping @Sendable ([String]) -> Void
     ) throws {
+        self.forward = forward
         self.maximumBacklog = maximumBacklog
         (wakeRead, wakeWrite) = try LocalSocket.pipe()
         self.endpoint = endpoint
@@ -334,7 +372,7 @@ package final class NotificationRelay: Sendable {
         while index > 0 {
             index -= 1
             let revents = events[3 + index]
-            if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0, !drain(followers[index].descriptor) {
+            if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0, !receive(from: &followers[index]) {
                 close(followers[index].descriptor)
                 followers.remove(at: index)
                 continue
@@ -397,10 +435,27 @@ package final class NotificationRelay: Sendable {
         return true
     }
 
-    /// Reads and drops what a follower sent (followers send nothing); `false` at its end.
-    private func drain(_ descriptor: Int32) -> Bool {
-        guard let bytes = try? LocalSocket.receive(descriptor, limit: 4_096) else { return false }
-        _ = bytes
+    /// Reads what a follower sent and forwards the payloads of its whole `T` messages;
+    /// `false` at its end or when it sent something else (it is then dropped).
+    private func receive(from follower: inout Follower) -> Bool {
+        guard let bytes = try? LocalSocket.receive(follower.descriptor) else { return false }
+        follower.inbound += bytes
+        var offset = 0
+        while follower.inbound.count - offset >= 5 {
+            let length = follower.inbound[(offset + 1)..<(offset + 5)].reduce(0) { $0 << 8 | Int($1) }
+            guard follower.inbound[offset] == Message.toNotify, length <= 1 << 24 else {
+                logger.warning("a process sent the notification relay an unreadable message; it is dropped and will catch up")
+                return false
+            }
+            guard follower.inbound.count - offset - 5 >= length else { break }
+            guard let payloads = Message.payloads(in: follower.inbound[(offset + 5)..<(offset + 5 + length)]) else {
+                logger.warning("a process sent the notification relay an unreadable message; it is dropped and will catch up")
+                return false
+            }
+            if !payloads.isEmpty { forward(payloads) }
+            offset += 5 + length
+        }
+        follower.inbound.removeSubrange(0..<offset)
         return true
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -6,9 +7,11 @@ import Foundation
 
 /// A process's connection to its host's notification relay (`NotificationRelay`): the
 /// notifications of the relay's channel, in the order its session received them, from
-/// the moment the relay's key arrived.
-// Unchecked: used by one thread at a time (the listener's; `ChangeListener.start()` hands
-// it over once, before that thread starts).
+/// the moment the relay's key arrived; and the way to the hosting process's notifier
+/// (`send(toNotify:)`).
+// Unchecked: read by one thread at a time (the listener's; `ChangeListener.start()` hands
+// it over once, before that thread starts); `send(toNotify:)`, from any thread, writes the
+// socket only, one message at a time under its own lock.
 package final class NotificationRelayClient: @unchecked Sendable {
     /// How long a relay may stay silent (it sends a heartbeat every second) before the
     /// connection counts as lost.
@@ -23,6 +26,9 @@ package final class NotificationRelayClient: @unchecked Sendable {
     private var lastHeard = ContinuousClock.now
     /// The relay closed the connection; the buffer may still hold what it sent before.
     private var peerClosed = false
+    /// Serialises `send(toNotify:)`'s writes; `true` once one failed (the stream may hold
+    /// part of a message: nothing more is written).
+    private let writing = Mutex(false)
 
     /// The relay closed the connection and nothing it sent is left to hand out.
     private static var closedByRelay: LocalSocket.Failure {
@@ -61,6 +67,37 @@ package final class NotificationRelayClient: @unchecked Sendable {
     }
 
     deinit { close(descriptor) }
+
+    /// Hands payloads of this process's committed saves to the hosting process, whose
+    /// notifier sends them (`NotificationRelay`'s `T` message), waiting up to `timeout`
+    /// for the socket to take them.
+    ///
+    /// - Throws: `LocalSocket.Failure` when the socket fails or does not take the message
+    ///   in time; the connection then takes no more (the caller notifies on its own
+    ///   session, and the relay drops a process whose message it cannot read).
+    package func send(toNotify payloads: [String], timeout: Duration = .seconds(1)) throws {
+        var message: [UInt8] = []
+        NotificationRelay.Message.encode(toNotify: payloads, into: &message)
+        try writing.withLock { failed in
+            guard !failed else { throw LocalSocket.Failure("an earlier message to the notification relay failed", code: EPIPE) }
+            let deadline = ContinuousClock.now + timeout
+            var sent = 0
+            do {
+                while true {
+                    sent = try LocalSocket.send(descriptor, message, from: sent)
+                    if sent == message.count { return }
+                    let remaining = ContinuousClock.now.duration(to: deadline)
+                    guard remaining > .zero else {
+                        throw LocalSocket.Failure("the notification relay did not take a message in time", code: ETIMEDOUT)
+                    }
+                    _ = try LocalSocket.poll([(descriptor, Int16(POLLOUT))], timeout: remaining)
+                }
+            } catch {
+                failed = true
+                throw error
+            }
+        }
+    }
 
     /// How long since the relay last sent anything.
     package var silence: Duration { lastHeard.duration(to: .now) }

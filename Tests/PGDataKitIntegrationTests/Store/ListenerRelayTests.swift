@@ -268,6 +268,43 @@ struct ListenerRelayTests {
         }
     }
 
+    /// The relay hands the payloads its followers send to be notified (`T` messages) to
+    /// the hosting process, whole and in each follower's order — a long one cut by the
+    /// socket too — and drops a follower that sends anything else.
+    @Test func payloadsFollowersSendReachTheHostInOrder() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase { configuration in
+                let endpoint = try #require(
+                    try NotificationRelayEndpoint(configuration: configuration, channel: "relay_test", directory: directory))
+                let lock = try #require(try endpoint.tryLock())
+                let forwarded = Mutex<[String]>([])
+                let relay = try NotificationRelay(
+                    endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
+                    logger: Logger(label: "test"), forward: { payloads in forwarded.withLock { $0 += payloads } })
+                defer { relay.stop() }
+                try relay.start()
+                let first = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+                let second = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+                try eventually("both are registered") { relay.followerCount == 2 }
+                let long = String(repeating: "z", count: 300_000)
+                for index in 0..<200 {
+                    try first.send(toNotify: ["a-\(index)", "b-\(index)"])
+                    if index == 100 { try second.send(toNotify: [long, "after the long one"]) }
+                }
+                try eventually("every payload arrived") { forwarded.withLock { $0.count } == 402 }
+                let all = forwarded.withLock { $0 }
+                #expect(all.filter { $0.hasPrefix("a-") || $0.hasPrefix("b-") } == (0..<200).flatMap { ["a-\($0)", "b-\($0)"] })
+                let longAt = try #require(all.firstIndex(of: long))
+                #expect(all.firstIndex(of: "after the long one") == longAt + 1)
+                // Something that is no `T` message: that follower is dropped, the other stays.
+                _ = try LocalSocket.send(second.descriptor, [UInt8(ascii: "X"), 0, 0, 0, 1, 0], from: 0)
+                try eventually("the sender of something else is dropped") { relay.followerCount == 1 }
+                try first.send(toNotify: ["still heard"])
+                try eventually("the other is still heard") { forwarded.withLock { $0.last } == "still heard" }
+            }
+        }
+    }
+
     /// The relay itself: a process that stops reading is dropped once its backlog passes
     /// the limit (it would catch up from the log), and the others go on getting
     /// everything in order.
@@ -279,7 +316,7 @@ struct ListenerRelayTests {
                 let lock = try #require(try endpoint.tryLock())
                 let relay = try NotificationRelay(
                     endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
-                    logger: Logger(label: "test"), maximumBacklog: 64 << 10)
+                    logger: Logger(label: "test"), maximumBacklog: 64 << 10, forward: { _ in })
                 defer { relay.stop() }
                 try relay.start()
                 let reader = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))

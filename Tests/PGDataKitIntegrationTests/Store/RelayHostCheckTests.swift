@@ -145,4 +145,46 @@ struct RelayHostCheckTests {
             print("unannounced saves while the relay's host did not check: slowest \(slowest), all \(delays)")
         }
     }
+
+    /// A following process hands its saves' payloads to the hosting process through the
+    /// relay, whose notifier sends them with its own: the follower opens no notifier
+    /// session and commits no notifying transaction (the server shows one notifier
+    /// session), and a process on a session of its own gets each save once. Once the
+    /// hosting process has closed, the follower notifies on its own session again.
+    @Test(.timeLimit(.minutes(2)))
+    func aFollowersSavesAreNotifiedByTheHostingProcess() throws {
+        try withHostAndFollower { host, follower, _, configuration in
+            let admin = try Connection(configuration)
+            defer { admin.close() }
+            let observer = try ContextManager(
+                configuration: configuration, entities: ExampleSchema.entities, changeLog: ChangeLogOptions(relay: .off))
+            defer { observer.close() }
+            let records = RecordCollector()
+            let token = observer.coordinator.observeRemoteChanges { records.append($0) }
+            defer { token.cancel() }
+            func save(_ name: String) throws {
+                let context = follower.newPrivateContext()
+                try context.performAndWait {
+                    User(context: context).userID = name
+                    try context.save()
+                }
+            }
+            for index in 0..<30 { try save("routed-\(index)") }
+            try eventually("every save reached the observer") { records.all.count == 30 }
+            #expect(Set(records.all.map(\.id)).count == 30, "each once")
+            try eventually("the hosting process sent them") { host.coordinator.notifier.counts.payloads == 30 }
+            let routed = follower.coordinator.notifier.counts
+            #expect(routed.transactions == 0 && routed.payloads == 0 && routed.routed == 30)
+            let sessions = try admin.query(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1",
+                [ChangeNotifier.applicationName])
+            #expect(try sessions[0].decode(Int.self, at: 0) == 1, "the hosting process's notifier only")
+
+            host.close()
+            try eventually("the follower hosts the relay now") { follower.coordinator.hostsListenerRelay }
+            for index in 0..<5 { try save("own-\(index)") }
+            try eventually("the later saves reached the observer") { records.all.count == 35 }
+            try eventually("on the follower's own session") { follower.coordinator.notifier.counts.payloads == 5 }
+        }
+    }
 }

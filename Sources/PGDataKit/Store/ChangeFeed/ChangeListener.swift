@@ -51,11 +51,15 @@ final class ChangeListener: Sendable {
     /// Checks that each new session receives notifications (not through a transaction
     /// pooler).
     let sessionCheck: ListenerSessionCheck?
+    /// This process's notifier: it sends through the relay this listener follows when
+    /// another process hosts it, and takes the payloads of the relay this one hosts.
+    private let notifier: ChangeNotifier
 
     init(
         configuration: ConnectionConfiguration, origin: UUID, options: ChangeLogOptions, prunes: Bool,
-        metrics: StoreMetrics, logger: Logger, sessionCheck: ListenerSessionCheck? = nil
+        metrics: StoreMetrics, logger: Logger, notifier: ChangeNotifier, sessionCheck: ListenerSessionCheck? = nil
     ) {
+        self.notifier = notifier
         self.sessionCheck = sessionCheck
         self.metrics = metrics
         self.prunes = prunes
@@ -200,6 +204,7 @@ final class ChangeListener: Sendable {
                     state.isRelayed = true
                     return state.hostedRelay.map { !$0.hasEnded } ?? false
                 }
+                if case .relayed(let client, _) = session { notifier.route(through: hosting ? nil : client) }
                 return (session, .relayed(hosting: hosting))
             case .unavailable(let reason):
                 answer = reason
@@ -218,6 +223,7 @@ final class ChangeListener: Sendable {
             $0.backendPID = pid
             $0.isRelayed = false
         }
+        notifier.route(through: nil)
         return (.direct(connection), .direct(relay: answer))
     }
 
@@ -288,9 +294,10 @@ final class ChangeListener: Sendable {
     private func host(_ endpoint: NotificationRelayEndpoint, lock: Int32) throws {
         let relay: NotificationRelay
         do {
+            let notifier = notifier
             relay = try NotificationRelay(
                 endpoint: endpoint, lockDescriptor: lock, configuration: configuration.named(Self.relayApplicationName),
-                channel: ChangeLog.channel, logger: logger)
+                channel: ChangeLog.channel, logger: logger, forward: { notifier.postForwarded($0) })
         } catch {
             close(lock)
             throw error
@@ -313,7 +320,7 @@ final class ChangeListener: Sendable {
                 pruneInterval: options.pruneInterval, quietReadDelay: Self.quietReadDelay,
                 relayRetryDelay: options.relayRetryDelay, unannouncedCheckInterval: options.unannouncedCheckInterval),
             prunes: prunes, relay: options.relay.effectiveDirectory == nil ? .off : .on, now: .now)
-        var loop = Loop()
+        var loop = ListenerLoop()
         if let opening {
             machine.connected(opening.kind, now: .now)
             machine.positioned(now: .now)
@@ -321,7 +328,7 @@ final class ChangeListener: Sendable {
             loop.passesOn = hostedRelay(for: opening.kind)
             loop.feed = ChangeFeedPosition(snapshot: opening.position)
         }
-        defer { loop.session?.close() }
+        defer { closeSession(&loop) }
         while true {
             if isStopping { machine.stopRequested() }
             let action = machine.next(now: .now)
@@ -330,10 +337,7 @@ final class ChangeListener: Sendable {
                 try perform(action, machine: &machine, loop: &loop)
             } catch {
                 if isStopping { continue }
-                loop.session?.close()
-                loop.session = nil
-                loop.passesOn = nil
-                state.withLock { $0.backendPID = nil }
+                closeSession(&loop)
                 let reconnect = machine.failed(error is LocalSocket.Failure ? .relayWentAway : .sessionLost, now: .now)
                 switch reconnect {
                 case .atOnce:
@@ -348,25 +352,24 @@ final class ChangeListener: Sendable {
         }
     }
 
+    /// Closes the loop's session: this process's notifications no longer go through its
+    /// relay, and there is no backend to report.
+    private func closeSession(_ loop: inout ListenerLoop) {
+        notifier.route(through: nil)
+        loop.session?.close()
+        loop.session = nil
+        loop.passesOn = nil
+        state.withLock { $0.backendPID = nil }
+    }
+
     /// The relay a session of `kind` follows when this process hosts it.
     private func hostedRelay(for kind: ListenerStateMachine.SessionKind) -> NotificationRelay? {
         kind == .relayed(hosting: true) ? state.withLock { $0.hostedRelay } : nil
     }
 
-    /// What the listening thread holds between actions.
-    private struct Loop {
-        /// The current session, if any.
-        var session: ListenerSession?
-        /// The relay the session follows, when this process hosts it: the listener then
-        /// checks the log for the host, and passes on to the relay's other processes
-        /// what its reads find and their positions.
-        var passesOn: NotificationRelay?
-        /// Where the listener stands in the log, once a session took a position.
-        var feed: ChangeFeedPosition?
-    }
 
     /// Does one action of the state machine and reports its outcome to it.
-    private func perform(_ action: ListenerStateMachine.Action, machine: inout ListenerStateMachine, loop: inout Loop) throws {
+    private func perform(_ action: ListenerStateMachine.Action, machine: inout ListenerStateMachine, loop: inout ListenerLoop) throws {
         switch action {
         case .stop:
             return
@@ -380,10 +383,7 @@ final class ChangeListener: Sendable {
         case .closeToRetryRelay:
             // Try the host's relay again: reconnect (through it, if it answers now) and
             // catch up from the position, as after a lost session.
-            loop.session?.close()
-            loop.session = nil
-            loop.passesOn = nil
-            state.withLock { $0.backendPID = nil }
+            closeSession(&loop)
         case .takePosition, .catchUp, .readLog, .checkLog, .prune, .wait:
             guard let session = loop.session else {
                 throw PostgresError(kind: .connectionLost, message: "the change listener has no session")

@@ -17,6 +17,13 @@ import Synchronization
 /// flushed, and payloads of saves that committed together share it. The save's own commit, its
 /// durability and its reported outcome are untouched.
 ///
+/// On a host whose processes share a listener relay (`ChangeLogOptions.relay`), a process
+/// that follows the relay hands its payloads to the hosting process instead
+/// (`route(through:)`), whose notifier sends them with its own: the host's saves share
+/// notifying transactions whichever process made them, so the server commits one
+/// notifying transaction for several processes' saves rather than one per process and
+/// save. Should the relay not take them, they go out on this notifier's own session.
+///
 /// A notification is only a wake-up and a carrier: exactly-once delivery rests on the
 /// change log and each listener's snapshot position. A payload this notifier cannot send
 /// (its session failed twice, the process ended first) is found by the listeners' check
@@ -47,6 +54,10 @@ package final class ChangeNotifier: Sendable {
         var connection: Connection?
         var transactions = 0
         var sent = 0
+        /// The relay this process follows (another process hosts it), when payloads go
+        /// to that process's notifier through it.
+        var route: NotificationRelayClient?
+        var routed = 0
     }
 
     private let configuration: ConnectionConfiguration
@@ -109,14 +120,7 @@ package final class ChangeNotifier: Sendable {
     /// Queues the payload of a committed save; it goes out after those queued before it.
     /// Nothing is sent once the notifier is closed.
     func post(_ payload: String) {
-        let starts = state.withLock { state -> Bool in
-            guard !state.isClosed else { return false }
-            state.pending.append(payload)
-            guard !state.isSending, !state.isHeld else { return false }
-            state.isSending = true
-            return true
-        }
-        if starts { queue.async { self.sendPending() } }
+        enqueue([payload])
     }
 
     /// Holds payloads back (`true`) or sends them again (`false`), for tests of a process
@@ -131,8 +135,38 @@ package final class ChangeNotifier: Sendable {
         if starts { queue.async { self.sendPending() } }
     }
 
-    /// How many notifying transactions were sent, and how many payloads they carried.
-    var counts: (transactions: Int, payloads: Int) { state.withLock { ($0.transactions, $0.sent) } }
+    /// How many notifying transactions were sent, how many payloads they carried, and how
+    /// many payloads went to the hosting process of the relay instead.
+    var counts: (transactions: Int, payloads: Int, routed: Int) {
+        state.withLock { ($0.transactions, $0.sent, $0.routed) }
+    }
+
+    /// Sends later payloads through `client`, a session following the host's relay that
+    /// another process hosts (its notifier sends them), or with `nil` on this notifier's
+    /// own session.
+    func route(through client: NotificationRelayClient?) {
+        state.withLock { $0.route = client }
+    }
+
+    /// Queues payloads the relay this process hosts took from the host's other processes
+    /// (`NotificationRelay`'s `forward`): they go out with this process's own. Dropped
+    /// once the notifier is closed (the listeners find their records in the log).
+    func postForwarded(_ payloads: [String]) {
+        enqueue(payloads)
+    }
+
+    /// Queues payloads after those queued before, and starts sending unless a send is
+    /// under way (it takes them next) or sending is held.
+    private func enqueue(_ payloads: [String]) {
+        let starts = state.withLock { state -> Bool in
+            guard !state.isClosed else { return false }
+            state.pending += payloads
+            guard !state.isSending, !state.isHeld else { return false }
+            state.isSending = true
+            return true
+        }
+        if starts { queue.async { self.sendPending() } }
+    }
 
     /// Sends what is pending (waiting for a send under way), then closes the session;
     /// later payloads are dropped.
@@ -178,9 +212,21 @@ package final class ChangeNotifier: Sendable {
         }
     }
 
-    /// Sends one notifying transaction; a failed session is replaced once. A batch that
-    /// still fails is dropped (logged): the listeners find its records in the log.
+    /// Hands a batch to the relay's hosting process (`route`), or sends one notifying
+    /// transaction; a failed session is replaced once. A batch that still fails is
+    /// dropped (logged): the listeners find its records in the log.
     private func send(_ payloads: [String]) {
+        if let route = state.withLock({ $0.route }) {
+            do {
+                try route.send(toNotify: payloads)
+                state.withLock { $0.routed += payloads.count }
+                return
+            } catch {
+                // (Some may have gone: a payload twice is delivered once.)
+                state.withLock { if $0.route === route { $0.route = nil } }
+                logger.debug("notifying on this process's own session: the host's relay did not take the payloads: \(error)")
+            }
+        }
         for attempt in 1...2 {
             do {
                 let connection = try session()

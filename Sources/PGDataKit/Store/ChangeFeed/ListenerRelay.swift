@@ -127,6 +127,18 @@ enum ListenerSession {
     }
 }
 
+/// What a change listener's thread holds between actions (`ChangeListener.run`).
+struct ListenerLoop {
+    /// The current session, if any.
+    var session: ListenerSession?
+    /// The relay the session follows, when this process hosts it: the listener then
+    /// checks the log for the host, and passes on to the relay's other processes
+    /// what its reads find and their positions.
+    var passesOn: NotificationRelay?
+    /// Where the listener stands in the log, once a session took a position.
+    var feed: ChangeFeedPosition?
+}
+
 /// What arrived on a listener's session.
 struct ListenerArrival {
     /// The notifications, in the order they came.

@@ -97,13 +97,14 @@ extension StoreCoordinator {
     /// ```
     public var listenerError: ChangeListenerError? { listener.sessionCheck?.problem }
 
-    /// Sends the notifications of saves that committed and are not announced yet, stops
-    /// the listener, ends the `remoteChanges()` streams, closes the pool and stops the
-    /// object controllers of its contexts. Contexts holding a connection keep it until
-    /// they finish; nothing new can be borrowed afterwards.
+    /// Stops the listener, sends the notifications of saves that committed and are not
+    /// announced yet (with those the host's other processes handed this one, when it
+    /// hosted their relay), ends the `remoteChanges()` streams, closes the pool and stops
+    /// the object controllers of its contexts. Contexts holding a connection keep it
+    /// until they finish; nothing new can be borrowed afterwards.
     public func close() {
-        notifier.close()
         listener.stop()
+        notifier.close()
         pool.close()
         closeObservers.close()
     }

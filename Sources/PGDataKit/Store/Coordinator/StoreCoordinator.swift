@@ -138,7 +138,7 @@ public final class StoreCoordinator: Sendable {
         self.notifier = ChangeNotifier(configuration: configuration, logger: logger)
         self.listener = ChangeListener(
             configuration: listenerConfiguration ?? configuration, origin: origin, options: changeLog, prunes: mayPrune,
-            metrics: metrics, logger: logger,
+            metrics: metrics, logger: logger, notifier: notifier,
             sessionCheck: ListenerSessionCheck(origin: origin, logger: logger) { channel, payload in
                 try pool.withConnection { try $0.notify(channel, payload: payload) }
             })
@@ -146,8 +146,10 @@ public final class StoreCoordinator: Sendable {
     }
 
     deinit {
-        notifier.close()
+        // The listener first: a relay this process hosts stops handing it the host's
+        // other processes' payloads, then the notifier sends what it holds.
         listener.stop()
+        notifier.close()
     }
 
     /// How many statements contexts of this coordinator have sent (for tests and
