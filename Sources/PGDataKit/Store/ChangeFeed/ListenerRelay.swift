@@ -18,7 +18,10 @@ import Foundation
 /// (`ChangeLogOptions.unannouncedCheckInterval`) and passes on what its reads find and
 /// their positions, which the others adopt, so they need not read the log to follow
 /// other processes' saves (should its positions stop for three check intervals, each
-/// of them checks the log itself until they come again). When the hosting process ends (or its session drops),
+/// of them checks the log itself until they come again). The others also hand the
+/// payloads of their saves to the hosting process, whose notifier sends them with its own
+/// in one notifying transaction: one notifier session per host, and fewer notifying
+/// commits for the server. When the hosting process ends (or its session drops),
 /// the others catch up from the change log, as after losing a session of their own, and
 /// one of them takes over.
 ///
