@@ -354,6 +354,29 @@ struct HistoryTests {
         }
     }
 
+    /// The oldest token after a `resetStore`: another transaction (of this database or any
+    /// other: ids are the cluster's) was running through the truncation and is still
+    /// running when the oldest token is taken, so the token leaves it out; it then ends
+    /// without a record. A read after the token is not expired by it — it never had a
+    /// record in this log — and returns what was saved after the reset. (Found in a full
+    /// run, where other tests' transactions run beside this one's.)
+    @Test func theOldestTokenAfterAResetIsNotExpiredByATransactionRunningThroughIt() throws {
+        try withHistory { manager, admin, configuration in
+            let coordinator = manager.coordinator
+            try save(2, "a", in: manager)
+            let bystander = try Connection(configuration)
+            defer { bystander.close() }
+            try bystander.begin()
+            _ = try bystander.query("SELECT pg_current_xact_id()")  // an id, below the truncation's
+            let name = try admin.query("SELECT current_database()")[0].decode(String.self, at: 0)
+            try coordinator.resetStore(database: name)
+            try save(1, "b", in: manager)
+            let oldest = try coordinator.oldestHistoryToken()
+            try bystander.commit()  // ends without a record
+            #expect(try coordinator.history(after: oldest, limit: 10).records.map(\.id) == [1])
+        }
+    }
+
     // MARK: - Readers and pruning
 
     @Test(.onItsOwnThread) func aRegisteredReaderHoldsPruningUntilItAcknowledges() async throws {
@@ -600,5 +623,19 @@ struct HistoryTests {
             #expect(try ChangeLog.missingParts(on: admin).parts.isEmpty)
         }
     }
-}
 
+    /// A database installed by an earlier version keeps that version's trigger function
+    /// (the truncation's horizon): it counts as missing, and installing the library's
+    /// schema replaces it.
+    @Test func anEarlierTriggerFunctionIsReplacedByTheInstall() throws {
+        try withHistory { _, admin, _ in
+            let definition = try admin.query("SELECT pg_get_functiondef('pgdatakit_changes_pruned()'::regprocedure)")[0]
+                .decode(String.self, at: 0)
+            #expect(definition.contains(ChangeLog.prunedFunctionVersion))
+            try admin.execute(definition.replacingOccurrences(of: ChangeLog.prunedFunctionVersion, with: "pgdatakit horizon 1"))
+            #expect(try ChangeLog.missingParts(on: admin).parts == ["function pgdatakit_changes_pruned() (an earlier version)"])
+            try Migrator.installLibrarySchema(on: admin)
+            #expect(try ChangeLog.missingParts(on: admin).parts.isEmpty)
+        }
+    }
+}

@@ -43,16 +43,22 @@ extension ChangeLog {
                    coalesce(has_schema_privilege(current_schema(), 'CREATE'), false),
                    coalesce(current_schema()::text, '(no schema on the search_path)'),
                    to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL, to_regprocedure($4) IS NOT NULL,
-                   ARRAY(SELECT t.tgname::text FROM pg_trigger AS t WHERE t.tgrelid = c.oid)
+                   ARRAY(SELECT t.tgname::text FROM pg_trigger AS t WHERE t.tgrelid = c.oid),
+                   coalesce(position($5 IN pg_get_functiondef(to_regprocedure($4))) > 0, false)
             FROM (SELECT to_regclass($1)::oid AS oid) AS r LEFT JOIN pg_class AS c ON c.oid = r.oid
-            """, [table, readersTable, horizonTable, prunedFunction + "()"])[0]
+            """, [table, readersTable, horizonTable, prunedFunction + "()", prunedFunctionVersion])[0]
         let schema = try row.decode(String.self, at: 5)
         let mayCreate = try row.decode(Bool.self, at: 4)
         // The history's tables and trigger function: created in the schema.
         var created: [String] = []
         if try !row.decode(Bool.self, at: 6) { created.append("table \(readersTable)") }
         if try !row.decode(Bool.self, at: 7) { created.append("table \(horizonTable)") }
-        if try !row.decode(Bool.self, at: 8) { created.append("function \(prunedFunction)()") }
+        if try !row.decode(Bool.self, at: 8) {
+            created.append("function \(prunedFunction)()")
+        } else if try !row.decode(Bool.self, at: 10) {
+            // An earlier version's body: replaced (`CREATE OR REPLACE`, in the schema).
+            created.append("function \(prunedFunction)() (an earlier version)")
+        }
         guard try row.decode(Bool.self, at: 0) else {
             return (["table \(table)"] + created, mayCreate ? [] : ["CREATE on schema \(schema)"])
         }

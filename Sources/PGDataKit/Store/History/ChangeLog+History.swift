@@ -42,12 +42,21 @@ import Foundation
 /// without a record before every prune (`refreshReaderPositions`).
 ///
 /// `TRUNCATE` (`resetStore`, which also restarts the record ids) raises h to its own
-/// transaction's id and empties the list: a token taken before that id was drawn does not
-/// reach it (rule 1), one taken while the truncation ran has it running (rule 3: it ends
-/// without a record), so every earlier token expires.
+/// transaction's id, lists that id alone, and sets `listed_from` to the oldest
+/// transaction running then: a token taken before that id was drawn does not reach it
+/// (rule 1), one taken while the truncation ran has it running (rule 2), so every earlier
+/// token expires. A transaction that ran through the truncation (of any database: ids
+/// are the cluster's) is not below `listed_from`, so its ending without a record expires
+/// no later token — the oldest token after a reset, which leaves it out while it runs.
+/// (With `listed_from` at h + 1, rule 3 called that token expired.) A record the
+/// truncation deleted belongs to a transaction that committed before it, which a token
+/// left out only if taken before h was drawn (rule 1).
 extension ChangeLog {
     /// How many pruned transaction ids the horizon lists (see above): 800 KB at most.
     static let maximumListedPruned = 100_000
+    /// Marks the trigger function's current version in its body: an installed function
+    /// without it is replaced (`missingParts`).
+    static let prunedFunctionVersion = "pgdatakit horizon 2"
 
     /// The registered history readers: name, acknowledged token (its text, and its
     /// coverage as a `pg_snapshot` for the pruner), and when it was last acknowledged.
@@ -90,9 +99,12 @@ extension ChangeLog {
                 INSERT INTO \(horizonTable) (singleton) VALUES (true);
             END IF;
             IF TG_OP = 'TRUNCATE' THEN
+                -- \(prunedFunctionVersion): the truncation lists its own id; transactions
+                -- running through it stay at or above listed_from.
                 highest := pg_current_xact_id()::text::bigint;
                 UPDATE \(horizonTable) SET pruned_through = greatest(pruned_through, highest),
-                    listed_from = highest + 1, pruned_transactions = '{}', pruned_at = now();
+                    listed_from = least(highest, pg_snapshot_xmin(pg_current_snapshot())::text::bigint),
+                    pruned_transactions = ARRAY[highest], pruned_at = now();
                 RETURN NULL;
             END IF;
             SELECT max(transaction_id::text::bigint) INTO highest FROM pgdatakit_pruned;
