@@ -129,6 +129,25 @@ struct LeastPrivilegeTests {
         }
     }
 
+    /// An earlier version's trigger function (installed before the truncation's horizon
+    /// changed) is left to the owner: the application role finds nothing to do and
+    /// migrates as a no-op; the owner's install replaces it.
+    @Test func anEarlierTriggerFunctionIsLeftToTheOwner() throws {
+        try withApplicationRole { owner, role, configuration in
+            try grantDocumentedPrivileges(to: role, on: owner)
+            let definition = try owner.query("SELECT pg_get_functiondef('pgdatakit_changes_pruned()'::regprocedure)")[0]
+                .decode(String.self, at: 0)
+            try owner.execute(definition.replacingOccurrences(of: ChangeLog.prunedFunctionVersion, with: "pgdatakit horizon 1"))
+            let application = try Connection(configuration)
+            defer { application.close() }
+            #expect(try ChangeLog.missingParts(on: application).parts.isEmpty)
+            #expect(try Migrator(directory: migrationsFolder).migrate(on: application).isEmpty)
+            #expect(try ChangeLog.missingParts(on: owner).parts == ["function pgdatakit_changes_pruned() (an earlier version)"])
+            try Migrator.installLibrarySchema(on: owner)
+            #expect(try ChangeLog.missingParts(on: owner).parts.isEmpty)
+        }
+    }
+
     @Test func aRoleWithTheDocumentedGrantsSavesAndSeesOtherProcessesSaves() throws {
         try withApplicationRole { owner, role, configuration in
             try grantDocumentedPrivileges(to: role, on: owner)

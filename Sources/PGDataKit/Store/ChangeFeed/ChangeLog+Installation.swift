@@ -24,6 +24,11 @@ extension ChangeLog {
     /// the trigger function, ownership of the change log's table for an index, its
     /// storage or a trigger. Changes nothing.
     ///
+    /// An earlier version's trigger function (its body lacks `prunedFunctionVersion`)
+    /// counts as missing only for a role that may replace it (it owns the function and
+    /// may create in the schema): a role with DML rights only finds nothing to do, and
+    /// the function is replaced at the owner's next install.
+    ///
     /// The record column's storage counts as set when it is lz4-compressed or stored
     /// uncompressed (`STORAGE EXTERNAL`, what the schema falls back to where lz4 is
     /// missing): switching an uncompressed column to lz4 after a server upgrade is an
@@ -44,7 +49,8 @@ extension ChangeLog {
                    coalesce(current_schema()::text, '(no schema on the search_path)'),
                    to_regclass($2) IS NOT NULL, to_regclass($3) IS NOT NULL, to_regprocedure($4) IS NOT NULL,
                    ARRAY(SELECT t.tgname::text FROM pg_trigger AS t WHERE t.tgrelid = c.oid),
-                   coalesce(position($5 IN pg_get_functiondef(to_regprocedure($4))) > 0, false)
+                   coalesce(position($5 IN pg_get_functiondef(to_regprocedure($4))) > 0, false),
+                   coalesce((SELECT pg_has_role(p.proowner, 'USAGE') FROM pg_proc AS p WHERE p.oid = to_regprocedure($4)), false)
             FROM (SELECT to_regclass($1)::oid AS oid) AS r LEFT JOIN pg_class AS c ON c.oid = r.oid
             """, [table, readersTable, horizonTable, prunedFunction + "()", prunedFunctionVersion])[0]
         let schema = try row.decode(String.self, at: 5)
@@ -55,8 +61,9 @@ extension ChangeLog {
         if try !row.decode(Bool.self, at: 7) { created.append("table \(horizonTable)") }
         if try !row.decode(Bool.self, at: 8) {
             created.append("function \(prunedFunction)()")
-        } else if try !row.decode(Bool.self, at: 10) {
-            // An earlier version's body: replaced (`CREATE OR REPLACE`, in the schema).
+        } else if try !row.decode(Bool.self, at: 10), mayCreate, try row.decode(Bool.self, at: 11) {
+            // An earlier version's body: replaced (`CREATE OR REPLACE`) when this role may;
+            // otherwise it keeps working as before until the owner's next install.
             created.append("function \(prunedFunction)() (an earlier version)")
         }
         guard try row.decode(Bool.self, at: 0) else {
