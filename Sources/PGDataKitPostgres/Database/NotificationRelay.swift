@@ -59,6 +59,29 @@ package final class NotificationRelay: Sendable {
             encode(toNotify, body, into: &bytes)
         }
 
+        /// What the bytes of a stream hold at an offset.
+        enum Frame {
+            /// Not all of the next message has arrived.
+            case incomplete
+            /// A length past 16 MiB: no message of the protocol.
+            case unreadable
+            /// A whole message.
+            case message(type: UInt8, body: ArraySlice<UInt8>)
+        }
+
+        /// The message at `offset` of `buffer`, moving `offset` past it when it is whole
+        /// (both ends of the socket read messages this way).
+        static func frame(in buffer: [UInt8], at offset: inout Int) -> Frame {
+            guard buffer.count - offset >= 5 else { return .incomplete }
+            let length = buffer[(offset + 1)..<(offset + 5)].reduce(0) { $0 << 8 | Int($1) }
+            guard length <= 1 << 24 else { return .unreadable }
+            guard buffer.count - offset - 5 >= length else { return .incomplete }
+            let type = buffer[offset]
+            let body = buffer[(offset + 5)..<(offset + 5 + length)]
+            offset += 5 + length
+            return .message(type: type, body: body)
+        }
+
         /// The payloads of a `T` message's body; `nil` when it is not one.
         static func payloads(in body: ArraySlice<UInt8>) -> [String]? {
             var payloads: [String] = []
@@ -441,19 +464,16 @@ package final class NotificationRelay: Sendable {
         guard let bytes = try? LocalSocket.receive(follower.descriptor) else { return false }
         follower.inbound += bytes
         var offset = 0
-        while follower.inbound.count - offset >= 5 {
-            let length = follower.inbound[(offset + 1)..<(offset + 5)].reduce(0) { $0 << 8 | Int($1) }
-            guard follower.inbound[offset] == Message.toNotify, length <= 1 << 24 else {
-                logger.warning("a process sent the notification relay an unreadable message; it is dropped and will catch up")
-                return false
-            }
-            guard follower.inbound.count - offset - 5 >= length else { break }
-            guard let payloads = Message.payloads(in: follower.inbound[(offset + 5)..<(offset + 5 + length)]) else {
+        while case .message(let type, let body) = Message.frame(in: follower.inbound, at: &offset) {
+            guard type == Message.toNotify, let payloads = Message.payloads(in: body) else {
                 logger.warning("a process sent the notification relay an unreadable message; it is dropped and will catch up")
                 return false
             }
             if !payloads.isEmpty { forward(payloads) }
-            offset += 5 + length
+        }
+        if case .unreadable = Message.frame(in: follower.inbound, at: &offset) {
+            logger.warning("a process sent the notification relay an unreadable message; it is dropped and will catch up")
+            return false
         }
         follower.inbound.removeSubrange(0..<offset)
         return true

@@ -174,14 +174,11 @@ package final class NotificationRelayClient: @unchecked Sendable {
 
     /// The complete message at `offset`, moving it past; `nil` when it has not all arrived.
     private func message(at offset: inout Int) throws -> (UInt8, ArraySlice<UInt8>)? {
-        guard buffer.count - offset >= 5 else { return nil }
-        let length = buffer[(offset + 1)..<(offset + 5)].reduce(0) { $0 << 8 | Int($1) }
-        guard length <= 1 << 24 else { throw Self.unreadable }
-        guard buffer.count - offset - 5 >= length else { return nil }
-        let type = buffer[offset]
-        let body = buffer[(offset + 5)..<(offset + 5 + length)]
-        offset += 5 + length
-        return (type, body)
+        switch NotificationRelay.Message.frame(in: buffer, at: &offset) {
+        case .incomplete: return nil
+        case .unreadable: throw Self.unreadable
+        case .message(let type, let body): return (type, body)
+        }
     }
 
     private static var unreadable: LocalSocket.Failure {
