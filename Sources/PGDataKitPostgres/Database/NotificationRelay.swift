@@ -464,19 +464,22 @@ package final class NotificationRelay: Sendable {
         guard let bytes = try? LocalSocket.receive(follower.descriptor) else { return false }
         follower.inbound += bytes
         var offset = 0
-        while case .message(let type, let body) = Message.frame(in: follower.inbound, at: &offset) {
-            guard type == Message.toNotify, let payloads = Message.payloads(in: body) else {
+        while true {
+            switch Message.frame(in: follower.inbound, at: &offset) {
+            case .incomplete:
+                follower.inbound.removeSubrange(0..<offset)
+                return true
+            case .message(Message.toNotify, let body):
+                if let payloads = Message.payloads(in: body) {
+                    if !payloads.isEmpty { forward(payloads) }
+                    continue
+                }
+                fallthrough
+            case .message, .unreadable:
                 logger.warning("a process sent the notification relay an unreadable message; it is dropped and will catch up")
                 return false
             }
-            if !payloads.isEmpty { forward(payloads) }
         }
-        if case .unreadable = Message.frame(in: follower.inbound, at: &offset) {
-            logger.warning("a process sent the notification relay an unreadable message; it is dropped and will catch up")
-            return false
-        }
-        follower.inbound.removeSubrange(0..<offset)
-        return true
     }
 
     /// Waits for `duration` unless stopped first; whether it was stopped. (Messages the

@@ -367,7 +367,6 @@ final class ChangeListener: Sendable {
         kind == .relayed(hosting: true) ? state.withLock { $0.hostedRelay } : nil
     }
 
-
     /// Does one action of the state machine and reports its outcome to it.
     private func perform(_ action: ListenerStateMachine.Action, machine: inout ListenerStateMachine, loop: inout ListenerLoop) throws {
         switch action {
