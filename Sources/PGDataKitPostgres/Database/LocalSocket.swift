@@ -138,24 +138,36 @@ package enum LocalSocket {
         return offset
     }
 
-    /// Reads what has arrived (at most `limit` bytes) without blocking: the bytes, an
-    /// empty array when nothing waits, `nil` at end of file. Throws on a broken socket.
-    static func receive(_ descriptor: Int32, limit: Int = 65_536) throws -> [UInt8]? {
-        var buffer = [UInt8](repeating: 0, count: limit)
+    /// Reads what has arrived without blocking and appends it to `buffer`, through
+    /// `scratch`: the caller's, kept from read to read, so that a read neither allocates
+    /// nor clears memory (a fresh 64 KiB array per read did both: a follower of the relay
+    /// read once per notification). One read takes at most `scratch.count` bytes; an empty
+    /// scratch gets `receiveSize` bytes first.
+    ///
+    /// - Returns: the count of bytes appended (`0` when nothing waits), `nil` at end of
+    ///   file.
+    /// - Throws: `Failure` on a broken socket.
+    static func receive(_ descriptor: Int32, appendingTo buffer: inout [UInt8], scratch: inout [UInt8]) throws -> Int? {
+        if scratch.isEmpty { scratch = [UInt8](repeating: 0, count: receiveSize) }
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.recv(descriptor, $0.baseAddress, limit, Int32(MSG_DONTWAIT)) }
+            let count = scratch.withUnsafeMutableBytes {
+                Glibc.recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT))
+            }
             if count > 0 {
-                buffer.removeSubrange(count...)
-                return buffer
+                buffer.append(contentsOf: scratch[..<count])
+                return count
             }
             if count == 0 { return nil }
             switch errno {
             case EINTR: continue
-            case EAGAIN, EWOULDBLOCK: return []
+            case EAGAIN, EWOULDBLOCK: return 0
             default: throw Failure("recv")
             }
         }
     }
+
+    /// The size of the scratch buffer `receive(_:appendingTo:scratch:)` gives an empty one.
+    static let receiveSize = 65_536
 
     /// Waits until one of `descriptors` is ready for what its events ask, or `timeout`
     /// passes; returns each descriptor's returned events (all 0 on timeout).

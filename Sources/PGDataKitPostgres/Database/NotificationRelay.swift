@@ -285,6 +285,8 @@ package final class NotificationRelay: Sendable {
     private func serve(_ initial: Connection, listening: Int32) {
         var connection: Connection? = initial
         var followers: [Follower] = []
+        // What the followers' messages are read through (`LocalSocket.receive`).
+        var scratch: [UInt8] = []
         // Notifications read and not passed on yet (see `coalescingWindow`), how many,
         // and how many the last send carried.
         var outgoing: [UInt8] = []
@@ -350,7 +352,7 @@ package final class NotificationRelay: Sendable {
             } else if outgoing.isEmpty, lastSent.duration(to: now) >= Self.heartbeatInterval {
                 Message.encode(Message.heartbeat, [], into: &batch)
             }
-            pass(batch, to: &followers, events: events)
+            pass(batch, to: &followers, events: events, scratch: &scratch)
             if !batch.isEmpty { lastSent = now }
             if events[2] != 0 { accept(listening, into: &followers) }
             let count = followers.count
@@ -389,13 +391,13 @@ package final class NotificationRelay: Sendable {
 
     /// Queues `batch` for every follower and writes what it can take; a follower that
     /// hung up or cannot be written to is closed and dropped. `events` are the poll's,
-    /// the followers' from index 3.
-    private func pass(_ batch: [UInt8], to followers: inout [Follower], events: [Int16]) {
+    /// the followers' from index 3; what they sent is read through `scratch`.
+    private func pass(_ batch: [UInt8], to followers: inout [Follower], events: [Int16], scratch: inout [UInt8]) {
         var index = followers.count
         while index > 0 {
             index -= 1
             let revents = events[3 + index]
-            if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0, !receive(from: &followers[index]) {
+            if revents & (Int16(POLLIN) | Int16(POLLHUP) | Int16(POLLERR)) != 0, !receive(from: &followers[index], scratch: &scratch) {
                 close(followers[index].descriptor)
                 followers.remove(at: index)
                 continue
@@ -460,9 +462,10 @@ package final class NotificationRelay: Sendable {
 
     /// Reads what a follower sent and forwards the payloads of its whole `T` messages;
     /// `false` at its end or when it sent something else (it is then dropped).
-    private func receive(from follower: inout Follower) -> Bool {
-        guard let bytes = try? LocalSocket.receive(follower.descriptor) else { return false }
-        follower.inbound += bytes
+    private func receive(from follower: inout Follower, scratch: inout [UInt8]) -> Bool {
+        // (`nil`: the follower's end, or a broken socket.)
+        let received = try? LocalSocket.receive(follower.descriptor, appendingTo: &follower.inbound, scratch: &scratch)
+        guard received != nil else { return false }
         var offset = 0
         while true {
             switch Message.frame(in: follower.inbound, at: &offset) {

@@ -23,6 +23,8 @@ package final class NotificationRelayClient: @unchecked Sendable {
     private let channel: String
     /// Bytes of a message not complete yet.
     private var buffer: [UInt8] = []
+    /// What each read goes through (`LocalSocket.receive(_:appendingTo:scratch:)`).
+    private var scratch: [UInt8] = []
     private var lastHeard = ContinuousClock.now
     /// The relay closed the connection; the buffer may still hold what it sent before.
     private var peerClosed = false
@@ -161,14 +163,13 @@ package final class NotificationRelayClient: @unchecked Sendable {
     /// (what it sent before is still handed out).
     private func read() throws {
         while !peerClosed {
-            guard let bytes = try LocalSocket.receive(descriptor) else {
+            guard let count = try LocalSocket.receive(descriptor, appendingTo: &buffer, scratch: &scratch) else {
                 peerClosed = true
                 return
             }
-            if bytes.isEmpty { return }
+            if count == 0 { return }
             lastHeard = .now
-            buffer += bytes
-            if bytes.count < 65_536 { return }
+            if count < scratch.count { return }
         }
     }
 

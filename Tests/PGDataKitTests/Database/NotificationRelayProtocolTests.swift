@@ -313,4 +313,35 @@ struct NotificationRelayProtocolTests {
             }
         }
     }
+
+    @Test("A read appends what arrived through the caller's scratch: in pieces no larger than it, 0 when nothing waits, nil at the end")
+    func aReadAppendsThroughTheScratch() throws {
+        var ends: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &ends) == 0)
+        defer { close(ends[0]) }
+        var buffer: [UInt8] = [7]
+        var scratch = [UInt8](repeating: 0, count: 16)
+        #expect(try LocalSocket.receive(ends[0], appendingTo: &buffer, scratch: &scratch) == 0)
+        let sent = (0..<40).map { UInt8($0) }
+        #expect(try LocalSocket.send(ends[1], sent, from: 0) == 40)
+        var counts: [Int] = []
+        while let count = try LocalSocket.receive(ends[0], appendingTo: &buffer, scratch: &scratch), count > 0 {
+            counts.append(count)
+        }
+        #expect(counts == [16, 16, 8])
+        #expect(buffer == [7] + sent)
+        #expect(scratch.count == 16)
+        close(ends[1])
+        #expect(try LocalSocket.receive(ends[0], appendingTo: &buffer, scratch: &scratch) == nil)
+        // An empty scratch gets room first.
+        var empty: [UInt8] = []
+        var other: [Int32] = [-1, -1]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &other) == 0)
+        defer { close(other[0]); close(other[1]) }
+        #expect(try LocalSocket.send(other[1], sent, from: 0) == 40)
+        var received: [UInt8] = []
+        #expect(try LocalSocket.receive(other[0], appendingTo: &received, scratch: &empty) == 40)
+        #expect(received == sent)
+        #expect(empty.count == LocalSocket.receiveSize)
+    }
 }
