@@ -25,9 +25,11 @@ extension Connection {
         _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])], onResult: ((Int, QueryResult) -> Void)?
     ) throws -> [QueryResult] {
         var encoded: [PipelineStatement] = []
-        defer { for statement in encoded { statement.texts.forEach { free($0) } } }
+        var storages: [UnsafeMutableRawPointer?] = []
+        defer { storages.forEach { free($0) } }
         for statement in statements {
-            let (texts, types) = try Connection.encode(statement.parameters)
+            let (texts, types, storage) = try Connection.encode(statement.parameters)
+            storages.append(storage)
             encoded.append((statement.sql, texts, types, statement.parameters, true))
         }
         lock.lock()

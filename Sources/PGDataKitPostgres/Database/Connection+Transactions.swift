@@ -55,10 +55,17 @@ extension Connection {
 
     /// `BEGIN ISOLATION LEVEL … READ ONLY`.
     static func beginSQL(isolation: IsolationLevel?, readOnly: Bool) -> String {
-        var sql = "BEGIN"
-        if let isolation { sql += " ISOLATION LEVEL \(isolation.rawValue)" }
-        if readOnly { sql += " READ ONLY" }
-        return sql
+        // (Literals: a transaction's start builds no string.)
+        switch (isolation, readOnly) {
+        case (nil, false): "BEGIN"
+        case (nil, true): "BEGIN READ ONLY"
+        case (.readCommitted, false): "BEGIN ISOLATION LEVEL READ COMMITTED"
+        case (.readCommitted, true): "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"
+        case (.repeatableRead, false): "BEGIN ISOLATION LEVEL REPEATABLE READ"
+        case (.repeatableRead, true): "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        case (.serializable, false): "BEGIN ISOLATION LEVEL SERIALIZABLE"
+        case (.serializable, true): "BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY"
+        }
     }
 
     /// Commits the current transaction.

@@ -209,4 +209,36 @@ struct ValueEncodingTests {
         #expect(error.description.contains("row 3"))
         #expect(error.description.contains("Int"))
     }
+
+    @Test("A statement's parameters become C strings in one block: each text whole, NULL as nil, an unencodable one thrown")
+    func parametersAreEncodedIntoOneBlock() throws {
+        let long = String(repeating: "é", count: 40)
+        let parameters: [(any PostgresEncodable)?] = [nil, "abc", Int64(-42), "", long, true, nil]
+        let (texts, types, storage) = try Connection.encode(parameters)
+        defer { free(storage) }
+        #expect(texts.count == parameters.count)
+        #expect(types == [0, 0, 20, 0, 0, 16, 0])  // (text goes untyped: the server infers it)
+        let strings = texts.map { $0.map { String(cString: $0) } }
+        #expect(strings == [nil, "abc", "-42", "", long, "t", nil])
+        // One after another in the block the caller frees.
+        let first = try #require(texts[1])
+        #expect(UnsafeMutableRawPointer(first) == storage)
+        #expect(texts[2] == first + 4)
+        let allNull = try Connection.encode([nil, nil])
+        #expect(allNull.texts == [nil, nil] && allNull.storage == nil)
+        #expect(throws: PostgresValueError.self) {
+            _ = try Connection.encode(["fine", "nul\u{0}inside"])
+        }
+    }
+
+    @Test("A transaction's BEGIN names its isolation level and read-only mode")
+    func beginStatementsNameTheirModes() {
+        for isolation in [nil] + IsolationLevel.allCases {
+            for readOnly in [false, true] {
+                let expected = "BEGIN" + (isolation.map { " ISOLATION LEVEL \($0.rawValue)" } ?? "")
+                    + (readOnly ? " READ ONLY" : "")
+                #expect(Connection.beginSQL(isolation: isolation, readOnly: readOnly) == expected)
+            }
+        }
+    }
 }
