@@ -262,8 +262,9 @@ package struct ArrayLiteral<Element: PostgresEncodable>: PostgresEncodable {
 
     package init(text: String) { self.text = text }
 
-    /// The type of an array of `Element`.
-    package static var postgresType: PostgresType { [Element?].postgresType }
+    /// The type of an array of `Element` (what `[Element?].postgresType` is, without
+    /// instantiating that generic type's metadata on every statement).
+    package static var postgresType: PostgresType { PostgresType(oid: Element.postgresType.arrayOID, arrayOID: 0) }
 
     /// The literal.
     package func postgresText() throws -> String? { text }

@@ -241,4 +241,13 @@ struct ValueEncodingTests {
             }
         }
     }
+
+    @Test("A literal array parameter has the type of an array of its element")
+    func arrayLiteralsHaveTheirArrayType() {
+        #expect(ArrayLiteral<Int64>.postgresType == [Int64?].postgresType)
+        #expect(ArrayLiteral<Int64>.postgresType.oid == 1016)
+        #expect(ArrayLiteral<String>.postgresType == [String?].postgresType)
+        #expect(ArrayLiteral<UUID>.postgresType.oid == 2951)
+        #expect(ArrayLiteral<Bool>.postgresType.oid == 1000)
+    }
 }
