@@ -216,24 +216,45 @@ public enum JSONValue: Sendable, Hashable, Codable {
     }
 
     private static func quote(_ string: String) -> String {
-        var text = "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": text += "\\\""
-            case "\\": text += "\\\\"
-            case "\n": text += "\\n"
-            case "\r": text += "\\r"
-            case "\t": text += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    text.unicodeScalars.append(scalar)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(string.utf8.count + 2)
+        appendQuoted(string, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `string` as a JSON string to `bytes`: `"` and `\` escaped, `\n`, `\r`
+    /// and `\t` by name, other control characters as `\u00XX`, everything else as its
+    /// own UTF-8 bytes (byte by byte: every byte JSON escapes is ASCII, and a multi-byte
+    /// character's bytes are never below 0x80). What `jsonText` writes for a string, also
+    /// for writers of JSON bytes (change records) that make no `String` per value.
+    package static func appendQuoted(_ string: String, to bytes: inout [UInt8]) {
+        let hexDigits: StaticString = "0123456789abcdef"
+        bytes.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(byte)
+            case UInt8(ascii: "\n"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "n"))
+            case UInt8(ascii: "\r"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "r"))
+            case UInt8(ascii: "\t"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(UInt8(ascii: "t"))
+            case ..<0x20:
+                for escaped in "\\u00".utf8 { bytes.append(escaped) }
+                hexDigits.withUTF8Buffer { digits in
+                    bytes.append(digits[Int(byte >> 4)])
+                    bytes.append(digits[Int(byte & 0xF)])
                 }
+            default:
+                bytes.append(byte)
             }
         }
-        return text + "\""
+        bytes.append(UInt8(ascii: "\""))
     }
 }
 

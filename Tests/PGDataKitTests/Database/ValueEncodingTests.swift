@@ -250,4 +250,34 @@ struct ValueEncodingTests {
         #expect(ArrayLiteral<UUID>.postgresType.oid == 2951)
         #expect(ArrayLiteral<Bool>.postgresType.oid == 1000)
     }
+
+    @Test("A JSON string is quoted byte for byte as JSON wants: every control character, quote and backslash escaped, the rest as it is")
+    func jsonStringsAreQuotedExactly() {
+        // The reference, scalar by scalar.
+        func reference(_ string: String) -> String {
+            var text = "\""
+            for scalar in string.unicodeScalars {
+                switch scalar {
+                case "\"": text += "\\\""
+                case "\\": text += "\\\\"
+                case "\n": text += "\\n"
+                case "\r": text += "\\r"
+                case "\t": text += "\\t"
+                case _ where scalar.value < 0x20: text += String(format: "\\u%04x", scalar.value)
+                default: text.unicodeScalars.append(scalar)
+                }
+            }
+            return text + "\""
+        }
+        let controls = String(String.UnicodeScalarView((1..<0x20).compactMap(Unicode.Scalar.init)))
+        let samples = [
+            "", "plain", "x\"y", "back\\slash", controls, "Café 日本 😀", "\u{7F}\u{80}\u{FFFF}", String(repeating: "ab\"", count: 300),
+        ]
+        for sample in samples {
+            #expect(JSONValue.string(sample).jsonText == reference(sample), "\(sample.debugDescription)")
+            var bytes: [UInt8] = [1]
+            JSONValue.appendQuoted(sample, to: &bytes)
+            #expect(bytes == [1] + Array(reference(sample).utf8))
+        }
+    }
 }

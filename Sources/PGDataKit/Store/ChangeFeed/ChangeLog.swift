@@ -490,7 +490,7 @@ enum ChangeLog {
             }
             bytes.append(UInt8(ascii: "]"))
         }
-        func string(_ text: String) { append(JSONValue.string(text).jsonText) }
+        func string(_ text: String) { JSONValue.appendQuoted(text, to: &bytes) }
         bytes.append(UInt8(ascii: "["))
         for (index, entry) in entries.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
