@@ -61,7 +61,7 @@ struct RowLocationSaveTests {
             let locked = try SavePipeline(context: importer).lockRowsInOrder(on: transaction, keyedRows: false)
             #expect(locked.locations["User"]?.byLocation == true)
             try importer.save()
-            let updatesByLocation = manager.coordinator.updateStatements.withLock { $0.keys.filter(\.byLocation).count }
+            let updatesByLocation = manager.coordinator.writeStatements.withLock { $0.keys.filter(\.byLocation).count }
             #expect(updatesByLocation == 1, "the save's UPDATE found its rows by location")
         }
         #expect(saved == 40)
@@ -233,7 +233,7 @@ extension RowLocationSaveTests {
                 for user in users.suffix(4) { editor.delete(user) }
                 try editor.save()
             }
-            let shapes = manager.coordinator.updateStatements.withLock { $0.keys.map(\.byLocation) }
+            let shapes = manager.coordinator.writeStatements.withLock { $0.keys.map(\.byLocation) }
             #expect(shapes.sorted { !$0 && $1 } == [false, true], "one update by key, one by location")
             #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE name = 'edited' AND version = 2", in: manager) == 14)
             #expect(try ExampleSchema.count("SELECT count(*) FROM users WHERE age = 99 AND version = 2", in: manager) == 2)

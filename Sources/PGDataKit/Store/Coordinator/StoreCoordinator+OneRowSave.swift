@@ -30,9 +30,9 @@ extension StoreCoordinator {
         let columns = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let (arrays, types) = try bind(rows)
         let origin = arrays.count + 1
-        let key = UpdateStatementKey(
+        let key = WriteStatementKey(
             entity: ObjectIdentifier(entity), columns: columns, checksVersion: true, single: true, recordsChanges: true)
-        let sql = updateStatement(key) {
+        let sql = writeStatement(key) {
             let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
             let version = Connection.quoteIdentifier(entity.versionColumn)
             let payload = ChangeLog.payloadExpression(

@@ -20,9 +20,9 @@ struct RowBatch {
     var locations: String?
 }
 
-/// Identifies the SQL text of a batch update: the entity, the columns it writes (their
-/// types follow from the entity) and whether it checks versions.
-struct UpdateStatementKey: Hashable, Sendable {
+/// Identifies the SQL text of a batch update or insert: the entity, the columns it writes
+/// (their types follow from the entity) and, for an update, whether it checks versions.
+struct WriteStatementKey: Hashable, Sendable {
     let entity: ObjectIdentifier
     let columns: [String]
     let checksVersion: Bool
@@ -32,6 +32,8 @@ struct UpdateStatementKey: Hashable, Sendable {
     var recordsChanges = false
     /// The rows are found by location (`RowBatch.locations`).
     var byLocation = false
+    /// An `INSERT` (`insertRows`), not an update.
+    var inserts = false
 }
 
 /// Every statement the contexts send is built here, from an entity description plus a
@@ -160,14 +162,17 @@ extension StoreCoordinator {
 
     /// Inserts rows with one `INSERT … SELECT FROM unnest(…)`.
     func insertRows(into entity: EntityDescription, _ rows: RowBatch, on connection: Connection) throws {
-        var columns = [entity.primaryKeyColumn, entity.versionColumn] + rows.attributes.map(\.columnName)
-            + rows.foreignKeys.map(\.column)
-        if let discriminator = entity.discriminatorColumn { columns.append(discriminator) }
         let (arrays, types) = try bind(rows)
-        try execute(
-            "INSERT INTO \(entity.quotedTable) (\(columns.map(Connection.quoteIdentifier).joined(separator: ", "))) "
-                + "SELECT \(Self.selectFromUnnest(types, appending: entity.discriminatorValue))",
-            arrays, on: connection)
+        let key = WriteStatementKey(
+            entity: ObjectIdentifier(entity), columns: rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column),
+            checksVersion: false, single: false, inserts: true)
+        let sql = writeStatement(key) {
+            var columns = [entity.primaryKeyColumn, entity.versionColumn] + key.columns
+            if let discriminator = entity.discriminatorColumn { columns.append(discriminator) }
+            return "INSERT INTO \(entity.quotedTable) (\(columns.map(Connection.quoteIdentifier).joined(separator: ", "))) "
+                + "SELECT \(Self.selectFromUnnest(types, appending: entity.discriminatorValue))"
+        }
+        try execute(sql, arrays, on: connection)
     }
 
     /// Updates rows with one `UPDATE … FROM unnest(…)`, bumping their versions. With
@@ -201,13 +206,13 @@ extension StoreCoordinator {
         written.reserveCapacity(rows.keys.count)
         var (arrays, types) = try bind(rows)
         let single = rows.keys.count == 1
-        var key = UpdateStatementKey(
+        var key = WriteStatementKey(
             entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion, single: single)
         if !single, let locations = rows.locations {
             key.byLocation = true
             arrays.append(ArrayLiteral<String>(text: locations))
         }
-        let sql = updateStatement(key) {
+        let sql = writeStatement(key) {
             single
                 ? Self.oneRowUpdate(of: entity, columns: assigned, types: types, checksVersion: checksVersion)
                 : updateClause() + (key.byLocation ? Self.rowsByLocation(entity, types) : Self.rowsByKey(entity, types)) + tail
@@ -222,7 +227,7 @@ extension StoreCoordinator {
             let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
             let (again, _) = try bind(rows, order: missing)
             key.byLocation = false
-            let byKey = updateStatement(key) { updateClause() + Self.rowsByKey(entity, types) + tail }
+            let byKey = writeStatement(key) { updateClause() + Self.rowsByKey(entity, types) + tail }
             for row in try execute(byKey, again, on: connection, reusesPlan: Self.reusesPlan(keys: missing.count)) {
                 written[try row.int64(at: 0)] = try row.int64(at: 1)
             }
@@ -238,11 +243,12 @@ extension StoreCoordinator {
         return written
     }
 
-    /// The SQL text of an update statement, built once per key (at most 1,024 kept).
-    func updateStatement(_ key: UpdateStatementKey, _ make: () -> String) -> String {
-        if let cached = updateStatements.withLock({ $0[key] }) { return cached }
+    /// The SQL text of an update or insert statement, built once per key (at most 1,024
+    /// kept).
+    func writeStatement(_ key: WriteStatementKey, _ make: () -> String) -> String {
+        if let cached = writeStatements.withLock({ $0[key] }) { return cached }
         let sql = make()
-        updateStatements.withLock { statements in
+        writeStatements.withLock { statements in
             if statements.count >= 1_024 { statements.removeAll() }
             statements[key] = sql
         }

@@ -30,9 +30,9 @@ public final class StoreCoordinator: Sendable {
     let logger: Logger
     /// Statements sent for contexts, counted by `execute` and the transaction helpers.
     let statementCounter = Atomic<Int>(0)
-    /// SQL text of batch updates already built, by entity, columns and version check
-    /// (a save sends the same few shapes again and again).
-    let updateStatements = Mutex<[UpdateStatementKey: String]>([:])
+    /// SQL text of batch updates and inserts already built, by entity, columns and
+    /// version check (a save sends the same few shapes again and again).
+    let writeStatements = Mutex<[WriteStatementKey: String]>([:])
     /// This coordinator's identity in the change log: its own records are not merged
     /// again when they come back through the listener.
     public let origin = UUID()
