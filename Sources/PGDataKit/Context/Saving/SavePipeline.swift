@@ -200,9 +200,14 @@ struct SavePipeline {
     /// What a save changes, with the permanent IDs its inserted objects will have.
     private func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
         var changes = ContextChanges()
-        changes.inserted.reserveCapacity(outcome.inserted.count)
-        changes.updated.reserveCapacity(outcome.updated.count + outcome.merged.count)
-        changes.changedKeys.reserveCapacity(outcome.updated.count + outcome.merged.count)
+        // (Only when there is something to hold: reserving room for none in an empty set
+        // copies its shared empty storage.)
+        let updates = outcome.updated.count + outcome.merged.count
+        if !outcome.inserted.isEmpty { changes.inserted.reserveCapacity(outcome.inserted.count) }
+        if updates > 0 {
+            changes.updated.reserveCapacity(updates)
+            changes.changedKeys.reserveCapacity(updates)
+        }
         for (object, key) in outcome.inserted {
             let id = ObjectID(entityName: object.entity.rootEntityName, primaryKey: key)
             changes.inserted.insert(id)
