@@ -154,4 +154,31 @@ struct ChangeRecordScannerTests {
             }
         }
     }
+
+    /// A payload's origin reads back as written, in either case, and a wrong character at
+    /// any of its 36 places makes the payload unreadable.
+    @Test func payloadOriginsReadBackExactly() {
+        for _ in 0..<200 {
+            let origin = UUID()
+            for text in [origin.uuidString, origin.uuidString.lowercased()] {
+                guard case .record(let record, _) = ChangeLog.payload(of: "r1 1 2 \(text) 3 4 5 []") else {
+                    Issue.record("not read: \(text)")
+                    continue
+                }
+                #expect(record.origin == origin)
+            }
+        }
+        let origin = Array(UUID().uuidString.utf8)
+        for place in origin.indices {
+            for wrong in ["g", "-", " ", "/", ":", "@", "G", "`"].map({ UInt8(ascii: Unicode.Scalar($0)!) }) where wrong != origin[place] {
+                var text = origin
+                text[place] = wrong
+                let payload = "r1 1 2 \(String(decoding: text, as: UTF8.self)) 3 4 5 []"
+                guard case .unreadable = ChangeLog.payload(of: payload) else {
+                    Issue.record("read: \(payload)")
+                    continue
+                }
+            }
+        }
+    }
 }

@@ -124,20 +124,24 @@ private struct PayloadFields {
     /// The next word as a UUID in its 36-character form (`8-4-4-4-12` hex digits).
     mutating func uuid() -> UUID? {
         guard let word = word(), word.count == 36 else { return nil }
-        var bytes = [UInt8](repeating: 0, count: 16)
-        var nibble = 0
-        for (offset, byte) in word.enumerated() {
+        // The 32 digits as two 64-bit halves (no array per payload).
+        var halves: (UInt64, UInt64) = (0, 0)
+        var digits = 0
+        for (offset, byte) in zip(0..., word) {
             if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
                 guard byte == UInt8(ascii: "-") else { return nil }
                 continue
             }
             guard let value = hexDigit(byte) else { return nil }
-            bytes[nibble / 2] |= nibble % 2 == 0 ? value << 4 : value
-            nibble += 1
+            if digits < 16 { halves.0 = halves.0 << 4 | UInt64(value) } else { halves.1 = halves.1 << 4 | UInt64(value) }
+            digits += 1
         }
+        func byte(_ half: UInt64, _ index: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: half >> (56 - 8 * index)) }
+        let (high, low) = halves
         return UUID(uuid: (
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+            byte(high, 0), byte(high, 1), byte(high, 2), byte(high, 3), byte(high, 4), byte(high, 5), byte(high, 6),
+            byte(high, 7), byte(low, 0), byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4), byte(low, 5),
+            byte(low, 6), byte(low, 7)))
     }
 }
 
