@@ -124,13 +124,19 @@ extension Connection {
                     name = fresh
                 }
             }
+            // (`withCString`, not a `String` passed as the pointer: that copies the text
+            // into a new array at every call.)
             let queued = statement.texts.withUnsafeBufferPointer { values in
                 values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
                     if let name {
-                        PQsendQueryPrepared(handle, name, Int32(statement.types.count), values.baseAddress, nil, nil, 0)
+                        name.withCString {
+                            PQsendQueryPrepared(handle, $0, Int32(statement.types.count), values.baseAddress, nil, nil, 0)
+                        }
                     } else {
-                        PQsendQueryParams(
-                            handle, statement.sql, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
+                        statement.sql.withCString {
+                            PQsendQueryParams(
+                                handle, $0, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
+                        }
                     }
                 }
             }

@@ -356,8 +356,7 @@ public final class Connection: @unchecked Sendable {
             executedStatements += 1
             let result = texts.withUnsafeBufferPointer { values in
                 values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                    PQexecParams(
-                        handle, sql, Int32(parameters.count), types, values.baseAddress, nil, nil, 0)
+                    sql.withCString { PQexecParams(handle, $0, Int32(parameters.count), types, values.baseAddress, nil, nil, 0) }
                 }
             }
             return try check(result, handle: handle, sql: sql, parameters: parameters)
@@ -371,7 +370,7 @@ public final class Connection: @unchecked Sendable {
         executedStatements += 1
         let result = texts.withUnsafeBufferPointer { values in
             values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                PQexecPrepared(handle, name, Int32(parameters.count), values.baseAddress, nil, nil, 0)
+                name.withCString { PQexecPrepared(handle, $0, Int32(parameters.count), values.baseAddress, nil, nil, 0) }
             }
         }
         do {
