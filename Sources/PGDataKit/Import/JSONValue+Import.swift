@@ -15,7 +15,20 @@ extension JSONValue {
     /// has no such member (a member whose value is `null` is `.null`).
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        return members[key]
+        return Self.member(key, of: members)
+    }
+
+    /// The member with this key: an object of a few members (an imported record, usually)
+    /// is searched key by key, which costs less than hashing the key once; a larger one
+    /// is looked up. Keys match as `String`s do, by canonical equivalence, either way.
+    static func member(_ key: String, of members: [String: JSONValue]) -> JSONValue? {
+        guard members.count <= 8 else { return members[key] }
+        var index = members.startIndex
+        while index != members.endIndex {
+            if members.keys[index] == key { return members.values[index] }
+            members.formIndex(after: &index)
+        }
+        return nil
     }
 
     /// The element of an array at this index; `nil` when out of range or not an array.
@@ -95,11 +108,13 @@ struct RemoteKeyPath: Hashable, Sendable, CustomStringConvertible {
     func value(in record: JSONValue) -> JSONValue? {
         if components.count == 1 {  // (a plain member name: the common case)
             guard case .object(let members) = record else { return nil }
-            return members[components[0]]
+            return JSONValue.member(components[0], of: members)
         }
         var current = record
         for component in components {
-            guard case .object(let members) = current, let next = members[component] else { return nil }
+            guard case .object(let members) = current, let next = JSONValue.member(component, of: members) else {
+                return nil
+            }
             current = next
         }
         return current

@@ -1,0 +1,36 @@
+import Foundation
+import Testing
+
+@testable import PGDataKit
+@testable import PGDataKitPostgres
+
+/// Reading an imported record's members, small objects (searched key by key) and large
+/// ones (looked up) alike.
+@Suite("Imported records: members by key")
+struct JSONMemberTests {
+    /// Objects of 0 to 12 members: every member is found by its key, a missing key is
+    /// `nil`, a key canonically equivalent to a member's finds it (as a `Dictionary`
+    /// does), a `null` member is `.null`, and dotted key paths go through both sizes.
+    @Test func membersAreFoundInObjectsOfEverySize() {
+        for size in 0...12 {
+            var members: [String: JSONValue] = [:]
+            for index in 0..<size { members["key\(index)"] = .number(Double(index)) }
+            if size > 0 { members["caf\u{E9}"] = .null }
+            let record = JSONValue.object(members)
+            for index in 0..<size {
+                #expect(record["key\(index)"] == .number(Double(index)), "size \(size)")
+            }
+            #expect(record["key\(size)"] == nil)
+            #expect(record[""] == nil)
+            if size > 0 {
+                #expect(record["cafe\u{301}"] == .null, "size \(size)")  // (decomposed é)
+                #expect(record["cafe"] == nil)
+            }
+            let nested = JSONValue.object(["outer": record, "other": .bool(true)])
+            #expect(nested.value(atKeyPath: "outer.key0") == (size > 0 ? .number(0) : nil))
+            #expect(nested.value(atKeyPath: "outer.missing") == nil)
+        }
+        #expect(JSONValue.array([.null])["key"] == nil)
+        #expect(JSONValue.string("x")["key"] == nil)
+    }
+}
