@@ -124,20 +124,25 @@ private struct PayloadFields {
     /// The next word as a UUID in its 36-character form (`8-4-4-4-12` hex digits).
     mutating func uuid() -> UUID? {
         guard let word = word(), word.count == 36 else { return nil }
-        // The 32 digits as two 64-bit halves (no array per payload).
-        var halves: (UInt64, UInt64) = (0, 0)
-        var digits = 0
-        for (offset, byte) in zip(0..., word) {
-            if offset == 8 || offset == 13 || offset == 18 || offset == 23 {
-                guard byte == UInt8(ascii: "-") else { return nil }
-                continue
-            }
-            guard let value = hexDigit(byte) else { return nil }
-            if digits < 16 { halves.0 = halves.0 << 4 | UInt64(value) } else { halves.1 = halves.1 << 4 | UInt64(value) }
-            digits += 1
+        let dash = UInt8(ascii: "-")
+        let first = word.startIndex
+        guard word[first + 8] == dash, word[first + 13] == dash, word[first + 18] == dash, word[first + 23] == dash else {
+            return nil
         }
+        // The 32 digits as two 64-bit halves (no array per payload), group by group.
+        func read(_ offsets: Range<Int>, into half: inout UInt64) -> Bool {
+            for offset in offsets {
+                guard let value = hexDigit(word[first + offset]) else { return false }
+                half = half << 4 | UInt64(value)
+            }
+            return true
+        }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        guard read(0..<8, into: &high), read(9..<13, into: &high), read(14..<18, into: &high),
+            read(19..<23, into: &low), read(24..<36, into: &low)
+        else { return nil }
         func byte(_ half: UInt64, _ index: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: half >> (56 - 8 * index)) }
-        let (high, low) = halves
         return UUID(uuid: (
             byte(high, 0), byte(high, 1), byte(high, 2), byte(high, 3), byte(high, 4), byte(high, 5), byte(high, 6),
             byte(high, 7), byte(low, 0), byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4), byte(low, 5),
