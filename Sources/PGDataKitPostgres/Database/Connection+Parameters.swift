@@ -1,4 +1,3 @@
-internal import CLibPQ
 import Foundation
 
 extension Connection {
