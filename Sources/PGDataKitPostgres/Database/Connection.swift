@@ -262,12 +262,26 @@ public final class Connection: @unchecked Sendable {
         guard socket >= 0 else { return false }
         // A terminated backend leaves its FATAL message and then end-of-file on the
         // socket; the message reaches the notice receiver once parsed, the end-of-file
-        // fails the read after it.
-        for _ in 0..<4 where pgdatakit_wait_readable(socket, 0) == 1 {
-            if PQconsumeInput(handle) == 0 { return false }
+        // fails the read after it. An idle session costs one readiness check (a pool
+        // asks this at every acquire and release).
+        let read = Self.readArrivedInput(limit: 4, readable: { pgdatakit_wait_readable(socket, 0) == 1 }) {
+            guard PQconsumeInput(handle) != 0 else { return false }
             _ = PQisBusy(handle)  // parses what arrived, reporting errors to the receiver
+            return true
         }
-        return PQstatus(handle) == CONNECTION_OK && !serverEndedSession
+        return read && PQstatus(handle) == CONNECTION_OK && !serverEndedSession
+    }
+
+    /// Reads input that has already arrived, without waiting: while `readable()` says
+    /// more is there, `read()`, at most `limit` times; stops at the first check that finds
+    /// nothing (`isUsable`'s loop once checked four times whatever it found, four `poll`
+    /// calls where one said the socket was quiet). Returns `false` when a read failed.
+    package static func readArrivedInput(limit: Int, readable: () -> Bool, read: () -> Bool) -> Bool {
+        for _ in 0..<limit {
+            guard readable() else { return true }
+            guard read() else { return false }
+        }
+        return true
     }
 
     /// The process id of the server process serving this session (for
