@@ -111,6 +111,19 @@ extension Connection {
         return handle.map { PQsocket($0) } ?? -1
     }
 
+    /// Reads the socket once, without waiting, and returns every notification that has
+    /// arrived: `pendingNotifications()` for a caller whose own `poll` found the socket
+    /// readable (which need not ask the kernel again).
+    ///
+    /// - Throws: `PostgresError` with kind `.connectionLost` when the session broke.
+    package func readNotifications() throws -> [PostgresNotification] {
+        lock.lock()
+        defer { lock.unlock() }
+        let handle = try requireHandle()
+        try consumeInput(handle)
+        return drainNotifications(handle)
+    }
+
     /// Every notification that has arrived, without reading the socket again.
     package func drainNotifications() throws -> [PostgresNotification] {
         lock.lock()

@@ -326,7 +326,7 @@ package final class NotificationRelay: Sendable {
             }
             if events[1] != 0 {
                 do {
-                    for notification in try session.pendingNotifications() {
+                    for notification in try session.readNotifications() {  // (the poll found it readable)
                         Message.encode(notification, into: &outgoing)
                         outgoingCount += 1
                     }

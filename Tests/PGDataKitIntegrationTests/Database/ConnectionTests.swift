@@ -260,6 +260,42 @@ struct ConnectionTests {
         }
     }
 
+    /// `readNotifications()` (the relay's read after its own poll found the socket
+    /// readable) reads without waiting: nothing when nothing arrived, every notification
+    /// that did, and a session the server ended as lost.
+    @Test func notificationsAreReadWithoutWaiting() throws {
+        try TestDatabase.withFreshDatabase { configuration in
+            let listener = try Connection(configuration)
+            let sender = try Connection(configuration)
+            try listener.listen("read")
+            let started = ContinuousClock.now
+            #expect(try listener.readNotifications().isEmpty)
+            #expect(ContinuousClock.now - started < .seconds(5))
+            try sender.transaction { sender in
+                for payload in ["a", "b", "c"] { try sender.notify("read", payload: payload) }
+            }
+            var payloads: [String] = []
+            let deadline = ContinuousClock.now + .seconds(10)
+            while payloads.count < 3, ContinuousClock.now < deadline {
+                payloads += try listener.readNotifications().map(\.payload)
+                if payloads.count < 3 { Thread.sleep(forTimeInterval: 0.01) }
+            }
+            #expect(payloads == ["a", "b", "c"])
+            try sender.execute("SELECT pg_terminate_backend($1)", [listener.backendPID])
+            let lost = ContinuousClock.now + .seconds(10)
+            var error: PostgresError?
+            while error == nil, ContinuousClock.now < lost {
+                do {
+                    _ = try listener.readNotifications()
+                    Thread.sleep(forTimeInterval: 0.01)
+                } catch let thrown as PostgresError {
+                    error = thrown
+                }
+            }
+            #expect(error?.kind == .connectionLost)
+        }
+    }
+
     @Test func waitingTimesOutInTime() throws {
         try TestDatabase.withConnection { connection in
             try connection.listen("quiet")
