@@ -49,6 +49,10 @@ final class CuttingProxy: @unchecked Sendable {
         /// The change listener's session: never cut (its own COMMITs are not saves).
         var isListener = false
         var droppingCommit: Cut?
+        /// How many statements the pipeline of the dropped `COMMIT` runs before it (its
+        /// `Execute`s since the last `Sync`: a `BEGIN` sent along counts): the cut
+        /// follows the last one's answer.
+        var answersBeforeCut = 1
         var pumpsRunning = 2
         init(client: Int32, server: Int32) {
             self.client = client
@@ -251,6 +255,7 @@ final class CuttingProxy: @unchecked Sendable {
         var buffer: [UInt8] = []
         var startupDone = false
         var chunk = [UInt8](repeating: 0, count: 65_536)
+        var executesSinceSync = 0
         while true {
             let count = chunk.withUnsafeMutableBytes { read(session.client, $0.baseAddress, $0.count) }
             if count <= 0 {
@@ -277,13 +282,19 @@ final class CuttingProxy: @unchecked Sendable {
                 }
                 if startupDone, Self.isCommit(buffer, type: buffer[forwardable], payload: (lengthStart + 4)..<end) {
                     if let cut = claim(for: session, { if case .commitNeverSent = $0 { return true } else { return false } }) {
-                        lock.withLock { session.droppingCommit = cut }
+                        lock.withLock {
+                            session.droppingCommit = cut
+                            session.answersBeforeCut = max(1, executesSinceSync)
+                        }
                         dropFrom = forwardable
                         break
                     }
                 }
                 if startupDone, buffer[forwardable] == UInt8(ascii: "S") || buffer[forwardable] == UInt8(ascii: "Q") {
                     lock.withLock { if !session.isListener { state.roundTrips += 1 } }
+                    executesSinceSync = 0
+                } else if startupDone, buffer[forwardable] == UInt8(ascii: "E") {
+                    executesSinceSync += 1
                 }
                 startupDone = true
                 forwardable = end
@@ -309,6 +320,8 @@ final class CuttingProxy: @unchecked Sendable {
         // After a COMMIT's result was let through: the sync point's `ReadyForQuery` is
         // held back, so the client sees the result, then the termination, then the end.
         var holdingReadyForQuery = false
+        // The answers seen of the pipeline whose `COMMIT` is dropped.
+        var answeredBeforeCut = 0
         while true {
             let count = chunk.withUnsafeMutableBytes { read(session.server, $0.baseAddress, $0.count) }
             if count <= 0 {
@@ -332,11 +345,15 @@ final class CuttingProxy: @unchecked Sendable {
                     lock.withLock { session.pid = pid }
                 }
                 if holdingReadyForQuery && type == UInt8(ascii: "Z") { continue }
-                if let dropping = lock.withLock({ session.droppingCommit }),
+                if let (dropping, answers) = lock.withLock({ session.droppingCommit.map { ($0, session.answersBeforeCut) } }),
                     type == UInt8(ascii: "C") || type == UInt8(ascii: "E")
                 {
-                    // The statement before the dropped COMMIT is answered: cut after it.
                     out += message
+                    answeredBeforeCut += 1
+                    // The statement before the dropped COMMIT is answered (or one before it
+                    // failed, which ends the pipeline): cut after it.
+                    guard answeredBeforeCut >= answers || type == UInt8(ascii: "E") else { continue }
+                    answeredBeforeCut = 0
                     cut = dropping
                     break
                 }
