@@ -16,14 +16,14 @@ struct SaveStateMachineTests {
     /// A machine past `start`, on the own transaction's path.
     private func writing() -> Machine {
         var machine = Machine()
-        _ = machine.start(hasChanges: true, oneRowUpdate: false)
+        _ = machine.start(hasChanges: true, oneRow: false)
         return machine
     }
 
     /// A machine past `start`, on the one-row path.
     private func oneRow() -> Machine {
         var machine = Machine()
-        _ = machine.start(hasChanges: true, oneRowUpdate: true)
+        _ = machine.start(hasChanges: true, oneRow: true)
         return machine
     }
 
@@ -36,18 +36,18 @@ struct SaveStateMachineTests {
 
     @Test func nothingToSaveWritesNothing() {
         var machine = Machine()
-        #expect(machine.start(hasChanges: false, oneRowUpdate: false) == Machine.Step(.finishWithoutWriting))
+        #expect(machine.start(hasChanges: false, oneRow: false) == Machine.Step(.finishWithoutWriting))
     }
 
     @Test func oneChangedRowGoesInOneRoundTrip() {
         var machine = Machine()
-        #expect(machine.start(hasChanges: true, oneRowUpdate: true).action == .saveOneRow)
+        #expect(machine.start(hasChanges: true, oneRow: true).action == .saveOneRow)
         #expect(machine.committed() == Machine.Step(.finished))
     }
 
     @Test func otherChangesGoInTheOwnTransactionThenCommit() {
         var machine = Machine()
-        #expect(machine.start(hasChanges: true, oneRowUpdate: false).action == .writeInOwnTransaction)
+        #expect(machine.start(hasChanges: true, oneRow: false).action == .writeInOwnTransaction)
         #expect(machine.written(conflicts: false) == Machine.Step(.commit))
         #expect(machine.committed().action == .finished)
     }
@@ -108,21 +108,21 @@ struct SaveStateMachineTests {
     /// A machine that started in the redo's mode (contended entities).
     private func lockedFirst() -> Machine {
         var machine = Machine()
-        _ = machine.start(hasChanges: true, oneRowUpdate: false, contended: true)
+        _ = machine.start(hasChanges: true, oneRow: false, contended: true)
         return machine
     }
 
     @Test func aSaveOfContendedEntitiesStartsInTheRedosModeCountingNothing() {
         var machine = Machine()
-        #expect(machine.start(hasChanges: true, oneRowUpdate: false, contended: true) == Machine.Step(.resolveConflictsFirst))
+        #expect(machine.start(hasChanges: true, oneRow: false, contended: true) == Machine.Step(.resolveConflictsFirst))
         #expect(machine.committed() == Machine.Step(.finished))
     }
 
     @Test func aOneRowSaveKeepsItsRoundTripAndNothingToSaveWritesNothingWhenContended() {
         var oneRow = Machine()
-        #expect(oneRow.start(hasChanges: true, oneRowUpdate: true, contended: true) == Machine.Step(.saveOneRow))
+        #expect(oneRow.start(hasChanges: true, oneRow: true, contended: true) == Machine.Step(.saveOneRow))
         var nothing = Machine()
-        #expect(nothing.start(hasChanges: false, oneRowUpdate: false, contended: true) == Machine.Step(.finishWithoutWriting))
+        #expect(nothing.start(hasChanges: false, oneRow: false, contended: true) == Machine.Step(.finishWithoutWriting))
     }
 
     @Test func aMergeConflictOfASaveStartedInTheRedosModeIsThrownAtOnce() {

@@ -25,10 +25,10 @@ struct SavePipeline {
         var machine = SaveStateMachine()
         let hasChanges = context.hasUnsavedChanges
         if hasChanges { try context.validateChanges() }
-        let only = hasChanges ? oneRowUpdate() : nil
+        let only = hasChanges ? oneRowSave() : nil
         let contention = context.coordinator.saveContention
         let contended = hasChanges && only == nil && contention.mayBeContended && contention.isContended(entityNames())
-        var step = machine.start(hasChanges: hasChanges, oneRowUpdate: only != nil, contended: contended)
+        var step = machine.start(hasChanges: hasChanges, oneRow: only != nil, contended: contended)
         var reservedKeys: [ObjectIdentifier: Int64] = [:]
         var overwrite: Set<ObjectIdentifier> = []
         var own: (connection: Connection, outcome: WriteOutcome)?
@@ -45,7 +45,7 @@ struct SavePipeline {
                 guard let only else { preconditionFailure("a one-row save without its row") }
                 let connection = try context.beginWriteTransaction()
                 do {
-                    step = try saveOneRowUpdate(only, on: connection) ? machine.committed() : machine.versionMissed()
+                    step = try saveOneRow(only, on: connection) ? machine.committed() : machine.versionMissed()
                 } catch {
                     lastError = error
                     step = machine.failed(.of(error))
@@ -149,56 +149,8 @@ struct SavePipeline {
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
     }
 
-    /// The one object a save updates, when that is all it does: one changed object with
-    /// a permanent ID, attribute changes only (no relationship or join-row changes, no
-    /// inserts or deletes). Such a save needs no lock statement (see `lockRowsInOrder`)
-    /// and is written with `saveOneRowUpdate`.
-    private func oneRowUpdate() -> (object: ManagedObject, attributes: [Int])? {
-        guard context.insertedSet.isEmpty, context.deletedSet.isEmpty, context.changedSet.count == 1,
-            let object = context.changedSet.first,
-            object.objectID.primaryKey != nil, object.changedToOneIndexes.isEmpty, !object.hasJoinChanges
-        else { return nil }
-        let attributes = object.changedAttributeIndexes
-        return attributes.isEmpty ? nil : (object, attributes)
-    }
-
-    /// Saves a one-row update in one round trip (`StoreCoordinator.updateOneRowAndCommit`).
-    ///
-    /// - Returns: `true` when saved; `false` when the row was not at the version read
-    ///   (or a transient failure such as a serialization failure ended the
-    ///   transaction): the caller redoes the save resolving conflicts.
-    private func saveOneRowUpdate(_ only: (object: ManagedObject, attributes: [Int]), on connection: Connection) throws -> Bool {
-        let object = only.object
-        let entity = object.entity
-        let keys = Set(only.attributes.map { entity.attributes[$0].name })
-        var outcome = WriteOutcome()
-        outcome.updated = [(object, keys, object.storage.version)]
-        let changes = savedChanges(outcome: outcome, reservedKeys: [:])
-        let rows = RowBatch(
-            keys: [object.objectID.primaryKey ?? 0], versions: [object.storage.version],
-            attributes: only.attributes.map { entity.attributes[$0] }, values: [object.storage.values])
-        let result: StoreCoordinator.OneRowSaveResult
-        do {
-            result = try context.coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
-        } catch {
-            context.abortWriteTransaction(connection)
-            throw error
-        }
-        context.transaction.close(ifItIs: connection)
-        switch result {
-        case .conflict:
-            return false
-        case .committed(let version):
-            outcome.updated[0].version = version
-            context.coordinator.metrics.saved(changes, context: context.concurrencyType == .main ? "main" : "private")
-            finishSave(outcome: outcome, reservedKeys: [:], changes: changes)
-            context.resolvedConflicts = []
-            return true
-        }
-    }
-
     /// What a save changes, with the permanent IDs its inserted objects will have.
-    private func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
+    func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
         var changes = ContextChanges()
         // (Only when there is something to hold: reserving room for none in an empty set
         // copies its shared empty storage.)
@@ -414,7 +366,7 @@ struct SavePipeline {
 
     /// Updates the objects after a commit and tells did-save observers (the context
     /// manager among them).
-    private func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
+    func finishSave(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
         context.bookkeeping.reserveRegistry(adding: outcome.inserted.count)
         // Child contexts may hold the temporary IDs: the new IDs are noted for their saves.
         let notesIDs = context.liveChildren.load(ordering: .relaxed) > 0

@@ -208,6 +208,14 @@ enum ChangeLog {
     static let payloadVersion = "r2"
     /// The first word of a payload that carries a whole record, no snapshot.
     static let payloadVersionWithoutSnapshot = "r1"
+    /// The key a one-object insert's record is written with before the key is drawn
+    /// (`StoreCoordinator.insertOneRowAndCommit`, whose statement replaces its text,
+    /// `keyPlaceholderText`, with the key). No row has it: keys come from sequences that
+    /// start at 1.
+    static let keyPlaceholder = Int64.min
+    /// `keyPlaceholder` as the record's text writes it.
+    static let keyPlaceholderText = "-9223372036854775808"
+
     /// The longest record text a payload carries (PostgreSQL allows 8,000 bytes in all;
     /// the rest of an `r1` payload takes at most about 120).
     static let payloadChangesLimit = 7_600

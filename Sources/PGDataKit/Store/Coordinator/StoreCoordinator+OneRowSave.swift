@@ -1,6 +1,6 @@
 import Foundation
 
-/// The save that updates one row and nothing else, in one round trip.
+/// The saves that update one row, or insert one, and nothing else, in one round trip.
 extension StoreCoordinator {
     /// What `updateOneRowAndCommit` found.
     enum OneRowSaveResult {
@@ -64,5 +64,88 @@ extension StoreCoordinator {
         }
         if let announcement { notifier.post(announcement) }
         return written.map { .committed(version: $0) } ?? .conflict
+    }
+
+    /// Inserts one row under a key drawn from the entity's sequence, writes the change
+    /// record and commits, in one statement and one round trip (with the `BEGIN`, when
+    /// the transaction is still to begin): what `updateOneRowAndCommit` is to an update.
+    /// (Otherwise a new object's key is reserved first, then the row inserted, then the
+    /// record written: three round trips.) The record names the new key, which only the
+    /// statement knows: `record` is its text with `ChangeLog.keyPlaceholder` where the key
+    /// goes, replaced by the statement before the record and its notification's payload
+    /// are made of it, so both read exactly as a save that reserved the key first writes
+    /// them.
+    ///
+    /// - Parameters:
+    ///   - rows: the row's version and values (no key).
+    ///   - record: the change record's text, the key a placeholder.
+    /// - Returns: the new row's key.
+    /// - Throws: as `commit(_:after:…)` (a unique or foreign-key violation of the row, as
+    ///   its `INSERT` raises it); the connection is then the caller's to roll back. On
+    ///   success it is back in the pool.
+    func insertOneRowAndCommit(into entity: EntityDescription, _ rows: RowBatch, record: String, on connection: Connection) throws
+        -> Int64
+    {
+        let columns = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
+        let (arrays, types) = try bind(rows)
+        // $1, $2: the table and key column (for the sequence), then one array per column
+        // (each element 1), then the record's origin, process and text.
+        let origin = columns.count + 3
+        let key = WriteStatementKey(
+            entity: ObjectIdentifier(entity), columns: columns, checksVersion: false, single: true, recordsChanges: true,
+            inserts: true)
+        let sql = writeStatement(key) {
+            let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+            var names = [primaryKey, Connection.quoteIdentifier(entity.versionColumn)] + columns.map(Connection.quoteIdentifier)
+            var values = ["k.id", "1"]
+            for index in columns.indices {
+                let type = types[index + 2]
+                values.append(Self.unnested("($\(index + 3)::\(Self.transportType(type))[])[1]", type: type))
+            }
+            if let discriminator = entity.discriminatorColumn, let value = entity.discriminatorValue {
+                names.append(Connection.quoteIdentifier(discriminator))
+                values.append(value)
+            }
+            let payload = ChangeLog.payloadExpression(
+                record: "r", origin: "$\(origin)", processID: "$\(origin + 1)", changes: "c.t")
+            return """
+                WITH k AS (SELECT nextval(pg_get_serial_sequence($1, $2)) AS id),
+                i AS (
+                    INSERT INTO \(entity.quotedTable) (\(names.joined(separator: ", ")))
+                    SELECT \(values.joined(separator: ", ")) FROM k
+                    RETURNING \(primaryKey) AS id
+                ),
+                c AS (SELECT i.id, replace($\(origin + 2)::text, '\(ChangeLog.keyPlaceholderText)', i.id::text) AS t FROM i),
+                record AS (
+                    INSERT INTO \(ChangeLog.table) (origin, origin_pid, changes)
+                    SELECT $\(origin), $\(origin + 1), c.t::jsonb FROM c
+                    RETURNING id, transaction_id, backend_pid, created_at
+                )
+                SELECT r.id, \(payload), pg_current_xact_id_if_assigned()::text, c.id
+                FROM c, record AS r
+                """
+        }
+        let parameters: [(any PostgresEncodable)?] =
+            [entity.quotedTable, entity.primaryKeyColumn] + arrays.dropFirst(2) + [self.origin, Int32(getpid()), record]
+        countStatements(2)
+        var inserted: Int64?
+        var announcement: String?
+        try commit(
+            connection, after: (sql: sql, parameters: parameters), transactionIDColumn: ChangeLog.transactionIDColumn,
+            recordIDColumn: ChangeLog.recordIDColumn
+        ) { result in
+            guard let row = result.first else { return }
+            if let id = try? row.int64(at: 0) { self.listener.ownRecords.note(id) }
+            announcement = try? row.decode(String.self, at: ChangeLog.payloadColumn)
+            inserted = try? row.int64(at: 3)
+        }
+        if let announcement { notifier.post(announcement) }
+        guard let inserted else {
+            // (The statement inserts its row or fails: a committed answer always has it.)
+            throw ManagedObjectError.invalidStoredValue(
+                entity: entity.name, key: entity.primaryKeyColumn, primaryKey: 0,
+                reason: "the one-row insert committed without returning its key")
+        }
+        return inserted
     }
 }

@@ -1,0 +1,138 @@
+/// The saves written in one round trip: one changed object's attributes
+/// (`StoreCoordinator.updateOneRowAndCommit`), or one new object
+/// (`StoreCoordinator.insertOneRowAndCommit`), and nothing else.
+extension SavePipeline {
+    /// The one row a save writes, when that is all it does (`oneRowSave()`).
+    enum OneRowSave {
+        /// One changed object with a permanent ID: the attributes changed, by index.
+        case update(ManagedObject, attributes: [Int])
+        /// One new object: the change record's text with `ChangeLog.keyPlaceholder` for
+        /// its key.
+        case insert(ManagedObject, record: String)
+    }
+
+    /// The save's one row, when it writes one row and nothing else: the update of one
+    /// changed object's attributes, or the insert of one new object. Such a save needs no
+    /// lock statement (see `lockRowsInOrder`) and is written with `saveOneRow`.
+    func oneRowSave() -> OneRowSave? {
+        if let update = oneRowUpdate() { return .update(update.object, attributes: update.attributes) }
+        return oneRowInsert()
+    }
+
+    /// The one object a save updates, when that is all it does: one changed object with
+    /// a permanent ID, attribute changes only (no relationship or join-row changes, no
+    /// inserts or deletes).
+    private func oneRowUpdate() -> (object: ManagedObject, attributes: [Int])? {
+        guard context.insertedSet.isEmpty, context.deletedSet.isEmpty, context.changedSet.count == 1,
+            let object = context.changedSet.first,
+            object.objectID.primaryKey != nil, object.changedToOneIndexes.isEmpty, !object.hasJoinChanges
+        else { return nil }
+        let attributes = object.changedAttributeIndexes
+        return attributes.isEmpty ? nil : (object, attributes)
+    }
+
+    /// The one object a save inserts, when that is all it does: one new object, not an
+    /// import's keyed insert (those are upserts), no join rows, its to-one relationships
+    /// to saved objects only (their keys are known), nothing else changed or deleted;
+    /// with its change record, the key a placeholder. `nil` also when the placeholder
+    /// would not be found exactly where the key goes (an entity named like it).
+    private func oneRowInsert() -> OneRowSave? {
+        guard context.insertedSet.count == 1, context.deletedSet.isEmpty, let object = context.insertedSet.first,
+            context.changedSet.allSatisfy({ $0 === object }), object.objectID.primaryKey == nil,
+            object.storage.upsertAttributeIndex == nil, !object.hasJoinChanges
+        else { return nil }
+        let entity = object.entity
+        for relationship in entity.toOneRelationships where relationship.index < object.storage.toOne.count {
+            if case .object(let target) = object.storage.toOne[relationship.index], target.objectID.primaryKey == nil,
+                !target.deletedFlag
+            {
+                return nil
+            }
+        }
+        var outcome = WriteOutcome()
+        outcome.inserted = [(object, ChangeLog.keyPlaceholder)]
+        let changes = savedChanges(outcome: outcome, reservedKeys: [:])
+        guard let record = try? ChangeLog.encode(changes),
+            record.components(separatedBy: ChangeLog.keyPlaceholderText).count == (changes.entityNames.isEmpty ? 2 : 3)
+        else { return nil }
+        return .insert(object, record: record)
+    }
+
+    /// Saves the one row in one round trip.
+    ///
+    /// - Returns: `true` when saved; `false` when an updated row was not at the version
+    ///   read: the caller redoes the save resolving conflicts.
+    func saveOneRow(_ only: OneRowSave, on connection: Connection) throws -> Bool {
+        switch only {
+        case .update(let object, let attributes): try saveOneRowUpdate(object, attributes: attributes, on: connection)
+        case .insert(let object, let record): try saveOneRowInsert(object, record: record, on: connection)
+        }
+    }
+
+    /// Saves a one-row update in one round trip (`StoreCoordinator.updateOneRowAndCommit`).
+    ///
+    /// - Returns: `true` when saved; `false` when the row was not at the version read
+    ///   (or a transient failure such as a serialization failure ended the
+    ///   transaction): the caller redoes the save resolving conflicts.
+    private func saveOneRowUpdate(_ object: ManagedObject, attributes: [Int], on connection: Connection) throws -> Bool {
+        let entity = object.entity
+        let keys = Set(attributes.map { entity.attributes[$0].name })
+        var outcome = WriteOutcome()
+        outcome.updated = [(object, keys, object.storage.version)]
+        let changes = savedChanges(outcome: outcome, reservedKeys: [:])
+        let rows = RowBatch(
+            keys: [object.objectID.primaryKey ?? 0], versions: [object.storage.version],
+            attributes: attributes.map { entity.attributes[$0] }, values: [object.storage.values])
+        let result: StoreCoordinator.OneRowSaveResult
+        do {
+            result = try context.coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
+        } catch {
+            context.abortWriteTransaction(connection)
+            throw error
+        }
+        context.transaction.close(ifItIs: connection)
+        switch result {
+        case .conflict:
+            return false
+        case .committed(let version):
+            outcome.updated[0].version = version
+            finished(outcome: outcome, reservedKeys: [:], changes: changes)
+            return true
+        }
+    }
+
+    /// Saves a one-object insert in one round trip (`StoreCoordinator.insertOneRowAndCommit`):
+    /// the key is drawn by the statement, the object gets its permanent ID once it
+    /// committed, as after any save.
+    ///
+    /// - Returns: `true` (saved).
+    private func saveOneRowInsert(_ object: ManagedObject, record: String, on connection: Connection) throws -> Bool {
+        let entity = object.entity
+        var keys = SaveKeys(keys: [:])
+        var rows = keys.rows(
+            [object], entity, attributes: Array(entity.attributes.indices), toOne: entity.toOneRelationships.map(\.index),
+            withKeys: false)
+        rows.versions = []
+        let key: Int64
+        do {
+            key = try context.coordinator.insertOneRowAndCommit(into: entity, rows, record: record, on: connection)
+        } catch {
+            context.abortWriteTransaction(connection)
+            throw error
+        }
+        context.transaction.close(ifItIs: connection)
+        var outcome = WriteOutcome()
+        outcome.inserted = [(object, key)]
+        let reservedKeys = [ObjectIdentifier(object): key]
+        finished(outcome: outcome, reservedKeys: reservedKeys, changes: savedChanges(outcome: outcome, reservedKeys: reservedKeys))
+        return true
+    }
+
+    /// What follows a one-row save's commit: the metrics, the objects' bookkeeping, the
+    /// observers (`finishSave`).
+    private func finished(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64], changes: ContextChanges) {
+        context.coordinator.metrics.saved(changes, context: context.concurrencyType == .main ? "main" : "private")
+        finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
+        context.resolvedConflicts = []
+    }
+}
