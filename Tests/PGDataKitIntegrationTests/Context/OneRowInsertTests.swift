@@ -161,5 +161,13 @@ struct OneRowInsertTests {
         var real = ContextChanges()
         real.inserted = [ObjectID(entityName: "User", primaryKey: 4711)]
         #expect(record.replacingOccurrences(of: ChangeLog.keyPlaceholderText, with: "4711") == (try ChangeLog.encode(real)))
+        #expect(ChangeLog.placeholderCount(in: record) == 1)
+        let text = ChangeLog.keyPlaceholderText
+        for (sample, count) in [
+            ("", 0), (text, 1), (text + text, 2), ("--" + text + "-", 1), ("-922" + text, 1), (String(text.dropLast()), 0),
+            ("[\(text),\(text)]", 2), ("-9223372036854775807", 0), ("é" + text + "é", 1),
+        ] {
+            #expect(ChangeLog.placeholderCount(in: sample) == count, "\(sample)")
+        }
     }
 }

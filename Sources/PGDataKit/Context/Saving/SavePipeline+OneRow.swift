@@ -53,7 +53,7 @@ extension SavePipeline {
         outcome.inserted = [(object, ChangeLog.keyPlaceholder)]
         let changes = savedChanges(outcome: outcome, reservedKeys: [:])
         guard let record = try? ChangeLog.encode(changes),
-            record.components(separatedBy: ChangeLog.keyPlaceholderText).count == (changes.entityNames.isEmpty ? 2 : 3)
+            ChangeLog.placeholderCount(in: record) == (changes.entityNames.isEmpty ? 1 : 2)
         else { return nil }
         return .insert(object, record: record)
     }
