@@ -12,12 +12,21 @@ struct SaveBenchmark: ParsableCommand {
         discussion: """
             In one private context, each save inserts one new user (the first half), then each \
             save changes one user's age (the second half): one object and one round trip a \
-            save. Prints the saves per second; its use is under callgrind, where the \
-            instruction count per save is repeatable.
+            save. Prints the saves per second, all and of each kind; its use is under \
+            callgrind, where the instruction count per save is repeatable. With --floors, the \
+            same inserts and updates as raw transactions follow, and the ratios of the saves' \
+            rates to theirs.
             """)
 
     @Option(help: "Saves of each kind (inserts, then as many updates).")
     var saves = 1000
+
+    @Flag(
+        help: """
+            Also time the floors: the same inserts and updates as raw transactions (BEGIN, \
+            the statement, COMMIT, one round trip each) on a plain connection.
+            """)
+    var floors = false
 
     func run() throws {
         let database = try BenchDatabase()
@@ -37,6 +46,7 @@ struct SaveBenchmark: ParsableCommand {
                 return user
             }
         }
+        let inserted = Date()
         guard let user = last else { throw ValidationError("no user was saved") }
         for index in 0..<count {
             try context.performAndWait {
@@ -44,8 +54,38 @@ struct SaveBenchmark: ParsableCommand {
                 try context.save()
             }
         }
-        let seconds = Date().timeIntervalSince(started)
-        print(
-            "RESULT saves saves=\(2 * count) saves_per_s=\(String(format: "%.0f", Double(2 * count) / seconds))")
+        let finished = Date()
+        let seconds = finished.timeIntervalSince(started)
+        let inserts = Double(count) / inserted.timeIntervalSince(started)
+        let updates = Double(count) / finished.timeIntervalSince(inserted)
+        var line = "RESULT saves saves=\(2 * count) saves_per_s=\(format(Double(2 * count) / seconds))"
+            + " inserts_per_s=\(format(inserts)) updates_per_s=\(format(updates))"
+        if floors {
+            let (rawInserts, rawUpdates) = try floorRates(database.configuration, count: count)
+            line += " raw_inserts_per_s=\(format(rawInserts)) raw_updates_per_s=\(format(rawUpdates))"
+                + " insert_ratio=\(String(format: "%.2f", inserts / rawInserts))"
+                + " update_ratio=\(String(format: "%.2f", updates / rawUpdates))"
+        }
+        print(line)
     }
+
+    /// The floors' rates (per second): `count` raw inserts of a user, then `count` raw
+    /// updates of one, each `BEGIN`, the statement and `COMMIT` sent in one go.
+    func floorRates(_ configuration: ConnectionConfiguration, count: Int) throws -> (inserts: Double, updates: Double) {
+        let raw = try Connection(configuration)
+        defer { raw.close() }
+        let started = Date()
+        for index in 0..<count {
+            try raw.executeScript("BEGIN; INSERT INTO users (user_id, age) VALUES ('raw-\(index)', \(index % 90)); COMMIT")
+        }
+        let inserted = Date()
+        for index in 0..<count {
+            try raw.executeScript(
+                "BEGIN; UPDATE users SET age = \(index % 90), version = version + 1 WHERE user_id = 'raw-0'; COMMIT")
+        }
+        let finished = Date()
+        return (Double(count) / inserted.timeIntervalSince(started), Double(count) / finished.timeIntervalSince(inserted))
+    }
+
+    func format(_ value: Double) -> String { String(format: "%.0f", value) }
 }
