@@ -115,9 +115,16 @@ struct BenchmarkProgramTests {
 
     @Test func savesScenarioSavesOneObjectAtATime() throws {
         let fields = try result(try run(["saves", "--saves", "20"]), "saves")
-        #expect(Set(fields.keys) == ["saves", "saves_per_s"])
+        #expect(Set(fields.keys) == ["saves", "saves_per_s", "inserts_per_s", "updates_per_s"])
         #expect(fields["saves"] == 40)  // 20 inserts, then 20 updates
-        #expect((fields["saves_per_s"] ?? 0) > 0)
+        #expect(fields.values.allSatisfy { $0 > 0 })
+        let floors = try result(try run(["saves", "--saves", "20", "--floors"]), "saves")
+        #expect(
+            Set(floors.keys) == [
+                "saves", "saves_per_s", "inserts_per_s", "updates_per_s", "raw_inserts_per_s", "raw_updates_per_s",
+                "insert_ratio", "update_ratio",
+            ])
+        #expect(floors.values.allSatisfy { $0 > 0 })
     }
 
     @Test func fetchScenarioComparesWithRawRows() throws {

@@ -83,14 +83,9 @@ extension SavePipeline {
         let rows = RowBatch(
             keys: [object.objectID.primaryKey ?? 0], versions: [object.storage.version],
             attributes: attributes.map { entity.attributes[$0] }, values: [object.storage.values])
-        let result: StoreCoordinator.OneRowSaveResult
-        do {
-            result = try context.coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
-        } catch {
-            context.abortWriteTransaction(connection)
-            throw error
+        let result = try committing(on: connection) {
+            try context.coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
         }
-        context.transaction.close(ifItIs: connection)
         switch result {
         case .conflict:
             return false
@@ -106,6 +101,8 @@ extension SavePipeline {
     /// committed, as after any save.
     ///
     /// - Returns: `true` (saved).
+    /// - Throws: as `insertOneRowAndCommit`, or `ManagedObjectError.invalidStoredValue`
+    ///   should its committed answer not hold the key (which it always does).
     private func saveOneRowInsert(_ object: ManagedObject, record: String, on connection: Connection) throws -> Bool {
         let entity = object.entity
         var keys = SaveKeys(keys: [:])
@@ -113,19 +110,35 @@ extension SavePipeline {
             [object], entity, attributes: Array(entity.attributes.indices), toOne: entity.toOneRelationships.map(\.index),
             withKeys: false)
         rows.versions = []
-        let key: Int64
-        do {
-            key = try context.coordinator.insertOneRowAndCommit(into: entity, rows, record: record, on: connection)
-        } catch {
-            context.abortWriteTransaction(connection)
-            throw error
+        let inserted = try committing(on: connection) {
+            try context.coordinator.insertOneRowAndCommit(into: entity, rows, record: record, on: connection)
         }
-        context.transaction.close(ifItIs: connection)
+        guard let key = inserted else {
+            // (Committed, but its answer did not say the key: the object cannot be given
+            // its permanent ID. The statement answers with it whenever it inserts.)
+            throw ManagedObjectError.invalidStoredValue(
+                entity: entity.name, key: entity.primaryKeyColumn, primaryKey: 0,
+                reason: "the one-object insert committed, but its answer did not hold the new key")
+        }
         var outcome = WriteOutcome()
         outcome.inserted = [(object, key)]
         let reservedKeys = [ObjectIdentifier(object): key]
         finished(outcome: outcome, reservedKeys: reservedKeys, changes: savedChanges(outcome: outcome, reservedKeys: reservedKeys))
         return true
+    }
+
+    /// Runs a one-row save's statement and commit: the write transaction is closed when
+    /// it returns, aborted (rolled back, the connection given back) when it throws.
+    private func committing<T>(on connection: Connection, _ body: () throws -> T) throws -> T {
+        let result: T
+        do {
+            result = try body()
+        } catch {
+            context.abortWriteTransaction(connection)
+            throw error
+        }
+        context.transaction.close(ifItIs: connection)
+        return result
     }
 
     /// What follows a one-row save's commit: the metrics, the objects' bookkeeping, the

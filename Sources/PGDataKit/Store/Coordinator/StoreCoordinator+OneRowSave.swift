@@ -50,8 +50,20 @@ extension StoreCoordinator {
                 """
         }
         let parameters = arrays + [self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
+        let written = try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 4) }
+        return written.map { .committed(version: $0) } ?? .conflict
+    }
+
+    /// Sends a one-row save's statement (it writes the change record when it writes the
+    /// row: the record's id in column 0, `NULL` otherwise) and the `COMMIT`
+    /// (`commit(_:after:…)`); notes the record as this process's own as soon as it is
+    /// read, and queues its notification's payload once committed. `read` takes what the
+    /// caller needs from the statement's row, when it wrote.
+    private func commitOneRow<T>(
+        _ sql: String, _ parameters: [(any PostgresEncodable)?], on connection: Connection, read: @escaping (Row) -> T?
+    ) throws -> T? {
         countStatements(2)
-        var written: Int64?
+        var value: T?
         var announcement: String?
         try commit(
             connection, after: (sql: sql, parameters: parameters), transactionIDColumn: ChangeLog.transactionIDColumn,
@@ -60,10 +72,10 @@ extension StoreCoordinator {
             guard let row = result.first, !row.isNull(at: 0) else { return }
             if let id = try? row.int64(at: 0) { self.listener.ownRecords.note(id) }
             announcement = try? row.decode(String.self, at: ChangeLog.payloadColumn)
-            written = try? row.int64(at: 4)
+            value = read(row)
         }
         if let announcement { notifier.post(announcement) }
-        return written.map { .committed(version: $0) } ?? .conflict
+        return value
     }
 
     /// Inserts one row under a key drawn from the entity's sequence, writes the change
@@ -79,12 +91,13 @@ extension StoreCoordinator {
     /// - Parameters:
     ///   - rows: the row's version and values (no key).
     ///   - record: the change record's text, the key a placeholder.
-    /// - Returns: the new row's key.
+    /// - Returns: the new row's key (`nil` only were the committed statement's answer
+    ///   unreadable: it inserts its row or fails, and answers with the key).
     /// - Throws: as `commit(_:after:…)` (a unique or foreign-key violation of the row, as
     ///   its `INSERT` raises it); the connection is then the caller's to roll back. On
     ///   success it is back in the pool.
     func insertOneRowAndCommit(into entity: EntityDescription, _ rows: RowBatch, record: String, on connection: Connection) throws
-        -> Int64
+        -> Int64?
     {
         let columns = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let (arrays, types) = try bind(rows)
@@ -127,25 +140,6 @@ extension StoreCoordinator {
         }
         let parameters: [(any PostgresEncodable)?] =
             [entity.quotedTable, entity.primaryKeyColumn] + arrays.dropFirst(2) + [self.origin, Int32(getpid()), record]
-        countStatements(2)
-        var inserted: Int64?
-        var announcement: String?
-        try commit(
-            connection, after: (sql: sql, parameters: parameters), transactionIDColumn: ChangeLog.transactionIDColumn,
-            recordIDColumn: ChangeLog.recordIDColumn
-        ) { result in
-            guard let row = result.first else { return }
-            if let id = try? row.int64(at: 0) { self.listener.ownRecords.note(id) }
-            announcement = try? row.decode(String.self, at: ChangeLog.payloadColumn)
-            inserted = try? row.int64(at: 3)
-        }
-        if let announcement { notifier.post(announcement) }
-        guard let inserted else {
-            // (The statement inserts its row or fails: a committed answer always has it.)
-            throw ManagedObjectError.invalidStoredValue(
-                entity: entity.name, key: entity.primaryKeyColumn, primaryKey: 0,
-                reason: "the one-row insert committed without returning its key")
-        }
-        return inserted
+        return try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 3) }
     }
 }
