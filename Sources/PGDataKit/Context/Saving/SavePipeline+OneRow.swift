@@ -1,6 +1,7 @@
 /// The saves written in one round trip: one changed object's attributes
-/// (`StoreCoordinator.updateOneRowAndCommit`), or one new object
-/// (`StoreCoordinator.insertOneRowAndCommit`), and nothing else.
+/// (`StoreCoordinator.updateOneRowAndCommit`), one new object
+/// (`StoreCoordinator.insertOneRowAndCommit`) or one deleted object
+/// (`StoreCoordinator.deleteOneRowAndCommit`), and nothing else.
 extension SavePipeline {
     /// The one row a save writes, when that is all it does (`oneRowSave()`).
     enum OneRowSave {
@@ -9,14 +10,17 @@ extension SavePipeline {
         /// One new object: the change record's text with `ChangeLog.keyPlaceholder` for
         /// its key.
         case insert(ManagedObject, record: String)
+        /// One deleted object with a permanent ID.
+        case delete(ManagedObject)
     }
 
     /// The save's one row, when it writes one row and nothing else: the update of one
-    /// changed object's attributes, or the insert of one new object. Such a save needs no
-    /// lock statement (see `lockRowsInOrder`) and is written with `saveOneRow`.
+    /// changed object's attributes, the insert of one new object, or the delete of one
+    /// object. Such a save needs no lock statement (see `lockRowsInOrder`) and is written
+    /// with `saveOneRow`.
     func oneRowSave() -> OneRowSave? {
         if let update = oneRowUpdate() { return .update(update.object, attributes: update.attributes) }
-        return oneRowInsert()
+        return oneRowInsert() ?? oneRowDelete()
     }
 
     /// The one object a save updates, when that is all it does: one changed object with
@@ -58,14 +62,27 @@ extension SavePipeline {
         return .insert(object, record: record)
     }
 
+    /// The one object a save deletes, when that is all it does: one deleted object with a
+    /// permanent ID, of an entity without many-to-many relationships (no join rows to
+    /// remove), nothing inserted, nothing else changed (what the delete rules did to other
+    /// objects makes them changed or deleted too: such a save takes the general path).
+    private func oneRowDelete() -> OneRowSave? {
+        guard context.deletedSet.count == 1, context.insertedSet.isEmpty, let object = context.deletedSet.first,
+            context.changedSet.allSatisfy({ $0 === object }), object.objectID.primaryKey != nil, !object.hasJoinChanges,
+            !object.entity.relationships.contains(where: \.isManyToMany)
+        else { return nil }
+        return .delete(object)
+    }
+
     /// Saves the one row in one round trip.
     ///
-    /// - Returns: `true` when saved; `false` when an updated row was not at the version
-    ///   read: the caller redoes the save resolving conflicts.
+    /// - Returns: `true` when saved; `false` when an updated or deleted row was not at the
+    ///   version read: the caller redoes the save resolving conflicts.
     func saveOneRow(_ only: OneRowSave, on connection: Connection) throws -> Bool {
         switch only {
         case .update(let object, let attributes): try saveOneRowUpdate(object, attributes: attributes, on: connection)
         case .insert(let object, let record): try saveOneRowInsert(object, record: record, on: connection)
+        case .delete(let object): try saveOneRowDelete(object, on: connection)
         }
     }
 
@@ -124,6 +141,24 @@ extension SavePipeline {
         outcome.inserted = [(object, key)]
         let reservedKeys = [ObjectIdentifier(object): key]
         finished(outcome: outcome, reservedKeys: reservedKeys, changes: savedChanges(outcome: outcome, reservedKeys: reservedKeys))
+        return true
+    }
+
+    /// Saves a one-object delete in one round trip (`StoreCoordinator.deleteOneRowAndCommit`).
+    ///
+    /// - Returns: `true` when saved; `false` when the row was gone or not at the version
+    ///   read: the caller redoes the save resolving conflicts (the merge policy decides).
+    private func saveOneRowDelete(_ object: ManagedObject, on connection: Connection) throws -> Bool {
+        var outcome = WriteOutcome()
+        outcome.deleted = [object]
+        let changes = savedChanges(outcome: outcome, reservedKeys: [:])
+        let deleted = try committing(on: connection) {
+            try context.coordinator.deleteOneRowAndCommit(
+                of: object.entity, key: object.objectID.primaryKey ?? 0, version: object.storage.version, changes: changes,
+                on: connection)
+        }
+        guard deleted else { return false }
+        finished(outcome: outcome, reservedKeys: [:], changes: changes)
         return true
     }
 

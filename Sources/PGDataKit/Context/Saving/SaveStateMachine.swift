@@ -9,9 +9,9 @@ import Foundation
 ///
 /// The paths:
 /// - nothing to save: the transaction ends, nothing is written;
-/// - one changed object, attribute changes only, or one new object: one round trip
-///   (`updateOneRowAndCommit`, `insertOneRowAndCommit`); a version miss or a transient
-///   failure redoes the save;
+/// - one changed object, attribute changes only, one new object, or one deleted object:
+///   one round trip (`updateOneRowAndCommit`, `insertOneRowAndCommit`,
+///   `deleteOneRowAndCommit`); a version miss or a transient failure redoes the save;
 /// - otherwise the context's own transaction writes; conflicts, or a transient failure
 ///   while writing, redo the save; a failure at the commit is the save's;
 /// - the redo: up to three attempts, each starting over only when keyed inserts met
@@ -51,7 +51,7 @@ struct SaveStateMachine {
     enum Action: Equatable {
         /// Nothing to save: end the transaction, write nothing.
         case finishWithoutWriting
-        /// Write the one row (changed or new) and commit in one round trip.
+        /// Write the one row (changed, new or deleted) and commit in one round trip.
         case saveOneRow
         /// Write the changes in the context's own transaction.
         case writeInOwnTransaction
@@ -96,8 +96,8 @@ struct SaveStateMachine {
     private var phase = Phase.idle
 
     /// The save starts: whether there is anything to save, whether it is one row (one
-    /// changed object's attributes, or one new object), and whether its entities are
-    /// contended (`SaveContention`).
+    /// changed object's attributes, one new object or one deleted object), and whether its
+    /// entities are contended (`SaveContention`).
     mutating func start(hasChanges: Bool, oneRow: Bool, contended: Bool = false) -> Step {
         precondition(phase == .idle, "a save's state machine starts once")
         guard hasChanges else {
@@ -123,7 +123,7 @@ struct SaveStateMachine {
         return redo(counting: .conflict)
     }
 
-    /// The one-row save found the row at another version (changed elsewhere).
+    /// The one-row save found the row at another version (changed elsewhere) or gone.
     mutating func versionMissed() -> Step {
         precondition(phase == .oneRow, "versionMissed() after a one-row save only")
         return redo(counting: .conflict)

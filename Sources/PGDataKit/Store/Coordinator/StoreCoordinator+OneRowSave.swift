@@ -1,6 +1,6 @@
 import Foundation
 
-/// The saves that update one row, or insert one, and nothing else, in one round trip.
+/// The saves that update, insert or delete one row and nothing else, in one round trip.
 extension StoreCoordinator {
     /// What `updateOneRowAndCommit` found.
     enum OneRowSaveResult {
@@ -52,6 +52,47 @@ extension StoreCoordinator {
         let parameters = arrays + [self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
         let written = try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 4) }
         return written.map { .committed(version: $0) } ?? .conflict
+    }
+
+    /// Deletes one row (with a version check), writes the change record and commits, in
+    /// one statement and one round trip (with the `BEGIN`, when the transaction is still
+    /// to begin): what `updateOneRowAndCommit` is to an update. (Otherwise the row is
+    /// locked first, then deleted, then the record written: three round trips.) A version
+    /// miss deletes nothing and writes no record.
+    ///
+    /// - Parameters:
+    ///   - key, version: the row's primary key and the version read.
+    ///   - changes: the save's change record (this one delete).
+    /// - Returns: `true` when the row was deleted and the transaction committed; `false`
+    ///   when the row is gone or no longer at `version` (the empty transaction committed).
+    /// - Throws: as `commit(_:after:…)` (a foreign key that refuses the delete, as the
+    ///   `DELETE` raises it); the connection is then the caller's to roll back.
+    func deleteOneRowAndCommit(
+        of entity: EntityDescription, key: Int64, version: Int64, changes: ContextChanges, on connection: Connection
+    ) throws -> Bool {
+        let statementKey = WriteStatementKey(
+            entity: ObjectIdentifier(entity), columns: [], checksVersion: true, single: true, recordsChanges: true, deletes: true)
+        let sql = writeStatement(statementKey) {
+            let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+            let version = Connection.quoteIdentifier(entity.versionColumn)
+            let payload = ChangeLog.payloadExpression(record: "r", origin: "$3", processID: "$4", changes: "$5")
+            return """
+                WITH d AS (
+                    DELETE FROM \(entity.quotedTable) AS t WHERE t.\(primaryKey) = $1 AND t.\(version) = $2
+                    RETURNING t.\(primaryKey) AS id
+                ),
+                record AS (
+                    INSERT INTO \(ChangeLog.table) (origin, origin_pid, changes)
+                    SELECT $3, $4, $5::text::jsonb FROM d
+                    RETURNING id, transaction_id, backend_pid, created_at
+                )
+                SELECT r.id, CASE WHEN r.id IS NOT NULL THEN \(payload) END,
+                       pg_current_xact_id_if_assigned()::text, d.id
+                FROM (SELECT 1) AS one LEFT JOIN d ON true LEFT JOIN record AS r ON true
+                """
+        }
+        let parameters: [(any PostgresEncodable)?] = [key, version, self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
+        return try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 3) } != nil
     }
 
     /// Sends a one-row save's statement (it writes the change record when it writes the

@@ -34,6 +34,8 @@ struct WriteStatementKey: Hashable, Sendable {
     var byLocation = false
     /// An `INSERT` (`insertRows`), not an update.
     var inserts = false
+    /// A `DELETE` (`deleteOneRowAndCommit`), not an update.
+    var deletes = false
 }
 
 /// Every statement the contexts send is built here, from an entity description plus a
