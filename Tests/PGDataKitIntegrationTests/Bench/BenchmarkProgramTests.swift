@@ -125,6 +125,9 @@ struct BenchmarkProgramTests {
                 "insert_ratio", "update_ratio",
             ])
         #expect(floors.values.allSatisfy { $0 > 0 })
+        let deletes = try result(try run(["saves", "--saves", "20", "--floors", "--deletes"]), "saves")
+        #expect(Set(deletes.keys) == Set(floors.keys).union(["deletes_per_s", "raw_deletes_per_s", "delete_ratio"]))
+        #expect(deletes.values.allSatisfy { $0 > 0 })
     }
 
     @Test func fetchScenarioComparesWithRawRows() throws {
