@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import PGDataKit
@@ -16,20 +15,8 @@ struct OneRowDeleteTests {
     /// is the one the general path writes (compared as JSON), and another manager's
     /// listener reads it as a delete of that ID.
     @Test func aOneObjectDeleteIsOneRoundTripWithTheUsualRecord() throws {
-        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
-            let admin = try Connection(configuration)
-            defer { admin.close() }
-            let proxy = try CuttingProxy(inFrontOf: configuration) { _ in }
-            defer { proxy.close() }
-            let manager = try ExampleSchema.makeManager(proxy.configuration)
-            defer { manager.close() }
-            let observer = try ContextManager(configuration: configuration, entities: ExampleSchema.entities)
-            defer { observer.close() }
-            let heard = Mutex<[ObjectID]>([])
-            let token = observer.coordinator.observeRemoteChanges { record in
-                heard.withLock { $0 += record.changes.deleted.sorted { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) } }
-            }
-            defer { token.cancel() }
+        try OneRowSaveRig.run { rig in
+            let manager = rig.manager
             let setup = manager.newPrivateContext()
             let ids = try setup.performAndWait { () throws -> [ObjectID] in
                 let samples = ["gone-private", "gone-main"].map { text -> Sample in
@@ -49,26 +36,20 @@ struct OneRowDeleteTests {
                 // Fetched first (its version known), in a block of its own: a main context's
                 // reads in one block share a transaction, which a save in that block ends first.
                 let sample = try context.performAndWait { try #require(try context.existingObject(with: id)) }
-                let trips = proxy.roundTrips
+                let trips = rig.proxy.roundTrips
                 try context.performAndWait {
                     context.delete(sample)
                     try context.save()
                 }
-                #expect(proxy.roundTrips - trips == 1, "\(context.concurrencyType == .main ? "the main" : "a private") context's delete")
+                #expect(rig.proxy.roundTrips - trips == 1, "\(context.concurrencyType == .main ? "the main" : "a private") context's delete")
                 let key = try #require(id.primaryKey)
-                #expect(try admin.query("SELECT count(*) FROM samples WHERE id = $1", [key])[0].decode(Int.self, at: 0) == 0)
+                #expect(try rig.admin.query("SELECT count(*) FROM samples WHERE id = $1", [key])[0].decode(Int.self, at: 0) == 0)
                 var expected = ContextChanges()
                 expected.deleted = [id]
-                let record = try admin.query(
-                    "SELECT changes = $1::jsonb, changes::text FROM pgdatakit_changes ORDER BY id DESC LIMIT 1",
-                    [try ChangeLog.encode(expected)])[0]
-                let text = try record.decode(String.self, at: 1)
-                #expect(try record.decode(Bool.self, at: 0), "\(text)")
+                try rig.expectLastRecord(expected)
             }
             manager.coordinator.notifier.hold(false)
-            let deadline = ContinuousClock.now + .seconds(10)
-            while heard.withLock({ $0.count }) < 2, ContinuousClock.now < deadline { usleep(1_000) }
-            #expect(heard.withLock { $0 } == ids)
+            #expect(rig.hearing(3).dropFirst().map(\.deleted) == ids.map { [$0] })
         }
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import PGDataKit
@@ -16,27 +15,14 @@ struct OneRowInsertTests {
     /// first writes (compared as JSON), and another manager's listener reads it as an
     /// insert of that ID.
     @Test func aOneObjectInsertIsOneRoundTripWithTheUsualRecord() throws {
-        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
-            let admin = try Connection(configuration)
-            defer { admin.close() }
-            let proxy = try CuttingProxy(inFrontOf: configuration) { _ in }
-            defer { proxy.close() }
-            let manager = try ExampleSchema.makeManager(proxy.configuration)
-            defer { manager.close() }
-            let observer = try ContextManager(configuration: configuration, entities: ExampleSchema.entities)
-            defer { observer.close() }
-            let heard = Mutex<[ObjectID]>([])
-            let token = observer.coordinator.observeRemoteChanges { record in
-                heard.withLock { $0 += record.changes.inserted.sorted { ($0.primaryKey ?? 0) < ($1.primaryKey ?? 0) } }
-            }
-            defer { token.cancel() }
+        try OneRowSaveRig.run { rig in
             // The saves' notifications follow their commits on the notifier's own session
             // (`ChangeNotifier`), through the proxy too: held back while the saves' round
             // trips are counted, then sent.
-            manager.coordinator.notifier.hold(true)
+            rig.manager.coordinator.notifier.hold(true)
             var saved: [ObjectID] = []
-            for (name, context) in [("private", manager.newPrivateContext()), ("main", manager.mainContext)] {
-                let trips = proxy.roundTrips
+            for (name, context) in [("private", rig.manager.newPrivateContext()), ("main", rig.manager.mainContext)] {
+                let trips = rig.proxy.roundTrips
                 let id = try context.performAndWait { () throws -> ObjectID in
                     let user = User(context: context)
                     user.userID = "one-\(name)"
@@ -46,25 +32,19 @@ struct OneRowInsertTests {
                     #expect(user.storage.version == 1)
                     return user.objectID
                 }
-                #expect(proxy.roundTrips - trips == 1, "a \(name) context's one-object insert")
+                #expect(rig.proxy.roundTrips - trips == 1, "a \(name) context's one-object insert")
                 let key = try #require(id.primaryKey)
-                let row = try admin.query("SELECT user_id, age, version FROM users WHERE id = $1", [key])
+                let row = try rig.admin.query("SELECT user_id, age, version FROM users WHERE id = $1", [key])
                 #expect(row.count == 1)
                 #expect(try row[0].decode(String.self, at: 0) == "one-\(name)")
                 #expect(try row[0].decode(Int.self, at: 1) == 7 && row[0].decode(Int64.self, at: 2) == 1)
                 var expected = ContextChanges()
                 expected.inserted = [id]
-                let record = try admin.query(
-                    "SELECT changes = $1::jsonb, changes::text FROM pgdatakit_changes ORDER BY id DESC LIMIT 1",
-                    [try ChangeLog.encode(expected)])[0]
-                let text = try record.decode(String.self, at: 1)
-                #expect(try record.decode(Bool.self, at: 0), "\(text)")
+                try rig.expectLastRecord(expected)
                 saved.append(id)
             }
-            manager.coordinator.notifier.hold(false)
-            let deadline = ContinuousClock.now + .seconds(10)
-            while heard.withLock({ $0.count }) < 2, ContinuousClock.now < deadline { usleep(1_000) }
-            #expect(heard.withLock { $0 } == saved)
+            rig.manager.coordinator.notifier.hold(false)
+            #expect(rig.hearing(2).map(\.inserted) == saved.map { [$0] })
         }
     }
 
@@ -142,11 +122,7 @@ struct OneRowInsertTests {
             var expected = ContextChanges()
             expected.inserted = [video]
             expected.entityNames = [video: "Video"]
-            let record = try admin.query(
-                "SELECT changes = $1::jsonb, changes::text FROM pgdatakit_changes ORDER BY id DESC LIMIT 1",
-                [try ChangeLog.encode(expected)])[0]
-            let text = try record.decode(String.self, at: 1)
-            #expect(try record.decode(Bool.self, at: 0), "\(text)")
+            try OneRowSaveRig.expectLastRecord(expected, on: admin)
             #expect(proxy.roundTrips - trips == 1, "a video with its folder")
             manager.coordinator.notifier.hold(false)
             let reader = manager.newPrivateContext()
