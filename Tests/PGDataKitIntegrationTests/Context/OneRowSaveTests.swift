@@ -115,4 +115,54 @@ struct OneRowSaveTests {
             #expect(main.performAndWait { user.storage.version } == 3)
         }
     }
+
+    /// A save that changes one object's to-one relationship (its foreign key), with or
+    /// without attributes, is one round trip too: the row gets the new key, the record
+    /// names the relationship as a changed key (as the general path's does), and the
+    /// object's committed key moves on (a second save of the same object sends nothing).
+    @Test func aForeignKeyChangeIsOneRoundTrip() throws {
+        try OneRowSaveRig.run { rig in
+            let manager = rig.manager
+            manager.coordinator.notifier.hold(true)
+            let context = manager.newPrivateContext()
+            let (post, alice, bob) = try context.performAndWait { () throws -> (Post, User, User) in
+                let alice = User(context: context)
+                alice.userID = "alice"
+                let bob = User(context: context)
+                bob.userID = "bob"
+                let post = Post(context: context)
+                post.postID = "p1"
+                post.user = alice
+                try context.save()
+                return (post, alice, bob)
+            }
+            func stored() throws -> (user: Int64?, title: String?) {
+                let row = try rig.admin.query("SELECT user_id, title FROM posts WHERE post_id = 'p1'")[0]
+                return (try row.decode(Int64?.self, at: 0), try row.decode(String?.self, at: 1))
+            }
+            var storedTitle: String?
+            for (target, title) in [(bob, nil), (nil, "none"), (alice, "alice again")] as [(User?, String?)] {
+                let trips = rig.proxy.roundTrips
+                try context.performAndWait {
+                    post.user = target
+                    if let title { post.title = title }
+                    try context.save()
+                }
+                #expect(rig.proxy.roundTrips - trips == 1, "to \(target?.userID ?? "none")")
+                storedTitle = title ?? storedTitle
+                let row = try stored()
+                #expect(row.user == target?.objectID.primaryKey)
+                #expect(row.title == storedTitle)
+                var expected = ContextChanges()
+                expected.updated = [post.objectID]
+                expected.changedKeys = [post.objectID: title == nil ? ["user"] : ["title", "user"]]
+                try rig.expectLastRecord(expected)
+                let statements = manager.coordinator.statementCount
+                try context.performAndWait { try context.save() }
+                #expect(manager.coordinator.statementCount == statements, "nothing left to save")
+            }
+            #expect(context.performAndWait { alice.posts.map(\.postID) } == ["p1"])
+            manager.coordinator.notifier.hold(false)
+        }
+    }
 }

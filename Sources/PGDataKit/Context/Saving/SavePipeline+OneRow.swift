@@ -1,12 +1,13 @@
-/// The saves written in one round trip: one changed object's attributes
+/// The saves written in one round trip: one changed object's attributes and foreign keys
 /// (`StoreCoordinator.updateOneRowAndCommit`), one new object
 /// (`StoreCoordinator.insertOneRowAndCommit`) or one deleted object
 /// (`StoreCoordinator.deleteOneRowAndCommit`), and nothing else.
 extension SavePipeline {
     /// The one row a save writes, when that is all it does (`oneRowSave()`).
     enum OneRowSave {
-        /// One changed object with a permanent ID: the attributes changed, by index.
-        case update(ManagedObject, attributes: [Int])
+        /// One changed object with a permanent ID: the attributes and to-one relationships
+        /// changed, by index.
+        case update(ManagedObject, attributes: [Int], toOne: [Int])
         /// One new object: the change record's text with `ChangeLog.keyPlaceholder` for
         /// its key.
         case insert(ManagedObject, record: String)
@@ -15,24 +16,30 @@ extension SavePipeline {
     }
 
     /// The save's one row, when it writes one row and nothing else: the update of one
-    /// changed object's attributes, the insert of one new object, or the delete of one
-    /// object. Such a save needs no lock statement (see `lockRowsInOrder`) and is written
-    /// with `saveOneRow`.
+    /// changed object's attributes and foreign keys, the insert of one new object, or the
+    /// delete of one object. Such a save needs no lock statement (see `lockRowsInOrder`)
+    /// and is written with `saveOneRow`.
     func oneRowSave() -> OneRowSave? {
-        if let update = oneRowUpdate() { return .update(update.object, attributes: update.attributes) }
+        if let update = oneRowUpdate() { return .update(update.object, attributes: update.attributes, toOne: update.toOne) }
         return oneRowInsert() ?? oneRowDelete()
     }
 
     /// The one object a save updates, when that is all it does: one changed object with
-    /// a permanent ID, attribute changes only (no relationship or join-row changes, no
-    /// inserts or deletes).
-    private func oneRowUpdate() -> (object: ManagedObject, attributes: [Int])? {
+    /// a permanent ID, attribute changes and to-one relationships set to saved objects (or
+    /// none) by this row's foreign keys, not one-to-one ones (their unique keys may have
+    /// to be released from another row first); no join-row changes, no inserts or deletes.
+    private func oneRowUpdate() -> (object: ManagedObject, attributes: [Int], toOne: [Int])? {
         guard context.insertedSet.isEmpty, context.deletedSet.isEmpty, context.changedSet.count == 1,
-            let object = context.changedSet.first,
-            object.objectID.primaryKey != nil, object.changedToOneIndexes.isEmpty, !object.hasJoinChanges
+            let object = context.changedSet.first, object.objectID.primaryKey != nil, !object.hasJoinChanges
         else { return nil }
+        let toOne = object.changedToOneIndexes
+        for index in toOne {
+            let relationship = object.entity.relationships[index]
+            guard relationship.hasForeignKey, !relationship.isOneToOne else { return nil }
+            if case .object(let target) = object.storage.toOne[index], target.objectID.primaryKey == nil { return nil }
+        }
         let attributes = object.changedAttributeIndexes
-        return attributes.isEmpty ? nil : (object, attributes)
+        return attributes.isEmpty && toOne.isEmpty ? nil : (object, attributes, toOne)
     }
 
     /// The one object a save inserts, when that is all it does: one new object, not an
@@ -80,7 +87,8 @@ extension SavePipeline {
     ///   version read: the caller redoes the save resolving conflicts.
     func saveOneRow(_ only: OneRowSave, on connection: Connection) throws -> Bool {
         switch only {
-        case .update(let object, let attributes): try saveOneRowUpdate(object, attributes: attributes, on: connection)
+        case .update(let object, let attributes, let toOne):
+            try saveOneRowUpdate(object, attributes: attributes, toOne: toOne, on: connection)
         case .insert(let object, let record): try saveOneRowInsert(object, record: record, on: connection)
         case .delete(let object): try saveOneRowDelete(object, on: connection)
         }
@@ -91,15 +99,17 @@ extension SavePipeline {
     /// - Returns: `true` when saved; `false` when the row was not at the version read
     ///   (or a transient failure such as a serialization failure ended the
     ///   transaction): the caller redoes the save resolving conflicts.
-    private func saveOneRowUpdate(_ object: ManagedObject, attributes: [Int], on connection: Connection) throws -> Bool {
+    private func saveOneRowUpdate(
+        _ object: ManagedObject, attributes: [Int], toOne: [Int], on connection: Connection
+    ) throws -> Bool {
         let entity = object.entity
-        let keys = Set(attributes.map { entity.attributes[$0].name })
+        var keys = Set(attributes.map { entity.attributes[$0].name })
+        keys.formUnion(toOne.map { entity.relationships[$0].name })
         var outcome = WriteOutcome()
         outcome.updated = [(object, keys, object.storage.version)]
         let changes = savedChanges(outcome: outcome, reservedKeys: [:])
-        let rows = RowBatch(
-            keys: [object.objectID.primaryKey ?? 0], versions: [object.storage.version],
-            attributes: attributes.map { entity.attributes[$0] }, values: [object.storage.values])
+        var saveKeys = SaveKeys(keys: [:])
+        let rows = saveKeys.rows([object], entity, attributes: attributes, toOne: toOne)
         let result = try committing(on: connection) {
             try context.coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
         }

@@ -9,7 +9,7 @@ import Foundation
 ///
 /// The paths:
 /// - nothing to save: the transaction ends, nothing is written;
-/// - one changed object, attribute changes only, one new object, or one deleted object:
+/// - one changed object (attributes, foreign keys), one new object, or one deleted object:
 ///   one round trip (`updateOneRowAndCommit`, `insertOneRowAndCommit`,
 ///   `deleteOneRowAndCommit`); a version miss or a transient failure redoes the save;
 /// - otherwise the context's own transaction writes; conflicts, or a transient failure
@@ -96,8 +96,8 @@ struct SaveStateMachine {
     private var phase = Phase.idle
 
     /// The save starts: whether there is anything to save, whether it is one row (one
-    /// changed object's attributes, one new object or one deleted object), and whether its
-    /// entities are contended (`SaveContention`).
+    /// changed object's attributes and foreign keys, one new object or one deleted
+    /// object), and whether its entities are contended (`SaveContention`).
     mutating func start(hasChanges: Bool, oneRow: Bool, contended: Bool = false) -> Step {
         precondition(phase == .idle, "a save's state machine starts once")
         guard hasChanges else {
