@@ -108,8 +108,15 @@ extension SavePipeline {
         var outcome = WriteOutcome()
         outcome.updated = [(object, keys, object.storage.version)]
         let changes = savedChanges(outcome: outcome, reservedKeys: [:])
-        var saveKeys = SaveKeys(keys: [:])
-        let rows = saveKeys.rows([object], entity, attributes: attributes, toOne: toOne)
+        let rows: RowBatch
+        if toOne.isEmpty {
+            rows = RowBatch(
+                keys: [object.objectID.primaryKey ?? 0], versions: [object.storage.version],
+                attributes: attributes.map { entity.attributes[$0] }, values: [object.storage.values])
+        } else {
+            var saveKeys = SaveKeys(keys: [:])
+            rows = saveKeys.rows([object], entity, attributes: attributes, toOne: toOne)
+        }
         let result = try committing(on: connection) {
             try context.coordinator.updateOneRowAndCommit(of: entity, rows, changes: changes, on: connection)
         }
