@@ -12,13 +12,8 @@ struct OneRowSaveTests {
     /// round trip: `BEGIN`, the statement (update, change record, notification) and
     /// `COMMIT` together. The server shows the row written once and one change record.
     @Test func aOneRowUpdateIsOneRoundTrip() throws {
-        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
-            let admin = try Connection(configuration)
-            defer { admin.close() }
-            let proxy = try CuttingProxy(inFrontOf: configuration) { _ in }
-            defer { proxy.close() }
-            let manager = try ExampleSchema.makeManager(proxy.configuration)
-            defer { manager.close() }
+        try OneRowSaveRig.run { rig in
+            let (admin, proxy, manager) = (rig.admin, rig.proxy, rig.manager)
             func stored() throws -> (version: Int64, age: Int, records: Int) {
                 let row = try admin.query(
                     "SELECT version, age, (SELECT count(*) FROM pgdatakit_changes) FROM users WHERE user_id = 'one'")[0]
