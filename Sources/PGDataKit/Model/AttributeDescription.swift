@@ -78,7 +78,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     ///
     /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
     ///   `column`).
-    func encodeColumn(rows: [[StoredValue]], order: [Int]? = nil) throws -> any PostgresEncodable {
+    func encodeColumn(rows: [AttributeValues], order: [Int]? = nil) throws -> any PostgresEncodable {
         let index = self.index
         let scalars = try encodeScalars(count: order?.count ?? rows.count) { rows[order?[$0] ?? $0][index] }
         return try scalars ?? encodeArray((order ?? Array(rows.indices)).map { rows[$0][index] })

@@ -119,6 +119,7 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
         self.attributeDecodings = attributes.map(\.decoding)
         self.attributeOptionality = attributes.map(\.isOptional)
         self.defaultValues = attributes.map(\.defaultValue)
+        self.defaultValueRun = AttributeValues(defaultValues)
         self.checkedAttributeIndexes = attributes.filter { $0.storedValueProblem != nil }.map(\.index)
         self.validatedAttributes = attributes.filter { !$0.checks.isEmpty }
         self.validatedRelationships = relationships.filter(\.isRequired)
@@ -230,9 +231,11 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     /// arrays, so the decoding loop touches no attribute objects).
     let attributeDecodings: [AttributeDecoding]
     let attributeOptionality: [Bool]
-    /// The values of a new object, in attribute order (a new object's storage starts as
-    /// a copy of this array).
+    /// The values of a new object, in attribute order.
     let defaultValues: [StoredValue]
+    /// `defaultValues` in a value block: a new object's storage starts with this run,
+    /// shared until its first write copies it.
+    let defaultValueRun: AttributeValues
     /// The attributes whose Swift type holds fewer values than their column (enums,
     /// `Codable` values), by index: the stored values a fetch checks
     /// (`AttributeDescription.storedValueProblem`). Empty for most entities.

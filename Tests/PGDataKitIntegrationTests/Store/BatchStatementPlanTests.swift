@@ -54,7 +54,7 @@ import Testing
             rows.versions.append(1)
             var values = [StoredValue](repeating: .null, count: entity.attributes.count)
             values[name.index] = .string("renamed")
-            rows.values.append(values)
+            rows.values.append(AttributeValues(values))
         }
         return rows
     }
@@ -256,7 +256,7 @@ import Testing
                             rows.versions.append(1)
                             var values = [StoredValue](repeating: .null, count: entity.attributes.count)
                             values[name.index] = .string("renamed")
-                            rows.values.append(values)
+                            rows.values.append(AttributeValues(values))
                         }
                         let updated = try coordinator.updateRows(of: entity, rows, checksVersion: true, on: connection)
                         #expect(updated.count == keys.count)
@@ -392,7 +392,7 @@ import Testing
                     for key in Int64(1)...100 {
                         rows.keys.append(key)
                         rows.versions.append(checksVersion ? 1 : 2)
-                        rows.values.append([.string("renamed")])
+                        rows.values.append(AttributeValues([.string("renamed")]))
                     }
                     let written = try coordinator.updateRows(of: entity, rows, checksVersion: checksVersion, on: connection)
                     #expect(written.count == 100)

@@ -31,7 +31,7 @@ struct ObjectStorageTests {
     private func fetched(_ values: [StoredValue]? = nil) -> ObjectStorage {
         var storage = ObjectStorage()
         storage.prepare(for: entity)
-        storage.applyFetched(version: 3, values: values ?? storage.values)
+        storage.applyFetched(version: 3, values: values.map(AttributeValues.init) ?? storage.values)
         return storage
     }
 
@@ -46,7 +46,7 @@ struct ObjectStorageTests {
         #expect(!storage.isPrepared(for: entity))
         let made = storage.prepare(for: entity)
         #expect(made, "references made")
-        #expect(storage.isPrepared(for: entity) && storage.values == entity.defaultValues)
+        #expect(storage.isPrepared(for: entity) && Array(storage.values) == entity.defaultValues)
         storage.initialize(.string("kept"), at: 0)
         let madeAgain = storage.prepare(for: entity)
         #expect(!madeAgain, "nothing made twice")
@@ -147,7 +147,7 @@ struct ObjectStorageTests {
         _ = storage.write(.string("changed"), at: 0)
         storage.setReference(.key(4), at: 0)
         storage.restore(checkpoint)
-        #expect(storage.values == entity.defaultValues)
+        #expect(Array(storage.values) == entity.defaultValues)
         #expect(storage.referencedKey(at: 0) == nil)
         let fact8 = storage.hasChangedAttributes(entity)
         #expect(!fact8)

@@ -6,7 +6,7 @@ struct ObjectState {
     let entity: EntityDescription
     let objectID: ObjectID
     let version: Int64
-    let values: [StoredValue]
+    let values: AttributeValues
     /// Where each to-one relationship with a foreign key points, by relationship index
     /// (`nil`: nowhere); empty for an entity without to-one relationships.
     let toOne: [ObjectID?]

@@ -52,9 +52,12 @@ struct ObjectLoader {
                 // Unsafe: `count` is raised right after each element is initialized, so
                 // exactly the first `count` are initialized, also when a row throws.
                 return try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+                    // (A local of the closure: one captured from outside is read from its box.)
+                    var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
                     // (By index: a `Row` holds a reference to the result, one retain per row.)
                     for index in 0..<min(result.count, buffer.count) {
-                        let object = try register(result, row: index, entity: entity, making: making, in: &registry)
+                        let object = try register(
+                            result, row: index, entity: entity, making: making, in: &registry, filling: &filler)
                         // Unsafe: an object registered under `entity.name` is an
                         // `entity.objectClass` (fetched, or inserted with the model's entity
                         // for its class); `T` is that class or a superclass.
@@ -81,11 +84,12 @@ struct ObjectLoader {
             // Unsafe: `count` is raised right after each element is initialized, so exactly
             // the first `count` are initialized, also when a row throws.
             objects = try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+                var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
                 for index in 0..<min(result.count, buffer.count) {
                     let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
                     let object = try makeObject(
                         result, row: index, entity: entity, objectID: ObjectID(entityName: entity.rootEntityName, primaryKey: key),
-                        key: key, making: making)
+                        key: key, making: making, filling: &filler)
                     // Unsafe: the +1 reference that `made` owns (see there).
                     made.append((key, Unmanaged.passRetained(object)))
                     // Unsafe: `makeObject` made it as `entity.objectClass` (as `making` when
@@ -139,8 +143,9 @@ struct ObjectLoader {
         var byKey: [Int64: ManagedObject] = [:]
         try context.bookkeeping.withRegistry { registry in
             for (entity, result) in rows.results {
+                var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
                 for index in 0..<result.count {
-                    let object = try register(result, row: index, entity: entity, in: &registry)
+                    let object = try register(result, row: index, entity: entity, in: &registry, filling: &filler)
                     if let key = object.objectID.primaryKey { byKey[key] = object }
                 }
             }
@@ -181,8 +186,9 @@ struct ObjectLoader {
         let locationColumn = entity.selectColumns.count
         try context.bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + result.count)
+            var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
             for index in 0..<result.count {
-                let object = try register(result, row: index, entity: entity, in: &registry)
+                let object = try register(result, row: index, entity: entity, in: &registry, filling: &filler)
                 if locating {
                     let bytes = result.fieldBytes(row: index, column: locationColumn)
                     object.storage.setRowLocation(bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0)
@@ -206,17 +212,19 @@ struct ObjectLoader {
         row: Row, entity: EntityDescription, mayBeRegistered: Bool = true, making objectClass: ManagedObject.Type? = nil
     ) throws -> ManagedObject {
         try context.bookkeeping.withRegistry { registry in
-            try register(
+            var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: 1)
+            return try register(
                 row.result, row: row.index, entity: entity, mayBeRegistered: mayBeRegistered, making: objectClass,
-                in: &registry)
+                in: &registry, filling: &filler)
         }
     }
 
     /// `register(row:entity:mayBeRegistered:making:)` for row `index` of `result`, in the
-    /// registry `withRegistry(_:)` hands out.
+    /// registry `withRegistry(_:)` hands out, the values decoded into `filler`'s blocks.
     private func register(
         _ result: QueryResult, row index: Int, entity: EntityDescription, mayBeRegistered: Bool = true,
-        making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject]
+        making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject],
+        filling filler: inout ValueBlockFiller
     ) throws -> ManagedObject {
         let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
         let objectID = ObjectID(entityName: entity.rootEntityName, primaryKey: key)
@@ -228,11 +236,12 @@ struct ObjectLoader {
                     reason: "the row is now a \(entity.name), the registered object a \(existing.entity.name)")
             }
             if !context.changedSet.contains(existing) && !existing.deletedFlag {
-                try apply(result, row: index, to: existing, entity: entity, key: key)
+                try apply(result, row: index, to: existing, entity: entity, key: key, filling: &filler)
             }
             return existing
         }
-        let object = try makeObject(result, row: index, entity: entity, objectID: objectID, key: key, making: objectClass)
+        let object = try makeObject(
+            result, row: index, entity: entity, objectID: objectID, key: key, making: objectClass, filling: &filler)
         registry[objectID] = object
         return object
     }
@@ -241,31 +250,30 @@ struct ObjectLoader {
     /// `register(row:entity:mayBeRegistered:making:)`).
     private func makeObject(
         _ result: QueryResult, row: Int, entity: EntityDescription, objectID: ObjectID, key: Int64,
-        making objectClass: ManagedObject.Type?
+        making objectClass: ManagedObject.Type?, filling filler: inout ValueBlockFiller
     ) throws -> ManagedObject {
         let object = objectClass?.init() ?? entity.makeObject()
         object.entityStorage = entity
         object.objectID = objectID
         object.contextReference = context.reference  // (not via `managedObjectContext`: no retain of the context)
-        try apply(result, row: row, to: object, entity: entity, key: key)
+        try apply(result, row: row, to: object, entity: entity, key: key, filling: &filler)
         return object
     }
 
     /// Copies a row's values into an object and makes them its committed values.
     func apply(row: Row, to object: ManagedObject, entity: EntityDescription, key: Int64) throws {
-        try apply(row.result, row: row.index, to: object, entity: entity, key: key)
+        var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: 1)
+        try apply(row.result, row: row.index, to: object, entity: entity, key: key, filling: &filler)
     }
 
     /// `apply(row:to:entity:key:)` for row `index` of `result` (no `Row` to make and retain
-    /// the result for).
+    /// the result for), the values decoded into `filler`'s blocks.
     private func apply(
-        _ result: QueryResult, row rowIndex: Int, to object: ManagedObject, entity: EntityDescription, key: Int64
+        _ result: QueryResult, row rowIndex: Int, to object: ManagedObject, entity: EntityDescription, key: Int64,
+        filling filler: inout ValueBlockFiller
     ) throws {
         let version = try ManagedObjectContext.decodeInteger(result, row: rowIndex, column: 1)
-        let count = entity.attributeDecodings.count
-        var values: [StoredValue] = []
-        values.reserveCapacity(count)
-        for index in 0..<count { values.append(try decode(result, row: rowIndex, attribute: index, entity: entity, key: key)) }
+        let values = try filler.run { index in try decode(result, row: rowIndex, attribute: index, entity: entity, key: key) }
         // Values the column holds but the property's type does not (an enum's unknown
         // raw value, JSON that does not decode) fail the row before any is applied.
         if !entity.checkedAttributeIndexes.isEmpty { try entity.checkStoredValues(values, primaryKey: key) }
@@ -275,7 +283,7 @@ struct ObjectLoader {
             object.replaceReferences(Array(repeating: .none, count: entity.relationships.count))
         }
         var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
-        var column = 2 + count
+        var column = 2 + entity.attributeDecodings.count
         for relationship in entity.toOneRelationships {
             let foreignKey = try result[rowIndex].decode(Int64?.self, at: column)
             column += 1

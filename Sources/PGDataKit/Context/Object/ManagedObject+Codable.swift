@@ -36,7 +36,9 @@ extension EntityDescription {
     /// - Parameter primaryKey: the row's key, for the error.
     /// - Throws: `ManagedObjectError.invalidStoredValue` naming the entity, the attribute
     ///   and the row (not the value).
-    func checkStoredValues(_ values: [StoredValue], primaryKey: Int64) throws {
+    func checkStoredValues<Values: RandomAccessCollection<StoredValue>>(
+        _ values: Values, primaryKey: Int64
+    ) throws where Values.Index == Int {
         for index in checkedAttributeIndexes where index < values.count {
             let attribute = attributes[index]
             if let reason = attribute.storedValueProblem?(values[index]) {

@@ -16,11 +16,11 @@ import Foundation
 @usableFromInline
 struct ObjectStorage {
     /// The attribute values (empty until prepared for the entity).
-    @usableFromInline private(set) var values: [StoredValue] = []
+    @usableFromInline private(set) var values = AttributeValues()
     /// The to-one references (empty until prepared).
     private(set) var toOne: [RelatedReference] = []
     /// Committed attribute values; `nil` while the object was never saved or fetched.
-    private(set) var snapshot: [StoredValue]?
+    private(set) var snapshot: AttributeValues?
     /// Committed foreign keys of the to-one relationships.
     private(set) var snapshotKeys: [Int64?] = []
     /// The row version the snapshot was read at.
@@ -94,7 +94,7 @@ struct ObjectStorage {
     @discardableResult
     mutating func prepare(for entity: EntityDescription) -> Bool {
         if values.count != entity.defaultValues.count {
-            values = entity.defaultValues
+            values = entity.defaultValueRun
             changeHints = .unknown
         }
         guard toOne.count != entity.relationships.count else { return false }
@@ -150,9 +150,14 @@ struct ObjectStorage {
     }
 
     /// Replaces every attribute value (the hints forget what they knew).
-    mutating func replaceValues(_ newValues: [StoredValue]) {
+    mutating func replaceValues(_ newValues: AttributeValues) {
         values = newValues
         changeHints = .unknown
+    }
+
+    /// Replaces every attribute value with an array's (in a block of their own).
+    mutating func replaceValues(_ newValues: [StoredValue]) {
+        replaceValues(AttributeValues(newValues))
     }
 
     /// Sets a to-one reference. The caller moves the membership generation.
@@ -189,7 +194,7 @@ struct ObjectStorage {
     // MARK: - Snapshots
 
     /// A fetched row: its values become both the current and the committed ones.
-    mutating func applyFetched(version newVersion: Int64, values newValues: consuming [StoredValue]) {
+    mutating func applyFetched(version newVersion: Int64, values newValues: consuming AttributeValues) {
         version = newVersion
         snapshot = newValues
         values = consume newValues
@@ -222,6 +227,11 @@ struct ObjectStorage {
     /// touching the current ones: a parent's state under a child's object, a conflict's
     /// stored row.
     mutating func replaceSnapshot(_ newSnapshot: [StoredValue]?, keys: [Int64?]? = nil) {
+        replaceSnapshot(newSnapshot.map(AttributeValues.init), keys: keys)
+    }
+
+    /// `replaceSnapshot(_:keys:)` with values already in a block.
+    mutating func replaceSnapshot(_ newSnapshot: AttributeValues?, keys: [Int64?]? = nil) {
         snapshot = newSnapshot
         changeHints = .unknown
         if let keys { snapshotKeys = keys }
@@ -237,7 +247,7 @@ struct ObjectStorage {
     /// references), or an undo manager's (those, the many-to-many changes and the
     /// deletion mark). Copying it copies no array: they are shared until written.
     struct Checkpoint {
-        let values: [StoredValue]
+        let values: AttributeValues
         let toOne: [RelatedReference]
         /// Per many-to-many relationship with changes, the members added and removed
         /// (not the stored sets: a load meanwhile stays); `nil` when not taken.

@@ -11,7 +11,7 @@ struct RowBatch {
     var attributes: [AttributeDescription] = []
     /// Each row's attribute values, in attribute order: an object's value storage,
     /// shared rather than copied value by value.
-    var values: [[StoredValue]] = []
+    var values: [AttributeValues] = []
     /// The to-one foreign-key columns written, each with its keys in row order.
     var foreignKeys: [(column: String, keys: [Int64?])] = []
     /// Where the rows are while the transaction holds their locks (a `tid[]` literal,

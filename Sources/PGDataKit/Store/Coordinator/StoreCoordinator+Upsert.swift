@@ -247,7 +247,7 @@ extension StoreCoordinator {
     /// A row's unique key as text, as sent (`nil` for `NULL`): strings as they are, read
     /// in place, without the attribute's generic encoding (a NUL in one is refused when
     /// the column is encoded).
-    private static func keyText(of attribute: AttributeDescription, in row: [StoredValue]) throws -> String? {
+    private static func keyText(of attribute: AttributeDescription, in row: AttributeValues) throws -> String? {
         if case .string(let text) = row[attribute.index] { return text }
         return try attribute.encode(row[attribute.index])?.postgresText()
     }
