@@ -36,4 +36,20 @@ static inline int pgdatakit_wait_readable_or_woken(int socket, int wake, int tim
     return result;
 }
 
+/// Reads one row's fields: for each of the first `columns` columns, its text (NULL for
+/// SQL NULL) and its length in bytes. One call per row where the Swift side made two or
+/// three per field (`FieldReader`, a fetch's loop over its rows).
+static inline void pgdatakit_row_fields(
+    const PGresult *result, int row, int columns, const unsigned char **values, int *lengths) {
+    for (int column = 0; column < columns; column++) {
+        int length = PQgetlength(result, row, column);
+        const char *value = PQgetvalue(result, row, column);
+        if (length == 0 && PQgetisnull(result, row, column)) {
+            value = NULL;
+        }
+        values[column] = (const unsigned char *)value;
+        lengths[column] = length;
+    }
+}
+
 #endif

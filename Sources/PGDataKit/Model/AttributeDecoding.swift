@@ -71,3 +71,21 @@ enum AttributeDecoding: Sendable {
         Row.decimal(bytes).flatMap { Int(exactly: $0) }
     }
 }
+
+extension FieldReader {
+    // Unsafe: the text and length are libpq's for the loaded row's field (`load(row:)`),
+    // valid while the caller holds the result; `column` is checked against the columns.
+    /// The loaded row's field in `column`: its bytes, `nil` for `NULL` (as
+    /// `QueryResult.fieldBytes(row:column:)`). Here, not beside `FieldReader`, so that a
+    /// fetch's per-field read is inlined (a call into the other module per field cost
+    /// what reading the row in one call saved).
+    ///
+    /// - Precondition: `column` is one of the result's columns.
+    @inline(__always)
+    func bytes(_ column: Int) -> UnsafeBufferPointer<UInt8>? {
+        precondition(column >= 0 && column < values.count, "no such column in the result")
+        guard let start = values[column] else { return nil }
+        // Unsafe: as above; `lengths` has an entry per column, like `values`.
+        return UnsafeBufferPointer(start: start, count: Int(lengths[column]))
+    }
+}

@@ -188,7 +188,8 @@ extension Row {
 
     /// A decimal integer in PostgreSQL's text form, or `nil` (empty, stray characters,
     /// overflow).
-    @inline(__always)
+    /// (Inlinable: the object graph's fetch reads keys and versions with it, per row.)
+    @inlinable
     package static func decimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
         guard !bytes.isEmpty else { return nil }
         let negative = bytes[0] == UInt8(ascii: "-")

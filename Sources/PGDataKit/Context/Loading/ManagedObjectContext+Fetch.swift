@@ -130,6 +130,15 @@ extension ManagedObjectContext {
         try decodeInteger(row.result, row: row.index, column: column)
     }
 
+    /// `decodeInteger(_:column:)` for the row of `result` that `fields` has loaded.
+    @inline(__always)
+    static func decodeInteger(_ result: QueryResult, _ fields: FieldReader, column: Int) throws -> Int64 {
+        if let bytes = fields.bytes(column), let value = AttributeDecoding.integer(bytes) {
+            return Int64(value)
+        }
+        return try result[fields.row].decode(Int64.self, at: column)  // the error names the column
+    }
+
     /// `decodeInteger(_:column:)` for row `index` of `result`.
     @inline(__always)
     static func decodeInteger(_ result: QueryResult, row index: Int, column: Int) throws -> Int64 {

@@ -45,27 +45,7 @@ struct ObjectLoader {
         // a fetch by entity name asks for `ManagedObject`, a superclass of it).
         let making: ManagedObject.Type? = ObjectIdentifier(T.self) == ObjectIdentifier(entity.objectClass) ? T.self : nil
         guard !mayBeRegistered else {
-            return try context.bookkeeping.withRegistry { registry in
-                registry.reserveCapacity(registry.count + result.count)
-                // Filled in place: `append` on an array of the unspecialized `T` is a call
-                // into the runtime's generic code per object.
-                // Unsafe: `count` is raised right after each element is initialized, so
-                // exactly the first `count` are initialized, also when a row throws.
-                return try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
-                    // (A local of the closure: one captured from outside is read from its box.)
-                    var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
-                    // (By index: a `Row` holds a reference to the result, one retain per row.)
-                    for index in 0..<min(result.count, buffer.count) {
-                        let object = try register(
-                            result, row: index, entity: entity, making: making, in: &registry, filling: &filler)
-                        // Unsafe: an object registered under `entity.name` is an
-                        // `entity.objectClass` (fetched, or inserted with the model's entity
-                        // for its class); `T` is that class or a superclass.
-                        buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
-                        count += 1
-                    }
-                }
-            }
+            return try registerRows(result, entity: entity, as: T.self, making: making)
         }
         // None of the rows can be registered already: the objects are made first, then
         // registered in a pass of their own. (Inserting each into the registry as it is
@@ -81,21 +61,24 @@ struct ObjectLoader {
         made.reserveCapacity(result.count)
         let objects: [T]
         do {
-            // Unsafe: `count` is raised right after each element is initialized, so exactly
-            // the first `count` are initialized, also when a row throws.
-            objects = try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
-                var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
-                for index in 0..<min(result.count, buffer.count) {
-                    let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
-                    let object = try makeObject(
-                        result, row: index, entity: entity, objectID: ObjectID(entityName: entity.rootEntityName, primaryKey: key),
-                        key: key, making: making, filling: &filler)
-                    // Unsafe: the +1 reference that `made` owns (see there).
-                    made.append((key, Unmanaged.passRetained(object)))
-                    // Unsafe: `makeObject` made it as `entity.objectClass` (as `making` when
-                    // that is `T`); `T` is that class or a superclass.
-                    buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
-                    count += 1
+            objects = try result.withFieldReader { reader in
+                // Unsafe: `count` is raised right after each element is initialized, so
+                // exactly the first `count` are initialized, also when a row throws.
+                try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+                    var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
+                    for index in 0..<min(result.count, buffer.count) {
+                        reader.load(row: index)
+                        let key = try ManagedObjectContext.decodeInteger(result, reader, column: 0)
+                        let object = try makeObject(
+                            result, reader, entity: entity, objectID: ObjectID(entityName: entity.rootEntityName, primaryKey: key),
+                            key: key, making: making, filling: &filler)
+                        // Unsafe: the +1 reference that `made` owns (see there).
+                        made.append((key, Unmanaged.passRetained(object)))
+                        // Unsafe: `makeObject` made it as `entity.objectClass` (as `making` when
+                        // that is `T`); `T` is that class or a superclass.
+                        buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
+                        count += 1
+                    }
                 }
             }
         } catch {
@@ -110,6 +93,37 @@ struct ObjectLoader {
             }
         }
         return objects
+    }
+
+    /// `fetchObjects(entity:_:as:mayBeRegistered:)`'s rows, some of which may be objects
+    /// the context holds already: each looked up, applied or made, and registered.
+    private func registerRows<T: ManagedObject>(
+        _ result: QueryResult, entity: EntityDescription, as type: T.Type, making: ManagedObject.Type?
+    ) throws -> [T] {
+        return try context.bookkeeping.withRegistry { registry in
+            registry.reserveCapacity(registry.count + result.count)
+            // Filled in place: `append` on an array of the unspecialized `T` is a call
+            // into the runtime's generic code per object.
+            return try result.withFieldReader { reader in
+                // Unsafe: `count` is raised right after each element is initialized, so
+                // exactly the first `count` are initialized, also when a row throws.
+                try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+                    // (A local of the closure: one captured from outside is read from its box.)
+                    var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
+                    // (By index: a `Row` holds a reference to the result, one retain per row.)
+                    for index in 0..<min(result.count, buffer.count) {
+                        reader.load(row: index)
+                        let object = try register(
+                            result, reader, entity: entity, making: making, in: &registry, filling: &filler)
+                        // Unsafe: an object registered under `entity.name` is an
+                        // `entity.objectClass` (fetched, or inserted with the model's entity
+                        // for its class); `T` is that class or a superclass.
+                        buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
+                        count += 1
+                    }
+                }
+            }
+        }
     }
 
     /// The rows a query of an entity with sub-entities describes, each with its own
@@ -143,10 +157,13 @@ struct ObjectLoader {
         var byKey: [Int64: ManagedObject] = [:]
         try context.bookkeeping.withRegistry { registry in
             for (entity, result) in rows.results {
-                var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
-                for index in 0..<result.count {
-                    let object = try register(result, row: index, entity: entity, in: &registry, filling: &filler)
-                    if let key = object.objectID.primaryKey { byKey[key] = object }
+                try result.withFieldReader { reader in
+                    var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
+                    for index in 0..<result.count {
+                        reader.load(row: index)
+                        let object = try register(result, reader, entity: entity, in: &registry, filling: &filler)
+                        if let key = object.objectID.primaryKey { byKey[key] = object }
+                    }
                 }
             }
         }
@@ -186,14 +203,18 @@ struct ObjectLoader {
         let locationColumn = entity.selectColumns.count
         try context.bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + result.count)
-            var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
-            for index in 0..<result.count {
-                let object = try register(result, row: index, entity: entity, in: &registry, filling: &filler)
-                if locating {
-                    let bytes = result.fieldBytes(row: index, column: locationColumn)
-                    object.storage.setRowLocation(bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0)
+            try result.withFieldReader { reader in
+                // (A local of the closure: one captured from outside is read from its box.)
+                var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
+                for index in 0..<result.count {
+                    reader.load(row: index)
+                    let object = try register(result, reader, entity: entity, in: &registry, filling: &filler)
+                    if locating {
+                        let bytes = reader.bytes(locationColumn)
+                        object.storage.setRowLocation(bytes.flatMap { RowLocation(tid: $0, serial: serial)?.packed } ?? 0)
+                    }
+                    objects.append(object)
                 }
-                objects.append(object)
             }
         }
         return objects
@@ -213,20 +234,24 @@ struct ObjectLoader {
     ) throws -> ManagedObject {
         try context.bookkeeping.withRegistry { registry in
             var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: 1)
-            return try register(
-                row.result, row: row.index, entity: entity, mayBeRegistered: mayBeRegistered, making: objectClass,
-                in: &registry, filling: &filler)
+            return try row.result.withFieldReader { reader in
+                reader.load(row: row.index)
+                return try register(
+                    row.result, reader, entity: entity, mayBeRegistered: mayBeRegistered, making: objectClass,
+                    in: &registry, filling: &filler)
+            }
         }
     }
 
-    /// `register(row:entity:mayBeRegistered:making:)` for row `index` of `result`, in the
-    /// registry `withRegistry(_:)` hands out, the values decoded into `filler`'s blocks.
+    /// `register(row:entity:mayBeRegistered:making:)` for the row of `result` that `fields`
+    /// has loaded, in the registry `withRegistry(_:)` hands out, the values decoded into
+    /// `filler`'s blocks.
     private func register(
-        _ result: QueryResult, row index: Int, entity: EntityDescription, mayBeRegistered: Bool = true,
+        _ result: QueryResult, _ fields: FieldReader, entity: EntityDescription, mayBeRegistered: Bool = true,
         making objectClass: ManagedObject.Type? = nil, in registry: inout [ObjectID: ManagedObject],
         filling filler: inout ValueBlockFiller
     ) throws -> ManagedObject {
-        let key = try ManagedObjectContext.decodeInteger(result, row: index, column: 0)
+        let key = try ManagedObjectContext.decodeInteger(result, fields, column: 0)
         let objectID = ObjectID(entityName: entity.rootEntityName, primaryKey: key)
         if mayBeRegistered, let existing = registry[objectID] {
             if existing.entity !== entity, entity.discriminatorColumn != nil {
@@ -236,12 +261,12 @@ struct ObjectLoader {
                     reason: "the row is now a \(entity.name), the registered object a \(existing.entity.name)")
             }
             if !context.changedSet.contains(existing) && !existing.deletedFlag {
-                try apply(result, row: index, to: existing, entity: entity, key: key, filling: &filler)
+                try apply(result, fields, to: existing, entity: entity, key: key, filling: &filler)
             }
             return existing
         }
         let object = try makeObject(
-            result, row: index, entity: entity, objectID: objectID, key: key, making: objectClass, filling: &filler)
+            result, fields, entity: entity, objectID: objectID, key: key, making: objectClass, filling: &filler)
         registry[objectID] = object
         return object
     }
@@ -249,31 +274,35 @@ struct ObjectLoader {
     /// A new object of this context for a row, not registered yet (see
     /// `register(row:entity:mayBeRegistered:making:)`).
     private func makeObject(
-        _ result: QueryResult, row: Int, entity: EntityDescription, objectID: ObjectID, key: Int64,
+        _ result: QueryResult, _ fields: FieldReader, entity: EntityDescription, objectID: ObjectID, key: Int64,
         making objectClass: ManagedObject.Type?, filling filler: inout ValueBlockFiller
     ) throws -> ManagedObject {
         let object = objectClass?.init() ?? entity.makeObject()
         object.entityStorage = entity
         object.objectID = objectID
         object.contextReference = context.reference  // (not via `managedObjectContext`: no retain of the context)
-        try apply(result, row: row, to: object, entity: entity, key: key, filling: &filler)
+        try apply(result, fields, to: object, entity: entity, key: key, filling: &filler)
         return object
     }
 
     /// Copies a row's values into an object and makes them its committed values.
     func apply(row: Row, to object: ManagedObject, entity: EntityDescription, key: Int64) throws {
         var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: 1)
-        try apply(row.result, row: row.index, to: object, entity: entity, key: key, filling: &filler)
+        try row.result.withFieldReader { reader in
+            reader.load(row: row.index)
+            try apply(row.result, reader, to: object, entity: entity, key: key, filling: &filler)
+        }
     }
 
-    /// `apply(row:to:entity:key:)` for row `index` of `result` (no `Row` to make and retain
-    /// the result for), the values decoded into `filler`'s blocks.
+    /// `apply(row:to:entity:key:)` for the row of `result` that `fields` has loaded (no
+    /// `Row` to make and retain the result for), the values decoded into `filler`'s blocks.
     private func apply(
-        _ result: QueryResult, row rowIndex: Int, to object: ManagedObject, entity: EntityDescription, key: Int64,
+        _ result: QueryResult, _ fields: FieldReader, to object: ManagedObject, entity: EntityDescription, key: Int64,
         filling filler: inout ValueBlockFiller
     ) throws {
-        let version = try ManagedObjectContext.decodeInteger(result, row: rowIndex, column: 1)
-        let values = try filler.run { index in try decode(result, row: rowIndex, attribute: index, entity: entity, key: key) }
+        let rowIndex = fields.row
+        let version = try ManagedObjectContext.decodeInteger(result, fields, column: 1)
+        let values = try filler.run { index in try decode(result, fields, attribute: index, entity: entity, key: key) }
         // Values the column holds but the property's type does not (an enum's unknown
         // raw value, JSON that does not decode) fail the row before any is applied.
         if !entity.checkedAttributeIndexes.isEmpty { try entity.checkStoredValues(values, primaryKey: key) }
@@ -285,7 +314,12 @@ struct ObjectLoader {
         var keys: [Int64?] = Array(repeating: nil, count: entity.relationships.count)
         var column = 2 + entity.attributeDecodings.count
         for relationship in entity.toOneRelationships {
-            let foreignKey = try result[rowIndex].decode(Int64?.self, at: column)
+            let foreignKey: Int64? =
+                if let bytes = fields.bytes(column) {
+                    try Row.decimal(bytes) ?? result[rowIndex].decode(Int64.self, at: column)  // (the error names the column)
+                } else {
+                    nil
+                }
             column += 1
             keys[relationship.index] = foreignKey
             if case .object(let current) = object.storage.toOne[relationship.index],
@@ -298,17 +332,17 @@ struct ObjectLoader {
         object.storage.replaceCommittedKeys(keys)
     }
 
-    /// The value of attribute `index` in row `rowIndex` (its column is `index + 2`, after
+    /// The value of attribute `index` in the loaded row (its column is `index + 2`, after
     /// the key and the version).
     ///
     /// - Throws: `ManagedObjectError.invalidStoredValue` for `NULL` in a non-optional
     ///   attribute, or a value the attribute's type cannot hold.
     @inline(__always)
     private func decode(
-        _ result: QueryResult, row rowIndex: Int, attribute index: Int, entity: EntityDescription, key: Int64
+        _ result: QueryResult, _ fields: FieldReader, attribute index: Int, entity: EntityDescription, key: Int64
     ) throws -> StoredValue {
         let column = index + 2
-        guard let bytes = result.fieldBytes(row: rowIndex, column: column) else {
+        guard let bytes = fields.bytes(column) else {
             guard entity.attributeOptionality[index] else {
                 throw ManagedObjectError.invalidStoredValue(
                     entity: entity.name, key: entity.attributes[index].name, primaryKey: key,
@@ -327,7 +361,7 @@ struct ObjectLoader {
         case let decoding:
             if let value = decoding.decode(bytes) { return value }
         }
-        return try decodeThroughClosure(row: result[rowIndex], column: column, entity.attributes[index], entity: entity, key: key)
+        return try decodeThroughClosure(row: result[fields.row], column: column, entity.attributes[index], entity: entity, key: key)
     }
 
     /// An attribute's value decoded through its closure; on failure decoded again with the
