@@ -58,14 +58,17 @@ struct ObjectLoader {
         // given up exactly once: moved into the registry by `takeRetainedValue()` below, or
         // released by the `catch` when a row fails.
         var made: [(key: Int64, object: Unmanaged<ManagedObject>)] = []
-        made.reserveCapacity(result.count)
-        let objects: [T]
-        do {
-            objects = try result.withFieldReader { reader in
-                // Unsafe: `count` is raised right after each element is initialized, so
-                // exactly the first `count` are initialized, also when a row throws.
-                try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
-                    var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
+        let objects = try result.withFieldReader { reader in
+            // Unsafe: `count` is raised right after each element is initialized, so
+            // exactly the first `count` are initialized, also when a row throws.
+            try [T](unsafeUninitializedCapacity: result.count) { buffer, count in
+                // (Locals of the closure, `made` written once at the end: a variable captured
+                // from outside is read from its box at every use.)
+                var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
+                // Unsafe: the references `made` is to own (see there), released here if a row fails.
+                var references: [(key: Int64, object: Unmanaged<ManagedObject>)] = []
+                references.reserveCapacity(result.count)
+                do {
                     for index in 0..<min(result.count, buffer.count) {
                         reader.load(row: index)
                         let key = try ManagedObjectContext.decodeInteger(result, reader, column: 0)
@@ -73,17 +76,18 @@ struct ObjectLoader {
                             result, reader, entity: entity, objectID: ObjectID(entityName: entity.rootEntityName, primaryKey: key),
                             key: key, making: making, filling: &filler)
                         // Unsafe: the +1 reference that `made` owns (see there).
-                        made.append((key, Unmanaged.passRetained(object)))
+                        references.append((key, Unmanaged.passRetained(object)))
                         // Unsafe: `makeObject` made it as `entity.objectClass` (as `making` when
                         // that is `T`); `T` is that class or a superclass.
                         buffer.initializeElement(at: count, to: unsafeDowncast(object, to: T.self))
                         count += 1
                     }
+                } catch {
+                    for entry in references { entry.object.release() }  // (the references meant for the registry)
+                    throw error
                 }
+                made = references
             }
-        } catch {
-            for entry in made { entry.object.release() }  // (the references meant for the registry)
-            throw error
         }
         context.bookkeeping.withRegistry { registry in
             registry.reserveCapacity(registry.count + made.count)
@@ -274,12 +278,12 @@ struct ObjectLoader {
     /// A new object of this context for a row, not registered yet (see
     /// `register(row:entity:mayBeRegistered:making:)`).
     private func makeObject(
-        _ result: QueryResult, _ fields: FieldReader, entity: EntityDescription, objectID: ObjectID, key: Int64,
+        _ result: QueryResult, _ fields: FieldReader, entity: EntityDescription, objectID: consuming ObjectID, key: Int64,
         making objectClass: ManagedObject.Type?, filling filler: inout ValueBlockFiller
     ) throws -> ManagedObject {
         let object = objectClass?.init() ?? entity.makeObject()
         object.entityStorage = entity
-        object.objectID = objectID
+        object.objectIDStorage = consume objectID  // (moved in: no retain of the entity name)
         object.contextReference = context.reference  // (not via `managedObjectContext`: no retain of the context)
         try apply(result, fields, to: object, entity: entity, key: key, filling: &filler)
         return object
