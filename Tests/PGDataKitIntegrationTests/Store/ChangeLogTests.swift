@@ -285,6 +285,41 @@ struct ChangeLogTests {
         }
     }
 
+    @Test func theRelayHostLeavesItsOwnLargeRecordsUndecoded() throws {
+        try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+            let reader = try Connection(configuration)
+            let writer = try Connection(configuration)
+            defer { [reader, writer].forEach { $0.close() } }
+            let position = try ChangeLog.currentPosition(on: reader)
+            let own = UUID()
+            var small = ContextChanges()
+            small.deleted = [ObjectID(entityName: "User", primaryKey: 1)]
+            var large = ContextChanges()
+            large.deleted = Set((1...2_000).map { ObjectID(entityName: "User", primaryKey: Int64($0)) })
+            func write(_ changes: ContextChanges, origin: UUID) throws -> Int64 {
+                try writer.begin()
+                let id = try ChangeLog.write(changes, origin: origin, on: writer)
+                try writer.commit()
+                return id
+            }
+            let ownSmall = try write(small, origin: own)
+            let ownLarge = try write(large, origin: own)
+            let otherLarge = try write(large, origin: UUID())
+            #expect(try ChangeLog.encode(large).utf8.count > ChangeLog.payloadChangesLimit)
+            // The host's read: its own large record by id, the rest decoded.
+            let hosts = try ChangeLog.readEntries(after: position, skippingOrigin: nil, leavingLargeRecordsOf: own, on: reader)
+            #expect(hosts.entries.map(\.id) == [ownSmall, ownLarge, otherLarge])
+            #expect(hosts.entries[1] == .largeOwnRecord(id: ownLarge))
+            #expect(hosts.entries[0].record?.changes == small && hosts.entries[2].record?.changes == large)
+            // What it passes on for the large one is what its writer's notification said: the id.
+            #expect(try ChangeLog.payload(of: #require(hosts.entries[2].record)) == String(otherLarge))
+            // Any other read decodes every record.
+            let plain = try ChangeLog.read(after: position, skippingOrigin: nil, on: reader)
+            #expect(plain.records.map(\.id) == [ownSmall, ownLarge, otherLarge])
+            #expect(plain.records[1].changes == large)
+        }
+    }
+
     @Test func droppingTheManagerStopsItsListener() throws {
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
             let admin = try Connection(configuration)

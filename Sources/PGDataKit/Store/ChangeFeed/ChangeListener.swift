@@ -569,17 +569,18 @@ final class ChangeListener: Sendable {
     private func catchUp(
         on connection: Connection, from position: ChangeFeedPosition, passingOn relay: NotificationRelay?
     ) throws -> ChangeFeedPosition {
-        let (records, next) = try ChangeLog.read(
+        let (entries, next) = try ChangeLog.readEntries(
             after: position.snapshot, skippingOrigin: relay == nil ? origin : nil,
-            delivered: position.deliveredLiteral, on: connection)
+            delivered: position.deliveredLiteral, leavingLargeRecordsOf: relay == nil ? nil : origin, on: connection)
+        let records = entries.compactMap(\.record)
         guard let relay else {
             deliver(records)
             return ChangeFeedPosition(snapshot: next)
         }
         deliver(records.filter { $0.origin != origin })
         var payloads: [String] = []
-        for record in records where !position.announced.contains(record.id) {
-            payloads.append((try? ChangeLog.payload(of: record)) ?? String(record.id))
+        for entry in entries where !position.announced.contains(entry.id) {
+            payloads.append(entry.record.flatMap { try? ChangeLog.payload(of: $0) } ?? String(entry.id))
         }
         relay.passOn(payloads, position: ChangeFeedPosition.relayedPosition(of: next, readFrom: position.snapshot))
         return ChangeFeedPosition(snapshot: next)

@@ -343,42 +343,10 @@ enum ChangeLog {
     static func read(
         after position: String, skippingOrigin: UUID?, delivered: String = "{}", on connection: Connection
     ) throws -> (records: [ChangeRecord], position: String) {
-        let result = try sealedRead((
-            """
-            SELECT pg_current_snapshot()::text, c.id, c.origin, c.origin_pid, c.backend_pid, c.created_at,
-                   c.changes::text, c.transaction_id::text
-            FROM (SELECT 1) AS one
-            LEFT JOIN (
-                SELECT * FROM \(table) AS c
-                WHERE c.transaction_id >= pg_snapshot_xmin($1::pg_snapshot)
-                  AND NOT pg_visible_in_snapshot(c.transaction_id, $1::pg_snapshot)
-                  AND c.origin IS DISTINCT FROM $2::uuid
-                  AND NOT EXISTS (SELECT FROM unnest($3::text::xid8[]) AS d(x) WHERE d.x = c.transaction_id)
-            ) AS c ON true
-            ORDER BY c.id
-            """,
-            [position, skippingOrigin, delivered]), on: connection)
-        var newPosition = position
-        var records: [ChangeRecord] = []
-        for row in result {
-            newPosition = try row.decode(String.self, at: 0)
-            if row.isNull(at: 1) { continue }
-            let id = try row.decode(Int64.self, at: 1)
-            let changes: ContextChanges
-            do {
-                changes = try decode(try row.decode(String.self, at: 6))
-            } catch {
-                throw ChangeLogError.unreadableRecord(id: id, reason: "\(error)")
-            }
-            records.append(
-                ChangeRecord(
-                    id: id, origin: try row.decode(UUID.self, at: 2),
-                    originProcessID: try row.decode(Int32.self, at: 3),
-                    originBackendPID: try row.decode(Int32.self, at: 4),
-                    time: try row.decode(Date.self, at: 5), changes: changes,
-                    transactionID: try transactionID(row, at: 7)))
-        }
-        return (records, newPosition)
+        let (entries, next) = try readEntries(
+            after: position, skippingOrigin: skippingOrigin, delivered: delivered, leavingLargeRecordsOf: nil,
+            on: connection)
+        return (entries.compactMap(\.record), next)
     }
 
     /// A transaction id column (`xid8` as text) of a row.
