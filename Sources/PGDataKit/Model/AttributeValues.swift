@@ -7,6 +7,14 @@
 ///
 /// Owned by `ObjectStorage` (values and snapshot) and the undo checkpoints; the unsafe
 /// code of the blocks lives here and in `ValueBlock`, each use with its reason.
+///
+/// Across threads a run behaves as an array's storage does: a block is read from any
+/// context's queue (an entity's default run, `EntityDescription.defaultValueRun`, is in
+/// every new object of every context; a parent's runs reach its children), and written in
+/// place only by the one run that holds it alone — its reference count (atomic) says so —
+/// so no write meets another thread's read. Values are appended only by what makes the
+/// block (a copy, or a fetch's filler on the fetch's own queue, whose earlier runs no
+/// other thread holds before the fetch returns).
 @usableFromInline
 struct AttributeValues {
     /// The block holding the run; `nil` for no values.
