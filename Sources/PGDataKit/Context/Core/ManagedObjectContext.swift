@@ -267,7 +267,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         reference.undoManager?.willChange(object)
         object.entityStorage = entity
-        if object.storage.values.count != entity.defaultValues.count { object.storage.replaceValues(entity.defaultValues) }
+        if object.storage.values.count != entity.defaultValues.count { object.storage.replaceValues(entity.defaultValueRun) }
         if !entity.relationships.isEmpty { object.prepareStorage() }
         object.contextReference = reference
         object.objectID = ObjectID(temporaryFor: entity.rootEntityName)

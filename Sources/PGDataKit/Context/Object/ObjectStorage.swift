@@ -226,11 +226,6 @@ struct ObjectStorage {
     /// Replaces the committed values (and, when given, the committed keys) without
     /// touching the current ones: a parent's state under a child's object, a conflict's
     /// stored row.
-    mutating func replaceSnapshot(_ newSnapshot: [StoredValue]?, keys: [Int64?]? = nil) {
-        replaceSnapshot(newSnapshot.map(AttributeValues.init), keys: keys)
-    }
-
-    /// `replaceSnapshot(_:keys:)` with values already in a block.
     mutating func replaceSnapshot(_ newSnapshot: AttributeValues?, keys: [Int64?]? = nil) {
         snapshot = newSnapshot
         changeHints = .unknown

@@ -321,6 +321,9 @@ struct SavePipeline {
             let changedAttributes = Set(object.changedAttributeIndexes)
             let changedToOne = Set(object.changedToOneIndexes)
             let isDelete = context.deletedSet.contains(object)
+            if case .error = context.mergePolicy { continue }
+            // (One block for the stored row: after a rollback, values and snapshot share it.)
+            let storeRun = AttributeValues(storeValues)
             switch context.mergePolicy {
             case .error:
                 continue
@@ -346,7 +349,7 @@ struct SavePipeline {
             case .overwrite:
                 overwrite.insert(ObjectIdentifier(object))
             case .rollback:
-                object.storage.replaceValues(storeValues)
+                object.storage.replaceValues(storeRun)
                 for index in entity.toOneRelationships.map(\.index) {
                     object.setReference(storeKeys[index].map { .key($0) } ?? .none, at: index)
                 }
@@ -356,7 +359,7 @@ struct SavePipeline {
                 }
             }
             // The object now stands on the store's row.
-            object.storage.replaceSnapshot(storeValues, keys: storeKeys)
+            object.storage.replaceSnapshot(storeRun, keys: storeKeys)
             object.storage.setVersion(storeVersion)
             object.storage.forgetLoaded()
         }
