@@ -23,6 +23,9 @@ struct WorkerReport: Codable, Sendable {
     var mainChecksum: String?
     var freshChecksum: String?
     var mainCount: Int?
+    /// When the main context's listing differs from the fresh fetch's: the first lines
+    /// each has that the other lacks (`main: …`, `fresh: …`), to say which objects.
+    var listingDifferences: [String]?
     var message: String?
 }
 
@@ -73,9 +76,8 @@ struct WorkerCounters: Codable, Sendable, Equatable {
 enum WorkerCommand {
     /// Stop writing, report `stopped`.
     static let stop = "stop"
-    /// `mark <userID>`: worker 0 saves a marker user, after everyone stopped.
-    static let mark = "mark"
-    /// `verify <userID>`: wait until the marker is merged, then report `final`.
+    /// `verify <userID>`: wait until the marker the parent saved is merged, then report
+    /// `final`.
     static let verify = "verify"
 }
 

@@ -105,6 +105,8 @@ struct DemoSummary: Codable {
         var freshChecksum: String?
         var mainEqualsFresh: Bool
         var mergedFromEveryOtherWorker: Bool
+        /// When the main context differs from a fresh fetch: the lines that differ.
+        var listingDifferences: [String]?
         var error: String?
     }
 
@@ -183,6 +185,7 @@ struct DemoSummary: Codable {
                 mainEqualsFresh: board.finals[index].map { $0.mainChecksum != nil && $0.mainChecksum == $0.freshChecksum }
                     ?? false,
                 mergedFromEveryOtherWorker: others.isSubset(of: report?.counters.mergedFrom ?? []),
+                listingDifferences: board.finals[index]?.listingDifferences,
                 error: board.failures[index] ?? (board.finals[index] == nil ? "no final report" : nil)))
         }
         let parentChecksum = try DemoWorker.checksum(parentListing, manager: manager)

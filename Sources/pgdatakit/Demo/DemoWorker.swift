@@ -178,34 +178,15 @@ struct DemoWorker: ParsableCommand {
         }
     }
 
-    /// After `stop`: worker 0 saves the marker once everyone stopped; everyone waits for
-    /// it to be merged (then every earlier save of every worker has been merged too) and
-    /// reports the checksums of its main context and of a fresh fetch.
+    /// After `stop`: the parent saves a marker once everyone stopped; everyone waits for
+    /// it to be merged from its listener (then every earlier save of every worker has
+    /// been merged too) and reports the checksums of its main context and of a fresh
+    /// fetch.
     private func verify(
         manager: ContextManager, dataset: DatasetControllers, commands: CommandReader,
         counters: () -> WorkerCounters, report: Reporter
     ) throws {
         let marker = try commands.wait(for: WorkerCommand.verify)
-        if let mark = commands.argument(of: WorkerCommand.mark) {
-            // Under chaos a first attempt may meet a pooled connection the restart broke;
-            // a retry after an unknown outcome may find the marker there already (a
-            // unique violation), which is as good: the wait below decides.
-            var attempts = 0
-            while true {
-                let context = manager.newPrivateContext()
-                do {
-                    try context.performAndWait {
-                        User(context: context).userID = mark
-                        try context.save()
-                    }
-                    break
-                } catch {
-                    attempts += 1
-                    guard chaos, attempts < 20 else { throw error }
-                    Thread.sleep(forTimeInterval: 0.2)
-                }
-            }
-        }
         guard dataset.waitForUser(marker, seconds: 60) else {
             throw ValidationError("the marker save never reached this worker's main context")
         }
@@ -224,6 +205,7 @@ struct DemoWorker: ParsableCommand {
         final.mainChecksum = try patiently { try Self.checksum(mainListing, manager: manager) }
         final.freshChecksum = try patiently { try Self.checksum(freshListing, manager: manager) }
         final.mainCount = mainCount
+        if mainListing != freshListing { final.listingDifferences = Self.differences(main: mainListing, fresh: freshListing) }
         report.send(final)
     }
 
@@ -345,6 +327,15 @@ struct DemoWorker: ParsableCommand {
             lines.append("post \(post.postID) \(post.title ?? "-") \(post.user?.userID ?? "-")")
         }
         return lines.joined(separator: "\n")
+    }
+
+    /// The first lines (up to five each) that one listing has and the other lacks.
+    static func differences(main: String, fresh: String) -> [String] {
+        let mainLines = main.split(separator: "\n")
+        let freshLines = fresh.split(separator: "\n")
+        let (inMain, inFresh) = (Set(mainLines), Set(freshLines))
+        return mainLines.filter { !inFresh.contains($0) }.prefix(5).map { "main: \($0)" }
+            + freshLines.filter { !inMain.contains($0) }.prefix(5).map { "fresh: \($0)" }
     }
 
     /// SHA-256 of a listing, computed by the server (`sha256()`).
