@@ -64,27 +64,6 @@ struct AttributeValues {
         }
     }
 
-    /// The value at `position` as its scalar type (`StoredValue.scalar(as:)`), read in
-    /// place: what a typed property's getter reads. Through `withUnsafeBufferPointer`
-    /// the read retained the block twice and copied the value out (callgrind: ~70
-    /// instructions of a ~500-instruction property read).
-    ///
-    /// - Precondition: `position` is in `0..<count` (a misuse: slots come from the model).
-    @inlinable
-    func scalar<Scalar>(at position: Int, as type: Scalar.Type) -> Scalar? {
-        // Unsafe: the block's reference read as bits (no retain; `nil` is 0, a reference
-        // is never 0): this run holds the block, and it is not changed during this read.
-        let bits = unsafeBitCast(block, to: UnsafeRawPointer?.self)
-        guard let bits, position >= 0, position < Int(length) else {
-            preconditionFailure("no attribute value at position \(position) of \(length)")
-        }
-        // Unsafe: the unretained reference is valid while this run holds the block (the
-        // whole call); `position` is in the run (checked above), initialized while held.
-        return Unmanaged<ValueBlock>.fromOpaque(bits)._withUnsafeGuaranteedRef { block in
-            block.withUnsafeMutablePointerToElements { $0[Int(start) + position].scalar(as: type) }
-        }
-    }
-
     /// Makes the run the only user of its block, copying it into a block of its own when
     /// the block is shared (before a write).
     @usableFromInline

@@ -146,9 +146,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     }
 
     /// The entity description: the context's model's, or one built from the class.
-    /// (`final`: read at every property access, it is called directly, not through the
-    /// class's table; no subclass could override it outside the module anyway.)
-    public final var entity: EntityDescription {
+    public var entity: EntityDescription {
         if let entityStorage { return entityStorage }
         let described = EntityRegistry.description(for: type(of: self))
         entityStorage = described
@@ -258,34 +256,12 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// The storage position of the property behind a wrapper's storage key path:
     /// cached per entity by key-path identity; on a miss, found by marking the wrapper
     /// and looking for the mark through reflection.
-    ///
-    /// Every read and write of a typed property asks this first, so the cached case is
-    /// all it does inline; the search (`slotByReflection`) is a function of its own, which
-    /// keeps its locals (a `Mirror`, set up at every call while they were here: about 50
-    /// instructions a property access) out of this one.
     @usableFromInline
     static func slot<Object: ManagedObject, Wrapper: SlotHolder>(
         of object: Object, _ keyPath: ReferenceWritableKeyPath<Object, Wrapper>
     ) -> Int {
-        // Unsafe: the entity's reference read as bits (no retain; `nil` is 0): nothing
-        // sets the object's entity during this call, so the object's own reference keeps
-        // the entity alive through it.
-        if let bits = unsafeBitCast(object.entityStorage, to: UnsafeRawPointer?.self),
-            // Unsafe: the unretained reference, valid for the call (above).
-            let cached = Unmanaged<EntityDescription>.fromOpaque(bits)._withUnsafeGuaranteedRef({ $0.cachedSlot(for: keyPath) })
-        {
-            return cached
-        }
-        return slotByReflection(of: object, keyPath)
-    }
-
-    /// `slot(of:_:)` when the entity has not cached it yet: marks the wrapper, finds the
-    /// mark among the object's properties through reflection, caches the position.
-    @inline(never)
-    private static func slotByReflection<Object: ManagedObject, Wrapper: SlotHolder>(
-        of object: Object, _ keyPath: ReferenceWritableKeyPath<Object, Wrapper>
-    ) -> Int {
         let entity = object.entity
+        if let cached = entity.cachedSlot(for: keyPath) { return cached }
         let marker = SlotMarker.next()
         object[keyPath: keyPath].slot = marker
         defer { object[keyPath: keyPath].slot = -1 }
@@ -333,7 +309,14 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     @inlinable
     func storedScalar<Scalar>(at slot: Int, as scalar: Scalar.Type) -> Scalar? {
         prepareRead(at: slot)
-        return storage.values.scalar(at: slot, as: Scalar.self)
+        // Unsafe: the buffer is read only inside the closure, and only after `slot` is
+        // checked against its indices (a bad slot stops with a precondition failure).
+        return storage.values.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress, buffer.indices.contains(slot) else {
+                preconditionFailure("no attribute at position \(slot)")
+            }
+            return base[slot].scalar(as: Scalar.self)
+        }
     }
 
     /// What every read of a stored value does first: the queue check (debug builds),
