@@ -28,7 +28,7 @@ public struct PostgresCell {
     /// The field as a Swift string (empty for `NULL`).
     public var string: String {
         guard let bytes else { return "" }
-        return String(decoding: bytes, as: UTF8.self)
+        return SmallText.decoded(bytes)
     }
 
     /// The non-NULL bytes, or an `unexpectedNull` error naming `type`.

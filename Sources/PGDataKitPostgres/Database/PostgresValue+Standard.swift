@@ -28,7 +28,7 @@ extension String: PostgresCodable {
 
     /// Any column's text reads as a string.
     public static func decode(from cell: PostgresCell) throws -> String {
-        String(decoding: try cell.requireBytes(for: String.self), as: UTF8.self)
+        SmallText.decoded(try cell.requireBytes(for: String.self))
     }
 }
 

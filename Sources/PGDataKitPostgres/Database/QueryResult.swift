@@ -160,7 +160,7 @@ extension Row {
     /// - Throws: `PostgresValueError` (NULL, no such column).
     @inline(__always)
     package func string(at column: Int) throws -> String {
-        if let bytes = result.bareCell(row: index, column: column).bytes { return String(decoding: bytes, as: UTF8.self) }
+        if let bytes = result.bareCell(row: index, column: column).bytes { return SmallText.decoded(bytes) }
         return try decode(String.self, at: column)
     }
 

@@ -6,13 +6,15 @@ import Synchronization
 /// The library's own ways (`String(decoding:as:)`, `String(unsafeUninitializedCapacity:
 /// initializingUTF8With:)`) validate the bytes as UTF-8 and call out per string: about
 /// 100 instructions for a cell of a fetched row where this takes about 30 (callgrind).
+/// Used where a cell becomes a `String`: `String`'s `PostgresDecodable` decoding,
+/// `Row.string(at:)`, `PostgresCell.string`, and the object graph's fetches.
 ///
 /// The layout is the standard library's, not a promise of the language, so it is checked
 /// once per process against strings the library made itself, at every length from 0 to
 /// 15 (`isLaidOutAsExpected`); where it differs, `string(_:)` answers `nil` and callers
 /// take the library's way. Non-ASCII bytes are left to the library too (it validates
 /// them and repairs invalid UTF-8).
-enum SmallText {
+package enum SmallText {
     /// The top byte of an inline ASCII string of `count` bytes: `0xE0 | count`.
     private static let asciiDiscriminator: UInt64 = 0xE0
 
@@ -23,7 +25,7 @@ enum SmallText {
     /// Whether this process's standard library lays out an inline ASCII string as
     /// `string(_:)` writes one: checked at every length from 0 to 15, bit for bit, on the
     /// first call (two threads may both check; they find the same).
-    static var isLaidOutAsExpected: Bool {
+    package static var isLaidOutAsExpected: Bool {
         switch layout.load(ordering: .relaxed) {
         case 1: return true
         case 2: return false
@@ -55,7 +57,7 @@ enum SmallText {
     /// The string of `bytes`, or `nil` when they are longer than 15 bytes or not all
     /// ASCII, or when the standard library's layout is not the one expected.
     @inline(__always)
-    static func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+    package static func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
         guard bytes.count <= 15, isLaidOutAsExpected, var words = words(bytes) else { return nil }
         // Unsafe: the two words the standard library itself makes for these bytes
         // (checked bit for bit by `isLaidOutAsExpected`), moved out as the string they
@@ -89,5 +91,12 @@ enum SmallText {
         }
         guard (low | high) & 0x8080_8080_8080_8080 == 0 else { return nil }
         return (low, high | (asciiDiscriminator | UInt64(count)) << 56)
+    }
+
+    /// A cell's text as `String(decoding:as: UTF8.self)` reads it (invalid UTF-8
+    /// repaired): up to 15 ASCII bytes written inline (`string(_:)`), the rest decoded.
+    @inline(__always)
+    package static func decoded(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        string(bytes) ?? String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import PGDataKit
+@testable import PGDataKitPostgres
 
 /// `SmallText` writes an inline ASCII string's two words itself; these check that what
 /// it makes is, bit for bit and in use, the string the standard library makes.
@@ -65,11 +66,16 @@ struct SmallTextTests {
     }
 
     @Test func decodedCellsReadTheSameThroughEitherWay() {
-        // `AttributeDecoding.text` takes this way for ASCII up to 15 bytes and the
-        // library's for the rest; a fetched cell reads the same either way.
-        for text in ["", "a", "id-7", "fifteen bytes!!", "sixteen bytes!!!", "Grüße", "a\u{0}b"] {
-            let bytes = Array(text.utf8)
-            #expect(bytes.withUnsafeBufferPointer { AttributeDecoding.text($0) } == text)
+        // `AttributeDecoding.text` (fetches) and `SmallText.decoded` (a `Connection`'s
+        // `String` decoding, `Row.string(at:)`, `PostgresCell.string`) take this way for
+        // ASCII up to 15 bytes and the library's for the rest; a cell reads the same
+        // either way, invalid UTF-8 repaired as `String(decoding:as:)` repairs it.
+        let samples: [[UInt8]] = ["", "a", "id-7", "fifteen bytes!!", "sixteen bytes!!!", "Grüße", "a\u{0}b"].map { Array($0.utf8) }
+            + [[0x61, 0xFF, 0x62], [0xE6, 0x9D], Array(repeating: 0x80, count: 15)]
+        for bytes in samples {
+            let expected = String(decoding: bytes, as: UTF8.self)
+            #expect(bytes.withUnsafeBufferPointer { AttributeDecoding.text($0) } == expected)
+            #expect(bytes.withUnsafeBufferPointer { SmallText.decoded($0) } == expected)
         }
     }
 }
