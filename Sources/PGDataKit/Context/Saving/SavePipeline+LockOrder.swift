@@ -17,6 +17,9 @@ extension SavePipeline {
     ///   holding no other lock while it waits for that row, it cannot be part of a cycle,
     ///   and its `UPDATE` locks the row.
     ///
+    /// - Parameter updates: the save plan's update groups, when the save has a plan: each
+    ///   object's changes as the plan found them (otherwise they are found again here).
+    ///
     /// Rows an import's fetch read in this same transaction are found by location rather
     /// than by key (see `RowLocation`), except before reading (conflict resolution runs
     /// in a read-committed transaction of its own).
@@ -26,9 +29,10 @@ extension SavePipeline {
     ///   where the rows locked to be written are, by entity.
     @discardableResult
     func lockRowsInOrder(
-        on connection: Connection, keyedRows: Bool, beforeReading: Bool = false
+        on connection: Connection, keyedRows: Bool, beforeReading: Bool = false,
+        updates: [(shape: SavePlan.UpdateShape, objects: [ManagedObject])]? = nil
     ) throws -> LockedRows {
-        var locks = rowLocks(locating: !beforeReading && connection === context.transaction.connection)
+        var locks = rowLocks(locating: !beforeReading && connection === context.transaction.connection, updates: updates)
         if !beforeReading, context.insertedSet.isEmpty, context.deletedSet.isEmpty, locks.count == 1,
             let only = locks.first?.value.onlyRow, only.mode != .keyShare,
             !context.changedSet.contains(where: \.hasJoinChanges)
@@ -54,64 +58,28 @@ extension SavePipeline {
     }
 
     /// The rows to lock, by entity name; with `locating`, the rows' locations where this
-    /// transaction's import read them.
-    private func rowLocks(locating: Bool) -> [String: RowLockSet] {
-        // A save has objects of a few entities: a scan of their names (the same strings,
-        // compared by their bits first) instead of hashing a name once per object.
-        var sets: [(name: String, rows: RowLockSet)] = []
-        func add(_ key: Int64, _ mode: RowLockMode, entity name: String, of object: ManagedObject? = nil) {
-            let location = locating ? object.flatMap(context.rowLocation(of:)) : nil
-            if let index = sets.lastIndex(where: { $0.name == name }) {
-                sets[index].rows.add(key, mode, location: location)
-            } else {
-                var rows = RowLockSet()
-                rows.add(key, mode, location: location)
-                sets.append((name, rows))
-            }
-        }
-        /// A row that a foreign key of the save points at (not one the save inserts).
-        func referenced(_ value: RelatedReference, of relationship: RelationshipDescription) {
-            let key: Int64
-            switch value {
-            case .none: return
-            case .key(let stored): key = stored
-            case .object(let target):
-                guard let stored = target.objectID.primaryKey, !target.deletedFlag else { return }
-                key = stored
-            }
-            add(key, .keyShare, entity: relationship.destinationRootName)
-        }
+    /// transaction's import read them. `updates`: the save plan's update groups, when
+    /// there is a plan (the changed objects that write anything, with what they change);
+    /// without, the changes are found here.
+    private func rowLocks(locating: Bool, updates: [(shape: SavePlan.UpdateShape, objects: [ManagedObject])]?) -> [String: RowLockSet] {
+        var collector = RowLockCollector(locatingIn: locating ? context : nil)
         for object in context.deletedSet {
             guard let key = object.objectID.primaryKey else { continue }
-            add(key, .update, entity: object.entity.rootEntityName, of: object)
+            collector.add(key, .update, entity: object.entity.rootEntityName, of: object)
         }
         for object in context.insertedSet {
             for relationship in object.entity.toOneRelationships where relationship.columnName != nil {
-                referenced(object.storage.toOne[relationship.index], of: relationship)
+                collector.referenced(object.storage.toOne[relationship.index], of: relationship)
             }
         }
-        for object in context.changedSet where !context.insertedSet.contains(object) && !context.deletedSet.contains(object) {
-            guard let key = object.objectID.primaryKey else { continue }
-            let entity = object.entity
-            let toOne = object.changedToOneIndexes
-            let changesKey: Bool
-            if let mask = object.changedAttributeMask {
-                // (No array of indexes per object: the mask says both what a save needs.)
-                guard mask != 0 || !toOne.isEmpty else { continue }
-                changesKey = mask & entity.keyAttributeMask != 0 || toOne.contains { entity.relationships[$0].isOneToOne }
-            } else {
-                let attributes = object.changedAttributeIndexes
-                guard !attributes.isEmpty || !toOne.isEmpty else { continue }
-                changesKey =
-                    attributes.contains { entity.keyAttributeIndexes.contains($0) }
-                    || toOne.contains { entity.relationships[$0].isOneToOne }
-            }
-            add(key, changesKey ? .update : .noKeyUpdate, entity: entity.rootEntityName, of: object)
-            for index in toOne where entity.relationships[index].columnName != nil {
-                referenced(object.storage.toOne[index], of: entity.relationships[index])
+        if let updates {
+            for (shape, objects) in updates { collector.updated(objects, shape: shape) }
+        } else {
+            for object in context.changedSet where !context.insertedSet.contains(object) && !context.deletedSet.contains(object) {
+                collector.updated(object)
             }
         }
-        return Dictionary(uniqueKeysWithValues: sets)
+        return collector.locks
     }
 
     /// Adds the existing rows with the unique values of keyed inserts (one lookup per
@@ -140,5 +108,90 @@ extension SavePipeline {
             }
         }
         return found
+    }
+}
+
+/// The rows a save locks, collected by entity (`SavePipeline.rowLocks`).
+private struct RowLockCollector {
+    /// The context whose import's row locations the rows carry; `nil` for none.
+    let locatingIn: ManagedObjectContext?
+    /// A save has objects of a few entities: a scan of their names (the same strings,
+    /// compared by their bits first) instead of hashing a name once per object.
+    private var sets: [(name: String, rows: RowLockSet)] = []
+
+    init(locatingIn context: ManagedObjectContext?) {
+        locatingIn = context
+    }
+
+    /// The rows by entity name.
+    var locks: [String: RowLockSet] { Dictionary(uniqueKeysWithValues: sets) }
+
+    /// A row of `name`'s table, in `mode` (with its location when it has one).
+    mutating func add(_ key: Int64, _ mode: RowLockMode, entity name: String, of object: ManagedObject? = nil) {
+        let location = locatingIn.flatMap { context in object.flatMap(context.rowLocation(of:)) }
+        if let index = sets.lastIndex(where: { $0.name == name }) {
+            sets[index].rows.add(key, mode, location: location)
+        } else {
+            var rows = RowLockSet()
+            rows.add(key, mode, location: location)
+            sets.append((name, rows))
+        }
+    }
+
+    /// A row that a foreign key of the save points at (not one the save inserts).
+    mutating func referenced(_ value: RelatedReference, of relationship: RelationshipDescription) {
+        let key: Int64
+        switch value {
+        case .none: return
+        case .key(let stored): key = stored
+        case .object(let target):
+            guard let stored = target.objectID.primaryKey, !target.deletedFlag else { return }
+            key = stored
+        }
+        add(key, .keyShare, entity: relationship.destinationRootName)
+    }
+
+    /// An updated row, its changes found here: its lock (`FOR UPDATE` when a key column
+    /// changes, none when nothing does) and the rows its changed foreign keys point at.
+    mutating func updated(_ object: ManagedObject) {
+        guard let key = object.objectID.primaryKey else { return }
+        let entity = object.entity
+        let toOne = object.changedToOneIndexes
+        let changesKey: Bool
+        if let mask = object.changedAttributeMask {
+            // (No array of indexes per object: the mask says both what a save needs.)
+            guard mask != 0 || !toOne.isEmpty else { return }
+            changesKey = mask & entity.keyAttributeMask != 0 || toOne.contains { entity.relationships[$0].isOneToOne }
+        } else {
+            let attributes = object.changedAttributeIndexes
+            guard !attributes.isEmpty || !toOne.isEmpty else { return }
+            changesKey =
+                attributes.contains { entity.keyAttributeIndexes.contains($0) }
+                || toOne.contains { entity.relationships[$0].isOneToOne }
+        }
+        add(key, changesKey ? .update : .noKeyUpdate, entity: entity.rootEntityName, of: object)
+        for index in toOne where entity.relationships[index].columnName != nil {
+            referenced(object.storage.toOne[index], of: entity.relationships[index])
+        }
+    }
+
+    /// The updated rows of a save plan's group: the plan found each object's changes
+    /// once, and the group's shape is what its objects change, so the lock mode and the
+    /// references are found once for them all (except for an overwrite, which writes
+    /// every column whatever changed: its objects' own changes decide).
+    mutating func updated(_ objects: [ManagedObject], shape: SavePlan.UpdateShape) {
+        guard !shape.overwrite, let entity = objects.first?.entity else {
+            for object in objects { updated(object) }
+            return
+        }
+        let changesKey =
+            shape.attributeIndexes.contains { entity.keyAttributeIndexes.contains($0) }
+            || shape.toOneIndexes.contains { entity.relationships[$0].isOneToOne }
+        let references = shape.toOneIndexes.filter { entity.relationships[$0].columnName != nil }
+        for object in objects {
+            guard let key = object.objectID.primaryKey else { continue }
+            add(key, changesKey ? .update : .noKeyUpdate, entity: entity.rootEntityName, of: object)
+            for index in references { referenced(object.storage.toOne[index], of: entity.relationships[index]) }
+        }
     }
 }

@@ -94,7 +94,8 @@ extension SavePipeline {
             // under read committed it is locked without waiting, and when another
             // transaction holds it (`KeyedInsertsMetUnlockedRows`) the save is redone
             // read-committed, looking such rows up first (`SaveStateMachine`).
-            locked = try lockRowsInOrder(on: connection, keyedRows: context.concurrencyType == .main)
+            locked = try lockRowsInOrder(
+                on: connection, keyedRows: context.concurrencyType == .main, updates: plan.updates)
         }
         let lockedKeyedRows = locked?.keyedRows
         var locations = locked?.locations ?? [:]
