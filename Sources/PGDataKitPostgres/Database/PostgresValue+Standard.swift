@@ -165,6 +165,25 @@ extension Bool: PostgresCodable {
     }
 }
 
+/// A `uuid` parameter whose text is written once, for a value sent again and again (a
+/// coordinator's origin goes with every save: its text each time was over a thousand
+/// instructions of a one-object save).
+package struct EncodedUUID: PostgresEncodable, Sendable {
+    /// Sent as `uuid`.
+    package static var postgresType: PostgresType { .uuid }
+    /// The canonical text (upper case, as `uuidString` writes it; PostgreSQL reads
+    /// either case).
+    private let text: String
+
+    /// The parameter of `uuid`.
+    package init(_ uuid: UUID) {
+        text = uuid.uuidString
+    }
+
+    /// The text written at `init`.
+    package func postgresText() throws -> String? { text }
+}
+
 extension UUID: PostgresCodable {
     /// Sent as `uuid`.
     public static var postgresType: PostgresType { .uuid }

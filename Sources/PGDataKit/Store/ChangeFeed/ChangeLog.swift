@@ -148,7 +148,7 @@ enum ChangeLog {
     /// payload is its id.
     ///
     /// - Throws: `PostgresValueError` when the record cannot be encoded.
-    static func writeStatement(_ changes: ContextChanges, origin: UUID) throws
+    static func writeStatement(_ changes: ContextChanges, origin: any PostgresEncodable) throws
         -> (sql: String, parameters: [(any PostgresEncodable)?])
     {
         (writeSQL, [origin, Int32(getpid()), try encode(changes)])

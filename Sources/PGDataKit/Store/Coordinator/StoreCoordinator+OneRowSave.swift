@@ -49,7 +49,7 @@ extension StoreCoordinator {
                 FROM (SELECT 1) AS one LEFT JOIN u ON true LEFT JOIN record AS r ON true
                 """
         }
-        let parameters = arrays + [self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
+        let parameters = arrays + [originParameter, Int32(getpid()), try ChangeLog.encode(changes)]
         let written = try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 4) }
         return written.map { .committed(version: $0) } ?? .conflict
     }
@@ -91,7 +91,7 @@ extension StoreCoordinator {
                 FROM (SELECT 1) AS one LEFT JOIN d ON true LEFT JOIN record AS r ON true
                 """
         }
-        let parameters: [(any PostgresEncodable)?] = [key, version, self.origin, Int32(getpid()), try ChangeLog.encode(changes)]
+        let parameters: [(any PostgresEncodable)?] = [key, version, originParameter, Int32(getpid()), try ChangeLog.encode(changes)]
         return try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 3) } != nil
     }
 
@@ -180,7 +180,7 @@ extension StoreCoordinator {
                 """
         }
         let parameters: [(any PostgresEncodable)?] =
-            [entity.quotedTable, entity.primaryKeyColumn] + arrays.dropFirst(2) + [self.origin, Int32(getpid()), record]
+            [entity.quotedTable, entity.primaryKeyColumn] + arrays.dropFirst(2) + [originParameter, Int32(getpid()), record]
         return try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 3) }
     }
 }

@@ -458,7 +458,7 @@ extension StoreCoordinator {
             try commitWriteAndRelease(connection)
             return
         }
-        let record = try ChangeLog.writeStatement(changes, origin: origin)
+        let record = try ChangeLog.writeStatement(changes, origin: originParameter)
         countStatements(2)
         // The record's id is noted as soon as it is read, before the COMMIT's result (its
         // notification follows the commit): this process's listener need not read.

@@ -35,7 +35,9 @@ public final class StoreCoordinator: Sendable {
     let writeStatements = Mutex<[WriteStatementKey: String]>([:])
     /// This coordinator's identity in the change log: its own records are not merged
     /// again when they come back through the listener.
-    public let origin = UUID()
+    public let origin: UUID
+    /// `origin` as a statement parameter, its text written once.
+    let originParameter: EncodedUUID
     /// How the change log is kept and followed.
     public let changeLogOptions: ChangeLogOptions
     let listener: ChangeListener
@@ -115,6 +117,9 @@ public final class StoreCoordinator: Sendable {
         logger: Logger = Logger(label: "pgdatakit")
     ) throws {
         self.model = model
+        let origin = UUID()
+        self.origin = origin
+        self.originParameter = EncodedUUID(origin)
         let newPool = ConnectionPool(configuration: configuration, maximumConnections: maximumConnections, logger: logger)
         self.pool = newPool
         self.leasedWork = LeasedWorkThreads(maximum: newPool.maximumConnections)
