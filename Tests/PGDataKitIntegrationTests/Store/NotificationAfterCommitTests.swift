@@ -73,7 +73,8 @@ struct NotificationAfterCommitTests {
                 "SELECT query FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
                 [ChangeNotifier.applicationName])
             #expect(notifiers.count == 1)
-            #expect(try notifiers.first?.decode(String.self, at: 0) == ChangeNotifier.notifySQL, "its last statement")
+            // (One payload goes as a plain parameter; several as one array: OneRowSaveTests.)
+            #expect(try notifiers.first?.decode(String.self, at: 0) == ChangeNotifier.notifyOneSQL, "its last statement")
             let counts = writer.coordinator.notifier.counts
             #expect(counts.payloads == 1 && counts.transactions == 1)
         }

@@ -43,6 +43,11 @@ package final class ChangeNotifier: Sendable {
              unnest($2::text[]) WITH ORDINALITY AS u(p, n)
         ORDER BY u.n
         """
+    /// `notifySQL` for one payload (a save with no other gathered while the last went
+    /// out, the common case off a busy host): the payload as a plain text parameter, not
+    /// escaped into an array literal (which cost more than three thousand instructions for
+    /// a record's payload).
+    static let notifyOneSQL = "SELECT pg_notify($1, $2), set_config('synchronous_commit', 'off', true)"
 
     private struct State {
         var pending: [String] = []
@@ -233,7 +238,11 @@ package final class ChangeNotifier: Sendable {
                 // Committed saves are announced even from a cancelled task's thread
                 // (`close()` may run there).
                 _ = try StatementCancellation.run(nil) {
-                    try connection.execute(Self.notifySQL, [ChangeLog.channel, payloads])
+                    if payloads.count == 1 {
+                        try connection.execute(Self.notifyOneSQL, [ChangeLog.channel, payloads[0]])
+                    } else {
+                        try connection.execute(Self.notifySQL, [ChangeLog.channel, payloads])
+                    }
                 }
                 state.withLock {
                     $0.transactions += 1
