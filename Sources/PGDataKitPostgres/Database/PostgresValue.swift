@@ -194,16 +194,31 @@ package struct ArrayLiteralBuilder: ~Copyable {
         if plain {
             if let source = utf8.baseAddress { (base + position).initialize(from: source, count: utf8.count) }
             position += utf8.count
-        } else {
-            for byte in utf8 {
+        } else if let source = utf8.baseAddress {
+            // Runs between the bytes to escape are copied whole; the scan skips a word at
+            // a time while a word holds none (a JSON payload has a quote every few bytes,
+            // a user's text seldom).
+            var start = 0
+            var index = 0
+            let count = utf8.count
+            while index < count {
+                while count - index >= 8, !Self.holdsSpecialByte(UnsafeRawPointer(source + index).loadUnaligned(as: UInt64.self)) {
+                    index += 8
+                }
+                guard index < count else { break }
+                let byte = source[index]
                 if byte == 0 { throw PostgresValueError(code: .containsNUL, swiftType: "String") }
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    (base + position).initialize(from: source + start, count: index - start)
+                    position += index - start
                     base[position] = UInt8(ascii: "\\")
                     position += 1
+                    start = index  // (the byte itself leads the next run)
                 }
-                base[position] = byte
-                position += 1
+                index += 1
             }
+            (base + position).initialize(from: source + start, count: count - start)
+            position += count - start
         }
         base[position] = UInt8(ascii: "\"")
         count = position + 1
@@ -215,10 +230,7 @@ package struct ArrayLiteralBuilder: ~Copyable {
     /// overlaps the one before it; a text shorter than a word is padded with `a`s.
     private static func needsEscaping(_ bytes: UnsafePointer<UInt8>, count: Int) -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
-        @inline(__always) func holdsOne(_ word: UInt64) -> Bool {
-            @inline(__always) func hasZeroByte(_ word: UInt64) -> Bool { (word &- ones) & ~word & (ones &* 0x80) != 0 }
-            return hasZeroByte(word) || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
-        }
+        let holdsOne = holdsSpecialByte
         let raw = UnsafeRawPointer(bytes)
         guard count >= 8 else {
             var word = ones &* UInt64(UInt8(ascii: "a"))
@@ -233,6 +245,14 @@ package struct ArrayLiteralBuilder: ~Copyable {
             index += 8
         }
         return holdsOne(raw.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self))
+    }
+
+    /// Whether a word of eight bytes holds a `"`, a `\` or a NUL (see `needsEscaping`).
+    @inline(__always)
+    private static func holdsSpecialByte(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        @inline(__always) func hasZeroByte(_ word: UInt64) -> Bool { (word &- ones) & ~word & (ones &* 0x80) != 0 }
+        return hasZeroByte(word) || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
     }
 
     /// Appends an integer, quoted.

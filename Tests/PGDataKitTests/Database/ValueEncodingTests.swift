@@ -171,6 +171,30 @@ struct ValueEncodingTests {
         }
     }
 
+    @Test func arrayLiteralBuilderEscapesTextsDenseWithQuotes() throws {
+        // JSON-like texts (a quote every few bytes), runs of plain bytes around them, and
+        // a NUL after escaped bytes, which refuses the whole element.
+        var generator = SystemRandomNumberGenerator()
+        let alphabet: [Character] = ["a", "b", "{", ":", ",", "\"", "\\", " ", "é", "7"]
+        for length in [1, 7, 8, 9, 15, 16, 17, 63, 64, 65, 300, 1_000] {
+            for _ in 0..<20 {
+                let text = String((0..<length).map { _ in alphabet[Int.random(in: 0..<alphabet.count, using: &generator)] })
+                var literal = ArrayLiteralBuilder(capacity: 1)
+                try literal.append("first")
+                try literal.append(text)
+                let escaped = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                let written = literal.text()
+                #expect(written == "{\"first\",\"" + escaped + "\"}")
+                var bytes = written
+                #expect(bytes.withUTF8 { ArrayLiteralParser.parse($0) } == ["first", text])
+                var refused = ArrayLiteralBuilder(capacity: 1)
+                try refused.append("kept")
+                #expect(throws: PostgresValueError.self) { try refused.append(text + "\u{0}" + text) }
+                #expect(refused.text() == "{\"kept\"}")
+            }
+        }
+    }
+
     @Test func arrayLiteralsParse() throws {
         #expect(try decode([String?].self, from: #"{a,"b c",NULL,"NULL","q\"x"}"#) == ["a", "b c", nil, "NULL", "q\"x"])
         #expect(try decode([Int].self, from: "[0:1]={7,8}") == [7, 8])
