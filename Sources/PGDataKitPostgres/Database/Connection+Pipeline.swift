@@ -9,23 +9,29 @@ extension Connection {
     /// are sent before any result is read.
     ///
     /// - Parameter onResult: called with each statement's index and result as soon as it
-    ///   is read, before the results of the statements after it.
+    ///   is read, before the results of the statements after it (the server is asked for
+    ///   each result as soon as it is ready). Not escaping: what it captures stays on the
+    ///   caller's stack.
     /// - Returns: each statement's result, in order.
     /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
     ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
     package func executePipeline(
         _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])],
-        onResult: ((Int, QueryResult) -> Void)? = nil
+        onResult: (Int, QueryResult) -> Void = { _, _ in }
     ) throws -> [QueryResult] {
         try cancellable(.pipeline) { try sendPipeline(statements, onResult: onResult) }
     }
 
     /// `executePipeline(_:onResult:)` inside the cancellation scope.
     private func sendPipeline(
-        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])], onResult: ((Int, QueryResult) -> Void)?
+        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])], onResult: (Int, QueryResult) -> Void
     ) throws -> [QueryResult] {
+        // (Room for every statement at once, and for a transaction's opening: arrays grown
+        // step by step were a few allocations of every save.)
         var encoded: [PipelineStatement] = []
+        encoded.reserveCapacity(statements.count + 2)
         var storages: [UnsafeMutableRawPointer?] = []
+        storages.reserveCapacity(statements.count)
         defer { storages.forEach { free($0) } }
         for statement in statements {
             let (texts, types, storage) = try Connection.encode(statement.parameters)
@@ -38,10 +44,12 @@ extension Connection {
         if let begin = pendingBegin {
             pendingBegin = nil
             let opening = beginStatements(begin)
-            return Array(
-                try runPipeline(handle, opening + encoded) { onResult?($0 - opening.count, $1) }.dropFirst(opening.count))
+            encoded.insert(contentsOf: opening, at: 0)
+            var results = try runPipeline(handle, encoded, streamsResults: true) { onResult($0 - opening.count, $1) }
+            results.removeFirst(opening.count)
+            return results
         }
-        return try runPipeline(handle, encoded) { onResult?($0, $1) }
+        return try runPipeline(handle, encoded, streamsResults: true, onResult: onResult)
     }
 
     /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
@@ -66,8 +74,12 @@ extension Connection {
     ///
     /// The bookkeeping (which result belongs to which statement, what a failure skips,
     /// how the pipeline ended) is `PipelineStateMachine`'s; the libpq calls are here.
+    ///
+    /// With `streamsResults`, each statement's result is asked for as soon as it is ready
+    /// (a flush request after it) and handed to `onResult` at once.
     func runPipeline(
-        _ handle: OpaquePointer, _ statements: [PipelineStatement], onResult: ((Int, QueryResult) -> Void)? = nil
+        _ handle: OpaquePointer, _ statements: [PipelineStatement], streamsResults: Bool = false,
+        onResult: (Int, QueryResult) -> Void = { _, _ in }
     ) throws -> [QueryResult] {
         func lost() -> PostgresError {
             PostgresError(
@@ -79,7 +91,7 @@ extension Connection {
         dropEvictedStatements(handle)
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
         var machine = PipelineStateMachine<PreparedStatementCache.Key>(
-            statementCount: statements.count, streamsResults: onResult != nil)
+            statementCount: statements.count, streamsResults: streamsResults)
         sendPipeline(handle, statements, &machine)
         executedStatements += machine.sent
         let synced = PQpipelineSync(handle) == 1
@@ -95,6 +107,7 @@ extension Connection {
         // Every result must be read before the pipeline can end: per statement its
         // results up to a NULL, then the sync point.
         var results: [QueryResult] = []
+        results.reserveCapacity(statements.count)
         let failure = readPipeline(handle, statements, &machine, synced: synced, into: &results, onResult: onResult)
         let exited = PQexitPipelineMode(handle) == 1
         switch machine.outcome(exited: exited) {
@@ -152,7 +165,7 @@ extension Connection {
     private func readPipeline(
         _ handle: OpaquePointer, _ statements: [PipelineStatement],
         _ machine: inout PipelineStateMachine<PreparedStatementCache.Key>, synced: Bool,
-        into results: inout [QueryResult], onResult: ((Int, QueryResult) -> Void)?
+        into results: inout [QueryResult], onResult: (Int, QueryResult) -> Void
     ) -> PostgresError? {
         var failure: PostgresError?
         var step = machine.pipelineSynced(synced)
@@ -164,7 +177,7 @@ extension Connection {
                     case .keep(let index, let deliver):
                         let read = QueryResult(handle: result)
                         results.append(read)
-                        if deliver { onResult?(index, read) }
+                        if deliver { onResult(index, read) }
                     case .recordFailure(let index, let inParse):
                         var error = Connection.serverError(result, handle: handle, statement: statements[index].sql)
                         error.parameterDescriptions = Connection.describe(statements[index].parameters)

@@ -111,6 +111,10 @@ extension Connection {
     func beginStatements(_ begin: String) -> [PipelineStatement] {
         let own = pendingBeginSettings
         pendingBeginSettings = nil
-        return [(begin, [], [], [], true)] + [transactionSettings, own].compactMap { $0 }.map { ($0, [], [], [], true) }
+        // (Appended one by one: a concatenation of mapped arrays was three allocations.)
+        var statements: [PipelineStatement] = [(begin, [], [], [], true)]
+        if let transactionSettings { statements.append((transactionSettings, [], [], [], true)) }
+        if let own { statements.append((own, [], [], [], true)) }
+        return statements
     }
 }

@@ -362,7 +362,9 @@ public final class Connection: @unchecked Sendable {
         let handle = try requireHandle()
         if let begin = pendingBegin {
             pendingBegin = nil
-            let results = try runPipeline(handle, beginStatements(begin) + [(sql, texts, types, parameters, reusesPlan)])
+            var statements = beginStatements(begin)
+            statements.append((sql, texts, types, parameters, reusesPlan))
+            let results = try runPipeline(handle, statements)
             guard let result = results.last else { throw PostgresError(kind: .client, message: "no result", statement: sql) }
             return result
         }

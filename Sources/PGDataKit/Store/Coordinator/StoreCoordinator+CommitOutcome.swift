@@ -70,7 +70,7 @@ extension StoreCoordinator {
     ///   was sent).
     func commit(
         _ connection: Connection, after statement: (sql: String, parameters: [(any PostgresEncodable)?]),
-        transactionIDColumn: Int, recordIDColumn: Int?, onAnswer: @escaping (QueryResult) -> Void = { _ in }
+        transactionIDColumn: Int, recordIDColumn: Int?, onAnswer: (QueryResult) -> Void = { _ in }
     ) throws {
         var answer: TransactionIDAnswer?
         var commitTag: String?

@@ -101,7 +101,7 @@ extension StoreCoordinator {
     /// read, and queues its notification's payload once committed. `read` takes what the
     /// caller needs from the statement's row, when it wrote.
     private func commitOneRow<T>(
-        _ sql: String, _ parameters: [(any PostgresEncodable)?], on connection: Connection, read: @escaping (Row) -> T?
+        _ sql: String, _ parameters: [(any PostgresEncodable)?], on connection: Connection, read: (Row) -> T?
     ) throws -> T? {
         countStatements(2)
         var value: T?
