@@ -85,6 +85,9 @@ struct PipelineStateMachine<ParseKey: Hashable> {
     init(statementCount: Int, streamsResults: Bool) {
         self.statementCount = statementCount
         self.streamsResults = streamsResults
+        // (Room for every statement at once: grown step by step, it was a few allocations
+        // of every save.)
+        parses.reserveCapacity(statementCount)
     }
 
     /// A statement is about to be sent, after a `Parse` of `parse` if not `nil`. Called

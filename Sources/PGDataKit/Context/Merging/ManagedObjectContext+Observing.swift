@@ -64,11 +64,16 @@ struct ContextObservers: @unchecked Sendable {
     /// one kind, outside the lock.
     private func post(_ changes: ContextChanges, didSave: Bool) {
         storage.lock.lock()
-        let observers = (didSave ? storage.didSave : storage.didChange).sorted { $0.key < $1.key }.map(\.value)
-        let streams = Array((didSave ? storage.saveStreams : storage.changeStreams).values)
+        let observers = didSave ? storage.didSave : storage.didChange
+        let streams = didSave ? storage.saveStreams : storage.changeStreams
         storage.lock.unlock()
-        observers.forEach { $0(changes) }
-        streams.forEach { $0.yield(changes) }
+        // (One observer, the common case — a private context's manager: no sorted copy.)
+        if observers.count == 1, let only = observers.first?.value {
+            only(changes)
+        } else {
+            for (_, observer) in observers.sorted(by: { $0.key < $1.key }) { observer(changes) }
+        }
+        for stream in streams.values { stream.yield(changes) }
     }
 
     func finishAll() {
