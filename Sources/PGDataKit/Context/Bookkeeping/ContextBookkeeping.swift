@@ -90,6 +90,9 @@ final class ContextBookkeeping {
 
     /// Makes room for this many more objects.
     func reserveRegistry(adding count: Int) {
+        // (Not for a few: `reserveCapacity` is not specialized for the key type, and costs
+        // more than the inserts it would spare a rehash.)
+        guard count > 8 else { return }
         objects.reserveCapacity(objects.count + count)
     }
 

@@ -149,14 +149,19 @@ struct SavePipeline {
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)
     }
 
+    /// Above how many objects `savedChanges` reserves room in its sets at once.
+    static let reservingCount = 8
+
     /// What a save changes, with the permanent IDs its inserted objects will have.
     func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
         var changes = ContextChanges()
-        // (Only when there is something to hold: reserving room for none in an empty set
-        // copies its shared empty storage.)
+        // Room reserved only for a batch: reserving room for none in an empty set copies
+        // its shared empty storage, and `reserveCapacity` is not specialized for the
+        // element type (over a thousand instructions a call, for a one-object save more
+        // than its first `insert`, which makes the room it needs).
         let updates = outcome.updated.count + outcome.merged.count
-        if !outcome.inserted.isEmpty { changes.inserted.reserveCapacity(outcome.inserted.count) }
-        if updates > 0 {
+        if outcome.inserted.count > Self.reservingCount { changes.inserted.reserveCapacity(outcome.inserted.count) }
+        if updates > Self.reservingCount {
             changes.updated.reserveCapacity(updates)
             changes.changedKeys.reserveCapacity(updates)
         }
