@@ -1,4 +1,5 @@
 internal import CLibPQ
+import Foundation
 
 /// The rows and command status of one statement.
 ///
@@ -32,8 +33,14 @@ public final class QueryResult: RandomAccessCollection, @unchecked Sendable {
         self.handle = handle
         let columnCount = Int(PQnfields(handle))
         self.columnCount = columnCount
+        // (A name of up to 15 ASCII bytes written inline, as a short cell's text is:
+        // `String(cString:)` validated every name of every result.)
         self.columns = (0..<columnCount).map { index in
-            PQfname(handle, Int32(index)).map { String(cString: $0) } ?? "?column?"
+            PQfname(handle, Int32(index)).map { name in
+                name.withMemoryRebound(to: UInt8.self, capacity: 1) { bytes in
+                    SmallText.decoded(UnsafeBufferPointer(start: bytes, count: strlen(name)))
+                }
+            } ?? "?column?"
         }
         self.count = Int(PQntuples(handle))
     }

@@ -16,6 +16,21 @@ struct ConnectionTests {
         }
     }
 
+    /// Column names as the server sends them: short ASCII names (written inline), longer
+    /// ones, and names outside ASCII, each found by name.
+    @Test func columnNamesOfEveryLengthAndScriptReadBack() throws {
+        try TestDatabase.withConnection { connection in
+            let names = ["a", "fifteen_bytes_x", "sixteen_bytes_xy", "naïve", "東京", "🚀 launch", String(repeating: "n", count: 63)]
+            let list = names.enumerated().map { "\($0.offset) AS \(Connection.quoteIdentifier($0.element))" }
+            let result = try connection.query("SELECT " + list.joined(separator: ", "))
+            #expect(result.columns == names)
+            for (index, name) in names.enumerated() {
+                #expect(result.columnIndex(named: name) == index)
+                #expect(try result[0].decode(Int.self, named: name) == index)
+            }
+        }
+    }
+
     @Test func quotedIdentifiersAcceptAnyName() throws {
         try TestDatabase.withConnection { connection in
             let table = "we\"ird; DROP TABLE x; --"
