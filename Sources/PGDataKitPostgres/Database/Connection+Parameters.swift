@@ -15,14 +15,16 @@ extension Connection {
         var types: [UInt32] = []
         types.reserveCapacity(parameters.count)
         var size = 0
-        for parameter in parameters {
-            guard let parameter else {
+        // (Each parameter read in place through optional chaining: binding it to a
+        // constant copied the existential, its value's retain included.)
+        for index in parameters.indices {
+            guard let oid = parameters[index]?.postgresTypeOID else {
                 strings.append(nil)
                 types.append(0)
                 continue
             }
-            types.append(type(of: parameter).postgresType.oid)
-            let text = try parameter.postgresText()
+            types.append(oid)
+            let text = try parameters[index]?.postgresText()
             if let text { size += text.utf8.count + 1 }
             strings.append(text)
         }
@@ -56,4 +58,9 @@ extension Connection {
         }
         return (texts, types, storage)
     }
+}
+
+extension PostgresEncodable {
+    /// The type OID of the value's type (`postgresType`), read through the value.
+    fileprivate var postgresTypeOID: UInt32 { Self.postgresType.oid }
 }
