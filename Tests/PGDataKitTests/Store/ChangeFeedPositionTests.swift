@@ -23,6 +23,22 @@ struct ChangeFeedPositionTests {
         #expect(!ChangeFeedPosition(snapshot: "7:7:").covers(7))
     }
 
+    /// The literals a read sends: every delivered and own transaction once, in any
+    /// order, ids past `Int64.max` too; an empty set is `{}`.
+    @Test func theDeliveredLiteralsHoldEachTransactionOnce() throws {
+        var position = ChangeFeedPosition(snapshot: "100:110:102,105")
+        #expect(position.deliveredLiteral == "{}" && position.ownLiteral == "{}")
+        let delivered: [UInt64] = [105, 500, 7_000_000_000, UInt64(Int64.max) + 2]
+        for id in delivered { position.noteDelivered(id) }
+        for id: UInt64 in [500, 900, UInt64.max] { position.noteOwn(id) }
+        func ids(_ literal: String) throws -> [UInt64] {
+            #expect(literal.hasPrefix("{") && literal.hasSuffix("}"))
+            return try literal.dropFirst().dropLast().split(separator: ",").map { try #require(UInt64($0)) }
+        }
+        #expect(try ids(position.deliveredLiteral).sorted() == (delivered + [900, UInt64.max]).sorted())
+        #expect(try ids(position.ownLiteral).sorted() == [500, 900, UInt64.max])
+    }
+
     @Test func textThatIsNoSnapshotCoversOnlyWhatWasDelivered() {
         for text in ["", "x", "1:2", "5:3:", "1:9:a", "1:9:2,,3x"] {
             var position = ChangeFeedPosition(snapshot: text)
