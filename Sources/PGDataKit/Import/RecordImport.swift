@@ -195,16 +195,25 @@ struct RecordImport {
     private static func position(of value: UniqueValue, in keys: [StoredValue], from start: Int) -> Int? {
         let end = Swift.min(keys.count, start + 4)
         guard start < end else { return nil }
-        for position in start..<end {
-            switch (value, keys[position]) {
-            case (.string(let text), .string(let candidate)) where ExactText(candidate) == text: return position
-            case (.integer(let integer), .int(let candidate)) where Int64(candidate) == integer: return position
-            case (.integer(let integer), .int64(let candidate)) where candidate == integer: return position
-            case (.integer(let integer), .int32(let candidate)) where Int64(candidate) == integer: return position
-            case (.integer(let integer), .int16(let candidate)) where Int64(candidate) == integer: return position
-            case (.other, _): return nil
-            default: continue
+        // (The value's case first, then each candidate's in place: a switch over a tuple
+        // of both copied them, a retain and release of each text per candidate.)
+        switch value {
+        case .string(let text):
+            for position in start..<end {
+                if case .string(let candidate) = keys[position], ExactText(candidate) == text { return position }
             }
+        case .integer(let integer):
+            for position in start..<end {
+                switch keys[position] {
+                case .int(let candidate) where Int64(candidate) == integer: return position
+                case .int64(let candidate) where candidate == integer: return position
+                case .int32(let candidate) where Int64(candidate) == integer: return position
+                case .int16(let candidate) where Int64(candidate) == integer: return position
+                default: continue
+                }
+            }
+        case .other:
+            return nil
         }
         return nil
     }

@@ -42,6 +42,22 @@ enum UniqueValue: Hashable {
         }
     }
 
+    /// Case by case, as `==` (the synthesized hash copied the value first: a retain and
+    /// release of its text per hash).
+    func hash(into hasher: inout Hasher) {
+        switch self {
+        case .string(let text):
+            hasher.combine(0 as UInt8)
+            hasher.combine(text)
+        case .integer(let integer):
+            hasher.combine(1 as UInt8)
+            hasher.combine(integer)
+        case .other(let value):
+            hasher.combine(2 as UInt8)
+            hasher.combine(value)
+        }
+    }
+
     /// A scalar as `AnyHashable` when its type is hashable (every scalar type of the
     /// library's is), its description otherwise.
     private static func hashable<T: AttributeScalar>(_ value: T) -> AnyHashable {
