@@ -46,7 +46,7 @@ extension Connection {
             let opening = beginStatements(begin)
             encoded.insert(contentsOf: opening, at: 0)
             var results = try runPipeline(handle, encoded, streamsResults: true) { onResult($0 - opening.count, $1) }
-            results.removeFirst(opening.count)
+            results.removeFirst(Swift.min(opening.count, results.count))
             return results
         }
         return try runPipeline(handle, encoded, streamsResults: true, onResult: onResult)

@@ -73,7 +73,10 @@ struct FailoverIDReuseTests {
             try eventually("the save waits for the standby") {
                 let rows = try primary.query(
                     "SELECT backend_xid::text FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND datname = 'reuse'")
-                lostID = try rows.first.flatMap { UInt64(try $0.decode(String.self, at: 0)) } ?? 0
+                // (`backend_xid` comes from the server's status snapshot, taken before the
+                // wait events are read: a session that got its id and began to wait in
+                // between shows the wait with no id yet. Asked again, not decoded as text.)
+                lostID = try rows.first.flatMap { try $0.decode(String?.self, at: 0).flatMap { UInt64($0) } } ?? 0
                 return lostID != 0
             }
             try topology.stopPrimary(withPausedWALSender: walSender)

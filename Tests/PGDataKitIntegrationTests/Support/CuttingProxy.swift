@@ -180,8 +180,20 @@ final class CuttingProxy: @unchecked Sendable {
                 if closed { return }
                 continue
             }
-            let server = connectUpstream()
+            // (A connect a signal interrupts, or one the loaded machine refuses for a
+            // moment, is tried again; a session that still finds no server is closed, and
+            // why goes to the test log, so that a test failing on it says so.)
+            var server = connectUpstream()
+            for _ in 0..<3 where server < 0 {
+                let failure = errno
+                guard failure == EINTR || failure == EAGAIN || failure == ECONNREFUSED else { break }
+                usleep(20_000)
+                server = connectUpstream()
+            }
             guard server >= 0 else {
+                let failure = String(cString: strerror(errno))
+                FileHandle.standardError.write(
+                    Data("CuttingProxy: no session to \(upstream.host):\(upstream.port) (\(failure)); client closed\n".utf8))
                 Glibc.close(client)
                 continue
             }
@@ -209,7 +221,9 @@ final class CuttingProxy: @unchecked Sendable {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
             if connected != 0 {
+                let failure = errno
                 Glibc.close(fd)
+                errno = failure  // (the caller reads why)
                 return -1
             }
             return fd
@@ -217,12 +231,17 @@ final class CuttingProxy: @unchecked Sendable {
         var hints = addrinfo()
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var result: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(upstream.host, String(upstream.port), &hints, &result) == 0, let first = result else { return -1 }
+        guard getaddrinfo(upstream.host, String(upstream.port), &hints, &result) == 0, let first = result else {
+            errno = EAGAIN  // (an address lookup that failed: worth another try)
+            return -1
+        }
         defer { freeaddrinfo(result) }
         let fd = socket(first.pointee.ai_family, first.pointee.ai_socktype, first.pointee.ai_protocol)
         guard fd >= 0 else { return -1 }
         if connect(fd, first.pointee.ai_addr, first.pointee.ai_addrlen) != 0 {
+            let failure = errno
             Glibc.close(fd)
+            errno = failure  // (the caller reads why)
             return -1
         }
         return fd
