@@ -113,6 +113,12 @@ struct ListenerRelayTests {
                 }
                 let survivor = try HelperProcess.startWatcher(configuration, environment: environment)
                 defer { survivor.stop() }
+                // Following the relay before the host dies: a watcher that could not reach
+                // the relay in time listens alone first (the relay again a second later),
+                // and one still alone when the host dies never loses it nor reconnects.
+                try survivor.waitUntil("the survivor follows the relay") {
+                    $0.contains { $0.hasPrefix("relay uses=true hosts=false") }
+                }
                 let manager = try makeManager(configuration, relay: .directory(directory))
                 defer { manager.close() }
                 try eventually("this process follows the relay") { manager.coordinator.listenerUsesRelay }
@@ -141,6 +147,11 @@ struct ListenerRelayTests {
                 try eventually("this process hosts the relay") { manager.coordinator.hostsListenerRelay }
                 let watcher = try HelperProcess.startWatcher(configuration, environment: ["PGDATAKIT_TEST_RELAY": directory])
                 defer { watcher.stop() }
+                // (Following the relay before its session is killed: one still listening
+                // alone would not notice.)
+                try watcher.waitUntil("the watcher follows the relay") {
+                    $0.contains { $0.hasPrefix("relay uses=true hosts=false") }
+                }
                 var kills = 0
                 for round in 0..<3 {
                     try eventually("the relay's session is back") {
