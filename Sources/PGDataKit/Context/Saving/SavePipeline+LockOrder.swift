@@ -165,14 +165,19 @@ private struct RowLockCollector {
         } else {
             let attributes = object.changedAttributeIndexes
             guard !attributes.isEmpty || !toOne.isEmpty else { return }
-            changesKey =
-                attributes.contains { entity.keyAttributeIndexes.contains($0) }
-                || toOne.contains { entity.relationships[$0].isOneToOne }
+            changesKey = Self.changesKey(of: entity, attributes: attributes, toOne: toOne)
         }
         add(key, changesKey ? .update : .noKeyUpdate, entity: entity.rootEntityName, of: object)
         for index in toOne where entity.relationships[index].columnName != nil {
             referenced(object.storage.toOne[index], of: entity.relationships[index])
         }
+    }
+
+    /// Whether changing these attributes and to-one relationships changes a key column of
+    /// the row (a unique attribute, or the foreign key of a one-to-one), which PostgreSQL
+    /// locks `FOR UPDATE`.
+    private static func changesKey(of entity: EntityDescription, attributes: [Int], toOne: [Int]) -> Bool {
+        attributes.contains { entity.keyAttributeIndexes.contains($0) } || toOne.contains { entity.relationships[$0].isOneToOne }
     }
 
     /// The updated rows of a save plan's group: the plan found each object's changes
@@ -184,9 +189,7 @@ private struct RowLockCollector {
             for object in objects { updated(object) }
             return
         }
-        let changesKey =
-            shape.attributeIndexes.contains { entity.keyAttributeIndexes.contains($0) }
-            || shape.toOneIndexes.contains { entity.relationships[$0].isOneToOne }
+        let changesKey = Self.changesKey(of: entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
         let references = shape.toOneIndexes.filter { entity.relationships[$0].columnName != nil }
         for object in objects {
             guard let key = object.objectID.primaryKey else { continue }
