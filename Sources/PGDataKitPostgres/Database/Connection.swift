@@ -369,6 +369,9 @@ public final class Connection: @unchecked Sendable {
             return result
         }
         guard reusesPlan, !types.isEmpty, preparedStatements.capacity > 0 else {
+            // Work to do while the statement runs (`doWhileWaiting`): sent as a pipeline of
+            // one, which does it between sending and reading.
+            if workWhileWaiting != nil { return try runPipeline(handle, [(sql, texts, types, parameters, false)])[0] }
             executedStatements += 1
             let result = texts.withUnsafeBufferPointer { values in
                 values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in

@@ -12,6 +12,9 @@ extension SavePipeline {
         var conflicts: [ManagedObject] = []
         /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
         var merged: [MergedInsert] = []
+        /// The change record made while the last `UPDATE` ran, when it is this outcome's
+        /// (`RecordAhead`).
+        var recordAhead: RecordAhead?
     }
 
     /// The primary keys a save's statements use for new objects: reserved ones, and the
@@ -105,9 +108,12 @@ extension SavePipeline {
         for inserts in plan.inserts {
             try writeInserts(inserts, keys: &keys, outcome: &outcome, lockedKeyedRows: lockedKeyedRows, on: connection)
         }
-        try writeUpdates(plan.updates, keys: &keys, locations: locations, outcome: &outcome, on: connection)
+        let ahead = try writeUpdates(
+            plan.updates, keys: &keys, locations: locations, outcome: &outcome,
+            recordAhead: makesRecordAhead(plan) ? reservedKeys : nil, on: connection)
         try context.writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
         try writeDeletes(plan.deletes, keys: &keys, locations: locations, outcome: &outcome, on: connection)
+        if let ahead, ahead.fits(outcome) { outcome.recordAhead = ahead }
         return outcome
     }
 
@@ -142,17 +148,26 @@ extension SavePipeline {
 
     /// Updates changed objects, one statement per shape; a row not at the version read
     /// is a conflict. Rows whose locations the locks found (`locations`) are found there.
+    /// With `recordAhead` (the save's reserved keys), the last statement makes the save's
+    /// change record while it runs (`RecordAhead`), returned.
     private func writeUpdates(
         _ groups: [(shape: SavePlan.UpdateShape, objects: [ManagedObject])], keys: inout SaveKeys,
-        locations: [String: LockedLocations], outcome: inout WriteOutcome, on connection: Connection
-    ) throws {
-        for (shape, objects) in groups {
+        locations: [String: LockedLocations], outcome: inout WriteOutcome, recordAhead: [ObjectIdentifier: Int64]?,
+        on connection: Connection
+    ) throws -> RecordAhead? {
+        var ahead: RecordAhead?
+        for (position, (shape, objects)) in groups.enumerated() {
             guard let entity = objects.first?.entity else { continue }
             var rows = keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
             if let located = locations[entity.rootEntityName], located.suits(objects.count) { rows.locations = located.literal }
-            let written = try context.coordinator.updateRows(of: entity, rows, checksVersion: !shape.overwrite, on: connection)
             var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
             changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
+            if let reservedKeys = recordAhead, position == groups.count - 1 {
+                ahead = makeRecordAhead(
+                    after: outcome, updating: objects, changedKeys: changedKeys, reservedKeys: reservedKeys, on: connection)
+            }
+            defer { if ahead != nil { connection.doWhileWaiting(nil) } }
+            let written = try context.coordinator.updateRows(of: entity, rows, checksVersion: !shape.overwrite, on: connection)
             for object in objects {
                 guard let newVersion = written[keys.key(of: object)] else {
                     outcome.conflicts.append(object)
@@ -161,6 +176,7 @@ extension SavePipeline {
                 outcome.updated.append((object, changedKeys, newVersion))
             }
         }
+        return ahead
     }
 
     /// Deletes objects entity by entity; a row not deleted is a conflict. Rows whose

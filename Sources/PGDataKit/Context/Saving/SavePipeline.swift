@@ -142,8 +142,10 @@ struct SavePipeline {
     /// the `COMMIT`, the Store finds out whether it committed: if it did, this returns
     /// and the save finishes as any other.
     private func commitSave(on connection: Connection, outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) throws {
-        let changes = savedChanges(outcome: outcome, reservedKeys: reservedKeys)
-        try context.coordinator.recordChangesAndCommit(changes, on: connection)
+        let ahead = outcome.recordAhead
+        if ahead != nil { context.coordinator.recordsMadeAhead.add(1, ordering: .relaxed) }
+        let changes = ahead?.changes ?? savedChanges(outcome: outcome, reservedKeys: reservedKeys)
+        try context.coordinator.recordChangesAndCommit(changes, encoded: ahead?.encoded, on: connection)
         context.transaction.close(ifItIs: connection)
         context.coordinator.metrics.saved(changes, context: context.concurrencyType == .main ? "main" : "private")
         finishSave(outcome: outcome, reservedKeys: reservedKeys, changes: changes)

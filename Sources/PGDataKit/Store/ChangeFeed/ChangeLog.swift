@@ -145,13 +145,14 @@ enum ChangeLog {
     /// notification lock across its commit's flush. The payload goes out after the
     /// commit (`ChangeNotifier`). It carries the whole record when it fits
     /// (`payload(of:)`), so that listeners need not read the log; a larger record's
-    /// payload is its id.
+    /// payload is its id. `encoded`: the record's text (`encode(_:)` of `changes`), when
+    /// the caller made it already.
     ///
     /// - Throws: `PostgresValueError` when the record cannot be encoded.
-    static func writeStatement(_ changes: ContextChanges, origin: any PostgresEncodable) throws
+    static func writeStatement(_ changes: ContextChanges, encoded: String? = nil, origin: any PostgresEncodable) throws
         -> (sql: String, parameters: [(any PostgresEncodable)?])
     {
-        (writeSQL, [origin, Int32(getpid()), try encode(changes)])
+        (writeSQL, [origin, Int32(getpid()), try encoded ?? encode(changes)])
     }
 
     /// `writeStatement`'s text, written once (building it was a tenth of a one-object

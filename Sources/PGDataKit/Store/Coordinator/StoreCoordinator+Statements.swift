@@ -446,19 +446,20 @@ extension StoreCoordinator {
     /// answer, the outcome is looked up by the transaction id the record returned (see
     /// `commit(_:after:transactionIDColumn:onAnswer:)`): a transaction that committed
     /// returns normally. On failure the connection stays with the caller, who rolls back
-    /// with `rollbackAndRelease(_:)`.
+    /// with `rollbackAndRelease(_:)`. `encoded`: the record's text when the caller made
+    /// it already (`SavePipeline.RecordAhead`).
     ///
     /// - Throws: `PostgresError` (the record's, or the commit's: also when the
     ///   transaction had failed and PostgreSQL rolled it back instead; a lost connection
     ///   only when the transaction did not commit, marked `transactionDidNotCommit`),
     ///   `SaveOutcomeUnknownError` when that could not be found out,
     ///   `PostgresValueError`.
-    func recordChangesAndCommit(_ changes: ContextChanges, on connection: Connection) throws {
+    func recordChangesAndCommit(_ changes: ContextChanges, encoded: String? = nil, on connection: Connection) throws {
         guard !changes.isEmpty else {
             try commitWriteAndRelease(connection)
             return
         }
-        let record = try ChangeLog.writeStatement(changes, origin: originParameter)
+        let record = try ChangeLog.writeStatement(changes, encoded: encoded, origin: originParameter)
         countStatements(2)
         // The record's id is noted as soon as it is read, before the COMMIT's result (its
         // notification follows the commit): this process's listener need not read.

@@ -30,6 +30,9 @@ public final class StoreCoordinator: Sendable {
     let logger: Logger
     /// Statements sent for contexts, counted by `execute` and the transaction helpers.
     let statementCounter = Atomic<Int>(0)
+    /// How many saves committed with the change record made while their last `UPDATE`
+    /// ran (`SavePipeline.RecordAhead`).
+    let recordsMadeAhead = Atomic<Int>(0)
     /// SQL text of batch updates and inserts already built, by entity, columns and
     /// version check (a save sends the same few shapes again and again).
     let writeStatements = Mutex<[WriteStatementKey: String]>([:])
