@@ -63,8 +63,9 @@ extension Connection {
     /// Runs `work` once, on the calling thread, right after the next pipeline of
     /// statements is sent and before its results are read, so that client work (such as
     /// releasing a context's previous objects) overlaps the server's; `nil` cancels it.
-    /// A statement that is not prepared by name is sent as a pipeline of one then; a
-    /// prepared one (`PQexecPrepared`) does not run the work, which waits for the next.
+    /// A statement with parameters that is not prepared by name is sent as a pipeline of
+    /// one then; a prepared one (`PQexecPrepared`) does not run the work, which waits for
+    /// the next.
     package func doWhileWaiting(_ work: (() -> Void)?) {
         lock.lock()
         defer { lock.unlock() }

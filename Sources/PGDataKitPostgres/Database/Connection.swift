@@ -370,8 +370,11 @@ public final class Connection: @unchecked Sendable {
         }
         guard reusesPlan, !types.isEmpty, preparedStatements.capacity > 0 else {
             // Work to do while the statement runs (`doWhileWaiting`): sent as a pipeline of
-            // one, which does it between sending and reading.
-            if workWhileWaiting != nil { return try runPipeline(handle, [(sql, texts, types, parameters, false)])[0] }
+            // one, which does it between sending and reading. (Not a statement without
+            // parameters: a `COPY`'s start cannot go in a pipeline.)
+            if workWhileWaiting != nil, !types.isEmpty {
+                return try runPipeline(handle, [(sql, texts, types, parameters, false)])[0]
+            }
             executedStatements += 1
             let result = texts.withUnsafeBufferPointer { values in
                 values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in

@@ -133,6 +133,7 @@ extension ManagedObjectContext {
         for (position, entry) in outcome.updated.enumerated() {
             if let names = changedNames.removeValue(forKey: ObjectIdentifier(entry.object)) {
                 outcome.updated[position].keys.formUnion(names)
+                outcome.updatedKeysWidened = true
             }
         }
         for object in changedSet where !object.deletedFlag {

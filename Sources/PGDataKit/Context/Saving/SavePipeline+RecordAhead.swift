@@ -13,47 +13,52 @@ import PGDataKitPostgres
 extension SavePipeline {
     /// The record made ahead, and the outcome it is the record of.
     final class RecordAhead {
-        /// The objects of the outcome it was made for, in order: inserted, merged,
-        /// updated, deleted (the outcome's arrays are appended to, never reordered).
+        /// How many objects the outcome it was made for holds before the last `UPDATE`:
+        /// inserted, merged, updated, deleted (the outcome's arrays are appended to; the
+        /// updates already in it keep their keys, as nothing that changes them follows
+        /// the updates: `makesRecordAhead`).
         private let inserted: Int
         private let merged: Int
-        private let updated: [(object: ObjectIdentifier, keys: Set<String>)]
+        private let updatedBefore: Int
         private let deleted: Int
+        /// The last `UPDATE`'s objects, in order, and the keys it writes.
+        private let objects: [ManagedObject]
+        private let keys: Set<String>
         /// What the save changed, in that outcome.
         private(set) var changes: ContextChanges?
         /// The change record's text (`nil` when encoding it failed: the commit then
         /// encodes it again and reports the error).
         private(set) var encoded: String?
 
-        /// A record to make for `outcome` once `objects` are updated too (with
-        /// `changedKeys`).
-        init(after outcome: WriteOutcome, updating objects: [ManagedObject], changedKeys: Set<String>) {
+        /// A record to make for `outcome` once `objects` are updated too, writing `keys`.
+        init(after outcome: WriteOutcome, updating objects: [ManagedObject], keys: Set<String>) {
             inserted = outcome.inserted.count
             merged = outcome.merged.count
-            var updated = outcome.updated.map { (ObjectIdentifier($0.object), $0.keys) }
-            updated.reserveCapacity(updated.count + objects.count)
-            for object in objects { updated.append((ObjectIdentifier(object), changedKeys)) }
-            self.updated = updated
+            updatedBefore = outcome.updated.count
             deleted = outcome.deleted.count
+            self.objects = objects
+            self.keys = keys
         }
 
-        /// Makes the record: `expected` is the outcome with every object updated.
-        func make(_ expected: WriteOutcome, by pipeline: SavePipeline, reservedKeys: [ObjectIdentifier: Int64]) {
-            let changes = pipeline.savedChanges(outcome: expected, reservedKeys: reservedKeys)
+        /// Makes the record of `outcome` with every object of the last `UPDATE` updated.
+        func make(after outcome: WriteOutcome, by pipeline: SavePipeline, reservedKeys: [ObjectIdentifier: Int64]) {
+            let changes = pipeline.savedChanges(outcome: outcome, reservedKeys: reservedKeys, alsoUpdated: (objects, keys))
             self.changes = changes
             encoded = try? ChangeLog.encode(changes)
         }
 
-        /// Whether it is the record of `outcome`: the same objects written with the same
-        /// keys (the updates' sets of keys are shared by shape: compared by identity
-        /// first), no conflict.
+        /// Whether it is the record of `outcome`: no conflict, the last `UPDATE` wrote
+        /// every one of its objects, in order (with `keys`, which `writeUpdates` gives them
+        /// all), and no later write changed the keys of an update
+        /// (`WriteOutcome.updatedKeysWidened`).
         func fits(_ outcome: WriteOutcome) -> Bool {
-            guard changes != nil, encoded != nil, outcome.conflicts.isEmpty, outcome.inserted.count == inserted,
-                outcome.merged.count == merged, outcome.deleted.count == deleted, outcome.updated.count == updated.count
+            guard changes != nil, encoded != nil, outcome.conflicts.isEmpty, !outcome.updatedKeysWidened,
+                outcome.inserted.count == inserted, outcome.merged.count == merged, outcome.deleted.count == deleted,
+                outcome.updated.count == updatedBefore + objects.count
             else { return false }
-            for (position, entry) in outcome.updated.enumerated() {
-                let expected = updated[position]
-                guard ObjectIdentifier(entry.object) == expected.object, entry.keys == expected.keys else { return false }
+            // (Read in place: a copy of each entry would retain its object and keys.)
+            for offset in objects.indices where outcome.updated[updatedBefore + offset].object !== objects[offset] {
+                return false
             }
             return true
         }
@@ -76,13 +81,8 @@ extension SavePipeline {
         after outcome: WriteOutcome, updating objects: [ManagedObject], changedKeys: Set<String>,
         reservedKeys: [ObjectIdentifier: Int64], on connection: Connection
     ) -> RecordAhead {
-        let ahead = RecordAhead(after: outcome, updating: objects, changedKeys: changedKeys)
-        connection.doWhileWaiting { [self] in
-            var expected = outcome
-            expected.updated.reserveCapacity(outcome.updated.count + objects.count)
-            for object in objects { expected.updated.append((object, changedKeys, 0)) }
-            ahead.make(expected, by: self, reservedKeys: reservedKeys)
-        }
+        let ahead = RecordAhead(after: outcome, updating: objects, keys: changedKeys)
+        connection.doWhileWaiting { [self] in ahead.make(after: outcome, by: self, reservedKeys: reservedKeys) }
         return ahead
     }
 }

@@ -12,6 +12,9 @@ extension SavePipeline {
         var conflicts: [ManagedObject] = []
         /// Keyed inserts that met an existing row (see `upsertKeyedInserts`).
         var merged: [MergedInsert] = []
+        /// Whether a write after the updates added keys to an update already here (a
+        /// changed many-to-many set's name, `writeJoinTableChanges`).
+        var updatedKeysWidened = false
         /// The change record made while the last `UPDATE` ran, when it is this outcome's
         /// (`RecordAhead`).
         var recordAhead: RecordAhead?

@@ -154,14 +154,19 @@ struct SavePipeline {
     /// Above how many objects `savedChanges` reserves room in its sets at once.
     static let reservingCount = 8
 
-    /// What a save changes, with the permanent IDs its inserted objects will have.
-    func savedChanges(outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64]) -> ContextChanges {
+    /// What a save changes, with the permanent IDs its inserted objects will have; with
+    /// `alsoUpdated`, as if those objects had been updated too, changing `keys`
+    /// (`RecordAhead`).
+    func savedChanges(
+        outcome: WriteOutcome, reservedKeys: [ObjectIdentifier: Int64],
+        alsoUpdated: (objects: [ManagedObject], keys: Set<String>)? = nil
+    ) -> ContextChanges {
         var changes = ContextChanges()
         // Room reserved only for a batch: reserving room for none in an empty set copies
         // its shared empty storage, and `reserveCapacity` is not specialized for the
         // element type (over a thousand instructions a call, for a one-object save more
         // than its first `insert`, which makes the room it needs).
-        let updates = outcome.updated.count + outcome.merged.count
+        let updates = outcome.updated.count + outcome.merged.count + (alsoUpdated?.objects.count ?? 0)
         if outcome.inserted.count > Self.reservingCount { changes.inserted.reserveCapacity(outcome.inserted.count) }
         if updates > Self.reservingCount {
             changes.updated.reserveCapacity(updates)
@@ -176,6 +181,13 @@ struct SavePipeline {
             changes.updated.insert(object.objectID)
             changes.changedKeys[object.objectID] = keys
             if object.entity.superentityName != nil { changes.entityNames[object.objectID] = object.entity.name }
+        }
+        if let (objects, keys) = alsoUpdated {
+            for object in objects {
+                changes.updated.insert(object.objectID)
+                changes.changedKeys[object.objectID] = keys
+                if object.entity.superentityName != nil { changes.entityNames[object.objectID] = object.entity.name }
+            }
         }
         for merged in outcome.merged {
             guard let keys = merged.changedKeys else { continue }
