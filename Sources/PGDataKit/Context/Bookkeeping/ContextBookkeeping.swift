@@ -35,6 +35,9 @@ final class ContextBookkeeping {
     /// The objects a `reset` let go of, released while the context's next statement runs
     /// on the server (their deallocation then costs no wall time), or at the next reset.
     private var retired: [ObjectID: ManagedObject]?
+    /// The committed values a save's updates replaced, released like `retired` (or at the
+    /// next save that replaces some).
+    private var retiredValues: [AttributeValues] = []
     /// The objects with unsaved changes, each with the kinds it has (one list; see
     /// `PendingObjects`, which owns its fields).
     #if DEBUG
@@ -150,11 +153,18 @@ final class ContextBookkeeping {
         keyedInsertKeysChanged = false
     }
 
-    /// Whether objects a reset let go of are still held.
-    var holdsRetired: Bool { retired != nil }
+    /// Whether objects a reset let go of, or values a save replaced, are still held.
+    var holdsRetired: Bool { retired != nil || !retiredValues.isEmpty }
 
-    /// Releases the objects a reset let go of.
-    func releaseRetired() { retired = nil }
+    /// Releases the objects a reset let go of and the values a save replaced.
+    func releaseRetired() {
+        retired = nil
+        if !retiredValues.isEmpty { retiredValues = [] }
+    }
+
+    /// Keeps the committed values a save replaced, to be released while the context's
+    /// next statement runs (those kept before are released now).
+    func retireValues(_ values: consuming [AttributeValues]) { retiredValues = values }
 
     // MARK: - Pending changes of one object (an undo)
 

@@ -86,6 +86,14 @@ extension ManagedObject {
         storage.commitSaved(entity, version: version)
     }
 
+    /// `commitSaved(version:)`, the replaced committed values appended to `replaced` (to
+    /// be released later, `ContextBookkeeping.retireValues(_:)`).
+    func commitSaved(version: Int64, replaced: inout [AttributeValues]) {
+        let entity = self.entity
+        if !storage.isPrepared(for: entity) { prepareStorage() }
+        storage.commitSaved(entity, version: version, replaced: &replaced)
+    }
+
     /// Makes the current values the committed ones (after a save or a fetch).
     func commitSnapshot() {
         prepareStorage()

@@ -201,6 +201,13 @@ struct ObjectStorage {
         changeHints = .clean
     }
 
+    /// `commitSaved(_:version:)`, the replaced committed values appended to `replaced`
+    /// rather than released here.
+    mutating func commitSaved(_ entity: EntityDescription, version newVersion: Int64, replaced: inout [AttributeValues]) {
+        if let snapshot { replaced.append(snapshot) }
+        commitSaved(entity, version: newVersion)
+    }
+
     /// After a save wrote the row at `version`: `commit(_:)`, and no keyed insert any
     /// more. The caller prepared the storage.
     mutating func commitSaved(_ entity: EntityDescription, version newVersion: Int64) {

@@ -408,8 +408,15 @@ struct SavePipeline {
             }
             finishMergedInsert(merged)
         }
-        for (object, _, version) in outcome.updated {
-            object.commitSaved(version: version)
+        // The values the updates replaced are released while the next statement runs
+        // (a private root context's, as `reset()`'s objects are).
+        if context.concurrencyType == .private && context.parent == nil && outcome.updated.count > Self.reservingCount {
+            var replaced: [AttributeValues] = []
+            replaced.reserveCapacity(outcome.updated.count)
+            for (object, _, version) in outcome.updated { object.commitSaved(version: version, replaced: &replaced) }
+            context.bookkeeping.retireValues(replaced)
+        } else {
+            for (object, _, version) in outcome.updated { object.commitSaved(version: version) }
         }
         // The rows are gone: touching these objects is `objectDeleted`, as for rows
         // deleted elsewhere.
