@@ -91,7 +91,10 @@ extension SavePipeline {
         }
         var keys = SaveKeys(keys: reservedKeys)
         var locked = locked
+        var updatesAhead: UpdatesAhead?
         if locked == nil {
+            updatesAhead = bindUpdatesAhead(plan, keys: keys, on: connection)
+            defer { if updatesAhead != nil { connection.doWhileWaiting(nil) } }
             // The main context's imports looked for their keys in earlier transactions:
             // rows committed since then, which its keyed inserts would meet (and lock) out
             // of order, are looked up and locked in order first. A private context looked
@@ -112,7 +115,7 @@ extension SavePipeline {
             try writeInserts(inserts, keys: &keys, outcome: &outcome, lockedKeyedRows: lockedKeyedRows, on: connection)
         }
         let ahead = try writeUpdates(
-            plan.updates, keys: &keys, locations: locations, outcome: &outcome,
+            plan.updates, keys: &keys, locations: locations, outcome: &outcome, bound: updatesAhead,
             recordAhead: makesRecordAhead(plan) ? reservedKeys : nil, on: connection)
         try context.writeJoinTableChanges(on: connection, reservedKeys: keys.keys, outcome: &outcome)
         try writeDeletes(plan.deletes, keys: &keys, locations: locations, outcome: &outcome, on: connection)
@@ -151,17 +154,20 @@ extension SavePipeline {
 
     /// Updates changed objects, one statement per shape; a row not at the version read
     /// is a conflict. Rows whose locations the locks found (`locations`) are found there.
-    /// With `recordAhead` (the save's reserved keys), the last statement makes the save's
-    /// change record while it runs (`RecordAhead`), returned.
+    /// Groups `bound` ahead (`UpdatesAhead`) are sent as bound. With `recordAhead` (the
+    /// save's reserved keys), the last statement makes the save's change record while it
+    /// runs (`RecordAhead`), returned.
     private func writeUpdates(
         _ groups: [(shape: SavePlan.UpdateShape, objects: [ManagedObject])], keys: inout SaveKeys,
-        locations: [String: LockedLocations], outcome: inout WriteOutcome, recordAhead: [ObjectIdentifier: Int64]?,
-        on connection: Connection
+        locations: [String: LockedLocations], outcome: inout WriteOutcome, bound: UpdatesAhead?,
+        recordAhead: [ObjectIdentifier: Int64]?, on connection: Connection
     ) throws -> RecordAhead? {
         var ahead: RecordAhead?
         for (position, (shape, objects)) in groups.enumerated() {
             guard let entity = objects.first?.entity else { continue }
-            var rows = keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
+            let early = bound?.group(position)
+            if early != nil { context.coordinator.updatesBoundAhead.add(1, ordering: .relaxed) }
+            var rows = early?.rows ?? keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
             if let located = locations[entity.rootEntityName], located.suits(objects.count) { rows.locations = located.literal }
             var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
             changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
@@ -170,7 +176,8 @@ extension SavePipeline {
                     after: outcome, updating: objects, changedKeys: changedKeys, reservedKeys: reservedKeys, on: connection)
             }
             defer { if ahead != nil { connection.doWhileWaiting(nil) } }
-            let written = try context.coordinator.updateRows(of: entity, rows, checksVersion: !shape.overwrite, on: connection)
+            let written = try context.coordinator.updateRows(
+                of: entity, rows, bound: early.map { ($0.arrays, $0.types) }, checksVersion: !shape.overwrite, on: connection)
             for object in objects {
                 guard let newVersion = written[keys.key(of: object)] else {
                     outcome.conflicts.append(object)

@@ -186,10 +186,13 @@ extension StoreCoordinator {
     /// (found by key, but no longer at the tuple probed) is written by a second
     /// statement by key: only then, and only for those rows.
     ///
+    /// `bound`: the rows' arrays already bound (`bind(_:order:)` of `rows`).
+    ///
     /// - Returns: the new version of each row written, by primary key; a row missing
     ///   here was changed or deleted elsewhere (a conflict).
     func updateRows(
-        of entity: EntityDescription, _ rows: RowBatch, checksVersion: Bool, on connection: Connection
+        of entity: EntityDescription, _ rows: RowBatch, bound: (arrays: [(any PostgresEncodable)?], types: [String])? = nil,
+        checksVersion: Bool, on connection: Connection
     ) throws -> [Int64: Int64] {
         let assigned = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let version = Connection.quoteIdentifier(entity.versionColumn)
@@ -206,7 +209,7 @@ extension StoreCoordinator {
         let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)"
         var written: [Int64: Int64] = [:]
         written.reserveCapacity(rows.keys.count)
-        var (arrays, types) = try bind(rows)
+        var (arrays, types) = try bound ?? bind(rows)
         let single = rows.keys.count == 1
         var key = WriteStatementKey(
             entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion, single: single)

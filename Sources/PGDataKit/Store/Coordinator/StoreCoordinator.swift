@@ -33,6 +33,9 @@ public final class StoreCoordinator: Sendable {
     /// How many saves committed with the change record made while their last `UPDATE`
     /// ran (`SavePipeline.RecordAhead`).
     let recordsMadeAhead = Atomic<Int>(0)
+    /// How many update groups were sent with the arrays bound while the save's lock
+    /// statement ran (`SavePipeline.UpdatesAhead`).
+    let updatesBoundAhead = Atomic<Int>(0)
     /// SQL text of batch updates and inserts already built, by entity, columns and
     /// version check (a save sends the same few shapes again and again).
     let writeStatements = Mutex<[WriteStatementKey: String]>([:])
