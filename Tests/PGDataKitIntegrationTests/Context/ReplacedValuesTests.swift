@@ -9,21 +9,9 @@ import Testing
 /// return.
 @Suite("Values a save replaced, released while the next statement runs")
 struct ReplacedValuesTests {
-    /// Saves `count` users and returns a fresh private context holding them, fetched
-    /// (their committed values share one block), and the block.
-    private func fetched(_ count: Int, in manager: ContextManager) throws -> (ManagedObjectContext, [User]) {
-        let seeding = manager.newPrivateContext()
-        try seeding.performAndWait {
-            ExampleSchema.insertUsers(count, in: seeding)
-            try seeding.save()
-        }
-        let context = manager.newPrivateContext()
-        return (context, try context.performAndWait { try User.fetchAll(in: context) })
-    }
-
     @Test func aBatchSavesValuesAreReleasedByTheNextStatement() throws {
         try ExampleSchema.withManager { manager in
-            let (context, users) = try fetched(20, in: manager)
+            let (context, users) = try ExampleSchema.fetchedUsers(20, in: manager)
             try context.performAndWait {
                 weak let block = try #require(users.first?.storage.snapshot?.block)
                 for user in users { user.name = "renamed" }
@@ -41,7 +29,7 @@ struct ReplacedValuesTests {
     /// A save that replaces values releases those an earlier save kept.
     @Test func aLaterSaveReleasesTheValuesAnEarlierOneKept() throws {
         try ExampleSchema.withManager { manager in
-            let (context, users) = try fetched(20, in: manager)
+            let (context, users) = try ExampleSchema.fetchedUsers(20, in: manager)
             try context.performAndWait {
                 weak let first = try #require(users.first?.storage.snapshot?.block)
                 for user in users { user.name = "once" }
@@ -57,7 +45,7 @@ struct ReplacedValuesTests {
     /// A save of a few objects releases their values at once, as before.
     @Test func aSmallSaveReleasesAtOnce() throws {
         try ExampleSchema.withManager { manager in
-            let (context, users) = try fetched(5, in: manager)
+            let (context, users) = try ExampleSchema.fetchedUsers(5, in: manager)
             try context.performAndWait {
                 weak let block = try #require(users.first?.storage.snapshot?.block)
                 for user in users { user.age = 1 }

@@ -8,18 +8,6 @@ import Testing
 /// (`SavePipeline.UpdatesAhead`) when it inserts nothing; what it writes is the same.
 @Suite("UPDATE arrays bound while the lock statement runs")
 struct UpdatesAheadTests {
-    /// Saves `count` users (`userID` `u0`, `u1`, …) and returns a fresh private context
-    /// with them fetched.
-    private func fetched(_ count: Int, in manager: ContextManager) throws -> (ManagedObjectContext, [User]) {
-        let seeding = manager.newPrivateContext()
-        try seeding.performAndWait {
-            ExampleSchema.insertUsers(count, in: seeding)
-            try seeding.save()
-        }
-        let context = manager.newPrivateContext()
-        return (context, try context.performAndWait { try User.fetchAll(in: context) })
-    }
-
     private func boundAhead(_ manager: ContextManager) -> Int {
         manager.coordinator.updatesBoundAhead.load(ordering: .relaxed)
     }
@@ -28,7 +16,7 @@ struct UpdatesAheadTests {
     /// and the rows hold what was set.
     @Test func eachGroupIsSentAsBoundAhead() throws {
         try ExampleSchema.withManager { manager in
-            let (context, users) = try fetched(300, in: manager)
+            let (context, users) = try ExampleSchema.fetchedUsers(300, in: manager)
             let before = boundAhead(manager)
             try context.performAndWait {
                 for (offset, user) in users.enumerated() {
@@ -47,7 +35,7 @@ struct UpdatesAheadTests {
     /// comes from its statement).
     @Test func aSaveThatInsertsBindsWhenItWrites() throws {
         try ExampleSchema.withManager { manager in
-            let (context, users) = try fetched(200, in: manager)
+            let (context, users) = try ExampleSchema.fetchedUsers(200, in: manager)
             let before = boundAhead(manager)
             try context.performAndWait {
                 for user in users { user.name = "renamed" }
@@ -64,7 +52,7 @@ struct UpdatesAheadTests {
     /// writing nothing.
     @Test func aValueThatCannotBeBoundFailsTheSaveAsBefore() throws {
         try ExampleSchema.withManager { manager in
-            let (context, users) = try fetched(200, in: manager)
+            let (context, users) = try ExampleSchema.fetchedUsers(200, in: manager)
             let before = boundAhead(manager)
             let result = context.performAndWait { () -> Result<Void, any Error> in
                 for user in users { user.name = "renamed" }

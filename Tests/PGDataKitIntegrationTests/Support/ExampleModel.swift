@@ -111,6 +111,18 @@ enum ExampleSchema {
         }
     }
 
+    /// Saves `count` new users (`userID` `u0`, `u1`, …) and returns a fresh private
+    /// context with them fetched (their committed values share the fetch's blocks).
+    static func fetchedUsers(_ count: Int, in manager: ContextManager) throws -> (ManagedObjectContext, [User]) {
+        let seeding = manager.newPrivateContext()
+        try seeding.performAndWait {
+            insertUsers(count, in: seeding)
+            try seeding.save()
+        }
+        let context = manager.newPrivateContext()
+        return (context, try context.performAndWait { try User.fetchAll(in: context) })
+    }
+
     /// A plain connection to the manager's database, for checking what is stored.
     static func count(_ sql: String, _ parameters: [(any PostgresEncodable)?] = [], in manager: ContextManager) throws -> Int {
         try manager.coordinator.pool.withConnection { connection in
