@@ -8,8 +8,11 @@ extension RecordImport {
     struct BatchKeys {
         /// The offsets of each key's first record, in order of first appearance.
         private(set) var order: [Int] = []
-        /// The offset of each key's first record.
-        private(set) var firstOffset: [UniqueValue: Int] = [:]
+        /// The offset of each text key's first record (the common keys: a text's bytes
+        /// hashed once, no `UniqueValue` made).
+        private var firstOffsetOfText: ExactTextMap
+        /// The offset of each other key's first record.
+        private var firstOffsetOfOther: [UniqueValue: Int] = [:]
         /// Each record's key, as stored.
         private(set) var storedKeys: [StoredValue] = []
         /// The offset of the next record of the same key; -1 after the last.
@@ -31,7 +34,7 @@ extension RecordImport {
             // The last record of each key, by the offset of its first.
             var lastOffset = [Int](repeating: -1, count: records.count)
             order.reserveCapacity(records.count)
-            firstOffset.reserveCapacity(records.count)
+            firstOffsetOfText = ExactTextMap(minimumCapacity: records.count)
             storedKeys.reserveCapacity(records.count)
             for (offset, record) in records.enumerated() {
                 let index = firstIndex + offset
@@ -39,11 +42,11 @@ extension RecordImport {
                     throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entityName, attribute: key.name)
                 }
                 let stored: StoredValue
-                let hash: UniqueValue
+                let first: Int
                 if key.decoding == .string, case .string(let text) = raw {
                     // The common key: text for a string attribute, taken as it is.
                     stored = .string(text)
-                    hash = .string(ExactText(text))
+                    first = firstOffsetOfText.value(for: text, inserting: offset)
                 } else {
                     do {
                         stored = try ValueConversion.key.storedValue(raw, for: key, formatters: formatters)
@@ -52,14 +55,17 @@ extension RecordImport {
                             recordIndex: index, key: keyName, entity: entityName, attribute: key.name,
                             expected: error.expected, actual: error.actual, value: raw.importErrorText)
                     }
-                    guard let converted = UniqueValue(stored) else {
+                    switch UniqueValue(stored) {
+                    case nil:
                         throw ImportError.missingKey(recordIndex: index, key: keyName, entity: entityName, attribute: key.name)
+                    case .string(let text):
+                        first = firstOffsetOfText.value(for: text.text, inserting: offset)
+                    case let converted?:
+                        // One hash per record: the slot is read and, for a new key, written.
+                        first = Self.firstOffset(of: offset, in: &firstOffsetOfOther[converted, default: -1])
                     }
-                    hash = converted
                 }
                 storedKeys.append(stored)
-                // One hash per record: the slot is read and, for a new key, written.
-                let first = Self.firstOffset(of: offset, in: &firstOffset[hash, default: -1])
                 if first != offset {
                     nextOffset[lastOffset[first]] = offset
                     lastOffset[first] = offset
@@ -68,6 +74,13 @@ extension RecordImport {
                     order.append(offset)
                 }
             }
+        }
+
+        /// The offset of the first record of the batch with this key, or `nil` when no
+        /// record has it.
+        func firstOffset(of key: UniqueValue) -> Int? {
+            if case .string(let text) = key { return firstOffsetOfText.value(for: text.text) }
+            return firstOffsetOfOther[key]
         }
 
         /// The offset of the first record of a key: the slot's, or `offset` for a new key

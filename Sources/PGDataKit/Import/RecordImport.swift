@@ -150,7 +150,7 @@ struct RecordImport {
         var found = [ManagedObject?](repeating: nil, count: count)
         let pendingObjects = context.insertedSet.union(context.changedSet).union(context.deletedSet)
         for object in pendingObjects where object.entity.name == entity.name && object.storage.values.count > key.index {
-            guard let hash = UniqueValue(object.storage.values[key.index]), let first = batch.firstOffset[hash] else { continue }
+            guard let hash = UniqueValue(object.storage.values[key.index]), let first = batch.firstOffset(of: hash) else { continue }
             if object.deletedFlag {
                 throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
             }
@@ -173,7 +173,7 @@ struct RecordImport {
             if let position = Self.position(of: value, in: keys, from: next) {
                 first = missing[position]
                 next = position + 1
-            } else if let offset = batch.firstOffset[value] {
+            } else if let offset = batch.firstOffset(of: value) {
                 first = offset
             } else {
                 continue

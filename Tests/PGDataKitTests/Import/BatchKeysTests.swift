@@ -32,14 +32,27 @@ struct BatchKeysTests {
         #expect(batch.order == [0, 1, 3])
         #expect(batch.nextOffset == [2, 4, 5, -1, -1, -1])
         #expect(batch.storedKeys.map { $0.scalar(as: String.self) } == ["a", "b", "a", "c", "b", "a"])
-        #expect(batch.firstOffset == [.string(ExactText("a")): 0, .string(ExactText("b")): 1, .string(ExactText("c")): 3])
+        #expect(batch.firstOffset(of: .string(ExactText("a"))) == 0)
+        #expect(batch.firstOffset(of: .string(ExactText("b"))) == 1)
+        #expect(batch.firstOffset(of: .string(ExactText("c"))) == 3)
+        #expect(batch.firstOffset(of: .string(ExactText("d"))) == nil)
+    }
+
+    @Test func textKeysAreTheirBytes() throws {
+        // Canonically equivalent spellings are two keys, as for the unique index.
+        let batch = try keys([["code": "caf\u{E9}"], ["code": "cafe\u{301}"], ["code": "caf\u{E9}"]])
+        #expect(batch.order == [0, 1])
+        #expect(batch.nextOffset == [2, -1, -1])
+        #expect(batch.firstOffset(of: .string(ExactText("cafe\u{301}"))) == 1)
     }
 
     @Test func integerKeysAreConverted() throws {
         let batch = try keys([["number": 7], ["number": 8], ["number": 7]], key: "number", paths: ["number"])
         #expect(batch.order == [0, 1])
         #expect(batch.nextOffset == [2, -1, -1])
-        #expect(batch.firstOffset[.integer(7)] == 0)
+        #expect(batch.firstOffset(of: .integer(7)) == 0)
+        #expect(batch.firstOffset(of: .integer(9)) == nil)
+        #expect(batch.firstOffset(of: .string(ExactText("7"))) == nil)
     }
 
     @Test func theFirstPathPresentGivesTheKey() throws {
