@@ -1,11 +1,11 @@
 import Foundation
 
 /// Integers keyed by text compared byte for byte (`ExactText`'s equality), for maps of a
-/// batch's size: an import batch's records by key. The texts' UTF-8 is copied into one
-/// buffer and found through an open-addressing table by a hash of the bytes — a lookup
-/// costs about a fifth of a `Dictionary<ExactText, Int>`'s (SipHash, and the `String`
-/// comparison through two closures, per lookup), and the map is three arrays whatever
-/// the number of texts.
+/// batch's size: an import batch's records by key. Texts are found through an
+/// open-addressing table by a 64-bit hash of their UTF-8 and compared only when the
+/// hashes are equal — a lookup costs about a fifth of a `Dictionary<ExactText, Int>`'s
+/// (SipHash, and a comparison of the texts per probe), and the map is four arrays
+/// whatever the number of texts.
 ///
 /// The hash is seeded once per process at random, as `Hasher` is, so which texts share a
 /// slot cannot be chosen from outside; it is not a cryptographic hash (texts made to
@@ -18,13 +18,11 @@ import Foundation
 /// map.value(for: "caf\u{E9}")         // nil: "café" spelled with "e" + U+0301 is another text
 /// ```
 package struct ExactTextMap {
-    /// The texts' UTF-8, one after another.
-    private var bytes: [UInt8] = []
-    /// Where text `i` starts in `bytes`; it ends where `i + 1` starts.
-    private var starts: [Int] = [0]
+    /// The texts, in the order added.
+    private var texts: [String] = []
     /// The value of text `i`.
     private var values: [Int] = []
-    /// The hash of text `i` (compared before the bytes; reused when the table grows).
+    /// The hash of text `i` (compared before the texts; reused when the table grows).
     private var hashes: [UInt64] = []
     /// Text positions by hash, `-1` where empty; a power of two, more than twice `count`.
     private var slots: [Int32]
@@ -35,9 +33,9 @@ package struct ExactTextMap {
     /// An empty map with room for `minimumCapacity` texts before it grows.
     package init(minimumCapacity: Int = 0) {
         slots = Array(repeating: -1, count: Self.slotCount(for: minimumCapacity))
+        texts.reserveCapacity(minimumCapacity)
         values.reserveCapacity(minimumCapacity)
         hashes.reserveCapacity(minimumCapacity)
-        starts.reserveCapacity(minimumCapacity + 1)
     }
 
     /// The number of texts.
@@ -45,56 +43,37 @@ package struct ExactTextMap {
 
     /// The value stored for `text`, or `nil`.
     package func value(for text: String) -> Int? {
-        Self.withUTF8(text) { utf8 in
-            let hash = Self.hash(utf8)
-            let found = find(utf8, hash: hash)
-            return found.entry.map { values[$0] }
-        }
+        let hash = Self.hash(text)
+        return find(text, hash: hash).entry.map { values[$0] }
     }
 
     /// The value stored for `text` when there is one; otherwise `value`, stored for it.
     @discardableResult
     package mutating func value(for text: String, inserting value: Int) -> Int {
-        Self.withUTF8(text) { utf8 in
-            let hash = Self.hash(utf8)
-            let found = find(utf8, hash: hash)
-            if let entry = found.entry { return values[entry] }
-            // (At most `Int32.max` texts: positions are kept as `Int32`.)
-            precondition(values.count < Int(Int32.max), "an ExactTextMap holds at most Int32.max texts")
-            bytes.append(contentsOf: utf8)
-            starts.append(bytes.count)
-            values.append(value)
-            hashes.append(hash)
-            slots[found.slot] = Int32(truncatingIfNeeded: values.count - 1)
-            if values.count * 2 >= slots.count { grow() }
-            return value
-        }
+        let hash = Self.hash(text)
+        let found = find(text, hash: hash)
+        if let entry = found.entry { return values[entry] }
+        // (At most `Int32.max` texts: positions are kept as `Int32`.)
+        precondition(values.count < Int(Int32.max), "an ExactTextMap holds at most Int32.max texts")
+        slots[found.slot] = Int32(truncatingIfNeeded: values.count)
+        texts.append(text)
+        values.append(value)
+        hashes.append(hash)
+        if values.count * 2 >= slots.count { grow() }
+        return value
     }
 
-    /// The entry holding `utf8` (`nil` when none does) and the slot where the search ended:
-    /// the entry's, or the empty slot a new entry takes.
-    private func find(_ utf8: UnsafeBufferPointer<UInt8>, hash: UInt64) -> (entry: Int?, slot: Int) {
+    /// The entry holding `text` (`nil` when none does) and the slot where the search
+    /// ended: the entry's, or the empty slot a new entry takes. Texts are compared only
+    /// when their hashes are equal.
+    private func find(_ text: String, hash: UInt64) -> (entry: Int?, slot: Int) {
         let mask = slots.count - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
         while true {
             let entry = Int(slots[slot])
             if entry < 0 { return (nil, slot) }
-            if hashes[entry] == hash, holds(entry, utf8) { return (entry, slot) }
+            if hashes[entry] == hash, ExactText.compare(texts[entry], text) == 0 { return (entry, slot) }
             slot = (slot + 1) & mask
-        }
-    }
-
-    /// Whether text `entry` has exactly these bytes.
-    private func holds(_ entry: Int, _ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
-        let start = starts[entry]
-        let length = starts[entry + 1] - start
-        guard length == utf8.count else { return false }
-        guard length > 0, let other = utf8.baseAddress else { return true }
-        // Unsafe: `start..<start + length` is inside `bytes` (`starts` marks its texts),
-        // and both buffers are valid for the call.
-        return bytes.withUnsafeBufferPointer { stored in
-            guard let base = stored.baseAddress else { return false }
-            return memcmp(base + start, other, length) == 0
         }
     }
 
@@ -117,36 +96,34 @@ package struct ExactTextMap {
         return count
     }
 
-    /// The text's UTF-8, in place where the string is stored contiguously (a native
-    /// string, small or not), otherwise copied.
-    private static func withUTF8<R>(_ text: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        if let result = text.utf8.withContiguousStorageIfAvailable(body) { return result }
-        // Unsafe: the array's buffer is valid for the call.
-        return Array(text.utf8).withUnsafeBufferPointer(body)
+    /// The hash of the text's UTF-8, read in place where the string is stored
+    /// contiguously (a native string, small or not), otherwise from a copy.
+    private static func hash(_ text: String) -> UInt64 {
+        if let hash = text.utf8.withContiguousStorageIfAvailable({ hash(UnsafeRawBufferPointer($0)) }) { return hash }
+        // Unsafe: the array's bytes are valid for the call.
+        return Array(text.utf8).withUnsafeBytes { hash($0) }
     }
 
-    /// A 64-bit hash of the bytes: eight at a time, each word mixed in with a multiply
-    /// and shifts, the length and the process's seed in the start, and splitmix64's
-    /// finalizer at the end, so that the low bits (the slot) depend on every byte.
-    private static func hash(_ utf8: UnsafeBufferPointer<UInt8>) -> UInt64 {
-        var state = seed ^ (UInt64(utf8.count) &* 0x9E37_79B9_7F4A_7C15)
-        let raw = UnsafeRawBufferPointer(utf8)
-        var offset = 0
-        while offset + 8 <= raw.count {
-            state = mix(state ^ raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
-            offset += 8
-        }
-        if offset < raw.count {
-            var tail: UInt64 = 0
-            var shift: UInt64 = 0
-            while offset < raw.count {
-                tail |= UInt64(raw[offset]) << shift
-                shift += 8
-                offset += 1
+    /// A 64-bit hash of the bytes: eight at a time, each word mixed in with multiplies
+    /// and shifts (splitmix64's finalizer), the length and the process's seed in the
+    /// start, so that the low bits (the slot) depend on every byte. The last word of a
+    /// text of 8 bytes or more is its last eight bytes (overlapping the word before).
+    private static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var state = seed ^ (UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15)
+        let count = bytes.count
+        if count >= 8 {
+            var offset = 0
+            while offset + 8 < count {
+                state = mix(state ^ bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+                offset += 8
             }
+            state = mix(state ^ bytes.loadUnaligned(fromByteOffset: count - 8, as: UInt64.self))
+        } else if count > 0 {
+            var tail: UInt64 = 0
+            for offset in 0..<count { tail |= UInt64(bytes[offset]) << UInt64(8 * offset) }
             state = mix(state ^ tail)
         }
-        return mix(state ^ (state >> 33))
+        return mix(state)
     }
 
     /// splitmix64's finalizer.
