@@ -293,14 +293,35 @@ extension StoreCoordinator {
         // Text and integer columns come back in the text they were sent as; other types
         // are read and written again to compare like with like.
         let sameText = [.string, .int16, .int32, .int64].contains(uniqueAttribute.type)
-        for row in result {
-            let (primaryKey, version, inserted) = (try row.int64(at: 0), try row.int64(at: 1), try row.bool(at: 3))
-            if sameText {
-                try row.withBytes(at: 2) { try body(primaryKey, version, $0, inserted) }
-            } else {
-                var text = try row.withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() } ?? ""
-                try text.withUTF8 { try body(primaryKey, version, $0, inserted) }
+        // Each row's fields read with one call into libpq (`FieldReader`), not two or
+        // three per field through a `Row`: this loop runs after the statement's answer,
+        // before the save can send its record and `COMMIT`. A field not in the expected
+        // text goes through the `Row`, whose error names the column.
+        try result.withFieldReader { reader in
+            for index in 0..<result.count {
+                reader.load(row: index)
+                let primaryKey = try reader.bytes(0).flatMap(Row.decimal) ?? result[index].int64(at: 0)
+                let version = try reader.bytes(1).flatMap(Row.decimal) ?? result[index].int64(at: 1)
+                let inserted = try Self.boolean(reader.bytes(3)) ?? result[index].bool(at: 3)
+                if sameText, let keyText = reader.bytes(2) {
+                    try body(primaryKey, version, keyText, inserted)
+                } else {
+                    var text =
+                        try result[index].withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
+                        ?? ""
+                    try text.withUTF8 { try body(primaryKey, version, $0, inserted) }
+                }
             }
+        }
+    }
+
+    /// A `boolean` field's text (`t` or `f`) as a `Bool`; `nil` for anything else.
+    private static func boolean(_ bytes: UnsafeBufferPointer<UInt8>?) -> Bool? {
+        guard let bytes, bytes.count == 1 else { return nil }
+        switch bytes[0] {
+        case UInt8(ascii: "t"): return true
+        case UInt8(ascii: "f"): return false
+        default: return nil
         }
     }
 
