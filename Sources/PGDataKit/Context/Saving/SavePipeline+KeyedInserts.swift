@@ -184,6 +184,14 @@ extension SavePipeline {
     static func keyedInsertGroups(
         _ objects: [ManagedObject], of entity: EntityDescription
     ) -> [(shape: KeyedInsertShape, members: [ManagedObject])] {
+        entity.attributes.count <= 64 && entity.relationships.count <= 64
+            ? keyedInsertGroupsByMask(objects, of: entity) : keyedInsertGroupsByIndexes(objects, of: entity)
+    }
+
+    /// `keyedInsertGroups` for any entity: an object's shape as arrays of indexes.
+    static func keyedInsertGroupsByIndexes(
+        _ objects: [ManagedObject], of entity: EntityDescription
+    ) -> [(shape: KeyedInsertShape, members: [ManagedObject])] {
         var groups: [(shape: KeyedInsertShape, members: [ManagedObject])] = []
         var groupIndexes: [KeyedInsertShape: Int] = [:]
         let attributeDescriptions = entity.attributes
@@ -232,6 +240,68 @@ extension SavePipeline {
             } else {
                 groupIndexes[shape] = groups.count
                 groups.append((shape, [object]))
+            }
+        }
+        return groups
+    }
+
+    /// `keyedInsertGroups` for an entity of at most 64 attributes and relationships: an
+    /// object's shape as two bit masks (attribute and relationship indexes), compared as
+    /// two integers; a group's index arrays are made once, when it is found.
+    static func keyedInsertGroupsByMask(
+        _ objects: [ManagedObject], of entity: EntityDescription
+    ) -> [(shape: KeyedInsertShape, members: [ManagedObject])] {
+        struct MaskShape: Hashable {
+            let unique: Int
+            let attributes: UInt64
+            let toOne: UInt64
+        }
+        var groups: [(shape: KeyedInsertShape, members: [ManagedObject])] = []
+        var masks: [MaskShape] = []
+        var groupIndexes: [MaskShape: Int] = [:]
+        var lastUsed = -1
+        let count = entity.attributes.count
+        let defaults = entity.defaultValues
+        let toOneIndexes = entity.toOneIndexes
+        func indexes(_ mask: UInt64) -> [Int] { (0..<64).filter { mask & (1 << UInt64($0)) != 0 } }
+        for object in objects {
+            guard let unique = object.storage.upsertAttributeIndex else { continue }
+            var attributes: UInt64 = 0
+            var toOne: UInt64 = 0
+            if !object.storage.upsertKeepsExisting {
+                // Unsafe: both buffers are read only inside the closures, and the guard
+                // checks that each holds one value per attribute before any is read.
+                object.storage.values.withUnsafeBufferPointer { valueBuffer in
+                    defaults.withUnsafeBufferPointer { defaultBuffer in
+                        guard valueBuffer.count == count, defaultBuffer.count == count,
+                            let values = valueBuffer.baseAddress, let defaults = defaultBuffer.baseAddress
+                        else { return }
+                        for index in 0..<count where index != unique && values[index] != defaults[index] {
+                            attributes |= 1 << UInt64(index)
+                        }
+                    }
+                }
+                for index in toOneIndexes {
+                    if case .none = object.storage.toOne[index] { continue }
+                    toOne |= 1 << UInt64(index)
+                }
+            }
+            // (Nothing to update on a conflict for an object that keeps an existing row:
+            // `DO NOTHING`, and the row read back.)
+            let shape = MaskShape(unique: unique, attributes: attributes, toOne: toOne)
+            // Neighbours usually share a shape: the group used last is tried first.
+            if lastUsed >= 0, masks[lastUsed] == shape {
+                groups[lastUsed].members.append(object)
+                continue
+            }
+            if let index = groupIndexes[shape] {
+                groups[index].members.append(object)
+                lastUsed = index
+            } else {
+                lastUsed = groups.count
+                groupIndexes[shape] = groups.count
+                masks.append(shape)
+                groups.append((KeyedInsertShape(unique: unique, attributes: indexes(attributes), toOne: indexes(toOne)), [object]))
             }
         }
         return groups
