@@ -4,7 +4,7 @@ import Foundation
 /// batch's size: an import batch's records by key. Texts are found through an
 /// open-addressing table by a 64-bit hash of their UTF-8 and compared only when the
 /// hashes are equal — a lookup costs about a fifth of a `Dictionary<ExactText, Int>`'s
-/// (SipHash, and a comparison of the texts per probe), and the map is four arrays
+/// (SipHash, and a comparison of the texts per probe), and the map is two arrays
 /// whatever the number of texts.
 ///
 /// The hash is seeded once per process at random, as `Hasher` is, so which texts share a
@@ -18,48 +18,52 @@ import Foundation
 /// map.value(for: "caf\u{E9}")         // nil: "café" spelled with "e" + U+0301 is another text
 /// ```
 package struct ExactTextMap {
-    /// The texts, in the order added.
-    private var texts: [String] = []
-    /// The value of text `i`.
-    private var values: [Int] = []
-    /// The hash of text `i` (compared before the texts; reused when the table grows).
-    private var hashes: [UInt64] = []
-    /// Text positions by hash, `-1` where empty; a power of two, more than twice `count`.
-    private var slots: [Int32]
+    /// A text, its value and its hash (compared before the texts; reused when the table
+    /// grows).
+    private struct Entry {
+        let text: String
+        let value: Int
+        let hash: UInt64
+    }
 
-    /// The process's seed.
-    private static let seed = UInt64.random(in: .min ... .max)
+    /// The entries, in the order added.
+    private var entries: [Entry] = []
+    /// Entry positions by hash, `-1` where empty; a power of two, more than twice `count`.
+    private var slots: [Int32]
+    /// The process's seed (`processSeed`), kept here: a `static let` is checked for its
+    /// initialization at every read.
+    private let seed: UInt64
+
+    /// The seed of every map of the process.
+    private static let processSeed = UInt64.random(in: .min ... .max)
 
     /// An empty map with room for `minimumCapacity` texts before it grows.
     package init(minimumCapacity: Int = 0) {
         slots = Array(repeating: -1, count: Self.slotCount(for: minimumCapacity))
-        texts.reserveCapacity(minimumCapacity)
-        values.reserveCapacity(minimumCapacity)
-        hashes.reserveCapacity(minimumCapacity)
+        entries.reserveCapacity(minimumCapacity)
+        seed = Self.processSeed
     }
 
     /// The number of texts.
-    package var count: Int { values.count }
+    package var count: Int { entries.count }
 
     /// The value stored for `text`, or `nil`.
     package func value(for text: String) -> Int? {
-        let hash = Self.hash(text)
-        return find(text, hash: hash).entry.map { values[$0] }
+        let hash = Self.hash(text, seed: seed)
+        return find(text, hash: hash).entry.map { entries[$0].value }
     }
 
     /// The value stored for `text` when there is one; otherwise `value`, stored for it.
     @discardableResult
     package mutating func value(for text: String, inserting value: Int) -> Int {
-        let hash = Self.hash(text)
+        let hash = Self.hash(text, seed: seed)
         let found = find(text, hash: hash)
-        if let entry = found.entry { return values[entry] }
+        if let entry = found.entry { return entries[entry].value }
         // (At most `Int32.max` texts: positions are kept as `Int32`.)
-        precondition(values.count < Int(Int32.max), "an ExactTextMap holds at most Int32.max texts")
-        slots[found.slot] = Int32(truncatingIfNeeded: values.count)
-        texts.append(text)
-        values.append(value)
-        hashes.append(hash)
-        if values.count * 2 >= slots.count { grow() }
+        precondition(entries.count < Int(Int32.max), "an ExactTextMap holds at most Int32.max texts")
+        slots[found.slot] = Int32(truncatingIfNeeded: entries.count)
+        entries.append(Entry(text: text, value: value, hash: hash))
+        if entries.count * 2 >= slots.count { grow() }
         return value
     }
 
@@ -72,7 +76,7 @@ package struct ExactTextMap {
         while true {
             let entry = Int(slots[slot])
             if entry < 0 { return (nil, slot) }
-            if hashes[entry] == hash, ExactText.compare(texts[entry], text) == 0 { return (entry, slot) }
+            if entries[entry].hash == hash, ExactText.compare(entries[entry].text, text) == 0 { return (entry, slot) }
             slot = (slot + 1) & mask
         }
     }
@@ -81,10 +85,10 @@ package struct ExactTextMap {
     private mutating func grow() {
         var grown = [Int32](repeating: -1, count: slots.count * 2)
         let mask = grown.count - 1
-        for (entry, hash) in hashes.enumerated() {
-            var slot = Int(truncatingIfNeeded: hash) & mask
+        for (position, entry) in entries.enumerated() {
+            var slot = Int(truncatingIfNeeded: entry.hash) & mask
             while grown[slot] >= 0 { slot = (slot + 1) & mask }
-            grown[slot] = Int32(truncatingIfNeeded: entry)
+            grown[slot] = Int32(truncatingIfNeeded: position)
         }
         slots = grown
     }
@@ -98,17 +102,17 @@ package struct ExactTextMap {
 
     /// The hash of the text's UTF-8, read in place where the string is stored
     /// contiguously (a native string, small or not), otherwise from a copy.
-    private static func hash(_ text: String) -> UInt64 {
-        if let hash = text.utf8.withContiguousStorageIfAvailable({ hash(UnsafeRawBufferPointer($0)) }) { return hash }
+    private static func hash(_ text: String, seed: UInt64) -> UInt64 {
+        if let hash = text.utf8.withContiguousStorageIfAvailable({ hash(UnsafeRawBufferPointer($0), seed: seed) }) { return hash }
         // Unsafe: the array's bytes are valid for the call.
-        return Array(text.utf8).withUnsafeBytes { hash($0) }
+        return Array(text.utf8).withUnsafeBytes { hash($0, seed: seed) }
     }
 
     /// A 64-bit hash of the bytes: eight at a time, each word mixed in with multiplies
     /// and shifts (splitmix64's finalizer), the length and the process's seed in the
     /// start, so that the low bits (the slot) depend on every byte. The last word of a
     /// text of 8 bytes or more is its last eight bytes (overlapping the word before).
-    private static func hash(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+    private static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
         var state = seed ^ (UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15)
         let count = bytes.count
         if count >= 8 {
