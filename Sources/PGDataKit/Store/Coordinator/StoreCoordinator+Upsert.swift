@@ -315,6 +315,8 @@ extension StoreCoordinator {
         }
     }
 
+    // Unsafe: `bytes` is a field lent by `FieldReader.bytes(_:)` for the call; only its
+    // count and first byte are read, after the count is checked.
     /// A `boolean` field's text (`t` or `f`) as a `Bool`; `nil` for anything else.
     private static func boolean(_ bytes: UnsafeBufferPointer<UInt8>?) -> Bool? {
         guard let bytes, bytes.count == 1 else { return nil }
