@@ -3,8 +3,9 @@ import Foundation
 /// Integers keyed by text compared byte for byte (`ExactText`'s equality), for maps of a
 /// batch's size: an import batch's records by key. Texts are found through an
 /// open-addressing table by a 64-bit hash of their UTF-8 and compared only when the
-/// hashes are equal — a lookup costs about a fifth of a `Dictionary<ExactText, Int>`'s
-/// (SipHash, and a comparison of the texts per probe), and the map is two arrays
+/// hashes are equal: an insert of a 13-byte key costs about 250 instructions (callgrind)
+/// against 618 for the `Dictionary<UniqueValue, Int>` it replaced (SipHash, and a
+/// comparison of the texts through two closures per probe), and the map is two arrays
 /// whatever the number of texts.
 ///
 /// The hash is seeded once per process at random, as `Hasher` is, so which texts share a
@@ -13,9 +14,9 @@ import Foundation
 ///
 /// ```swift
 /// var map = ExactTextMap()
-/// map.value(for: "a", inserting: 0)   // 0: new
-/// map.value(for: "a", inserting: 5)   // 0: "a" was there
-/// map.value(for: "caf\u{E9}")         // nil: "café" spelled with "e" + U+0301 is another text
+/// map.value(for: "caf\u{E9}", inserting: 0)   // 0: new
+/// map.value(for: "caf\u{E9}", inserting: 5)   // 0: it was there
+/// map.value(for: "cafe\u{301}")               // nil: the same word to `String`, other bytes
 /// ```
 package struct ExactTextMap {
     /// A text, its value and its hash (compared before the texts; reused when the table
@@ -29,7 +30,7 @@ package struct ExactTextMap {
     /// The entries, in the order added.
     private var entries: [Entry] = []
     /// Entry positions by hash, `-1` where empty; a power of two, more than twice `count`.
-    private var slots: [Int32]
+    private var slots: [Int]
     /// The process's seed (`processSeed`), kept here: a `static let` is checked for its
     /// initialization at every read.
     private let seed: UInt64
@@ -59,9 +60,7 @@ package struct ExactTextMap {
         let hash = Self.hash(text, seed: seed)
         let found = find(text, hash: hash)
         if let entry = found.entry { return entries[entry].value }
-        // (At most `Int32.max` texts: positions are kept as `Int32`.)
-        precondition(entries.count < Int(Int32.max), "an ExactTextMap holds at most Int32.max texts")
-        slots[found.slot] = Int32(truncatingIfNeeded: entries.count)
+        slots[found.slot] = entries.count
         entries.append(Entry(text: text, value: value, hash: hash))
         if entries.count * 2 >= slots.count { grow() }
         return value
@@ -74,7 +73,7 @@ package struct ExactTextMap {
         let mask = slots.count - 1
         var slot = Int(truncatingIfNeeded: hash) & mask
         while true {
-            let entry = Int(slots[slot])
+            let entry = slots[slot]
             if entry < 0 { return (nil, slot) }
             if entries[entry].hash == hash, ExactText.compare(entries[entry].text, text) == 0 { return (entry, slot) }
             slot = (slot + 1) & mask
@@ -83,20 +82,21 @@ package struct ExactTextMap {
 
     /// Twice the slots, the entries placed again by their kept hashes.
     private mutating func grow() {
-        var grown = [Int32](repeating: -1, count: slots.count * 2)
+        var grown = [Int](repeating: -1, count: slots.count * 2)
         let mask = grown.count - 1
         for (position, entry) in entries.enumerated() {
             var slot = Int(truncatingIfNeeded: entry.hash) & mask
             while grown[slot] >= 0 { slot = (slot + 1) & mask }
-            grown[slot] = Int32(truncatingIfNeeded: position)
+            grown[slot] = position
         }
         slots = grown
     }
 
-    /// A power of two above twice `capacity` (at least 16).
+    /// A power of two above twice `capacity` (at least 16; a capacity beyond 2^40 is
+    /// not reserved ahead, the table grows when it gets there).
     private static func slotCount(for capacity: Int) -> Int {
         var count = 16
-        while count <= Swift.min(capacity, Int(Int32.max)) * 2 { count *= 2 }
+        while count <= Swift.min(capacity, 1 << 40) * 2 { count *= 2 }
         return count
     }
 
