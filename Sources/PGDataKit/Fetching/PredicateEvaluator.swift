@@ -101,7 +101,7 @@ struct PredicateEvaluator {
         switch resolved.end {
         case .attribute(let attribute):
             current.prepareStorage()
-            return (nil, current.storage.values[attribute.index].anyValue)
+            return (nil, current.storage.value(at: attribute.index).anyValue)
         case .toOne(let relationship):
             return (current.relatedObjects(at: relationship.index).first, nil)
         case .object:

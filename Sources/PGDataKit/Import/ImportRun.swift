@@ -97,7 +97,7 @@ final class ImportRun<Object: ManagedObject>: @unchecked Sendable {
                     cache.store(key, entity: stub.entity, attribute: stub.attribute, value: stub.value)
                 }
                 if options.pruneMissingObjects, let key = importer.key {
-                    seenKeys.append(contentsOf: objects.map { $0.storage.values[key.index] })
+                    seenKeys.append(contentsOf: objects.map { $0.storage.value(at: key.index) })
                 }
                 context.reset()
                 return true

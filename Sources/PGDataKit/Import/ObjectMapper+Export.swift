@@ -77,14 +77,14 @@ extension CompiledMapper {
         object.prepareStorage()
         var record: [String: JSONValue] = [:]
         for map in attributeMaps {
-            let value = map.conversion.recordValue(object.storage.values[map.attribute.index], formatters: formatters)
+            let value = map.conversion.recordValue(object.storage.value(at: map.attribute.index), formatters: formatters)
             Self.put(value, omitted: exportOmitsNil && value.isNull, at: map.paths[0], into: &record, style: style)
         }
         for (link, conversion) in linkMaps {
             let related = object.relatedObjects(at: link.relationship.index).first
             let value = related.map { related -> JSONValue in
                 related.prepareStorage()
-                return conversion.recordValue(related.storage.values[link.destinationKey.index], formatters: formatters)
+                return conversion.recordValue(related.storage.value(at: link.destinationKey.index), formatters: formatters)
             } ?? .null
             Self.put(value, omitted: exportOmitsNil && value.isNull, at: link.paths[0], into: &record, style: style)
         }

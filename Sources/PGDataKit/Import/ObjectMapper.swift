@@ -293,7 +293,7 @@ struct CompiledMapper {
                 if missingMembersSetNil && map.attribute.isOptional { object.setStoredValue(.null, at: map.attribute.index) }
                 continue
             }
-            if value.isNull && map.ignoresNull && !object.storage.values[map.attribute.index].isNull { continue }
+            if value.isNull && map.ignoresNull && !object.storage.value(at: map.attribute.index).isNull { continue }
             let stored: StoredValue
             do {
                 stored = try map.conversion.storedValue(value, for: map.attribute, formatters: formatters)

@@ -149,8 +149,8 @@ struct RecordImport {
     ) throws -> (found: [ManagedObject?], fresh: [Bool]) {
         var found = [ManagedObject?](repeating: nil, count: count)
         let pendingObjects = context.insertedSet.union(context.changedSet).union(context.deletedSet)
-        for object in pendingObjects where object.entity.name == entity.name && object.storage.values.count > key.index {
-            guard let hash = UniqueValue(object.storage.values[key.index]), let first = batch.firstOffset(of: hash) else { continue }
+        for object in pendingObjects where object.entity.name == entity.name && object.storage.valueCount > key.index {
+            guard let hash = UniqueValue(object.storage.value(at: key.index)), let first = batch.firstOffset(of: hash) else { continue }
             if object.deletedFlag {
                 throw ImportError.deletedInContext(recordIndex: firstIndex + first, key: keyName, entity: entity.name)
             }
@@ -168,7 +168,7 @@ struct RecordImport {
         // the dictionary compares keys, before it is hashed.
         var next = 0
         for object in fetched {
-            guard let value = UniqueValue(object.storage.values[key.index]) else { continue }
+            guard let value = UniqueValue(object.storage.value(at: key.index)) else { continue }
             let first: Int
             if let position = Self.position(of: value, in: keys, from: next) {
                 first = missing[position]
@@ -356,8 +356,8 @@ struct RecordImport {
         var targets: [UniqueValue: Target] = [:]
         let keyIndex = link.destinationKey.index
         for object in context.insertedSet.union(context.changedSet)
-        where context.coordinator.model.isEntity(object.entity, kindOf: link.destination.name) && !object.deletedFlag && object.storage.values.count > keyIndex {
-            if let hash = UniqueValue(object.storage.values[keyIndex]), wanted[hash] != nil { targets[hash] = .object(object) }
+        where context.coordinator.model.isEntity(object.entity, kindOf: link.destination.name) && !object.deletedFlag && object.storage.valueCount > keyIndex {
+            if let hash = UniqueValue(object.storage.value(at: keyIndex)), wanted[hash] != nil { targets[hash] = .object(object) }
         }
         var remaining: [UniqueValue] = []
         for hash in wanted.keys where targets[hash] == nil {

@@ -11,10 +11,13 @@
 /// Across threads a run behaves as an array's storage does: a block is read from any
 /// context's queue (an entity's default run, `EntityDescription.defaultValueRun`, is in
 /// every new object of every context; a parent's runs reach its children), and written in
-/// place only by the one run that holds it alone — its reference count (atomic) says so —
-/// so no write meets another thread's read. Values are appended only by what makes the
-/// block (a copy, or a fetch's filler on the fetch's own queue, whose earlier runs no
-/// other thread holds before the fetch returns).
+/// place only by a run that holds the block alone — its reference count (atomic) says
+/// so — or by the one object storage that holds its run alone (`ObjectStorage`'s
+/// exclusive values, in a context's `ValueArena`: no other `AttributeValues` refers to
+/// that run, and the other runs of the block are other memory), so no write meets
+/// another thread's read. Values are appended only by what makes the block (a copy, a
+/// fetch's filler on the fetch's own queue, a context's arena on the context's queue:
+/// appends go past every run other threads hold).
 @usableFromInline
 struct AttributeValues {
     /// The block holding the run; `nil` for no values.
@@ -68,13 +71,45 @@ struct AttributeValues {
     /// the block is shared (before a write).
     @usableFromInline
     mutating func makeUnique() {
-        guard !isKnownUniquelyReferenced(&block), let block else { return }
+        guard !isKnownUniquelyReferenced(&block), block != nil else { return }
+        self = copiedAlone()
+    }
+
+    /// Whether this run holds its block alone: no other run of any object, and no copy of
+    /// this one, refers to it (so no one else reads the values a write changes).
+    @inline(__always)
+    mutating func holdsBlockAlone() -> Bool {
+        block == nil || isKnownUniquelyReferenced(&block)
+    }
+
+    /// The same values in a block of their own (an allocation; for a run that no
+    /// `ValueArena` can take).
+    func copiedAlone() -> AttributeValues {
+        guard let block else { return AttributeValues() }
         let copy = ValueBlock.make(capacity: Int(length))
         // Unsafe: the run is initialized and `block` is held across the read (as above).
         block.withUnsafeMutablePointerToElements { elements in
             for index in 0..<Int(length) { copy.append(elements[Int(start) + index]) }
         }
-        self = AttributeValues(block: copy, start: 0, count: Int(length))
+        return AttributeValues(block: copy, start: 0, count: Int(length))
+    }
+
+    /// Sets value `position` where it is, without copying the run first, even when the
+    /// block holds other runs: for an owner that holds this run alone (`ObjectStorage`
+    /// with its values exclusive: no other `AttributeValues` refers to the run). The other
+    /// runs of the block are other memory, so no reader of theirs, on any thread, sees
+    /// the write.
+    ///
+    /// - Precondition: `position` is in `0..<count` (a misuse: slots come from the model).
+    @inline(__always)
+    mutating func setHeldAlone(_ value: consuming StoredValue, at position: Int) {
+        guard let block, position >= 0, position < Int(length) else {
+            preconditionFailure("no attribute value at position \(position) of \(length)")
+        }
+        // Unsafe: `position` is in the run (checked above), which is initialized while
+        // `block` is held; the caller holds the run alone, so the assignment (which
+        // releases the old value) is seen by no other run.
+        block.withUnsafeMutablePointerToElements { $0[Int(start) + position] = value }
     }
 }
 
@@ -213,5 +248,47 @@ struct ValueBlockFiller {
         let start = current.count
         for index in 0..<runLength { current.append(try value(index)) }
         return AttributeValues(block: current, start: start, count: runLength)
+    }
+}
+
+/// Where a context's objects copy their values on their first write (a written object
+/// holds a run of its own, apart from its committed values): runs of any length side by
+/// side in shared blocks of about 4 KiB, so the copy costs no allocation of its own — one
+/// block for dozens of objects. The object's storage then writes into its run in place
+/// (`ObjectStorage`: its values are exclusive), not through the block's reference count,
+/// which the other runs in the block raise.
+///
+/// Used on its context's queue only (`ContextReference.valueArena`). As with a fetch's
+/// blocks, a block kept by one object keeps the other runs in it, those of objects since
+/// released among them: at most about 4 KiB of values.
+final class ValueArena {
+    /// The block runs are appended to.
+    private var block: ValueBlock?
+
+    /// Values per block (~4 KiB); a longer run gets a block of its own.
+    static let blockValues = max(8, 4096 / MemoryLayout<StoredValue>.stride)
+
+    /// An arena with no block yet.
+    init() {}
+
+    /// A copy of `run` in the arena's current block (or a new one): a run that no other
+    /// `AttributeValues` refers to.
+    func copy(_ run: AttributeValues) -> AttributeValues {
+        let length = run.count
+        guard length > 0 else { return AttributeValues() }
+        guard length <= Self.blockValues / 2 else { return run.copiedAlone() }
+        let current: ValueBlock
+        if let block, block.room >= length {
+            current = block
+        } else {
+            current = ValueBlock.make(capacity: Self.blockValues)
+            block = current
+        }
+        let start = current.count
+        // Unsafe: the buffer is read only inside the closure; `append` copies each value.
+        run.withUnsafeBufferPointer { values in
+            for value in values { current.append(value) }
+        }
+        return AttributeValues(block: current, start: start, count: length)
     }
 }

@@ -49,7 +49,7 @@ import Testing
         var filler = ValueBlockFiller(runLength: 2, expectedRuns: 1)
         storage.applyFetched(version: 1, values: filler.run { .int($0) })
         _ = storage.write(.int(7), at: 1)
-        #expect(Array(storage.values) == [.int(0), .int(7)])
+        #expect(Array(storage.runValues) == [.int(0), .int(7)])
         #expect(storage.snapshot.map(Array.init) == [.int(0), .int(1)])
     }
 

@@ -31,14 +31,14 @@ struct ObjectStorageTests {
     private func fetched(_ values: [StoredValue]? = nil) -> ObjectStorage {
         var storage = ObjectStorage()
         storage.prepare(for: entity)
-        storage.applyFetched(version: 3, values: values.map(AttributeValues.init) ?? storage.values)
+        storage.applyFetched(version: 3, values: values.map(AttributeValues.init) ?? storage.runValues)
         return storage
     }
 
     /// The changed attributes by plain comparison with the committed values.
     private func naiveChanges(_ storage: ObjectStorage) -> [Int] {
         guard let snapshot = storage.snapshot else { return Array(entity.attributes.indices) }
-        return entity.attributes.indices.filter { snapshot[$0] != storage.values[$0] }
+        return entity.attributes.indices.filter { snapshot[$0] != storage.runValues[$0] }
     }
 
     @Test func preparingMakesAValuePerAttributeAndAReferencePerRelationshipOnce() {
@@ -46,11 +46,11 @@ struct ObjectStorageTests {
         #expect(!storage.isPrepared(for: entity))
         let made = storage.prepare(for: entity)
         #expect(made, "references made")
-        #expect(storage.isPrepared(for: entity) && Array(storage.values) == entity.defaultValues)
+        #expect(storage.isPrepared(for: entity) && Array(storage.runValues) == entity.defaultValues)
         storage.initialize(.string("kept"), at: 0)
         let madeAgain = storage.prepare(for: entity)
         #expect(!madeAgain, "nothing made twice")
-        #expect(storage.values[0] == .string("kept"))
+        #expect(storage.runValues[0] == .string("kept"))
     }
 
     @Test func writesSayWhetherTheContextHasToHear() {
@@ -80,7 +80,7 @@ struct ObjectStorageTests {
     @Test func aWriteToUnpreparedStorageWritesNothingAndSaysSo() {
         var bare = ObjectStorage()
         let unprepared = bare.write(.string("a"), at: 0)
-        #expect(unprepared.effect == .unprepared && bare.values.isEmpty)
+        #expect(unprepared.effect == .unprepared && bare.runValues.isEmpty)
         var keyed = fetched()
         keyed.markKeyedInsert(attribute: 1, keepsExisting: false)
         keyed.setMissingFromStore(true)
@@ -134,7 +134,7 @@ struct ObjectStorageTests {
         storage.setReference(.key(12), at: 0)
         storage.setSnapshotTemporaryTargets([0: ObjectID(temporaryFor: "Panel")])
         storage.commit(entity)
-        #expect(storage.snapshot == storage.values && storage.changeHints.isKnown)
+        #expect(storage.snapshot == storage.runValues && storage.changeHints.isKnown)
         #expect(storage.snapshotKeys == [12])
         #expect(storage.snapshotTemporaryTargets == nil)
         let fact7 = storage.hasChangedAttributes(entity)
@@ -147,7 +147,7 @@ struct ObjectStorageTests {
         _ = storage.write(.string("changed"), at: 0)
         storage.setReference(.key(4), at: 0)
         storage.restore(checkpoint)
-        #expect(Array(storage.values) == entity.defaultValues)
+        #expect(Array(storage.runValues) == entity.defaultValues)
         #expect(storage.referencedKey(at: 0) == nil)
         let fact8 = storage.hasChangedAttributes(entity)
         #expect(!fact8)
@@ -170,8 +170,8 @@ struct ObjectStorageTests {
         row.setReference(.key(8), at: 0)
         row.commit(entity)
         row.setVersion(9)
-        imported.adoptStoredRow(of: row)
-        #expect(imported.values == row.values && imported.snapshot == row.snapshot)
+        imported.adoptStoredRow(of: &row)
+        #expect(imported.runValues == row.runValues && imported.snapshot == row.snapshot)
         #expect(imported.snapshotKeys == [8] && imported.version == 9 && imported.upsertAttributeIndex == nil)
         let fact9 = imported.hasChangedAttributes(entity)
         #expect(!fact9)

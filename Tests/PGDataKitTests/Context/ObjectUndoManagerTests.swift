@@ -62,12 +62,13 @@ struct ObjectUndoManagerTests {
         #expect(!storage.deletedFlag)
 
         // A relationship without changes when the checkpoint was taken has none after it.
-        storage.restore(ObjectStorage().checkpoint(complete: true))
+        var empty = ObjectStorage()
+        storage.restore(empty.checkpoint(complete: true))
         #expect(storage.joinMembers(at: 0)?.hasChanges == false)
         // An import's checkpoint leaves both alone.
         storage.updateJoinMembers(at: 0) { $0.added = [ObjectIdentifier(second): second] }
         storage.setDeleted(true)
-        storage.restore(ObjectStorage().checkpoint())
+        storage.restore(empty.checkpoint())
         #expect(storage.joinMembers(at: 0)?.hasChanges == true && storage.deletedFlag)
     }
 }

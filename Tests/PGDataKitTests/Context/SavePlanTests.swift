@@ -43,7 +43,7 @@ struct SavePlanTests {
     private func fetched<T: ManagedObject>(_ type: T.Type, key: Int64) throws -> T {
         let object = try new(type)
         object.objectID = ObjectID(entityName: object.entity.name, primaryKey: key)
-        object.storage.applyFetched(version: 7, values: object.storage.values)
+        object.storage.applyFetched(version: 7, values: object.storage.runValues)
         object.storage.replaceCommittedKeys(Array(repeating: nil, count: object.entity.relationships.count))
         return object
     }

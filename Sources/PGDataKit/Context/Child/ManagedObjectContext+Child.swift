@@ -124,7 +124,7 @@ extension ManagedObjectContext {
                 toOne[relationship.index] = target.objectID
             }
         }
-        return ObjectState(entity: entity, objectID: object.objectID, version: object.storage.version, values: object.storage.values, toOne: toOne)
+        return ObjectState(entity: entity, objectID: object.objectID, version: object.storage.version, values: object.storage.sharedValues(), toOne: toOne)
     }
 
     /// The objects of `entity` whose unique `attribute` is one of `values`, as this
@@ -138,8 +138,8 @@ extension ManagedObjectContext {
         var found: [ManagedObject] = []
         let index = attribute.index
         for object in Array(insertedSet.union(changedSet)) + Array(deletedSet)
-        where object.entity.name == entity.name && object.storage.values.count > index {
-            if let hash = UniqueValue(object.storage.values[index]), wanted.removeValue(forKey: hash) != nil { found.append(object) }
+        where object.entity.name == entity.name && object.storage.valueCount > index {
+            if let hash = UniqueValue(object.storage.value(at: index)), wanted.removeValue(forKey: hash) != nil { found.append(object) }
         }
         if !wanted.isEmpty { found += try fetchObjects(entity: entity, whereUnique: attribute, isIn: Array(wanted.values)) }
         return found

@@ -87,7 +87,8 @@ extension ParentLink {
         for object in child.insertedSet {
             object.prepareStorage()
             var pushed = PushedObject(object)
-            pushed.attributes = object.storage.values.enumerated().map { ($0.offset, $0.element) }
+            // Unsafe: the buffer is only read, element by element, inside the closure.
+            pushed.attributes = object.storage.withUnsafeValues { $0.enumerated().map { ($0.offset, $0.element) } }
             for relationship in object.entity.toOneRelationships {
                 if let id = target(object.storage.toOne[relationship.index], relationship) { pushed.toOne.append((relationship.index, id)) }
             }
@@ -100,7 +101,7 @@ extension ParentLink {
             let entity = object.entity
             var pushed = PushedObject(object)
             for index in object.changedAttributeIndexes {
-                pushed.attributes.append((index, object.storage.values[index]))
+                pushed.attributes.append((index, object.storage.value(at: index)))
                 pushed.changedKeys.insert(entity.attributes[index].name)
             }
             for index in object.changedToOneIndexes {

@@ -133,8 +133,8 @@ struct ParentLink {
         var pairs: [(objectID: ObjectID, value: StoredValue)] = []
         let index = attribute.index
         for object in parent.insertedSet.union(parent.changedSet)
-        where object.entity.name == entity.name && !object.deletedFlag && object.storage.values.count > index {
-            if let hash = UniqueValue(object.storage.values[index]), let value = wanted.removeValue(forKey: hash) {
+        where object.entity.name == entity.name && !object.deletedFlag && object.storage.valueCount > index {
+            if let hash = UniqueValue(object.storage.value(at: index)), let value = wanted.removeValue(forKey: hash) {
                 pairs.append((object.objectID, value))
             }
         }

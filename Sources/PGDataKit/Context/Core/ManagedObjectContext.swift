@@ -267,7 +267,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
         }
         reference.undoManager?.willChange(object)
         object.entityStorage = entity
-        if object.storage.values.count != entity.defaultValues.count { object.storage.replaceValues(entity.defaultValueRun) }
+        if object.storage.valueCount != entity.defaultValues.count { object.storage.replaceValues(entity.defaultValueRun) }
         if !entity.relationships.isEmpty { object.prepareStorage() }
         object.contextReference = reference
         object.objectID = ObjectID(temporaryFor: entity.rootEntityName)
@@ -549,6 +549,9 @@ final class ContextReference: @unchecked Sendable {
     /// The context's undo manager (`ManagedObjectContext.undoManager`), here so that a
     /// change of an object finds it with one load: `nil`, the default, records nothing.
     var undoManager: ObjectUndoManager?
+    /// Where the context's objects copy their values on their first write (see
+    /// `ValueArena`), here so that a write finds it with one load.
+    let valueArena = ValueArena()
 
     init(logger: Logger) { self.logger = logger }
 }

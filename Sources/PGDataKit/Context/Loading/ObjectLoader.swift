@@ -436,7 +436,7 @@ struct ObjectLoader {
     /// unsaved changes as `localEdits` says.
     func refresh(_ object: ManagedObject, localEdits: ManagedObjectContext.LocalEdits, applying fresh: () throws -> Void) rethrows {
         let entity = object.entity
-        let localValues = object.storage.values
+        let localValues = object.storage.sharedValues()
         let localToOne = object.storage.toOne
         var changedAttributes: [Int] = []
         var changedToOne: [Int] = []

@@ -17,7 +17,7 @@ extension ManagedObject {
     var changedAttributeMask: UInt64? {
         let entity = self.entity
         guard entity.attributes.count <= 64 else { return nil }
-        if storage.values.count != entity.attributes.count { prepareStorage() }
+        if storage.valueCount != entity.attributes.count { prepareStorage() }
         return storage.changedAttributeMask(entity)
     }
 
@@ -51,7 +51,7 @@ extension ManagedObject {
         checkQueue()
         var changes: [String: Any?] = [:]
         for index in changedAttributeIndexes {
-            changes[entity.attributes[index].name] = .some(storage.values[index].anyValue)
+            changes[entity.attributes[index].name] = .some(storage.value(at: index).anyValue)
         }
         for index in changedToOneIndexes {
             changes[entity.relationships[index].name] = .some(relatedObjects(at: index).first)

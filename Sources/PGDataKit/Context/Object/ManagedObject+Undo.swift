@@ -6,7 +6,7 @@ extension ManagedObject {
     @inline(never)
     func willWriteForUndo(_ value: borrowing StoredValue, at slot: Int) {
         guard let undo = contextReference?.undoManager else { return }
-        if slot < storage.values.count, storage.values[slot] == value { return }
+        if slot < storage.valueCount, storage.value(at: slot) == value { return }
         undo.willChange(self)
     }
 

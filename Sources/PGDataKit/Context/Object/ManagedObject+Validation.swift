@@ -55,7 +55,7 @@ extension ManagedObject {
         prepareStorage()
         var failures: [ValidationFailure] = []
         for attribute in entity.validatedAttributes {
-            failures += ruleFailures(of: attribute, value: storage.values[attribute.index])
+            failures += ruleFailures(of: attribute, value: storage.value(at: attribute.index))
         }
         for relationship in entity.validatedRelationships where !pointsAtAnObject(relationship) {
             failures.append(

@@ -175,7 +175,8 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// Takes another object's stored row: values, references, committed state and version
     /// (a keyed insert merged into the row it met); it is no keyed insert any more.
     func adoptStoredRow(of other: ManagedObject) {
-        storage.adoptStoredRow(of: other.storage)
+        guard other !== self else { return }
+        storage.adoptStoredRow(of: &other.storage)
         contextReference?.membershipGeneration &+= 1
     }
 
@@ -240,7 +241,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     public var description: String {
         prepareStorage()
         let fields = entity.attributes.map { attribute in
-            "\(attribute.name): \(storage.values[attribute.index].anyValue.map { "\($0)" } ?? "nil")"
+            "\(attribute.name): \(storage.value(at: attribute.index).anyValue.map { "\($0)" } ?? "nil")"
         }
         return "\(objectID) {\(fields.joined(separator: ", "))}"
     }
@@ -311,7 +312,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         prepareRead(at: slot)
         // Unsafe: the buffer is read only inside the closure, and only after `slot` is
         // checked against its indices (a bad slot stops with a precondition failure).
-        return storage.values.withUnsafeBufferPointer { buffer in
+        return storage.withUnsafeValues { buffer in
             guard let base = buffer.baseAddress, buffer.indices.contains(slot) else {
                 preconditionFailure("no attribute at position \(slot)")
             }
@@ -324,7 +325,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     @usableFromInline
     func prepareRead(at slot: Int) {
         checkQueue()
-        if storage.values.isEmpty { prepareStorage() }
+        if storage.valueCount == 0 { prepareStorage() }
         if storage.recordsAccess { storage.setLastAccess((true, slot)) }
     }
 
@@ -338,9 +339,9 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     func setStoredValue(_ value: consuming StoredValue, at slot: Int) {
         checkQueue()
         // (Storage is prepared whole or not at all; the value moves into it, uncopied.)
-        if slot >= storage.values.count { prepareStorage() }
+        if slot >= storage.valueCount { prepareStorage() }
         if _slowPath(contextReference?.undoManager != nil) { willWriteForUndo(value, at: slot) }
-        let result = storage.write(consume value, at: slot)
+        let result = storage.write(consume value, at: slot, arena: contextReference?.valueArena)
         if result.isMissingFromStore {
             (contextReference?.logger ?? Logger(label: "pgdatakit")).warning(
                 "\(objectID).\(entity.attributes[slot].name) set after its row was deleted: not saved")
@@ -389,9 +390,9 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// the key of a new object): no change tracking, as `setStoredValue(_:at:)` does for
     /// such objects, without comparing with the value replaced.
     func initializeValue(_ value: StoredValue, at slot: Int) {
-        if slot >= storage.values.count { prepareStorage() }
+        if slot >= storage.valueCount { prepareStorage() }
         if _slowPath(contextReference?.undoManager != nil) { willChangeForUndo() }
-        storage.initialize(value, at: slot)
+        storage.initialize(value, at: slot, arena: contextReference?.valueArena)
     }
 
     /// The primary key a to-one reference points at, if the destination is saved.
@@ -500,7 +501,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         checkQueue()
         if isMissingFromStore { throw ManagedObjectError.objectDeleted(objectID) }
         prepareStorage()
-        if let attribute = entity.attribute(named: key) { return storage.values[attribute.index].anyValue }
+        if let attribute = entity.attribute(named: key) { return storage.value(at: attribute.index).anyValue }
         if let relationship = entity.relationship(named: key) {
             let objects = relatedObjects(at: relationship.index)
             return relationship.isToMany ? objects : objects.first

@@ -15,8 +15,11 @@ import Foundation
 /// The fields are ordered to fill padding (`ObjectFootprintTests`).
 @usableFromInline
 struct ObjectStorage {
-    /// The attribute values (empty until prepared for the entity).
-    @usableFromInline private(set) var values = AttributeValues()
+    /// The attribute values (empty until prepared for the entity). Named only in this
+    /// file (`.ci/check-layers`): others read them through `value(at:)`, `valueCount` and
+    /// `withUnsafeValues(_:)`, and take a copy with `sharedValues()`, which tells the storage
+    /// that its run is no longer its alone.
+    @usableFromInline private(set) var runValues = AttributeValues()
     /// The to-one references (empty until prepared).
     private(set) var toOne: [RelatedReference] = []
     /// Committed attribute values; `nil` while the object was never saved or fetched.
@@ -42,11 +45,41 @@ struct ObjectStorage {
     private(set) var deletedFlag = false
     /// The row turned out to be gone from the database.
     private(set) var isMissingFromStore = false
+    /// No other `AttributeValues` refers to the run of `runValues` (its block may hold
+    /// other runs): a write sets the value in place. Set when a write copied the run (or
+    /// found its block held alone), cleared by everything that shares the run — a
+    /// commit (the snapshot), a checkpoint, `sharedValues()` — or replaces it.
+    private var valuesExclusive = false
 
     /// Empty storage, prepared for its entity on first use (`prepare(for:)`).
     @usableFromInline init() {}
 
     // MARK: - Reads
+
+    /// The number of attribute values (0 until prepared).
+    @inlinable var valueCount: Int { runValues.count }
+
+    /// The value of attribute `slot`.
+    ///
+    /// - Precondition: `slot` is in `0..<valueCount` (a misuse: slots come from the model).
+    @inlinable func value(at slot: Int) -> StoredValue { runValues[slot] }
+
+    // Unsafe: the buffer handed out covers the values, valid for the call only.
+    /// Hands the values to `body` as a buffer, valid only inside it (many values read
+    /// without a check each, nothing copied).
+    @inlinable
+    func withUnsafeValues<R>(_ body: (UnsafeBufferPointer<StoredValue>) throws -> R) rethrows -> R {
+        // Unsafe: `AttributeValues` hands out exactly its run, valid for the call.
+        try runValues.withUnsafeBufferPointer(body)
+    }
+
+    /// A copy of the values to keep (a state handed to a child, a statement's values):
+    /// from now on the storage copies its run before the next write, so the copy never
+    /// sees one.
+    mutating func sharedValues() -> AttributeValues {
+        valuesExclusive = false
+        return runValues
+    }
 
     /// For an object inserted by an import: the index of the unique attribute its insert
     /// is keyed on (`INSERT … ON CONFLICT (that attribute)`).
@@ -68,7 +101,7 @@ struct ObjectStorage {
     /// Whether the storage holds a value per attribute and a reference per relationship.
     @inline(__always)
     func isPrepared(for entity: EntityDescription) -> Bool {
-        values.count == entity.defaultValues.count && toOne.count == entity.relationships.count
+        runValues.count == entity.defaultValues.count && toOne.count == entity.relationships.count
     }
 
     // MARK: - Writes
@@ -93,8 +126,8 @@ struct ObjectStorage {
     /// Returns whether the to-one references were made.
     @discardableResult
     mutating func prepare(for entity: EntityDescription) -> Bool {
-        if values.count != entity.defaultValues.count {
-            values = entity.defaultValueRun
+        if runValues.count != entity.defaultValues.count {
+            setValues(entity.defaultValueRun)
             changeHints = .unknown
         }
         guard toOne.count != entity.relationships.count else { return false }
@@ -103,11 +136,13 @@ struct ObjectStorage {
     }
 
     /// Sets attribute `slot`, keeping the change hints (in one access to the storage,
-    /// the setters' path: what the object does next is in the result).
+    /// the setters' path: what the object does next is in the result). The first write
+    /// after the run was shared copies it into `arena` (an allocation of its own without
+    /// one).
     @inline(__always)
-    mutating func write(_ value: consuming StoredValue, at slot: Int) -> WriteResult {
+    mutating func write(_ value: consuming StoredValue, at slot: Int, arena: ValueArena? = nil) -> WriteResult {
         WriteResult(
-            effect: slot < values.count ? writePrepared(consume value, at: slot) : .unprepared,
+            effect: slot < runValues.count ? writePrepared(consume value, at: slot, arena: arena) : .unprepared,
             isKey: slot == keyedInsertIndex, isMissingFromStore: isMissingFromStore)
     }
 
@@ -121,15 +156,15 @@ struct ObjectStorage {
     }
 
     @inline(__always)
-    private mutating func writePrepared(_ value: consuming StoredValue, at slot: Int) -> WriteEffect {
+    private mutating func writePrepared(_ value: consuming StoredValue, at slot: Int, arena: ValueArena?) -> WriteEffect {
         guard snapshot != nil else {
-            values[slot] = consume value
+            writeValue(consume value, at: slot, arena: arena)
             changeHints = .unknown
             return .untracked
         }
         // Unsafe: the buffer is read only inside the closure, and only at a `slot` checked
         // against its indices (a bad slot then stops at the bounds-checked write below).
-        let unchanged = values.withUnsafeBufferPointer { current in
+        let unchanged = runValues.withUnsafeBufferPointer { current in
             current.indices.contains(slot) && current[slot] == value
         }
         if unchanged { return .unchanged }
@@ -137,21 +172,38 @@ struct ObjectStorage {
         // context was told then.
         let reported = changeHints.isKnown && changeHints.maybe != 0
         let hints = changeHints.changing(slot)
-        values[slot] = consume value
+        writeValue(consume value, at: slot, arena: arena)
         changeHints = hints
         return reported ? .changedAgain : .firstChange
     }
 
+    /// Sets attribute `slot` of a prepared storage: in place when the run is the
+    /// storage's alone, after copying it (into `arena`, or a block of its own) otherwise.
+    @inline(__always)
+    private mutating func writeValue(_ value: consuming StoredValue, at slot: Int, arena: ValueArena?) {
+        if !valuesExclusive {
+            if !runValues.holdsBlockAlone() { runValues = arena?.copy(runValues) ?? runValues.copiedAlone() }
+            valuesExclusive = true
+        }
+        runValues.setHeldAlone(consume value, at: slot)
+    }
+
+    /// Makes `newValues` the values: a run others may share.
+    private mutating func setValues(_ newValues: consuming AttributeValues) {
+        runValues = consume newValues
+        valuesExclusive = false
+    }
+
     /// Sets attribute `slot` without change tracking or comparison (a new object's
     /// key, a value restored by an undo). The caller prepared the storage.
-    mutating func initialize(_ value: StoredValue, at slot: Int) {
-        values[slot] = value
+    mutating func initialize(_ value: StoredValue, at slot: Int, arena: ValueArena? = nil) {
+        writeValue(value, at: slot, arena: arena)
         changeHints = .unknown
     }
 
     /// Replaces every attribute value (the hints forget what they knew).
     mutating func replaceValues(_ newValues: AttributeValues) {
-        values = newValues
+        setValues(newValues)
         changeHints = .unknown
     }
 
@@ -197,7 +249,7 @@ struct ObjectStorage {
     mutating func applyFetched(version newVersion: Int64, values newValues: consuming AttributeValues) {
         version = newVersion
         snapshot = newValues
-        values = consume newValues
+        setValues(consume newValues)
         changeHints = .clean
     }
 
@@ -220,7 +272,7 @@ struct ObjectStorage {
     /// Makes the current values the committed ones (after a save or a fetch). The caller
     /// prepared the storage.
     mutating func commit(_ entity: EntityDescription) {
-        snapshot = values
+        snapshot = sharedValues()
         changeHints = .clean
         if entity.relationships.isEmpty {
             if !snapshotKeys.isEmpty { snapshotKeys = [] }
@@ -260,7 +312,8 @@ struct ObjectStorage {
 
     /// What `restore(_:)` needs to undo later writes of values and references (and,
     /// `complete`, of many-to-many sets and the deletion mark).
-    func checkpoint(complete: Bool = false) -> Checkpoint {
+    mutating func checkpoint(complete: Bool = false) -> Checkpoint {
+        let values = sharedValues()
         guard complete else { return Checkpoint(values: values, toOne: toOne, joinChanges: nil, deleted: nil) }
         var joins: [Int: (added: [ObjectIdentifier: ManagedObject], removed: [ObjectIdentifier: ManagedObject])] = [:]
         for (index, members) in extras?.joinMembers ?? [:] where members.hasChanges {
@@ -271,7 +324,7 @@ struct ObjectStorage {
 
     /// Puts back what a checkpoint holds. The caller moves the membership generation.
     mutating func restore(_ checkpoint: Checkpoint) {
-        values = checkpoint.values
+        setValues(checkpoint.values)
         toOne = checkpoint.toOne
         changeHints = .unknown
         if let deleted = checkpoint.deleted { deletedFlag = deleted }
@@ -292,8 +345,9 @@ struct ObjectStorage {
 
     /// Takes another storage's stored row: its values, references, committed state and
     /// version (a keyed insert merged into the object already registered for its row).
-    mutating func adoptStoredRow(of other: ObjectStorage) {
-        values = other.values
+    /// The other storage shares its values from then on.
+    mutating func adoptStoredRow(of other: inout ObjectStorage) {
+        setValues(other.sharedValues())
         toOne = other.toOne
         snapshot = other.snapshot
         snapshotKeys = other.snapshotKeys
@@ -313,16 +367,16 @@ struct ObjectStorage {
     /// Whether any attribute differs from its committed value (stops at the first).
     @inline(__always)
     mutating func hasChangedAttributes(_ entity: EntityDescription) -> Bool {
-        guard let snapshot else { return !values.isEmpty }
+        guard let snapshot else { return !runValues.isEmpty }
         let attributes = entity.attributes
         if let (certain, maybe) = changeHints.masks(count: attributes.count) {
             if certain != 0 { return true }
             for index in attributes.indices where maybe & (1 << index) != 0 {
-                if snapshot[index] != values[index] { return true }
+                if snapshot[index] != runValues[index] { return true }
             }
             return false
         }
-        for index in attributes.indices where snapshot[index] != values[index] { return true }
+        for index in attributes.indices where snapshot[index] != runValues[index] { return true }
         return false
     }
 
@@ -336,7 +390,7 @@ struct ObjectStorage {
         // Unsafe: both are read inside the closures only, and hold one value per attribute:
         // `values` as prepared, a snapshot as committed `values` or a decoded row.
         return snapshot.withUnsafeBufferPointer { old in
-            values.withUnsafeBufferPointer { new -> UInt64 in
+            runValues.withUnsafeBufferPointer { new -> UInt64 in
                 guard let old = old.baseAddress, let new = new.baseAddress else { return 0 }
                 var mask: UInt64 = 0
                 // Only the attributes set since the snapshot can differ; those set once
@@ -361,7 +415,7 @@ struct ObjectStorage {
         // Unsafe: both are read inside the closures only, and hold one value per attribute:
         // `values` as prepared, a snapshot as committed `values` or a decoded row.
         snapshot.withUnsafeBufferPointer { old in
-            values.withUnsafeBufferPointer { new in
+            runValues.withUnsafeBufferPointer { new in
                 guard let old = old.baseAddress, let new = new.baseAddress else { return }
                 if let (certain, maybe) = hints {
                     // Only the attributes set since the snapshot can differ; those set once

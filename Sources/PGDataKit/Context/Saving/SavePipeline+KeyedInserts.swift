@@ -109,7 +109,7 @@ extension SavePipeline {
                 keyed.append(object)
                 continue
             }
-            guard let value = UniqueValue(object.storage.values[index]) else {
+            guard let value = UniqueValue(object.storage.value(at: index)) else {
                 plain.append(object)
                 continue
             }
@@ -208,7 +208,7 @@ extension SavePipeline {
             attributes.removeAll(keepingCapacity: true)
             // Unsafe: both buffers are read only inside the closures, and the guard checks
             // that each holds one value per attribute before any `index` is read.
-            object.storage.values.withUnsafeBufferPointer { valueBuffer in
+            object.storage.withUnsafeValues { valueBuffer in
                 defaults.withUnsafeBufferPointer { defaultBuffer in
                     guard valueBuffer.count == attributeDescriptions.count, defaultBuffer.count == attributeDescriptions.count,
                         let values = valueBuffer.baseAddress, let defaults = defaultBuffer.baseAddress
@@ -271,7 +271,7 @@ extension SavePipeline {
             if !object.storage.upsertKeepsExisting {
                 // Unsafe: both buffers are read only inside the closures, and the guard
                 // checks that each holds one value per attribute before any is read.
-                object.storage.values.withUnsafeBufferPointer { valueBuffer in
+                object.storage.withUnsafeValues { valueBuffer in
                     defaults.withUnsafeBufferPointer { defaultBuffer in
                         guard valueBuffer.count == count, defaultBuffer.count == count,
                             let values = valueBuffer.baseAddress, let defaults = defaultBuffer.baseAddress
@@ -418,9 +418,9 @@ extension SavePipeline {
                     if let key = keys[position] {
                         claimed[ObjectIdentifier(object)] = key
                     } else if updates {
-                        met.updating.append(object.storage.values[unique])
+                        met.updating.append(object.storage.value(at: unique))
                     } else {
-                        met.keeping.append(object.storage.values[unique])
+                        met.keeping.append(object.storage.value(at: unique))
                     }
                 }
             }

@@ -91,7 +91,7 @@ extension SavePipeline {
     ) throws -> [ObjectIdentifier: Int64] {
         var objects: [String: [Int: [UniqueValue: [ManagedObject]]]] = [:]
         for object in context.insertedSet {
-            guard let index = object.storage.upsertAttributeIndex, let value = UniqueValue(object.storage.values[index]) else { continue }
+            guard let index = object.storage.upsertAttributeIndex, let value = UniqueValue(object.storage.value(at: index)) else { continue }
             objects[object.entity.name, default: [:]][index, default: [:]][value, default: []].append(object)
         }
         var found: [ObjectIdentifier: Int64] = [:]
@@ -99,7 +99,7 @@ extension SavePipeline {
             guard let byAttribute = objects[entity.name] else { continue }
             for (index, byValue) in byAttribute.sorted(by: { $0.key < $1.key }) {
                 let rows = try context.coordinator.selectKeys(
-                    of: entity, where: entity.attributes[index], isIn: byValue.values.compactMap { $0.first?.storage.values[index] },
+                    of: entity, where: entity.attributes[index], isIn: byValue.values.compactMap { $0.first?.storage.value(at: index) },
                     on: connection)
                 for (key, value) in rows {
                     locks[entity.rootEntityName, default: RowLockSet()].add(key, .noKeyUpdate)

@@ -112,7 +112,7 @@ extension SavePipeline {
         if toOne.isEmpty {
             rows = RowBatch(
                 keys: [object.objectID.primaryKey ?? 0], versions: [object.storage.version],
-                attributes: attributes.map { entity.attributes[$0] }, values: [object.storage.values])
+                attributes: attributes.map { entity.attributes[$0] }, values: [object.storage.sharedValues()])
         } else {
             var saveKeys = SaveKeys(keys: [:])
             rows = saveKeys.rows([object], entity, attributes: attributes, toOne: toOne)

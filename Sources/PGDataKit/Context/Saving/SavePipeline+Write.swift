@@ -65,7 +65,7 @@ extension SavePipeline {
         ) -> RowBatch {
             RowBatch(
                 keys: withKeys ? objects.map { key(of: $0) } : [], versions: objects.map(\.storage.version),
-                attributes: attributes.map { entity.attributes[$0] }, values: objects.map(\.storage.values),
+                attributes: attributes.map { entity.attributes[$0] }, values: objects.map { $0.storage.sharedValues() },
                 foreignKeys: toOne.compactMap { index in
                     entity.relationships[index].columnName.map { ($0, objects.map { foreignKey($0, index) }) }
                 })

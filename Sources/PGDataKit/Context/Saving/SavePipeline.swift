@@ -283,7 +283,7 @@ struct SavePipeline {
                     uniqueKeysWithValues: entity.attributes.map { ($0.name, object.storage.snapshot?[$0.index].anyValue) })
                 let objectValues = Dictionary(
                     uniqueKeysWithValues: object.changedAttributeIndexes.map {
-                        (entity.attributes[$0].name, object.storage.values[$0].anyValue)
+                        (entity.attributes[$0].name, object.storage.value(at: $0).anyValue)
                     })
                 guard let row = rows[key] else {
                     let report = MergeConflict(
