@@ -25,11 +25,25 @@ final class ContextBookkeeping {
     @exclusivity(unchecked) private var objects: [ObjectID: ManagedObject] = [:]
     #endif
     /// Whether `withRegistry(_:)` holds the registry (`objects` is empty meanwhile).
+    ///
+    /// This and `membersIndexes` are read at each registration (release builds leave out
+    /// their runtime exclusivity check too: a flag, and a dictionary read or changed by a
+    /// statement that calls out to nothing, a member index's `build` running apart).
+    #if DEBUG
     private var registryMovedOut = false
+    #else
+    // Unsafe: a flag read or set; no access overlaps another.
+    @exclusivity(unchecked) private var registryMovedOut = false
+    #endif
     /// One-to-many members by owner, per destination entity and inverse relationship,
     /// valid while the context reference's `membershipGeneration` stays what it was when
     /// built.
+    #if DEBUG
     private var membersIndexes: [MembersIndex.Key: MembersIndex] = [:]
+    #else
+    // Unsafe: looked up, emptied or given one index at a time, calling out to nothing.
+    @exclusivity(unchecked) private var membersIndexes: [MembersIndex.Key: MembersIndex] = [:]
+    #endif
     /// How many members indexes were built (for tests: one per change, not per owner).
     private(set) var membersIndexBuilds = 0
     /// The objects a `reset` let go of, released while the context's next statement runs

@@ -85,7 +85,14 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         }
         set { objectIDStorage = newValue }
     }
+    /// What `objectID` reads and sets. (Unchecked in release builds, as `storageField`
+    /// is: read or replaced whole, calling out to nothing meanwhile.)
+    #if DEBUG
     final var objectIDStorage: ObjectID?
+    #else
+    // Unsafe: read or assigned whole; no access overlaps another.
+    @exclusivity(unchecked) final var objectIDStorage: ObjectID?
+    #endif
     /// The object's kinds of unsaved change and its place in its context's list of
     /// pending objects (written by `PendingObjects` only). (Declared here: it fills the
     /// ID's padding.)

@@ -9,8 +9,9 @@ import Foundation
 /// What a change means beyond the object (a to-one or deletion change moves the
 /// context's membership generation, the first change of a saved object tells the
 /// context) is the caller's: `ManagedObject` does it around the calls that return it.
-/// No method calls out of the storage, so none can reach the object again while the
-/// storage is being changed (which Swift's exclusivity checks would stop).
+/// No method calls out of the storage, so none can reach the object's storage again
+/// while it is being changed (which Swift's exclusivity checks would stop); a write's
+/// `arena` closure reads another field of the object (its context reference).
 ///
 /// The fields are ordered to fill padding (`ObjectFootprintTests`).
 @usableFromInline
@@ -140,9 +141,10 @@ struct ObjectStorage {
     /// Sets attribute `slot`, keeping the change hints (in one access to the storage,
     /// the setters' path: what the object does next is in the result). The first write
     /// after the run was shared copies it into `arena` (an allocation of its own without
-    /// one).
+    /// one); `arena` is asked for only then (the setter's object reads it from its context
+    /// reference, a field other than the storage, not retained at every write).
     @inline(__always)
-    mutating func write(_ value: consuming StoredValue, at slot: Int, arena: ValueArena? = nil) -> WriteResult {
+    mutating func write(_ value: consuming StoredValue, at slot: Int, arena: @autoclosure () -> ValueArena? = nil) -> WriteResult {
         WriteResult(
             effect: slot < runValues.count ? writePrepared(consume value, at: slot, arena: arena) : .unprepared,
             isKey: slot == keyedInsertIndex, isMissingFromStore: isMissingFromStore)
@@ -158,7 +160,7 @@ struct ObjectStorage {
     }
 
     @inline(__always)
-    private mutating func writePrepared(_ value: consuming StoredValue, at slot: Int, arena: ValueArena?) -> WriteEffect {
+    private mutating func writePrepared(_ value: consuming StoredValue, at slot: Int, arena: () -> ValueArena?) -> WriteEffect {
         guard snapshot != nil else {
             writeValue(consume value, at: slot, arena: arena)
             changeHints = .unknown
@@ -182,9 +184,9 @@ struct ObjectStorage {
     /// Sets attribute `slot` of a prepared storage: in place when the run is the
     /// storage's alone, after copying it (into `arena`, or a block of its own) otherwise.
     @inline(__always)
-    private mutating func writeValue(_ value: consuming StoredValue, at slot: Int, arena: ValueArena?) {
+    private mutating func writeValue(_ value: consuming StoredValue, at slot: Int, arena: () -> ValueArena?) {
         if !valuesExclusive {
-            if !runValues.holdsBlockAlone() { runValues = arena?.copy(runValues) ?? runValues.copiedAlone() }
+            if !runValues.holdsBlockAlone() { runValues = arena()?.copy(runValues) ?? runValues.copiedAlone() }
             valuesExclusive = true
         }
         runValues.setHeldAlone(consume value, at: slot)
@@ -198,7 +200,7 @@ struct ObjectStorage {
 
     /// Sets attribute `slot` without change tracking or comparison (a new object's
     /// key, a value restored by an undo). The caller prepared the storage.
-    mutating func initialize(_ value: StoredValue, at slot: Int, arena: ValueArena? = nil) {
+    mutating func initialize(_ value: StoredValue, at slot: Int, arena: @autoclosure () -> ValueArena? = nil) {
         writeValue(value, at: slot, arena: arena)
         changeHints = .unknown
     }

@@ -62,7 +62,7 @@ extension SavePipeline {
     /// there is a plan (the changed objects that write anything, with what they change);
     /// without, the changes are found here.
     private func rowLocks(locating: Bool, updates: [(shape: SavePlan.UpdateShape, objects: [ManagedObject])]?) -> [String: RowLockSet] {
-        var collector = RowLockCollector(locatingIn: locating ? context : nil)
+        var collector = RowLockCollector(locationSerial: locating ? context.transaction.locationSerial : 0)
         for object in context.deletedSet {
             guard let key = object.objectID.primaryKey else { continue }
             collector.add(key, .update, entity: object.entity.rootEntityName, of: object)
@@ -113,14 +113,15 @@ extension SavePipeline {
 
 /// The rows a save locks, collected by entity (`SavePipeline.rowLocks`).
 private struct RowLockCollector {
-    /// The context whose import's row locations the rows carry; `nil` for none.
-    let locatingIn: ManagedObjectContext?
+    /// The location serial of the transaction whose import's row locations the rows
+    /// carry; `0` for none.
+    let locationSerial: UInt16
     /// A save has objects of a few entities: a scan of their names (the same strings,
     /// compared by their bits first) instead of hashing a name once per object.
     private var sets: [(name: String, rows: RowLockSet)] = []
 
-    init(locatingIn context: ManagedObjectContext?) {
-        locatingIn = context
+    init(locationSerial: UInt16) {
+        self.locationSerial = locationSerial
     }
 
     /// The rows by entity name.
@@ -128,7 +129,7 @@ private struct RowLockCollector {
 
     /// A row of `name`'s table, in `mode` (with its location when it has one).
     mutating func add(_ key: Int64, _ mode: RowLockMode, entity name: String, of object: ManagedObject? = nil) {
-        let location = locatingIn.flatMap { context in object.flatMap(context.rowLocation(of:)) }
+        let location = object.flatMap { ManagedObjectContext.rowLocation(of: $0, serial: locationSerial) }
         if let index = sets.lastIndex(where: { $0.name == name }) {
             sets[index].rows.add(key, mode, location: location)
         } else {
