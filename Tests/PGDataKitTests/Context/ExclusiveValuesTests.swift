@@ -127,7 +127,7 @@ struct ExclusiveValuesTests {
     /// storages with one arena, against plain arrays: every holder keeps its own values.
     @Test(arguments: [1, 2, 3, 4])
     func randomOperationsMatchPlainArrays(seed: UInt64) {
-        var generator = SeededGenerator(seed: seed)
+        var generator = FuzzGenerator(state: seed)
         let arena = ValueArena()
         var storages = fetched(4)
         var current = (0..<4).map { [StoredValue.string("m\($0)"), .int($0), .null] }
@@ -178,18 +178,5 @@ struct ExclusiveValuesTests {
                 return
             }
         }
-    }
-}
-
-/// A small deterministic generator (splitmix64), so a failing seed can be rerun.
-private struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
     }
 }
