@@ -5,8 +5,9 @@ import Testing
 @testable import PGDataKit
 @testable import PGDataKitPostgres
 
-/// What a member's hooks saw, for the tests (counts by hook).
-let volunteerHookCalls = Mutex<[String: Int]>([:])
+/// What a member's hooks saw, for the tests: counts by hook, per context (the suite's
+/// tests run in parallel, and another test's save runs the same hooks meanwhile).
+let volunteerHookCalls = Mutex<[ObjectIdentifier: [String: Int]]>([:])
 
 /// An error a hook throws that is not a validation error; its text holds a value.
 struct VolunteerHookError: Error, CustomDebugStringConvertible {
@@ -25,7 +26,10 @@ final class Volunteer: ManagedObject {
     @Attribute var starts: Int?
     @Attribute var ends: Int?
 
-    private func count(_ hook: String) { volunteerHookCalls.withLock { $0[hook, default: 0] += 1 } }
+    private func count(_ hook: String) {
+        guard let context = managedObjectContext else { return }
+        volunteerHookCalls.withLock { $0[ObjectIdentifier(context), default: [:]][hook, default: 0] += 1 }
+    }
 
     private func checkDates() throws {
         if let ends, let starts, ends < starts {
@@ -176,7 +180,7 @@ struct ValidationTests {
                 for id in ["a", "b", "keep-c"] { VolunteerSchema.member(id, in: context) }
                 try context.save()
             }
-            volunteerHookCalls.withLock { $0 = [:] }
+            volunteerHookCalls.withLock { $0[ObjectIdentifier(context)] = [:] }
             try context.performAndWait {
                 let all = try Volunteer.fetch(in: context, where: "memberID IN %@", ["a", "b", "keep-c"])
                 let byID = Dictionary(uniqueKeysWithValues: all.map { ($0.memberID, $0) })
@@ -191,7 +195,7 @@ struct ValidationTests {
                     #expect(error.failures[1].requirement == "stay while it is kept")
                 }
                 // "b" was not changed: its hook did not run.
-                #expect(volunteerHookCalls.withLock { $0 } == ["update": 1, "delete": 1])
+                #expect(volunteerHookCalls.withLock { $0[ObjectIdentifier(context)] } == ["update": 1, "delete": 1])
                 context.rollback()
             }
             #expect(try VolunteerSchema.count(admin) == 3)
