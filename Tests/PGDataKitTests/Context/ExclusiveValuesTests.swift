@@ -99,6 +99,16 @@ struct ExclusiveValuesTests {
         #expect(Array(source.runValues) == [.string("m0"), .int(2), .null])
     }
 
+    @Test func anObjectAdoptingItsOwnRowKeepsItsValuesAndDropsTheKeyedInsert() {
+        let meter = Meter()
+        meter.label = "own"
+        meter.storage.markKeyedInsert(attribute: 0, keepsExisting: true)
+        meter.adoptStoredRow(of: meter)
+        #expect(meter.label == "own" && meter.storage.upsertAttributeIndex == nil)
+        meter.count = 3
+        #expect(meter.label == "own" && meter.count == 3)
+    }
+
     @Test func aRunHeldAloneIsWrittenInPlaceWithoutAnArena() {
         var storage = ObjectStorage()
         storage.replaceValues([.string("a"), .int(1), .null])

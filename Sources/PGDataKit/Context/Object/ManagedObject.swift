@@ -182,8 +182,13 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// Takes another object's stored row: values, references, committed state and version
     /// (a keyed insert merged into the row it met); it is no keyed insert any more.
     func adoptStoredRow(of other: ManagedObject) {
-        guard other !== self else { return }
-        storage.adoptStoredRow(of: &other.storage)
+        if other === self {
+            // (Its own row: the same resets, from a copy, as both accesses cannot overlap.)
+            var own = storage
+            storage.adoptStoredRow(of: &own)
+        } else {
+            storage.adoptStoredRow(of: &other.storage)
+        }
         contextReference?.membershipGeneration &+= 1
     }
 
