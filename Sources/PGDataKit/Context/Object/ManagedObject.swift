@@ -180,15 +180,11 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     }
 
     /// Takes another object's stored row: values, references, committed state and version
-    /// (a keyed insert merged into the row it met); it is no keyed insert any more.
+    /// (a keyed insert merged into the row it met); it is no keyed insert any more. (Its
+    /// own row is taken from a copy: two accesses to one storage cannot overlap.)
     func adoptStoredRow(of other: ManagedObject) {
-        if other === self {
-            // (Its own row: the same resets, from a copy, as both accesses cannot overlap.)
-            var own = storage
-            storage.adoptStoredRow(of: &own)
-        } else {
-            storage.adoptStoredRow(of: &other.storage)
-        }
+        var own = other === self ? storage : ObjectStorage()
+        if other === self { storage.adoptStoredRow(of: &own) } else { storage.adoptStoredRow(of: &other.storage) }
         contextReference?.membershipGeneration &+= 1
     }
 
