@@ -11,7 +11,7 @@
 ///
 /// ```swift
 /// var reader = ArrayLiteralReader()
-/// let keys = try reader.int64s(in: bytes)  // "{3,1,2}" → [3, 1, 2]
+/// let keys = reader.int64s(in: bytes)  // "{3,1,2}" → [3, 1, 2]
 /// ```
 package struct ArrayLiteralReader {
     /// The element being unescaped, when it has escapes.
@@ -27,62 +27,23 @@ package struct ArrayLiteralReader {
     ///   handed out past the first malformed element). A dimension decoration such as
     ///   `[0:2]=` is skipped.
     // Unsafe: each element's bytes point into `bytes` or into `scratch`, both valid for
-    // the call of `body` only (the doc says so); indices stay below `bytes.count - 1`.
+    // the call of `body` only (the doc says so).
     package mutating func forEachElement(
         in bytes: UnsafeBufferPointer<UInt8>, _ body: (UnsafeBufferPointer<UInt8>?) throws -> Void
     ) rethrows -> Bool {
-        guard let base = bytes.baseAddress, bytes.count >= 2, bytes[bytes.count - 1] == UInt8(ascii: "}") else { return false }
-        var index = 0
-        if bytes[0] == UInt8(ascii: "[") {
-            guard let equals = bytes.firstIndex(of: UInt8(ascii: "=")), bytes[equals - 1] == UInt8(ascii: "]") else {
-                return false
-            }
-            index = equals + 1
-        }
-        guard index < bytes.count - 1, bytes[index] == UInt8(ascii: "{") else { return false }
-        index += 1
-        let end = bytes.count - 1
-        if index == end { return true }
+        guard var cursor = ArrayLiteralCursor(bytes) else { return false }
         while true {
-            if bytes[index] == UInt8(ascii: "\"") {
-                index += 1
-                let start = index
-                var escaped = false
-                while index < end, bytes[index] != UInt8(ascii: "\"") {
-                    if bytes[index] == UInt8(ascii: "\\") {
-                        escaped = true
-                        index += 1
-                    }
-                    index += 1
-                }
-                guard index < end else { return false }
-                if escaped {
-                    scratch.removeAll(keepingCapacity: true)
-                    var at = start
-                    while at < index {
-                        if bytes[at] == UInt8(ascii: "\\") { at += 1 }
-                        scratch.append(bytes[at])
-                        at += 1
-                    }
-                    try scratch.withUnsafeBufferPointer { try body($0) }
-                } else {
-                    try body(UnsafeBufferPointer(start: base + start, count: index - start))
-                }
-                index += 1  // the closing quote
-            } else {
-                let start = index
-                while index < end, bytes[index] != UInt8(ascii: ","), bytes[index] != UInt8(ascii: "{"),
-                    bytes[index] != UInt8(ascii: "\"")
-                {
-                    index += 1
-                }
-                let element = UnsafeBufferPointer(start: base + start, count: index - start)
-                guard !element.isEmpty else { return false }
-                try body(Self.isNull(element) ? nil : element)
+            switch cursor.next() {
+            case .text(let element): try body(element)
+            case .null: try body(nil)
+            case .escaped(let quoted):
+                scratch.removeAll(keepingCapacity: true)
+                scratch.reserveCapacity(quoted.count)
+                ArrayLiteralCursor.unescape(quoted) { scratch.append($0) }
+                try scratch.withUnsafeBufferPointer { try body($0) }
+            case .end: return true
+            case .malformed: return false
             }
-            if index == end { return true }
-            guard bytes[index] == UInt8(ascii: ","), index + 1 < end else { return false }
-            index += 1
         }
     }
 
@@ -118,6 +79,114 @@ package struct ArrayLiteralReader {
             values.append(element[0] == UInt8(ascii: "t"))
         }
         return wellFormed && valid ? values : nil
+    }
+}
+
+/// One element of an array literal, as `ArrayLiteralCursor.next()` finds it.
+package enum ArrayLiteralElement {
+    /// An element's text as it stands in the literal (unquoted, or quoted without escapes).
+    case text(UnsafeBufferPointer<UInt8>)
+    /// A quoted element's text with its escapes still in: `ArrayLiteralCursor.unescape`.
+    case escaped(UnsafeBufferPointer<UInt8>)
+    /// An unquoted `NULL`.
+    case null
+    /// No more elements.
+    case end
+    /// Not an array literal from here on.
+    case malformed
+}
+
+/// A position in an array literal's text, read one element at a time: the one parser of
+/// the array text the server writes (`ArrayLiteralReader` and the aggregated rows of
+/// `FieldReader` go through it).
+package struct ArrayLiteralCursor {
+    /// The literal.
+    private let bytes: UnsafeBufferPointer<UInt8>
+    /// The first byte of the next element.
+    private var index: Int
+    /// The closing brace's index.
+    private let end: Int
+    /// Whether every element has been handed out (or the text is malformed: `index` is
+    /// then -1).
+    private var done: Bool
+
+    /// A cursor before the first element; `nil` when `bytes` does not open and close as a
+    /// one-dimensional array literal (a dimension decoration such as `[0:2]=` is skipped).
+    package init?(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard bytes.count >= 2, bytes[bytes.count - 1] == UInt8(ascii: "}") else { return nil }
+        var index = 0
+        if bytes[0] == UInt8(ascii: "[") {
+            guard let equals = bytes.firstIndex(of: UInt8(ascii: "=")), bytes[equals - 1] == UInt8(ascii: "]") else {
+                return nil
+            }
+            index = equals + 1
+        }
+        guard index < bytes.count - 1, bytes[index] == UInt8(ascii: "{") else { return nil }
+        self.bytes = bytes
+        self.index = index + 1
+        self.end = bytes.count - 1
+        self.done = self.index == end
+    }
+
+    /// The next element (`.end` after the last one, and again after it; `.malformed` once
+    /// the text is not an array literal, and again after it).
+    // Unsafe: the elements handed out point into `bytes`, which the caller holds; every
+    // index read is below `end`, the closing brace's.
+    package mutating func next() -> ArrayLiteralElement {
+        guard !done, let base = bytes.baseAddress else { return index < 0 ? .malformed : .end }
+        let element: ArrayLiteralElement
+        if bytes[index] == UInt8(ascii: "\"") {
+            index += 1
+            let start = index
+            var escaped = false
+            while index < end, bytes[index] != UInt8(ascii: "\"") {
+                if bytes[index] == UInt8(ascii: "\\") {
+                    escaped = true
+                    index += 1
+                }
+                index += 1
+            }
+            guard index < end else { return fail() }
+            let text = UnsafeBufferPointer(start: base + start, count: index - start)
+            element = escaped ? .escaped(text) : .text(text)
+            index += 1  // the closing quote
+        } else {
+            let start = index
+            while index < end, bytes[index] != UInt8(ascii: ","), bytes[index] != UInt8(ascii: "{"),
+                bytes[index] != UInt8(ascii: "\"")
+            {
+                index += 1
+            }
+            let text = UnsafeBufferPointer(start: base + start, count: index - start)
+            guard !text.isEmpty else { return fail() }
+            element = Self.isNull(text) ? .null : .text(text)
+        }
+        if index == end {
+            done = true
+        } else {
+            guard bytes[index] == UInt8(ascii: ","), index + 1 < end else { return fail() }
+            index += 1
+        }
+        return element
+    }
+
+    /// Marks the text malformed.
+    private mutating func fail() -> ArrayLiteralElement {
+        done = true
+        index = -1
+        return .malformed
+    }
+
+    /// Hands `byte` each byte of an `.escaped` element's text without its escapes (a
+    /// backslash stands for the byte after it): as many bytes as the text or fewer.
+    // Unsafe: reads `quoted` (lent by the caller) within its count.
+    package static func unescape(_ quoted: UnsafeBufferPointer<UInt8>, _ byte: (UInt8) -> Void) {
+        var at = 0
+        while at < quoted.count {
+            if quoted[at] == UInt8(ascii: "\\"), at + 1 < quoted.count { at += 1 }
+            byte(quoted[at])
+            at += 1
+        }
     }
 
     /// Whether an unquoted element spells `NULL` (in any case, as the server reads it).

@@ -125,4 +125,33 @@ import Testing
             }
         }
     }
+
+    @Test func anImportsFetchAnswersArraysOfEveryValueAsStored() throws {
+        // The import's one fetch per batch answers one row of arrays (a column of an
+        // array type as its text): the objects it finds hold what was stored, values the
+        // array text escapes, NULLs and arrays of every element type included.
+        try ShelfSchema.withManager { manager, _ in
+            let codes = Self.awkwardKeys
+            try ShelfSchema.insert(codes, in: manager) { shelf in
+                if shelf.code.count % 2 == 0 { ShelfSchema.fill(shelf) } else { shelf.bigs = nil; shelf.labels = [shelf.code] }
+            }
+            let context = manager.newPrivateContext()
+            try context.performAndWait {
+                var found: [String: Bool] = [:]
+                let records: [JSONValue] = codes.map { ["code": .string($0)] }
+                let shelves = try Shelf.insertOrUpdate(records, uniqueModelKey: \.code, uniqueRemoteKey: "code", in: context) {
+                    _, shelf in
+                    found[shelf.code] =
+                        shelf.code.count % 2 == 0
+                        ? ShelfSchema.isFilled(shelf)
+                        : shelf.bigs == nil && shelf.labels == [shelf.code] && shelf.smalls == [1, 2]
+                }
+                #expect(shelves.count == codes.count)
+                #expect(context.insertedObjects.isEmpty)
+                #expect(found.count == codes.count)
+                for code in codes { #expect(found[code] == true, "\(code.debugDescription)") }
+            }
+        }
+    }
 }
+

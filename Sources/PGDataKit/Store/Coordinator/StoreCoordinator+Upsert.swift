@@ -315,17 +315,37 @@ extension StoreCoordinator {
     /// for a value given twice (or two values the column's collation holds equal).
     ///
     /// With `locating`, each row's location (`ctid`) follows the entity's columns (see
-    /// `RowLocation`).
+    /// `RowLocation`). With `aggregated`, the answer is one row of arrays, a column's
+    /// values in each (`aggregatedSelectList`, read with
+    /// `QueryResult.withAggregatedFieldReader`), rather than a row per row.
     ///
     /// - Throws: `PostgresError`, `PostgresValueError` naming `Entity.attribute`.
     func selectObjects(
         of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
-        locating: Bool = false, on connection: Connection
+        locating: Bool = false, aggregated: Bool = false, on connection: Connection
     ) throws -> QueryResult {
-        try execute(
-            "SELECT \(entity.selectList(alias: "t"))\(locating ? ", t.ctid" : "") FROM "
-                + Self.rowsByUniqueValue(entity, attribute, locating: locating),
+        let list =
+            aggregated
+            ? Self.aggregatedSelectList(entity, locating: locating)
+            : entity.selectList(alias: "t") + (locating ? ", t.ctid" : "")
+        return try execute(
+            "SELECT \(list) FROM " + Self.rowsByUniqueValue(entity, attribute, locating: locating),
             [try attribute.encodeColumn(values)], on: connection, reusesPlan: Self.reusesPlan(keys: values.count))
+    }
+
+    /// `array_agg(t."id") AS "id", …`: the entity's select list (and `ctid` with
+    /// `locating`) as one array per column, named as the column. A column of an array
+    /// type goes as its text (`array_agg` of arrays would make one array of two
+    /// dimensions, and refuses arrays of different lengths); the element is that text,
+    /// as a row would have answered it.
+    static func aggregatedSelectList(_ entity: EntityDescription, locating: Bool) -> String {
+        let arrayColumns = Set(entity.attributes.filter { $0.type.sqlType.hasSuffix("[]") }.map(\.columnName))
+        var list = entity.selectColumns.map { column in
+            let quoted = Connection.quoteIdentifier(column)
+            return "array_agg(t.\(quoted)\(arrayColumns.contains(column) ? "::text" : "")) AS \(quoted)"
+        }
+        if locating { list.append("array_agg(t.ctid) AS ctid") }
+        return list.joined(separator: ", ")
     }
 
     /// The primary keys of the rows whose `attribute` is one of `values`, with each row's
