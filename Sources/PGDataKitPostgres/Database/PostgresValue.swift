@@ -363,15 +363,52 @@ extension Array: PostgresDecodable where Element: PostgresDecodable {
     }
 }
 
-/// Splits PostgreSQL's text array output (`{a,"b c",NULL}`) into element strings
-/// (`ArrayLiteralReader`); `nil` when the text is not a one-dimensional array literal.
+/// Splits PostgreSQL's text array output (`{a,"b c",NULL}`) into element strings.
 enum ArrayLiteralParser {
     static func parse(_ bytes: UnsafeBufferPointer<UInt8>) -> [String?]? {
-        var reader = ArrayLiteralReader()
-        var elements: [String?] = []
-        let wellFormed = reader.forEachElement(in: bytes) { element in
-            elements.append(element.map { String(decoding: $0, as: UTF8.self) })
+        var index = 0
+        // Skip an optional dimension decoration such as "[0:2]=".
+        if bytes.first == UInt8(ascii: "[") {
+            guard let equals = bytes.firstIndex(of: UInt8(ascii: "=")) else { return nil }
+            index = equals + 1
         }
-        return wellFormed ? elements : nil
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "{"),
+            bytes.last == UInt8(ascii: "}")
+        else { return nil }
+        index += 1
+        let end = bytes.count - 1
+        var elements: [String?] = []
+        if index == end { return elements }
+        while index <= end {
+            var element: [UInt8] = []
+            var quoted = false
+            if bytes[index] == UInt8(ascii: "\"") {
+                quoted = true
+                index += 1
+                while index < end, bytes[index] != UInt8(ascii: "\"") {
+                    if bytes[index] == UInt8(ascii: "\\") { index += 1 }
+                    guard index < end else { return nil }
+                    element.append(bytes[index])
+                    index += 1
+                }
+                guard index < end else { return nil }
+                index += 1  // closing quote
+            } else {
+                while index < end, bytes[index] != UInt8(ascii: ","),
+                    bytes[index] != UInt8(ascii: "{")
+                {
+                    element.append(bytes[index])
+                    index += 1
+                }
+                guard index >= end || bytes[index] == UInt8(ascii: ",") else {
+                    return nil  // nested arrays are not supported
+                }
+            }
+            let text = String(decoding: element, as: UTF8.self)
+            elements.append(!quoted && text == "NULL" ? nil : text)
+            guard index == end || bytes[index] == UInt8(ascii: ",") else { return nil }
+            index += 1
+        }
+        return elements
     }
 }

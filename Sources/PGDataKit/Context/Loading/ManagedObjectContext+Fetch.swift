@@ -136,7 +136,7 @@ extension ManagedObjectContext {
         if let bytes = fields.bytes(column), let value = AttributeDecoding.integer(bytes) {
             return Int64(value)
         }
-        return try Int64.decode(from: fields.cell(column))  // the error names the column
+        return try result[fields.row].decode(Int64.self, at: column)  // the error names the column
     }
 
     /// `decodeInteger(_:column:)` for row `index` of `result`.

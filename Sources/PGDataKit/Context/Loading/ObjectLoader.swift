@@ -199,22 +199,19 @@ struct ObjectLoader {
         var locating = false
         let result = try context.withDatabase { connection in
             locating = context.transaction.locationSerial != 0
-            return try context.coordinator.selectObjects(
-                of: entity, whereUnique: attribute, isIn: values, locating: locating, aggregated: true, on: connection)
+            return try context.coordinator.selectObjects(of: entity, whereUnique: attribute, isIn: values, locating: locating, on: connection)
         }
-        // One row of arrays, a column's values in each (libpq parsed and kept a row per
-        // row: some 550 instructions a row, callgrind counted).
         var objects: [ManagedObject] = []
+        objects.reserveCapacity(result.count)
         let serial = context.transaction.locationSerial
         let locationColumn = entity.selectColumns.count
         try context.bookkeeping.withRegistry { registry in
-            try result.withAggregatedFieldReader { reader, rows in
-                registry.reserveCapacity(registry.count + rows)
-                objects.reserveCapacity(rows)
+            registry.reserveCapacity(registry.count + result.count)
+            try result.withFieldReader { reader in
                 // (A local of the closure: one captured from outside is read from its box.)
-                var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: rows)
-                for _ in 0..<rows {
-                    try reader.advance()
+                var filler = ValueBlockFiller(runLength: entity.attributeDecodings.count, expectedRuns: result.count)
+                for index in 0..<result.count {
+                    reader.load(row: index)
                     let object = try register(result, reader, entity: entity, in: &registry, filling: &filler)
                     if locating {
                         let bytes = reader.bytes(locationColumn)
@@ -307,6 +304,7 @@ struct ObjectLoader {
         _ result: QueryResult, _ fields: FieldReader, to object: ManagedObject, entity: EntityDescription, key: Int64,
         filling filler: inout ValueBlockFiller
     ) throws {
+        let rowIndex = fields.row
         let version = try ManagedObjectContext.decodeInteger(result, fields, column: 1)
         let values = try filler.run { index in try decode(result, fields, attribute: index, entity: entity, key: key) }
         // Values the column holds but the property's type does not (an enum's unknown
@@ -322,7 +320,7 @@ struct ObjectLoader {
         for relationship in entity.toOneRelationships {
             let foreignKey: Int64? =
                 if let bytes = fields.bytes(column) {
-                    try Row.decimal(bytes) ?? Int64.decode(from: fields.cell(column))  // (the error names the column)
+                    try Row.decimal(bytes) ?? result[rowIndex].decode(Int64.self, at: column)  // (the error names the column)
                 } else {
                     nil
                 }
@@ -367,7 +365,7 @@ struct ObjectLoader {
         case let decoding:
             if let value = decoding.decode(bytes) { return value }
         }
-        return try decodeThroughClosure(fields, column: column, entity.attributes[index], entity: entity, key: key)
+        return try decodeThroughClosure(row: result[fields.row], column: column, entity.attributes[index], entity: entity, key: key)
     }
 
     /// An attribute's value decoded through its closure; on failure decoded again with the
@@ -377,13 +375,13 @@ struct ObjectLoader {
     ///   and the row's primary key when the stored value does not fit the attribute's
     ///   type (a `numeric` of 50 digits written by another program for a `Decimal`).
     private func decodeThroughClosure(
-        _ fields: FieldReader, column: Int, _ attribute: AttributeDescription, entity: EntityDescription, key: Int64
+        row: Row, column: Int, _ attribute: AttributeDescription, entity: EntityDescription, key: Int64
     ) throws -> StoredValue {
         do {
-            return try attribute.decode(PostgresCell(bytes: fields.bytes(column)))
+            return try attribute.decode(row.result.bareCell(row: row.index, column: column))
         } catch {
             do {
-                return try attribute.decode(fields.cell(column))
+                return try row.withCell(at: column) { try attribute.decode($0) }
             } catch let error as PostgresValueError {
                 throw ManagedObjectError.invalidStoredValue(
                     entity: entity.name, key: attribute.name, primaryKey: key, reason: "\(error)")

@@ -206,8 +206,7 @@ extension StoreCoordinator {
             assignments.append("\(version) = t.\(version) + 1")
             return "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
         }
-        let condition = checksVersion ? " AND t.\(version) = v.c1" : ""
-        let returned = ["t.\(primaryKey)", "t.\(version)"]
+        let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)"
         var written: [Int64: Int64] = [:]
         written.reserveCapacity(rows.keys.count)
         var (arrays, types) = try bound ?? bind(rows)
@@ -221,15 +220,10 @@ extension StoreCoordinator {
         let sql = writeStatement(key) {
             single
                 ? Self.oneRowUpdate(of: entity, columns: assigned, types: types, checksVersion: checksVersion)
-                : Self.returningArrays(
-                    updateClause() + (key.byLocation ? Self.rowsByLocation(entity, types) : Self.rowsByKey(entity, types))
-                        + condition, returned)
+                : updateClause() + (key.byLocation ? Self.rowsByLocation(entity, types) : Self.rowsByKey(entity, types)) + tail
         }
-        let result = try execute(sql, arrays, on: connection, reusesPlan: Self.reusesPlan(keys: rows.keys.count))
-        if single {
-            for row in result { written[try row.int64(at: 0)] = try row.int64(at: 1) }
-        } else {
-            try Self.readWrittenVersions(result, into: &written)
+        for row in try execute(sql, arrays, on: connection, reusesPlan: Self.reusesPlan(keys: rows.keys.count)) {
+            written[try row.int64(at: 0)] = try row.int64(at: 1)
         }
         if key.byLocation, written.count < rows.keys.count {
             // Rows the transaction itself moved since its locks found them (a trigger of
@@ -238,21 +232,19 @@ extension StoreCoordinator {
             let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
             let (again, _) = try bind(rows, order: missing)
             key.byLocation = false
-            let byKey = writeStatement(key) {
-                Self.returningArrays(updateClause() + Self.rowsByKey(entity, types) + condition, returned)
+            let byKey = writeStatement(key) { updateClause() + Self.rowsByKey(entity, types) + tail }
+            for row in try execute(byKey, again, on: connection, reusesPlan: Self.reusesPlan(keys: missing.count)) {
+                written[try row.int64(at: 0)] = try row.int64(at: 1)
             }
-            try Self.readWrittenVersions(
-                try execute(byKey, again, on: connection, reusesPlan: Self.reusesPlan(keys: missing.count)), into: &written)
         }
         guard !checksVersion, written.count < rows.keys.count else { return written }
         let update = updateClause()
         let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
         let (again, _) = try bind(rows, order: missing)
         let byKey = "FROM unnest(\(Self.unnestList(types))) AS v(\(Self.aliases(types.count))) WHERE t.\(primaryKey) = v.c0"
-        try Self.readWrittenVersions(
-            try execute(Self.returningArrays(update + byKey, returned), again, on: connection,
-                        reusesPlan: Self.reusesPlan(keys: missing.count)),
-            into: &written)
+        for row in try execute(update + byKey + tail, again, on: connection, reusesPlan: Self.reusesPlan(keys: missing.count)) {
+            written[try row.int64(at: 0)] = try row.int64(at: 1)
+        }
         return written
     }
 

@@ -237,8 +237,8 @@ extension StoreCoordinator {
     private func upsert(
         into entity: EntityDescription, _ rows: RowBatch, order: [Int], uniqueAttribute: AttributeDescription,
         updating: [String], on connection: Connection,
-        // Unsafe: `keyText` is valid only during each call of `body`: an element of the
-        // answer's array (`ArrayLiteralReader`, the result held) or a local string's bytes.
+        // Unsafe: `keyText` is valid only during each call of `body`: a cell lent by
+        // `row.withBytes` (the row holds the result) or a local string's `withUTF8` bytes.
         row body: (_ primaryKey: Int64, _ version: Int64, _ keyText: UnsafeBufferPointer<UInt8>, _ inserted: Bool) throws -> Void
     ) throws {
         let quote = Connection.quoteIdentifier
@@ -266,46 +266,42 @@ extension StoreCoordinator {
                 + ", \(version) = t.\(version) + 1 WHERE (\(quoted.map { "t.\($0)" }.joined(separator: ", "))) "
                 + "IS DISTINCT FROM (\(quoted.map { "EXCLUDED.\($0)" }.joined(separator: ", ")))"
         }
-        let result = try execute(
-            Self.returningArrays(sql, ["t.\(quote(entity.primaryKeyColumn))", "t.\(version)", "t.\(unique)", "t.xmax = 0"]),
-            arrays, on: connection)
-        // One row of arrays (`returningArrays`): keys, versions, unique keys, inserted.
-        var reader = ArrayLiteralReader()
-        let primaryKeys = try Self.returnedInt64s(result, column: 0, reader: &reader)
-        let versions = try Self.returnedInt64s(result, column: 1, reader: &reader)
-        let inserted = try Self.returnedBooleans(result, column: 3, reader: &reader)
-        guard versions.count == primaryKeys.count, inserted.count == primaryKeys.count else {
-            throw PostgresValueError(
-                code: .invalidText, swiftType: "[Int64]", column: "\(entity.name).\(uniqueAttribute.name)",
-                reason: "an upsert answered arrays of \(primaryKeys.count), \(versions.count) and \(inserted.count) elements")
-        }
-        guard !primaryKeys.isEmpty else { return }
+        sql += " RETURNING t.\(quote(entity.primaryKeyColumn)), t.\(version), t.\(unique), t.xmax = 0"
+        let result = try execute(sql, arrays, on: connection)
         // Text and integer columns come back in the text they were sent as; other types
         // are read and written again to compare like with like.
         let sameText = [.string, .int16, .int32, .int64].contains(uniqueAttribute.type)
-        let column = "\(entity.name).\(uniqueAttribute.name)"
-        var index = 0
-        let wellFormed = try result[0].withCell(at: 2) { cell in
-            guard let bytes = cell.bytes else { return false }
-            var elements = ArrayLiteralReader()
-            return try elements.forEachElement(in: bytes) { element in
-                guard index < primaryKeys.count else { throw cell.invalid(for: [String].self) }
-                defer { index += 1 }
-                if sameText, let element {
-                    try body(primaryKeys[index], versions[index], element, inserted[index])
+        // Each row's fields read with one call into libpq (`FieldReader`), not two or
+        // three per field through a `Row`: this loop runs after the statement's answer,
+        // before the save can send its record and `COMMIT`. A field not in the expected
+        // text goes through the `Row`, whose error names the column.
+        try result.withFieldReader { reader in
+            for index in 0..<result.count {
+                reader.load(row: index)
+                let primaryKey = try reader.bytes(0).flatMap(Row.decimal) ?? result[index].int64(at: 0)
+                let version = try reader.bytes(1).flatMap(Row.decimal) ?? result[index].int64(at: 1)
+                let inserted = try Self.boolean(reader.bytes(3)) ?? result[index].bool(at: 3)
+                if sameText, let keyText = reader.bytes(2) {
+                    try body(primaryKey, version, keyText, inserted)
                 } else {
                     var text =
-                        try uniqueAttribute.encode(
-                            try uniqueAttribute.decode(PostgresCell(bytes: element, columnName: column, rowIndex: index)))?
-                            .postgresText() ?? ""
-                    try text.withUTF8 { try body(primaryKeys[index], versions[index], $0, inserted[index]) }
+                        try result[index].withCell(at: 2) { try uniqueAttribute.encode(try uniqueAttribute.decode($0))?.postgresText() }
+                        ?? ""
+                    try text.withUTF8 { try body(primaryKey, version, $0, inserted) }
                 }
             }
         }
-        guard wellFormed, index == primaryKeys.count else {
-            throw PostgresValueError(
-                code: .invalidText, swiftType: "[String]", column: column,
-                reason: "an upsert answered \(index) unique keys for \(primaryKeys.count) rows")
+    }
+
+    // Unsafe: `bytes` is a field lent by `FieldReader.bytes(_:)` for the call; only its
+    // count and first byte are read, after the count is checked.
+    /// A `boolean` field's text (`t` or `f`) as a `Bool`; `nil` for anything else.
+    private static func boolean(_ bytes: UnsafeBufferPointer<UInt8>?) -> Bool? {
+        guard let bytes, bytes.count == 1 else { return nil }
+        switch bytes[0] {
+        case UInt8(ascii: "t"): return true
+        case UInt8(ascii: "f"): return false
+        default: return nil
         }
     }
 
@@ -315,37 +311,17 @@ extension StoreCoordinator {
     /// for a value given twice (or two values the column's collation holds equal).
     ///
     /// With `locating`, each row's location (`ctid`) follows the entity's columns (see
-    /// `RowLocation`). With `aggregated`, the answer is one row of arrays, a column's
-    /// values in each (`aggregatedSelectList`, read with
-    /// `QueryResult.withAggregatedFieldReader`), rather than a row per row.
+    /// `RowLocation`).
     ///
     /// - Throws: `PostgresError`, `PostgresValueError` naming `Entity.attribute`.
     func selectObjects(
         of entity: EntityDescription, whereUnique attribute: AttributeDescription, isIn values: [StoredValue],
-        locating: Bool = false, aggregated: Bool = false, on connection: Connection
+        locating: Bool = false, on connection: Connection
     ) throws -> QueryResult {
-        let list =
-            aggregated
-            ? Self.aggregatedSelectList(entity, locating: locating)
-            : entity.selectList(alias: "t") + (locating ? ", t.ctid" : "")
-        return try execute(
-            "SELECT \(list) FROM " + Self.rowsByUniqueValue(entity, attribute, locating: locating),
+        try execute(
+            "SELECT \(entity.selectList(alias: "t"))\(locating ? ", t.ctid" : "") FROM "
+                + Self.rowsByUniqueValue(entity, attribute, locating: locating),
             [try attribute.encodeColumn(values)], on: connection, reusesPlan: Self.reusesPlan(keys: values.count))
-    }
-
-    /// `array_agg(t."id") AS "id", …`: the entity's select list (and `ctid` with
-    /// `locating`) as one array per column, named as the column. A column of an array
-    /// type goes as its text (`array_agg` of arrays would make one array of two
-    /// dimensions, and refuses arrays of different lengths); the element is that text,
-    /// as a row would have answered it.
-    static func aggregatedSelectList(_ entity: EntityDescription, locating: Bool) -> String {
-        let arrayColumns = Set(entity.attributes.filter { $0.type.sqlType.hasSuffix("[]") }.map(\.columnName))
-        var list = entity.selectColumns.map { column in
-            let quoted = Connection.quoteIdentifier(column)
-            return "array_agg(t.\(quoted)\(arrayColumns.contains(column) ? "::text" : "")) AS \(quoted)"
-        }
-        if locating { list.append("array_agg(t.ctid) AS ctid") }
-        return list.joined(separator: ", ")
     }
 
     /// The primary keys of the rows whose `attribute` is one of `values`, with each row's
