@@ -60,7 +60,7 @@ struct ImportProcessTests {
     /// the helper's peak memory stays bounded and flat. It takes over a minute
     /// (66-80 s in a full run with CPU burners): memory that grows a little per record
     /// shows only over many batches (200 here).
-    @Test(.timeLimit(.minutes(10))) func aMillionRecordsImportInBoundedMemory() throws {
+    @Test(.timeLimitOnceRunning(.seconds(600))) func aMillionRecordsImportInBoundedMemory() throws {
         try TestDatabase.withFreshDatabase(migrations: true) { configuration in
             let helper = try HelperProcess.start("import-memory", configuration, ["1000000", "5000"])
             let outcome = try helper.waitForExit()

@@ -71,7 +71,7 @@ struct RelayHostCheckTests {
     /// out: the follower gets the record from the relay's host, within the default check
     /// interval (one second; the test allows half a second more for a loaded machine), 20
     /// times out of 20, and its own session runs no statement meanwhile.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimitOnceRunning(.seconds(180)))
     func aSaveWhoseProcessDiedReachesAFollowerThroughTheHost() throws {
         try withHostAndFollower { _, follower, records, configuration in
             let admin = try Connection(configuration)
@@ -124,7 +124,7 @@ struct RelayHostCheckTests {
     /// the follower checks the log itself, and a save whose process died reaches it within
     /// the interval again (half a second more allowed for a loaded machine), 5 times out
     /// of 5, while the host's listener is still away.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimitOnceRunning(.seconds(180)))
     func aFollowerChecksTheLogItselfWhileTheHostDoesNot() throws {
         try withHostAndFollower(hostReconnectDelay: .seconds(60)) { host, follower, records, configuration in
             let admin = try Connection(configuration)
@@ -151,7 +151,7 @@ struct RelayHostCheckTests {
     /// session and commits no notifying transaction (the server shows one notifier
     /// session), and a process on a session of its own gets each save once. Once the
     /// hosting process has closed, the follower notifies on its own session again.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimitOnceRunning(.seconds(120)))
     func aFollowersSavesAreNotifiedByTheHostingProcess() throws {
         try withHostAndFollower { host, follower, _, configuration in
             let admin = try Connection(configuration)

@@ -35,22 +35,81 @@ struct Heavy: TestTrait, SuiteTrait, TestScoping {
         // The turn is taken and given back on the test's own thread: a step on the
         // cooperative pool waits behind every test queued before it, and a turn given back
         // from there once stayed taken for four minutes after its test had ended.
+        let limit = test.traits.lazy.compactMap { ($0 as? TimeLimitOnceRunning)?.limit }.first
+        let name = test.name + (test.isParameterized ? " (one case)" : "")
         try await OwnThreadExecutor.run(named: "test \(test.name)") {
-            let asked = ContinuousClock.now
-            await Self.turn.enter()
-            defer { Self.turn.leave() }
-            let started = ContinuousClock.now
-            defer {
-                // What the suite's wall time is made of: the Testing article's figures for
-                // the heavy tests come from these lines.
-                let name = test.name + (test.isParameterized ? " (one case)" : "")
-                let ran = String(format: "%.1f", started.duration(to: .now).seconds)
-                let waited = String(format: "%.1f", asked.duration(to: started).seconds)
-                print("heavy test \(name): ran \(ran) s, waited \(waited) s for its turn")
-            }
+            try await Self.takeTurn(on: Self.turn, limit: limit, name: name, function)
+        }
+    }
+
+    /// Runs `function` once this caller holds `gate`'s turn, and gives the turn back when
+    /// it returns or throws. With a `limit`, records Swift Testing's "Time limit was
+    /// exceeded" issue if `function` runs longer than that from the moment it holds the
+    /// turn (the wait is not the test's time; the test still runs to its end, as under
+    /// `.timeLimit`).
+    static func takeTurn(
+        on gate: AsyncGate, limit: Duration?, name: String, _ function: () async throws -> Void
+    ) async throws {
+        let asked = ContinuousClock.now
+        await gate.enter()
+        defer { gate.leave() }
+        let started = ContinuousClock.now
+        defer {
+            // What the suite's wall time is made of: the Testing article's figures for
+            // the heavy tests come from these lines.
+            let ran = String(format: "%.1f", started.duration(to: .now).seconds)
+            let waited = String(format: "%.1f", asked.duration(to: started).seconds)
+            print("heavy test \(name): ran \(ran) s, waited \(waited) s for its turn")
+        }
+        if let limit {
+            try await TimeLimitOnceRunning.run(within: limit, function)
+        } else {
             try await function()
         }
     }
+}
+
+/// A time limit counted from the moment a heavy test holds its turn (`.heavy`), in place
+/// of Swift Testing's `.timeLimit`, which counts from the test's start: a heavy test late
+/// in the queue waits minutes for its turn (126 s in one CI run), and that wait failed a
+/// test that then ran for 0.0 s. On a test that is not heavy it counts from the start.
+struct TimeLimitOnceRunning: TestTrait, TestScoping {
+    /// How long the test may run.
+    let limit: Duration
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        // A heavy test's limit is applied by `Heavy` once it holds the turn.
+        if test.traits.contains(where: { $0 is Heavy }) {
+            try await function()
+        } else {
+            try await Self.run(within: limit, function)
+        }
+    }
+
+    /// Runs `function`; if it is still running after `limit`, records the issue Swift
+    /// Testing's `.timeLimit` records. A synchronous test cannot be stopped: it runs on.
+    static func run(within limit: Duration, _ function: () async throws -> Void) async throws {
+        // The watchdog has a thread of its own: the test's own thread is blocked by a
+        // synchronous test, and the cooperative pool's by other tests.
+        let watchdog = OwnThreadExecutor(name: "time limit")
+        defer { watchdog.stop() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask(executorPreference: watchdog) {
+                try await Task.sleep(for: limit)  // cancelled when the test ends first
+                Issue.record("Time limit was exceeded: \(limit) since the test began running")
+            }
+            defer { group.cancelAll() }
+            try await function()
+        }
+    }
+}
+
+extension Trait where Self == TimeLimitOnceRunning {
+    /// Fails the test if it runs longer than `limit`, counted from the moment a heavy
+    /// test holds its turn; see `TimeLimitOnceRunning`.
+    static func timeLimitOnceRunning(_ limit: Duration) -> Self { Self(limit: limit) }
 }
 
 extension Trait where Self == Heavy {
