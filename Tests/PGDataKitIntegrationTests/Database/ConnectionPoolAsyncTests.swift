@@ -121,8 +121,11 @@ struct ConnectionPoolAsyncTests {
     }
 
     /// Many tasks saving through private contexts on a pool of one: each block waits for
-    /// the one connection without a thread and keeps it for its second save.
-    @Test func contextsWaitForTheirConnectionAndKeepItForTheBlock() async throws {
+    /// the one connection without a thread and keeps it for its second save. (On a thread
+    /// of its own, its tasks too: on the cooperative pool, behind synchronous tests holding
+    /// its two threads, a waiter handed the connection could not run, and the last ones
+    /// timed out after 10 s in a run with two CPU burners.)
+    @Test(.onItsOwnThread) func contextsWaitForTheirConnectionAndKeepItForTheBlock() async throws {
         let (configuration, cleanup) = try TestDatabase.makeFreshDatabase(migrations: true)
         defer { cleanup() }
         let manager = try ContextManager(configuration: configuration, entities: [User.self, Post.self], maximumConnections: 1)
