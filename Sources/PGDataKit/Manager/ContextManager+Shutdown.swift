@@ -1,5 +1,3 @@
-import Dispatch
-
 extension ContextManager {
     /// Shuts the manager down gracefully: refuses new work at once
     /// (`ShutdownError.shuttingDown` where a transaction would begin or the main context
@@ -21,22 +19,22 @@ extension ContextManager {
     /// }
     /// ```
     ///
-    /// Waiting does not hold a thread: the calling task polls the pool every 10 ms,
-    /// suspended in between (on its own executor, no other task), and it goes on when
-    /// the calling task is cancelled (the grace period bounds it).
+    /// Waiting does not hold a thread: it polls the pool every 10 ms with `Task.sleep`,
+    /// and it goes on when the calling task is cancelled (the grace period bounds it).
     @discardableResult
     public func shutdown(gracePeriod: Duration) async -> Bool {
         coordinator.beginShutdown()
+        let coordinator = self.coordinator
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: gracePeriod)
-        var drained = true
-        while coordinator.connectionsInUse > 0 {
-            guard clock.now < deadline else {
-                drained = false
-                break
+        // Not a child task: a cancelled caller still gets its grace period.
+        let drained = await Task {
+            while coordinator.connectionsInUse > 0 {
+                guard clock.now < deadline else { return false }
+                try? await Task.sleep(for: .milliseconds(10))
             }
-            await Self.pause(milliseconds: 10)
-        }
+            return true
+        }.value
         if drained {
             logger.info("shut down: every transaction in flight ended")
         } else {
@@ -45,17 +43,6 @@ extension ContextManager {
         }
         close()
         return drained
-    }
-
-    /// Suspends the calling task for about `milliseconds`, whether or not it is cancelled
-    /// (`Task.sleep` would return at once, and a cancelled caller still gets its grace
-    /// period): a Dispatch timer resumes it, on the task's own executor. (An unstructured
-    /// task polling instead ran on the shared cooperative pool whatever the caller's
-    /// executor, and behind blocked pool threads it overran a grace period of 0.5 s by 7 s.)
-    private static func pause(milliseconds: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { continuation.resume() }
-        }
     }
 
     /// Whether a shutdown began (`shutdown(gracePeriod:)`, or its service's graceful
