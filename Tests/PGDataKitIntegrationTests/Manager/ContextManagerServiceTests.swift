@@ -8,14 +8,13 @@ import Testing
 
 /// Graceful shutdown (issue 46, item 3): a manager's `Service` in a `ServiceGroup`.
 ///
-/// The async tests run on a thread of their own, their tasks too (`.onItsOwnThread`), and
-/// their waits are long (800 s, under a lock timeout of 900 s): ServiceLifecycle's group
-/// and the manager's shutdown run steps in tasks of their own on the cooperative pool,
-/// where in a full run a suspended task waits behind every test queued before it. With two
-/// CPU burners beside the suite (`scripts/flake-hunt`) `run()` with a grace period of 0.5 s
-/// took 7.5 s, 106 s, 377 s and 334 s in four runs (the two middle ones with a change to the
-/// shutdown since reverted), and a shutdown took over a minute to
-/// begin.
+/// The waits are long (800 s, under a lock timeout of 900 s): ServiceLifecycle's group and
+/// the manager's shutdown run steps in tasks of their own on the cooperative pool, where in
+/// a full run a suspended task waits behind every test queued before it. With two CPU
+/// burners beside the suite (`scripts/flake-hunt`) `run()` with a grace period of 0.5 s
+/// took 7.5 s once. On threads of their own (`.onItsOwnThread`) the tests were worse, not
+/// better: 106–377 s in full runs (309 s in CI), the shutdown's steps apparently served
+/// after the rest of the pool's queue; so they stay on the pool.
 @Suite("A context manager as a service")
 struct ContextManagerServiceTests {
     /// Polls `condition` every 10 ms (without holding a thread) until it holds, or fails
@@ -72,7 +71,7 @@ struct ContextManagerServiceTests {
     static func startSave(_ userID: String, in manager: ContextManager) async throws -> Task<Void, any Error> {
         let context = manager.newPrivateContext(name: "in flight")
         try await context.perform { _ = try User.count(in: context) }
-        return Task(executorPreference: OwnThreadExecutor.current) {
+        return Task {
             try await context.perform {
                 let user = User(context: context)
                 user.userID = userID
@@ -84,7 +83,7 @@ struct ContextManagerServiceTests {
     /// The service is in a group whose graceful shutdown is triggered while a save waits
     /// on a lock: new work is refused with `ShutdownError` at once, the save commits when
     /// the lock goes, then `run()` returns and the pool is closed.
-    @Test(.onItsOwnThread) func aSaveInFlightCommitsAndNewWorkIsRefused() async throws {
+    @Test func aSaveInFlightCommitsAndNewWorkIsRefused() async throws {
         try await Self.withManager { manager, configuration in
             let lock = try UsersLock(configuration)
             let save = try await Self.startSave("in-flight", in: manager)
@@ -92,7 +91,7 @@ struct ContextManagerServiceTests {
 
             let group = ServiceGroup(
                 services: [ContextManagerService(manager, gracePeriod: .seconds(300))], logger: Logger(label: "test"))
-            let run = Task(executorPreference: OwnThreadExecutor.current) { try await group.run() }
+            let run = Task { try await group.run() }
             await group.triggerGracefulShutdown()
             try await Self.until("the shutdown begins", timeout: .seconds(800)) { manager.isShuttingDown }
 
@@ -132,7 +131,7 @@ struct ContextManagerServiceTests {
     /// and the manager is closed. (No upper bound on the time: with two CPU burners beside
     /// the suite it once took 334 s; a service that waited for the save would return only
     /// once the save stopped waiting, after its lock timeout of 900 s.)
-    @Test(.onItsOwnThread) func theGracePeriodBoundsTheWait() async throws {
+    @Test func theGracePeriodBoundsTheWait() async throws {
         try await Self.withManager { manager, configuration in
             let lock = try UsersLock(configuration)
             let save = try await Self.startSave("late", in: manager)
@@ -140,7 +139,7 @@ struct ContextManagerServiceTests {
 
             let group = ServiceGroup(
                 services: [ContextManagerService(manager, gracePeriod: .milliseconds(500))], logger: Logger(label: "test"))
-            let run = Task(executorPreference: OwnThreadExecutor.current) { try await group.run() }
+            let run = Task { try await group.run() }
             let start = ContinuousClock.now
             await group.triggerGracefulShutdown()
             try await run.value
@@ -156,10 +155,10 @@ struct ContextManagerServiceTests {
     }
 
     /// Cancelling the service's task ends it the same way: refused, drained, closed.
-    @Test(.onItsOwnThread) func cancellationShutsDownToo() async throws {
+    @Test func cancellationShutsDownToo() async throws {
         try await Self.withManager { manager, _ in
             let service = ContextManagerService(manager, gracePeriod: .seconds(5))
-            let run = Task(executorPreference: OwnThreadExecutor.current) { try await service.run() }
+            let run = Task { try await service.run() }
             try await Task.sleep(for: .milliseconds(100))
             #expect(!manager.isShuttingDown)
             run.cancel()
@@ -171,7 +170,7 @@ struct ContextManagerServiceTests {
 
     /// `shutdown(gracePeriod:)` without a service group, as a Vapor program calls it after
     /// `app.asyncShutdown()`: nothing in flight, so it drains at once.
-    @Test(.onItsOwnThread) func shutdownWithoutAServiceGroup() async throws {
+    @Test func shutdownWithoutAServiceGroup() async throws {
         try await Self.withManager { manager, _ in
             let drained = await manager.shutdown(gracePeriod: .seconds(5))
             #expect(drained)
