@@ -8,23 +8,32 @@ extension Connection {
     /// whose results are small (a save's change record and its `COMMIT`): the statements
     /// are sent before any result is read.
     ///
-    /// - Parameter onResult: called with each statement's index and result as soon as it
-    ///   is read, before the results of the statements after it (the server is asked for
-    ///   each result as soon as it is ready). Not escaping: what it captures stays on the
-    ///   caller's stack.
+    /// - Parameters:
+    ///   - streamsResults: whether the server is asked for each statement's result as
+    ///     soon as it is ready (a flush request after every statement but the last), so
+    ///     that it reaches the client before the statements after it run — what a
+    ///     `COMMIT` needs of the statement before it (the transaction's id, should the
+    ///     connection break during the commit). Each such result is a packet the client
+    ///     wakes up for; without it the server sends every result at the end. A
+    ///     transaction's opening (`BEGIN` and its settings, when the connection sends it
+    ///     with the pipeline) is never flushed on its own.
+    ///   - onResult: called with each statement's index and result as soon as it is
+    ///     read, before the results of the statements after it. Not escaping: what it
+    ///     captures stays on the caller's stack.
     /// - Returns: each statement's result, in order.
     /// - Throws: `PostgresError` (the first failing statement's, or `.connectionLost`),
     ///   `PostgresValueError` when a parameter cannot be encoded (then nothing is sent).
     package func executePipeline(
-        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])],
+        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])], streamsResults: Bool = false,
         onResult: (Int, QueryResult) -> Void = { _, _ in }
     ) throws -> [QueryResult] {
-        try cancellable(.pipeline) { try sendPipeline(statements, onResult: onResult) }
+        try cancellable(.pipeline) { try sendPipeline(statements, streamsResults: streamsResults, onResult: onResult) }
     }
 
-    /// `executePipeline(_:onResult:)` inside the cancellation scope.
+    /// `executePipeline(_:streamsResults:onResult:)` inside the cancellation scope.
     private func sendPipeline(
-        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])], onResult: (Int, QueryResult) -> Void
+        _ statements: [(sql: String, parameters: [(any PostgresEncodable)?])], streamsResults: Bool,
+        onResult: (Int, QueryResult) -> Void
     ) throws -> [QueryResult] {
         // (Room for every statement at once, and for a transaction's opening: arrays grown
         // step by step were a few allocations of every save.)
@@ -45,11 +54,13 @@ extension Connection {
             pendingBegin = nil
             let opening = beginStatements(begin)
             encoded.insert(contentsOf: opening, at: 0)
-            var results = try runPipeline(handle, encoded, streamsResults: true) { onResult($0 - opening.count, $1) }
+            var results = try runPipeline(handle, encoded, streamsResults: streamsResults, opening: opening.count) {
+                onResult($0 - opening.count, $1)
+            }
             results.removeFirst(Swift.min(opening.count, results.count))
             return results
         }
-        return try runPipeline(handle, encoded, streamsResults: true, onResult: onResult)
+        return try runPipeline(handle, encoded, streamsResults: streamsResults, onResult: onResult)
     }
 
     /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
@@ -77,10 +88,11 @@ extension Connection {
     /// The bookkeeping (which result belongs to which statement, what a failure skips,
     /// how the pipeline ended) is `PipelineStateMachine`'s; the libpq calls are here.
     ///
-    /// With `streamsResults`, each statement's result is asked for as soon as it is ready
-    /// (a flush request after it) and handed to `onResult` at once.
+    /// With `streamsResults`, each statement's result after the first `opening` ones is
+    /// asked for as soon as it is ready (a flush request after it); every result is
+    /// handed to `onResult` as soon as it is read.
     func runPipeline(
-        _ handle: OpaquePointer, _ statements: [PipelineStatement], streamsResults: Bool = false,
+        _ handle: OpaquePointer, _ statements: [PipelineStatement], streamsResults: Bool = false, opening: Int = 0,
         onResult: (Int, QueryResult) -> Void = { _, _ in }
     ) throws -> [QueryResult] {
         func lost() -> PostgresError {
@@ -93,7 +105,7 @@ extension Connection {
         dropEvictedStatements(handle)
         guard PQenterPipelineMode(handle) == 1 else { throw lost() }
         var machine = PipelineStateMachine<PreparedStatementCache.Key>(
-            statementCount: statements.count, streamsResults: streamsResults)
+            statementCount: statements.count, streamsResults: streamsResults, opening: opening)
         sendPipeline(handle, statements, &machine)
         executedStatements += machine.sent
         let synced = PQpipelineSync(handle) == 1

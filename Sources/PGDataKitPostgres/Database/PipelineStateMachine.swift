@@ -65,6 +65,10 @@ struct PipelineStateMachine<ParseKey: Hashable> {
     let statementCount: Int
     /// Whether each result is asked for as soon as it is ready (there is a handler).
     let streamsResults: Bool
+    /// How many statements at the start (a transaction's opening: `BEGIN` and its
+    /// settings) are sent without a flush request even when streaming: nobody waits for
+    /// their results, and each flush is a packet the client wakes up for.
+    let opening: Int
     /// Per statement tried, the key of the `Parse` sent before it, if any.
     private(set) var parses: [ParseKey?] = []
     /// The keys of `Parse`s not known to have succeeded: not prepared on the server.
@@ -81,10 +85,12 @@ struct PipelineStateMachine<ParseKey: Hashable> {
     private(set) var step = Step.exit
 
     /// A pipeline of `statementCount` statements; `streamsResults` when the caller wants
-    /// each result as soon as it is read.
-    init(statementCount: Int, streamsResults: Bool) {
+    /// each result as soon as it is read (after the first `opening` statements, whose
+    /// results come with the next one's).
+    init(statementCount: Int, streamsResults: Bool, opening: Int = 0) {
         self.statementCount = statementCount
         self.streamsResults = streamsResults
+        self.opening = opening
         // (Room for every statement at once: grown step by step, it was a few allocations
         // of every save.)
         parses.reserveCapacity(statementCount)
@@ -98,10 +104,12 @@ struct PipelineStateMachine<ParseKey: Hashable> {
     }
 
     /// The statement last attempted was queued. Returns whether to send a flush request
-    /// after it (so that its results come back before the end of the pipeline).
+    /// after it (so that its results come back before the end of the pipeline): when
+    /// streaming, after every statement but the opening ones and the last (the sync point
+    /// flushes that one).
     mutating func queued() -> Bool {
         sent += 1
-        return streamsResults && sent < statementCount
+        return streamsResults && sent > opening && sent < statementCount
     }
 
     /// Sending is over; the sync point was queued if `synced`. Returns what to read first.

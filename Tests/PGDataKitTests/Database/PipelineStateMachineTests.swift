@@ -176,4 +176,23 @@ struct PipelineStateMachineTests {
         batch.attempted(parse: nil)
         #expect(batch.queued() == false)
     }
+
+    /// A transaction's opening sent with the statements (`BEGIN`, its settings) is not
+    /// flushed on its own: nobody waits for its result, and each flush is a packet the
+    /// client wakes up for (a one-row save woke three times, now twice).
+    @Test func streamingDoesNotFlushTheTransactionsOpening() {
+        var save = Machine(statementCount: 4, streamsResults: true, opening: 2)
+        var flushes: [Bool] = []
+        for _ in 0..<4 {
+            save.attempted(parse: nil)
+            flushes.append(save.queued())
+        }
+        #expect(flushes == [false, false, true, false])
+
+        var onlyOpening = Machine(statementCount: 2, streamsResults: true, opening: 1)
+        onlyOpening.attempted(parse: nil)
+        #expect(onlyOpening.queued() == false)
+        onlyOpening.attempted(parse: nil)
+        #expect(onlyOpening.queued() == false)
+    }
 }

@@ -78,10 +78,10 @@ extension StoreCoordinator {
         let backendPID = connection.backendPID
         let results: [QueryResult]
         do {
-            // With a result handler the pipeline asks for each answer as soon as it is
-            // ready (a flush request after the statement), so the server sends the
-            // statement's answer before it reads the COMMIT: `settle` relies on that.
-            results = try connection.executePipeline([statement, (sql: "COMMIT", parameters: [])]) { index, result in
+            // Streamed: the server sends the statement's answer (a flush request after
+            // it) before it reads the COMMIT; `settle` relies on that.
+            results = try connection.executePipeline([statement, (sql: "COMMIT", parameters: [])], streamsResults: true) {
+                index, result in
                 if index == 0 {
                     answer = TransactionIDAnswer(result, column: transactionIDColumn, recordColumn: recordIDColumn)
                     onAnswer(result)
