@@ -8,10 +8,10 @@ import PGDataKit
 func metricsRun(_ metrics: TestMetrics, url: String) throws {
     let configuration = ConnectionConfiguration(url)
     let manager = try ContextManager(configuration: configuration, entities: [HelperUser.self])
+    _ = manager.mainContext  // read, so that saves are merged into it (counted below)
     defer { manager.close() }
     manager.coordinator.contentionWindow = .zero  // every redo below happens (`contentionWindow`)
-    // A save of three new users.
-    let context = manager.newPrivateContext()
+    let context = manager.newPrivateContext()  // a save of three new users
     try context.performAndWait {
         for index in 0..<3 { HelperUser(context: context).userID = "metrics-\(index)" }
         try context.save()

@@ -41,12 +41,26 @@ import Synchronization
 /// them from the change log and the main context merges each batch (one refresh query
 /// per entity), then posts objects-did-change with the object IDs and changed keys. Turn
 /// it off with `automaticallyMergesRemoteChanges = false`.
+///
+/// Until `mainContext` is first read, nothing is merged into it (it holds nothing, and
+/// nobody can observe it): a worker process that only uses private contexts spends no
+/// thread hop and no work merging saves, its own or other processes'.
 public final class ContextManager: Sendable {
     /// The coordinator all contexts share.
     public let coordinator: StoreCoordinator
     /// The long-lived context where private contexts' and other processes' saves are
-    /// merged.
-    public let mainContext: ManagedObjectContext
+    /// merged — from the first time it is read: before that, saves are not merged into it
+    /// (nothing can be in it or observe it yet), and so the merges metric, the merge spans
+    /// and objects-did-change count only merges after that. A save that commits before the
+    /// first read is not merged later; a fetch after the read sees it anyway.
+    public var mainContext: ManagedObjectContext {
+        mainContextUse.noteHandedOut()
+        return main
+    }
+    /// The main context, for the manager's own merges (which must not count as a use).
+    private let main: ManagedObjectContext
+    /// Whether `mainContext` was read.
+    private let mainContextUse = MainContextUse()
     let logger: Logger
     private let remoteObservation = Mutex<ObserverToken?>(nil)
 
@@ -62,7 +76,7 @@ public final class ContextManager: Sendable {
         let logger = logger ?? coordinator.logger
         self.coordinator = coordinator
         self.logger = logger
-        self.mainContext = ManagedObjectContext(concurrencyType: .main, coordinator: coordinator, name: "main", logger: logger)
+        self.main = ManagedObjectContext(concurrencyType: .main, coordinator: coordinator, name: "main", logger: logger)
         self.automaticallyMergesRemoteChanges = automaticallyMergesRemoteChanges
     }
 
@@ -111,7 +125,8 @@ public final class ContextManager: Sendable {
     public var automaticallyMergesRemoteChanges: Bool {
         get { remoteObservation.withLock { $0 != nil } }
         set {
-            let main = mainContext
+            let main = self.main
+            let use = mainContextUse
             let logger = self.logger
             let previous = remoteObservation.withLock { token -> ObserverToken? in
                 guard newValue != (token != nil) else { return nil }
@@ -122,6 +137,7 @@ public final class ContextManager: Sendable {
                 let pending = Mutex<[ChangeRecord]?>(nil)
                 token = newValue
                     ? coordinator.observeRemoteChangeBatches { records in
+                        guard use.handedOut else { return }
                         let schedule = pending.withLock { waiting -> Bool in
                             if waiting != nil {
                                 waiting?.append(contentsOf: records)
@@ -185,11 +201,12 @@ public final class ContextManager: Sendable {
     public func newPrivateContext(name: String? = nil, logger: Logger? = nil) -> ManagedObjectContext {
         let context = ManagedObjectContext(
             concurrencyType: .private, coordinator: coordinator, name: name, logger: logger ?? self.logger)
-        let main = mainContext
+        let main = self.main
+        let use = mainContextUse
         let managerLogger = self.logger
         // Did-save observers run on the context's queue, so reading the flag is safe.
         context.observers.addForLifetime { [weak context] changes in
-            guard context?.shouldMergeOnSave ?? false else { return }
+            guard use.handedOut, context?.shouldMergeOnSave ?? false else { return }
             main.perform {
                 _ = Self.merge(changes, into: main, logger: managerLogger, what: "merging a save")
             }
@@ -214,5 +231,22 @@ public final class ContextManager: Sendable {
             logger.error("\(what) into the main context failed: \(error)")
             return false
         }
+    }
+}
+
+/// Whether a manager's `mainContext` was read. Merges into the main context are skipped
+/// until then, and that is safe: the flag is set before the reader can do anything with
+/// the context, so a merge skipped (the flag read as unset after the save committed)
+/// comes before any fetch of the reader's, which sees the save. Sequentially consistent:
+/// the setting and the reading are ordered with the commits and fetches around them.
+private final class MainContextUse: Sendable {
+    private let flag = Atomic<Bool>(false)
+
+    /// Whether the main context was handed out.
+    var handedOut: Bool { flag.load(ordering: .sequentiallyConsistent) }
+
+    /// Notes that the main context was handed out (once; later reads are plain loads).
+    func noteHandedOut() {
+        if !flag.load(ordering: .sequentiallyConsistent) { flag.store(true, ordering: .sequentiallyConsistent) }
     }
 }
