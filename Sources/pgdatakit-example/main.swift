@@ -33,7 +33,8 @@ try context.performAndWait {
     try context.save()
 }
 
-// The save was merged into the main context; read it there.
+// Read it in the main context: a fetch sees every committed save (and from its
+// first read on, the main context merges each save into the objects it holds).
 let names = try manager.mainContext.performAndWait {
     try manager.mainContext.fetchAll(User.self).map { $0.name ?? "" }
 }
