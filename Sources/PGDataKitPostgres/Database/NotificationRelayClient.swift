@@ -10,8 +10,9 @@ import Synchronization
 /// the moment the relay's key arrived; and the way to the hosting process's notifier
 /// (`send(toNotify:)`).
 // Unchecked: read by one thread at a time (the listener's; `ChangeListener.start()` hands
-// it over once, before that thread starts); `send(toNotify:)`, from any thread, writes the
-// socket only, one message at a time under its own lock.
+// it over once, before that thread starts); `send(toNotify:)` and
+// `sendWithoutWaiting(toNotify:)`, from any thread, write the socket only, one message at
+// a time under their own lock.
 package final class NotificationRelayClient: @unchecked Sendable {
     /// How long a relay may stay silent (it sends a heartbeat every second) before the
     /// connection counts as lost.
@@ -82,22 +83,54 @@ package final class NotificationRelayClient: @unchecked Sendable {
         NotificationRelay.Message.encode(toNotify: payloads, into: &message)
         try writing.withLock { failed in
             guard !failed else { throw LocalSocket.Failure("an earlier message to the notification relay failed", code: EPIPE) }
-            let deadline = ContinuousClock.now + timeout
-            var sent = 0
+            try finish(message, from: 0, deadline: ContinuousClock.now + timeout, failed: &failed)
+        }
+    }
+
+    /// `send(toNotify:timeout:)` for a thread that must not wait on the relay (a save's,
+    /// right after its commit): `false`, with nothing sent, when the socket takes no byte
+    /// at once (the hosting process is behind) or another thread is writing; `true` once
+    /// the whole message went. It waits (up to `timeout`) only to finish a message the
+    /// socket took part of.
+    ///
+    /// - Throws: as `send(toNotify:timeout:)`.
+    package func sendWithoutWaiting(toNotify payloads: [String], timeout: Duration = .seconds(1)) throws -> Bool {
+        var message: [UInt8] = []
+        NotificationRelay.Message.encode(toNotify: payloads, into: &message)
+        let sent = try writing.withLockIfAvailable { failed -> Bool in
+            guard !failed else { throw LocalSocket.Failure("an earlier message to the notification relay failed", code: EPIPE) }
+            let taken: Int
             do {
-                while true {
-                    sent = try LocalSocket.send(descriptor, message, from: sent)
-                    if sent == message.count { return }
-                    let remaining = ContinuousClock.now.duration(to: deadline)
-                    guard remaining > .zero else {
-                        throw LocalSocket.Failure("the notification relay did not take a message in time", code: ETIMEDOUT)
-                    }
-                    _ = try LocalSocket.poll([(descriptor, Int16(POLLOUT))], timeout: remaining)
-                }
+                taken = try LocalSocket.send(descriptor, message, from: 0)
             } catch {
                 failed = true
                 throw error
             }
+            guard taken > 0 else { return false }
+            try finish(message, from: taken, deadline: ContinuousClock.now + timeout, failed: &failed)
+            return true
+        }
+        return sent ?? false
+    }
+
+    /// Writes the rest of `message` from `sent`, waiting for the socket up to `deadline`;
+    /// marks the connection `failed` when it cannot (part of the message may be written).
+    /// Call under `writing`.
+    private func finish(_ message: [UInt8], from sent: Int, deadline: ContinuousClock.Instant, failed: inout Bool) throws {
+        var sent = sent
+        do {
+            while true {
+                sent = try LocalSocket.send(descriptor, message, from: sent)
+                if sent == message.count { return }
+                let remaining = ContinuousClock.now.duration(to: deadline)
+                guard remaining > .zero else {
+                    throw LocalSocket.Failure("the notification relay did not take a message in time", code: ETIMEDOUT)
+                }
+                _ = try LocalSocket.poll([(descriptor, Int16(POLLOUT))], timeout: remaining)
+            }
+        } catch {
+            failed = true
+            throw error
         }
     }
 

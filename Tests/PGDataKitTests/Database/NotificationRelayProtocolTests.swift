@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import PGDataKit
@@ -106,6 +107,48 @@ struct NotificationRelayProtocolTests {
                 _ = try LocalSocket.poll([(client.descriptor, Int16(POLLIN))], timeout: .seconds(1))
                 _ = try client.receive()
             }
+        }
+    }
+
+    /// A save's thread hands its payload to the hosting process without waiting on it
+    /// (`sendWithoutWaiting`): while the host reads nothing, payloads go until the
+    /// socket is full, and then the call says `false` at once, having sent nothing. What
+    /// the host reads afterwards is exactly the messages that were taken, whole.
+    @Test func sendingWithoutWaitingSendsWholeMessagesOrNothing() throws {
+        try withDirectory { directory in
+            let endpoint = try endpoint(in: directory)
+            var key: [UInt8] = []
+            NotificationRelay.Message.encode(NotificationRelay.Message.key, Array(endpoint.key.utf8), into: &key)
+            let keyMessage = key
+            let clientDone = DispatchSemaphore(value: 0)
+            let received = Mutex<[UInt8]>([])
+            let relay = try FakeRelay(at: endpoint.socketPath) { descriptor in
+                FakeRelay.write(descriptor, keyMessage)
+                clientDone.wait()
+                var buffer: [UInt8] = []
+                var scratch: [UInt8] = []
+                while true {
+                    _ = try? LocalSocket.poll([(descriptor, Int16(POLLIN))], timeout: .milliseconds(500))
+                    guard let read = try? LocalSocket.receive(descriptor, appendingTo: &buffer, scratch: &scratch), read > 0
+                    else { break }
+                }
+                received.withLock { $0 = buffer }
+            }
+            let client = try #require(
+                try NotificationRelayClient.connect(to: endpoint, channel: "pgdatakit_changes", timeout: .seconds(5)))
+            let payload = "r2 1 2 " + String(repeating: "x", count: 200)
+            var taken = 0
+            let start = ContinuousClock.now
+            while taken < 1_000_000, try client.sendWithoutWaiting(toNotify: [payload]) { taken += 1 }
+            // Refused at once: nothing waited for the socket (a wait would be a second).
+            #expect(start.duration(to: .now) < .milliseconds(900))
+            #expect(try client.sendWithoutWaiting(toNotify: [payload]) == false)
+            clientDone.signal()
+            relay.done.wait()
+            var expected: [UInt8] = []
+            for _ in 0..<taken { NotificationRelay.Message.encode(toNotify: [payload], into: &expected) }
+            #expect(taken > 10 && taken < 1_000_000)
+            #expect(received.withLock { $0 } == expected)
         }
     }
 

@@ -124,8 +124,35 @@ package final class ChangeNotifier: Sendable {
 
     /// Queues the payload of a committed save; it goes out after those queued before it.
     /// Nothing is sent once the notifier is closed.
+    ///
+    /// A process that follows its host's relay, with nothing queued or being sent, hands
+    /// the payload to the hosting process from the calling thread instead: a socket write
+    /// that does not wait (`NotificationRelayClient.sendWithoutWaiting`), so a save does
+    /// not wake the notifier's queue. When the socket takes nothing at once, it is queued
+    /// as before.
     func post(_ payload: String) {
+        if sendsDirectly(payload) { return }
         enqueue([payload])
+    }
+
+    /// `post(_:)`'s way past the queue: whether the payload went to the relay's hosting
+    /// process from this thread.
+    private func sendsDirectly(_ payload: String) -> Bool {
+        let route = state.withLock { state -> NotificationRelayClient? in
+            guard !state.isClosed, !state.isHeld, !state.isSending, state.pending.isEmpty else { return nil }
+            return state.route
+        }
+        guard let route else { return false }
+        do {
+            guard try route.sendWithoutWaiting(toNotify: [payload]) else { return false }
+            state.withLock { $0.routed += 1 }
+            return true
+        } catch {
+            // (Part of it may have gone: a payload twice is delivered once.)
+            state.withLock { if $0.route === route { $0.route = nil } }
+            logger.debug("notifying on this process's own session: the host's relay did not take a payload: \(error)")
+            return false
+        }
     }
 
     /// Holds payloads back (`true`) or sends them again (`false`), for tests of a process
