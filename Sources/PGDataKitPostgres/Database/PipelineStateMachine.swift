@@ -63,7 +63,7 @@ struct PipelineStateMachine<ParseKey: Hashable> {
 
     /// How many statements the pipeline has.
     let statementCount: Int
-    /// Whether each result is asked for as soon as it is ready (there is a handler).
+    /// Whether each result is asked for as soon as it is ready (the caller streams them).
     let streamsResults: Bool
     /// How many statements at the start (a transaction's opening: `BEGIN` and its
     /// settings) are sent without a flush request even when streaming: nobody waits for
