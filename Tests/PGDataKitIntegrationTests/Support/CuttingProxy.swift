@@ -116,7 +116,13 @@ final class CuttingProxy: @unchecked Sendable {
         Thread.detachNewThread { [self] in acceptLoop(listener) }
     }
 
-    deinit { close() }
+    // The listening socket is closed here, once the accept loop (which holds the proxy)
+    // has ended: closed any earlier, its number could go to another test's socket, which
+    // a later `shutdown` of it would break.
+    deinit {
+        close()
+        Glibc.close(listener)
+    }
 
     /// Arms a cut for the next `COMMIT`.
     func arm(_ cut: Cut) {
@@ -150,24 +156,30 @@ final class CuttingProxy: @unchecked Sendable {
         lock.withLock { state.refusesConnections = refuse }
     }
 
-    /// Stops accepting and breaks every session.
+    /// Stops accepting and breaks every session; later calls do nothing.
+    ///
+    /// Once only, and under the lock: a session's sockets are closed (`finish`) only after
+    /// it left `state.sessions` under the lock, so every socket shut down here is still the
+    /// session's. (It used to shut the listening socket down again at every call — `deinit`
+    /// calls it after the test's own call — and the sessions' sockets outside the lock:
+    /// by then their numbers could belong to another test's connection, which broke with
+    /// "server closed the connection unexpectedly".)
     func close() {
-        let sessions: [Session] = lock.withLock {
-            if state.isClosed { return [] }
+        lock.withLock {
+            guard !state.isClosed else { return }
             state.isClosed = true
-            return state.sessions
-        }
-        shutdown(listener, Int32(SHUT_RDWR))
-        for session in sessions {
-            shutdown(session.client, Int32(SHUT_RDWR))
-            shutdown(session.server, Int32(SHUT_RDWR))
+            shutdown(listener, Int32(SHUT_RDWR))
+            for session in state.sessions {
+                shutdown(session.client, Int32(SHUT_RDWR))
+                shutdown(session.server, Int32(SHUT_RDWR))
+            }
         }
     }
 
     // MARK: - Sessions
 
     private func acceptLoop(_ listener: Int32) {
-        defer { Glibc.close(listener) }
+        // (The listening socket is closed by `deinit`, after this loop.)
         while true {
             let client = accept(listener, nil, nil)
             if client < 0 {
