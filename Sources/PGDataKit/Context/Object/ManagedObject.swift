@@ -262,35 +262,6 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
         #endif
     }
 
-    /// The storage position of the property behind a wrapper's storage key path:
-    /// cached per entity by key-path identity; on a miss, found by marking the wrapper
-    /// and looking for the mark through reflection.
-    @usableFromInline
-    static func slot<Object: ManagedObject, Wrapper: SlotHolder>(
-        of object: Object, _ keyPath: ReferenceWritableKeyPath<Object, Wrapper>
-    ) -> Int {
-        let entity = object.entity
-        if let cached = entity.cachedSlot(for: keyPath) { return cached }
-        let marker = SlotMarker.next()
-        object[keyPath: keyPath].slot = marker
-        defer { object[keyPath: keyPath].slot = -1 }
-        var mirror: Mirror? = Mirror(reflecting: object)
-        while let current = mirror {
-            for child in current.children {
-                guard let label = child.label, label.hasPrefix("_"), let holder = child.value as? any SlotHolder,
-                    holder.slot == marker
-                else { continue }
-                let name = String(label.dropFirst())
-                let index = Wrapper.isAttribute ? entity.attribute(named: name)?.index : entity.relationship(named: name)?.index
-                guard let index else { break }
-                entity.cacheSlot(index, for: keyPath)
-                return index
-            }
-            mirror = current.superclassMirror
-        }
-        preconditionFailure("property wrapper of \(Object.self) not found by reflection")
-    }
-
     /// `object as? T`, without the runtime's generic cast when the object's class is
     /// exactly `T` (as an entity's objects are when `T` is the entity's class): imports
     /// hand back thousands of objects per batch.
