@@ -81,8 +81,17 @@ package struct PackedTexts {
 
     package init(_ texts: [String]) {
         starts.reserveCapacity(texts.count + 1)
+        bytes.reserveCapacity(texts.count * 16)
         for text in texts {
-            bytes.append(contentsOf: text.utf8)
+            if let inline = SmallText.inlineASCII(text) {
+                // A short ASCII text's bytes, from the string's words (no call into it).
+                // Unsafe: the two words' bytes, read inside the call, the first `count`.
+                withUnsafeBytes(of: (inline.low.littleEndian, inline.high.littleEndian)) { words in
+                    bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: words[..<inline.count]))
+                }
+            } else {
+                bytes.append(contentsOf: text.utf8)
+            }
             starts.append(bytes.count)
         }
     }
@@ -96,7 +105,16 @@ package struct PackedTexts {
     /// share, each text's next eight bytes, as one big-endian integer (zero-padded), order
     /// most pairs with one integer comparison; only equal integers compare the texts.
     package func sortedIndices() -> [Int] {
+        var distinct = false
+        return sortedIndices(distinct: &distinct)
+    }
+
+    /// `sortedIndices()`, and whether the texts are known to be all different: set when
+    /// the texts came in order already, each after the one before (`false` says only
+    /// that the check was not made or found equal texts).
+    package func sortedIndices(distinct: inout Bool) -> [Int] {
         let count = self.count
+        distinct = count <= 1
         guard count > 1 else { return Array(0..<count) }
         return bytes.withUnsafeBufferPointer { bytes in
             starts.withUnsafeBufferPointer { starts in
@@ -117,15 +135,23 @@ package struct PackedTexts {
                     prefix <<= UInt64(8 * (8 - (end - from)))
                     keyed.append((prefix, index))
                 }
-                // Batches often come in key order already: one pass tells.
+                // Batches often come in key order already: one pass tells (and whether
+                // each text differs from the one before).
                 var ordered = true
+                var increasing = true
                 for index in 1..<count where keyed[index - 1].prefix >= keyed[index].prefix {
-                    if keyed[index - 1].prefix > keyed[index].prefix || PackedTexts.compare(bytes, starts, index - 1, index) > 0 {
+                    let order =
+                        keyed[index - 1].prefix > keyed[index].prefix ? 1 : PackedTexts.compare(bytes, starts, index - 1, index)
+                    if order > 0 {
                         ordered = false
                         break
                     }
+                    if order == 0 { increasing = false }
                 }
-                if ordered { return Array(0..<count) }
+                if ordered {
+                    distinct = increasing
+                    return Array(0..<count)
+                }
                 keyed.sort {
                     $0.prefix != $1.prefix ? $0.prefix < $1.prefix : PackedTexts.compare(bytes, starts, $0.index, $1.index) < 0
                 }

@@ -103,6 +103,9 @@ package struct ExactTextMap {
     /// The hash of the text's UTF-8, read in place where the string is stored
     /// contiguously (a native string, small or not), otherwise from a copy.
     private static func hash(_ text: String, seed: UInt64) -> UInt64 {
+        #if _endian(little)
+            if let inline = SmallText.inlineASCII(text) { return hash(inline, seed: seed) }
+        #endif
         if let hash = text.utf8.withContiguousStorageIfAvailable({ hash(UnsafeRawBufferPointer($0), seed: seed) }) { return hash }
         // Unsafe: the array's bytes are valid for the call.
         return Array(text.utf8).withUnsafeBytes { hash($0, seed: seed) }
@@ -126,6 +129,24 @@ package struct ExactTextMap {
             var tail: UInt64 = 0
             for offset in 0..<count { tail |= UInt64(bytes[offset]) << UInt64(8 * offset) }
             state = mix(state ^ tail)
+        }
+        return mix(state)
+    }
+
+    /// `hash(_:seed:)` of a short ASCII text's bytes, read from the string's two words
+    /// (`SmallText.inlineASCII`): on a little-endian machine the words are the bytes as
+    /// the loads above read them, so a text hashes alike however it is stored.
+    @inline(__always)
+    private static func hash(_ inline: (low: UInt64, high: UInt64, count: Int), seed: UInt64) -> UInt64 {
+        let count = inline.count
+        var state = seed ^ (UInt64(count) &* 0x9E37_79B9_7F4A_7C15)
+        if count > 8 {
+            // The first word, then the last eight bytes (overlapping it), as above.
+            state = mix(state ^ inline.low)
+            let shift = UInt64(8 * (count - 8))
+            state = mix(state ^ ((inline.low >> shift) | (inline.high << (64 - shift))))
+        } else if count > 0 {
+            state = mix(state ^ inline.low)  // (the bytes past the text are zero)
         }
         return mix(state)
     }

@@ -174,8 +174,42 @@ package struct ArrayLiteralBuilder: ~Copyable {
     /// - Throws: `PostgresValueError` with code `.containsNUL` (the literal is left as it
     ///   was).
     package mutating func append(_ text: String) throws {
+        if let inline = SmallText.inlineASCII(text), appendInline(inline) { return }
         var text = text
         try text.withUTF8 { utf8 in try appendQuoted(utf8) }
+    }
+
+    /// Appends a short ASCII string from its two words (`SmallText.inlineASCII`), quoted,
+    /// when none of its bytes is `"`, `\` or NUL; returns `false` (and appends nothing)
+    /// when one is, for `appendQuoted(_:)` to escape or refuse.
+    @inline(__always)
+    private mutating func appendInline(_ inline: (low: UInt64, high: UInt64, count: Int)) -> Bool {
+        let (low, high, length) = inline
+        // The bytes past the string's end padded with `a`s, as `needsEscaping` pads.
+        @inline(__always) func padded(_ word: UInt64, keeping bytes: Int) -> UInt64 {
+            if bytes >= 8 { return word }
+            let kept: UInt64 = bytes <= 0 ? 0 : ~UInt64(0) >> UInt64((8 - bytes) * 8)
+            return (word & kept) | (0x6161_6161_6161_6161 & ~kept)
+        }
+        if Self.holdsSpecialByte(padded(low, keeping: length)) || Self.holdsSpecialByte(padded(high, keeping: length - 8)) {
+            return false
+        }
+        reserve(length + 19)  // (both words are stored whole; the count then covers the string)
+        var position = count
+        if position > 1 {
+            base[position] = UInt8(ascii: ",")
+            position += 1
+        }
+        base[position] = UInt8(ascii: "\"")
+        position += 1
+        // Unsafe: `reserve` made room for 16 bytes past `position` (and the quote after).
+        let raw = UnsafeMutableRawPointer(base + position)
+        raw.storeBytes(of: low.littleEndian, as: UInt64.self)
+        raw.storeBytes(of: high.littleEndian, toByteOffset: 8, as: UInt64.self)
+        position += length
+        base[position] = UInt8(ascii: "\"")
+        count = position + 1
+        return true
     }
 
     /// Writes `utf8` quoted and escaped: one copy when a scan finds nothing to escape (the

@@ -93,6 +93,23 @@ package enum SmallText {
         return (low, high | (asciiDiscriminator | UInt64(count)) << 56)
     }
 
+    /// The bytes of a string the standard library keeps inline as ASCII (at most 15
+    /// bytes): its two words in memory order (the bytes from the first, the top byte of
+    /// the second cleared) and the count; `nil` for any other string, or where the
+    /// layout is not the expected one. The inverse of `string(_:)`, for writers that copy
+    /// a string's bytes (array literals): no call into the string, no retain.
+    @inline(__always)
+    package static func inlineASCII(_ string: String) -> (low: UInt64, high: UInt64, count: Int)? {
+        guard isLaidOutAsExpected else { return nil }
+        // Unsafe: a `String` is two words (`isLaidOutAsExpected` checked the size); its
+        // bits are read, not kept, while `string` itself stays alive.
+        let words = unsafeBitCast(string, to: (UInt64, UInt64).self)
+        let top = words.1 >> 56
+        // Only an inline ASCII string has these four bits (immortal, ASCII, small).
+        guard top & 0xF0 == asciiDiscriminator else { return nil }
+        return (UInt64(littleEndian: words.0), UInt64(littleEndian: words.1) & 0x00FF_FFFF_FFFF_FFFF, Int(top & 0x0F))
+    }
+
     /// A cell's text as `String(decoding:as: UTF8.self)` reads it (invalid UTF-8
     /// repaired): up to 15 ASCII bytes written inline (`string(_:)`), the rest decoded.
     @inline(__always)

@@ -50,6 +50,30 @@ import Testing
         #expect(map.value(for: "not among them \u{1F600}") == nil)
     }
 
+    @Test("A short ASCII text is found whether it is stored inline or in a buffer of its own")
+    func inlineTextIsFoundAsBufferedText() throws {
+        // Inline strings (up to 15 ASCII bytes) are hashed from their two words; the same
+        // bytes in a string with a buffer of its own must hash and compare alike.
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...15 {
+            for _ in 0..<100 {
+                let bytes = (0..<length).map { _ in UInt8.random(in: 0...127, using: &generator) }
+                let inline = String(decoding: bytes, as: UTF8.self)
+                #expect(SmallText.inlineASCII(inline) != nil)
+                var buffered = String()
+                buffered.reserveCapacity(64)
+                buffered += inline
+                #expect(SmallText.inlineASCII(buffered) == nil, "a buffered string: \(bytes)")
+                var map = ExactTextMap(minimumCapacity: 2)
+                map.value(for: inline, inserting: 1)
+                #expect(map.value(for: buffered) == 1, "\(bytes)")
+                var other = ExactTextMap(minimumCapacity: 2)
+                other.value(for: buffered, inserting: 2)
+                #expect(other.value(for: inline) == 2, "\(bytes)")
+            }
+        }
+    }
+
     @Test func bridgedTextIsFoundAsNativeText() {
         var map = ExactTextMap()
         map.value(for: "caf\u{E9} au lait, a long enough text", inserting: 7)

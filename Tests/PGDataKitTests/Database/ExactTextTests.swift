@@ -60,6 +60,42 @@ import Testing
         #expect(PackedTexts(["same", "same"]).sortedIndices().sorted() == [0, 1])
     }
 
+    @Test("Texts in order, each after the one before, are known all different; equal neighbours or another order are not")
+    func sortedIndicesTellsWhenOrderedTextsAreDistinct() {
+        let ordered = (0..<100).map { "user-" + String(format: "%07d", $0) }
+        var distinct = false
+        #expect(PackedTexts(ordered).sortedIndices(distinct: &distinct) == Array(ordered.indices))
+        #expect(distinct)
+        #expect(PackedTexts(ordered + ordered.suffix(1)).sortedIndices(distinct: &distinct) == Array(0...ordered.count))
+        #expect(!distinct)
+        // Equal past the eight bytes after the shared prefix, in order: not distinct.
+        #expect(PackedTexts(["key-123456789a", "key-123456789a", "key-123456789b"]).sortedIndices(distinct: &distinct) == [0, 1, 2])
+        #expect(!distinct)
+        #expect(PackedTexts(Array(ordered.reversed())).sortedIndices(distinct: &distinct) == Array(ordered.indices.reversed()))
+        #expect(!distinct)
+        #expect(PackedTexts(["only"]).sortedIndices(distinct: &distinct) == [0])
+        #expect(distinct)
+    }
+
+    @Test("A short ASCII text packs the same bytes whether it is stored inline or in a buffer of its own")
+    func packedTextsOfInlineAndBufferedStringsAgree() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...20 {
+            for _ in 0..<50 {
+                let bytes = (0..<length).map { _ in UInt8.random(in: 0...127, using: &generator) }
+                let inline = String(decoding: bytes, as: UTF8.self)
+                var buffered = String()
+                buffered.reserveCapacity(64)
+                buffered += inline
+                let packed = PackedTexts([inline, buffered, "after"])
+                #expect(packed.equal(0, 1), "\(bytes)")
+                #expect(bytes.withUnsafeBufferPointer { packed.compare(0, with: $0) } == 0, "\(bytes)")
+                #expect(bytes.withUnsafeBufferPointer { packed.compare(1, with: $0) } == 0, "\(bytes)")
+                #expect(!packed.equal(1, 2) || length == 5 && inline == "after")
+            }
+        }
+    }
+
     @Test func packedTextsInOrderAlreadyStayAndAlmostOrderedOnesSort() {
         // In order, with neighbours equal in the eight bytes past the shared prefix.
         let ordered = (0..<200).map { "key-" + String(format: "%012d", $0 / 2) + ($0 % 2 == 0 ? "a" : "b") }

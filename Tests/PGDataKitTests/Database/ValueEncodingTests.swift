@@ -171,6 +171,49 @@ struct ValueEncodingTests {
         }
     }
 
+    @Test("Short ASCII strings, written from their two words, read back as written: every length, every ASCII byte")
+    func arrayLiteralBuilderWritesShortStringsFromTheirWords() throws {
+        // A string the standard library keeps inline (up to 15 ASCII bytes) is copied from
+        // its words (`SmallText.inlineASCII`); one holding `"`, `\` or NUL takes the
+        // escaping way, which escapes it or refuses it.
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...15 {
+            for round in 0..<300 {
+                // Printable ASCII with the special bytes now and then, NUL in some rounds.
+                let bytes = (0..<length).map { _ -> UInt8 in
+                    switch UInt8.random(in: 0...40, using: &generator) {
+                    case 0: return UInt8(ascii: "\"")
+                    case 1: return UInt8(ascii: "\\")
+                    case 2: return round % 10 == 0 ? 0 : UInt8(ascii: "a")
+                    default: return UInt8.random(in: 32...126, using: &generator)
+                    }
+                }
+                let text = String(decoding: bytes, as: UTF8.self)
+                let inline = try #require(SmallText.inlineASCII(text), "\(bytes)")
+                #expect(inline.count == length)
+                var builder = ArrayLiteralBuilder(capacity: 1)
+                try builder.append("x")
+                if bytes.contains(0) {
+                    #expect(throws: PostgresValueError.self) { try builder.append(text) }
+                    try builder.append("y")
+                    #expect(builder.text() == "{\"x\",\"y\"}")
+                    continue
+                }
+                try builder.append(text)
+                try builder.append("y")
+                let escaped = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+                let written = builder.text()
+                #expect(written == "{\"x\",\"" + escaped + "\",\"y\"}", "\(bytes)")
+                var parsed = written
+                #expect(parsed.withUTF8 { ArrayLiteralParser.parse($0) } == ["x", text, "y"])
+            }
+        }
+        // Anything else is not read from its words: longer texts, non-ASCII ones.
+        for text in ["sixteen bytes!!!", "é", "naïve", "東京", String(repeating: "a", count: 100)] {
+            #expect(SmallText.inlineASCII(text) == nil, "\(text)")
+        }
+    }
+
     @Test func arrayLiteralBuilderEscapesTextsDenseWithQuotes() throws {
         // JSON-like texts (a quote every few bytes), runs of plain bytes around them, and
         // a NUL after escaped bytes, which refuses the whole element.

@@ -200,7 +200,9 @@ extension StoreCoordinator {
     /// neighbours are one key: its last row (highest index) is sent, and stands for the
     /// others (`sentRow`, the row sent for each row; empty while no key repeats).
     private static func sendOrder(_ packed: PackedTexts, count: Int) -> (sent: [Int], sentRow: [Int]) {
-        let sorted = packed.sortedIndices()
+        var distinct = false
+        let sorted = packed.sortedIndices(distinct: &distinct)
+        if distinct { return (sorted, []) }  // (each key once: nothing to merge)
         var pending: [Int] = []
         pending.reserveCapacity(sorted.count)
         var sentRow: [Int] = []
