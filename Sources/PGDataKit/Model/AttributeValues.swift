@@ -206,9 +206,19 @@ final class ValueBlock: ManagedBuffer<ValueBlock.Header, StoredValue> {
         }
     }
 
+    /// Destroys the values that hold a reference; the others (numbers, dates, `NULL`)
+    /// need nothing done, and a block holds thousands of them: the run-time's destruction
+    /// of every element, case by case, took about 50 instructions a value (callgrind).
     deinit {
-        // Unsafe: exactly the first `count` values are initialized (`append`).
-        _ = withUnsafeMutablePointers { header, elements in elements.deinitialize(count: header.pointee.count) }
+        // Unsafe: exactly the first `count` values are initialized (`append`); each is
+        // destroyed at most once, and the memory goes with the block.
+        withUnsafeMutablePointers { header, elements in
+            for index in 0..<header.pointee.count where elements[index].holdsReference {
+                // Moved out and destroyed here, as a `StoredValue` (a deinitialize goes
+                // through the run-time's value witness: about twice the instructions).
+                _ = (elements + index).move()
+            }
+        }
     }
 }
 

@@ -79,6 +79,16 @@ enum StoredValue: Sendable {
         return false
     }
 
+    /// Whether the value holds a reference (its destruction releases something): text,
+    /// bytes, JSON and boxed values do; `NULL`, numbers, booleans, dates and UUIDs do not.
+    @inline(__always)
+    var holdsReference: Bool {
+        switch self {
+        case .string, .data, .json, .other: return true
+        case .null, .int, .int64, .int32, .int16, .bool, .double, .float, .date, .uuid: return false
+        }
+    }
+
     /// The value as `Scalar`: `nil` for `NULL` and for a value of another type (which an
     /// attribute of type `Scalar` never holds). Inlinable: specialized for `Scalar`, only
     /// its own case is tested.
@@ -128,7 +138,9 @@ extension StoredValue: Equatable {
     /// Values of the same case and equal scalars; `NULL` equals `NULL`. Each operand is
     /// matched in place (matching a tuple of the two would copy both first: a retain and
     /// release of a string per comparison, and saves compare every value they track).
-    @usableFromInline
+    /// Inlined where it is used, so that an operand read from storage is matched where it
+    /// lies rather than copied out for a call.
+    @usableFromInline @inline(__always)
     static func == (left: StoredValue, right: StoredValue) -> Bool {
         switch left {
         case .null: return right.isNull
