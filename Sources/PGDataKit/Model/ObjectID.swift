@@ -84,21 +84,21 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     /// dominated inserting thousands of objects; temporary IDs never leave the process.
     private static func randomUUID() -> UUID {
         let count = temporaryCounter.add(1, ordering: .relaxed).newValue
-        var bytes = (temporarySeed.0, temporarySeed.1 ^ (count << 8))  // byte 8 stays the seed's
-        // Unsafe: `bytes` is two `UInt64`s, 16 contiguous bytes, so `raw[0]` to `raw[15]` are
-        // in bounds; `raw` is used only inside the closure.
-        return withUnsafeMutableBytes(of: &bytes) { raw in
-            raw[6] = (raw[6] & 0x0F) | 0x40  // version 4
-            raw[8] = (raw[8] & 0x3F) | 0x80  // RFC 4122 variant
-            return UUID(uuid: (
-                raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
-        }
+        // The counter goes in bytes 9 to 15 (byte 8 keeps the variant): the words are the
+        // UUID's bytes as little-endian integers.
+        let words = (temporaryWords.0.littleEndian, (temporaryWords.1 ^ (count << 8)).littleEndian)
+        // Unsafe: two `UInt64`s are 16 bytes, the size of a `uuid_t` (16 `UInt8`s), in
+        // memory order; every bit pattern is a valid `uuid_t`.
+        return UUID(uuid: unsafeBitCast(words, to: uuid_t.self))
     }
 
-    private static let temporarySeed: (UInt64, UInt64) = {
+    /// A random UUID drawn once, as two little-endian words, with the version 4 and the
+    /// RFC 4122 variant bits set (bytes 6 and 8).
+    private static let temporaryWords: (UInt64, UInt64) = {
         var generator = SystemRandomNumberGenerator()
-        return (generator.next(), generator.next())
+        let first: UInt64 = generator.next()
+        let second: UInt64 = generator.next()
+        return ((first & ~(0xF0 << 48)) | (0x40 << 48), (second & ~0xC0) | 0x80)
     }()
     private static let temporaryCounter = Atomic<UInt64>(0)
 

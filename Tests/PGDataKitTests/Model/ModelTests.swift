@@ -104,6 +104,22 @@ struct ModelTests {
         #expect(try book.value(forKey: "title") as? String == "The Dispossessed")
     }
 
+    @Test("Temporary IDs are version 4 UUIDs of the RFC 4122 variant, all different, and read back from their URIs")
+    func temporaryIDsAreDistinctVersion4UUIDs() throws {
+        let ids = (0..<1_000).map { _ in ObjectID(temporaryFor: "Stranger") }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(50) {
+            guard case .temporary(let uuid) = id.key else {
+                Issue.record("not temporary: \(id)")
+                continue
+            }
+            #expect(uuid.uuid.6 >> 4 == 4, "\(uuid)")
+            #expect(uuid.uuid.8 >> 6 == 0b10, "\(uuid)")
+            #expect(UUID(uuidString: uuid.uuidString) == uuid)
+            #expect(ObjectID(uriRepresentation: id.uriRepresentation) == id)
+        }
+    }
+
     @Test func sameObjectsAreEqualOnlyToThemselves() {
         let first = Stranger()
         let second = Stranger()
