@@ -179,6 +179,20 @@ package struct ArrayLiteralBuilder: ~Copyable {
         try text.withUTF8 { utf8 in try appendQuoted(utf8) }
     }
 
+    /// Writes the separator (none before the first element) and the opening quote of an
+    /// element, after `count`, which it leaves as it was; returns where the element's
+    /// bytes go. The caller reserved room first.
+    @inline(__always)
+    private func openQuotedElement() -> Int {
+        var position = count
+        if position > 1 {
+            base[position] = UInt8(ascii: ",")
+            position += 1
+        }
+        base[position] = UInt8(ascii: "\"")
+        return position + 1
+    }
+
     /// Appends a short ASCII string from its two words (`SmallText.inlineASCII`), quoted,
     /// when none of its bytes is `"`, `\` or NUL; returns `false` (and appends nothing)
     /// when one is, for `appendQuoted(_:)` to escape or refuse.
@@ -195,13 +209,7 @@ package struct ArrayLiteralBuilder: ~Copyable {
             return false
         }
         reserve(length + 19)  // (both words are stored whole; the count then covers the string)
-        var position = count
-        if position > 1 {
-            base[position] = UInt8(ascii: ",")
-            position += 1
-        }
-        base[position] = UInt8(ascii: "\"")
-        position += 1
+        var position = openQuotedElement()
         // Unsafe: `reserve` made room for 16 bytes past `position` (and the quote after).
         let raw = UnsafeMutableRawPointer(base + position)
         raw.storeBytes(of: low.littleEndian, as: UInt64.self)
@@ -218,13 +226,7 @@ package struct ArrayLiteralBuilder: ~Copyable {
     private mutating func appendQuoted(_ utf8: UnsafeBufferPointer<UInt8>) throws {
         let plain = utf8.baseAddress.map { !Self.needsEscaping($0, count: utf8.count) } ?? true
         reserve((plain ? utf8.count : utf8.count + utf8.count) + 3)
-        var position = count
-        if position > 1 {
-            base[position] = UInt8(ascii: ",")
-            position += 1
-        }
-        base[position] = UInt8(ascii: "\"")
-        position += 1
+        var position = openQuotedElement()
         if plain {
             if let source = utf8.baseAddress { (base + position).initialize(from: source, count: utf8.count) }
             position += utf8.count
