@@ -58,10 +58,7 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
             }
             mixed = halves.0 ^ (halves.1 &* 0xFF51_AFD7_ED55_8CCD)
         }
-        mixed = mixed ^ UInt64(bitPattern: Int64(seed)) &+ 0x9E37_79B9_7F4A_7C15
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int(truncatingIfNeeded: mixed ^ (mixed >> 31))
+        return FastHash.mix(mixed, seed: seed)
     }
 
     init(entityName: String, primaryKey: Int64) {

@@ -85,7 +85,7 @@ import Testing
                         of: entity, rows, checksVersion: checksVersion, on: connection)
                     let expected = Dictionary(
                         uniqueKeysWithValues: keys.enumerated().filter { !checksVersion || $0.offset % 3 != 0 }
-                            .map { ($0.element.0, $0.element.1 + 1) })
+                            .map { (RowKey($0.element.0), $0.element.1 + 1) })
                     #expect(written == expected, "checksVersion: \(checksVersion)")
                 }
             }

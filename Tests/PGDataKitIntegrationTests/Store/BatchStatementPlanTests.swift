@@ -341,7 +341,7 @@ import Testing
                             return Set(
                                 try coordinator.updateRows(
                                     of: entity, try Self.renaming(entity), checksVersion: checksVersion, on: connection
-                                ).keys)
+                                ).keys.map(\.value))
                         }
                         outcome.withLock { $0 = result }
                     }

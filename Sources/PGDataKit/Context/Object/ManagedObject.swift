@@ -239,10 +239,7 @@ open class ManagedObject: EntityObject, Hashable, CustomStringConvertible {
     /// address mixed with the table's seed in a few instructions (splitmix64) instead of
     /// a full SipHash round — a save puts every object it touches into several sets.
     public final func _rawHashValue(seed: Int) -> Int {
-        var mixed = UInt64(UInt(bitPattern: ObjectIdentifier(self))) ^ UInt64(bitPattern: Int64(seed)) &+ 0x9E37_79B9_7F4A_7C15
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int(truncatingIfNeeded: mixed ^ (mixed >> 31))
+        FastHash.mix(UInt64(UInt(bitPattern: ObjectIdentifier(self))), seed: seed)
     }
 
     /// `User/42 {name: "Ada", …}`.

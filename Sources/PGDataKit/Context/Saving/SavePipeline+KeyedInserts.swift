@@ -344,7 +344,7 @@ extension SavePipeline {
         for (shape, all) in groups.sorted(by: { KeyedInsertShape.precedes($0.shape, $1.shape) }) {
             var members: [ManagedObject] = []
             for object in all {
-                if let key = claimed[ObjectIdentifier(object)] {
+                if let key = claimed[ObjectKey(object)] {
                     inserted.append((object, key))
                 } else {
                     members.append(object)
@@ -394,12 +394,14 @@ extension SavePipeline {
     private func claimKeyedInsertKeys(
         _ groups: [(shape: KeyedInsertShape, members: [ManagedObject])], of entity: EntityDescription,
         lockedRows: [ObjectIdentifier: Int64], on connection: Connection, rows: ([ManagedObject]) -> RowBatch
-    ) throws -> [ObjectIdentifier: Int64] {
-        var claimed: [ObjectIdentifier: Int64] = [:]
+    ) throws -> [ObjectKey: Int64] {
+        var claimed: [ObjectKey: Int64] = [:]
         for unique in Set(groups.map(\.shape.unique)).sorted() {
-            // (Rows the save locked already are met, not claimed.)
+            // (Rows the save locked already are met, not claimed. Most saves locked none:
+            // an empty dictionary still hashes every key looked up in it.)
             let sharing = groups.filter { $0.shape.unique == unique }.map { group in
-                (shape: group.shape, members: group.members.filter { lockedRows[ObjectIdentifier($0)] == nil })
+                let members = group.members
+                return (shape: group.shape, members: lockedRows.isEmpty ? members : members.filter { lockedRows[ObjectIdentifier($0)] == nil })
             }
             let members = sharing.flatMap(\.members)
             guard !members.isEmpty else { continue }
@@ -416,7 +418,7 @@ extension SavePipeline {
                 for object in group.members {
                     defer { position += 1 }
                     if let key = keys[position] {
-                        claimed[ObjectIdentifier(object)] = key
+                        claimed[ObjectKey(object)] = key
                     } else if updates {
                         met.updating.append(object.storage.value(at: unique))
                     } else {

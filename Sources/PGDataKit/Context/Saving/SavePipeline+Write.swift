@@ -179,7 +179,7 @@ extension SavePipeline {
             let written = try context.coordinator.updateRows(
                 of: entity, rows, bound: early.map { ($0.arrays, $0.types) }, checksVersion: !shape.overwrite, on: connection)
             for object in objects {
-                guard let newVersion = written[keys.key(of: object)] else {
+                guard let newVersion = written[RowKey(keys.key(of: object))] else {
                     outcome.conflicts.append(object)
                     continue
                 }

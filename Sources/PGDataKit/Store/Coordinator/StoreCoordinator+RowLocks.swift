@@ -46,12 +46,12 @@ struct RowLockSet {
     /// transaction): the locations, each row once, with the number of rows and the mode.
     var located: (locations: [RowLocation], rows: Int, mode: RowLockMode)? {
         guard let mode = modes.first, mode != .keyShare, modes.allSatisfy({ $0 == mode }) else { return nil }
-        var byKey: [Int64: RowLocation] = [:]
+        var byKey: [RowKey: RowLocation] = [:]
         byKey.reserveCapacity(keys.count)
         for (key, location) in zip(keys, locations) {
             guard let location else { return nil }
             // (Two locations for one key would be two versions of its row: not trusted.)
-            if let known = byKey.updateValue(location, forKey: key), known != location { return nil }
+            if let known = byKey.updateValue(location, forKey: RowKey(key)), known != location { return nil }
         }
         return (Array(byKey.values), byKey.count, mode)
     }

@@ -193,7 +193,7 @@ extension StoreCoordinator {
     func updateRows(
         of entity: EntityDescription, _ rows: RowBatch, bound: (arrays: [(any PostgresEncodable)?], types: [String])? = nil,
         checksVersion: Bool, on connection: Connection
-    ) throws -> [Int64: Int64] {
+    ) throws -> [RowKey: Int64] {
         let assigned = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
@@ -207,7 +207,7 @@ extension StoreCoordinator {
             return "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
         }
         let tail = (checksVersion ? " AND t.\(version) = v.c1" : "") + " RETURNING t.\(primaryKey), t.\(version)"
-        var written: [Int64: Int64] = [:]
+        var written: [RowKey: Int64] = [:]
         written.reserveCapacity(rows.keys.count)
         var (arrays, types) = try bound ?? bind(rows)
         let single = rows.keys.count == 1
@@ -223,27 +223,27 @@ extension StoreCoordinator {
                 : updateClause() + (key.byLocation ? Self.rowsByLocation(entity, types) : Self.rowsByKey(entity, types)) + tail
         }
         for row in try execute(sql, arrays, on: connection, reusesPlan: Self.reusesPlan(keys: rows.keys.count)) {
-            written[try row.int64(at: 0)] = try row.int64(at: 1)
+            written[RowKey(try row.int64(at: 0))] = try row.int64(at: 1)
         }
         if key.byLocation, written.count < rows.keys.count {
             // Rows the transaction itself moved since its locks found them (a trigger of
             // an earlier statement, say), found again by key: only a row not at its
             // version (or gone) is a conflict.
-            let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
+            let missing = rows.keys.indices.filter { written[RowKey(rows.keys[$0])] == nil }
             let (again, _) = try bind(rows, order: missing)
             key.byLocation = false
             let byKey = writeStatement(key) { updateClause() + Self.rowsByKey(entity, types) + tail }
             for row in try execute(byKey, again, on: connection, reusesPlan: Self.reusesPlan(keys: missing.count)) {
-                written[try row.int64(at: 0)] = try row.int64(at: 1)
+                written[RowKey(try row.int64(at: 0))] = try row.int64(at: 1)
             }
         }
         guard !checksVersion, written.count < rows.keys.count else { return written }
         let update = updateClause()
-        let missing = rows.keys.indices.filter { written[rows.keys[$0]] == nil }
+        let missing = rows.keys.indices.filter { written[RowKey(rows.keys[$0])] == nil }
         let (again, _) = try bind(rows, order: missing)
         let byKey = "FROM unnest(\(Self.unnestList(types))) AS v(\(Self.aliases(types.count))) WHERE t.\(primaryKey) = v.c0"
         for row in try execute(update + byKey + tail, again, on: connection, reusesPlan: Self.reusesPlan(keys: missing.count)) {
-            written[try row.int64(at: 0)] = try row.int64(at: 1)
+            written[RowKey(try row.int64(at: 0))] = try row.int64(at: 1)
         }
         return written
     }
