@@ -274,6 +274,9 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     }
 
     /// The cached storage position of the property behind a wrapper's storage key path.
+    /// (Inlined into `ManagedObject.cachedSlot(for:)`: with no call left between the
+    /// object's `entity` read and the scan, the entity is not retained for it.)
+    @inline(__always)
     func cachedSlot(for keyPath: AnyKeyPath) -> Int? {
         let id = ObjectIdentifier(keyPath)
         // Unsafe: the loaded table lives as long as `self` (see `slotTable`), so it is read

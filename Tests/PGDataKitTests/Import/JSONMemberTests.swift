@@ -33,4 +33,22 @@ struct JSONMemberTests {
         #expect(JSONValue.array([.null])["key"] == nil)
         #expect(JSONValue.string("x")["key"] == nil)
     }
+
+    /// Keys compared word by word (both inline ASCII) and as strings (either not): a
+    /// trailing NUL, the 15- and 16-byte boundary of inline strings, keys that differ
+    /// only in their last byte, and an ASCII key canonically equivalent to a non-ASCII
+    /// member (the Kelvin sign is `K`) find what `Dictionary` finds.
+    @Test func keysMatchAsDictionaryKeysDo() {
+        let keys = [
+            "ab", "ab\u{0}", "K", "\u{212A}", "abcdefghijklmno", "abcdefghijklmnp", "abcdefghijklmnop",
+            "abcdefghijklmnoq", "abcdefg", "abcdefh", "", "é", "e\u{301}",
+        ]
+        for first in keys.indices {
+            for second in keys.indices {
+                let members: [String: JSONValue] = [keys[first]: .number(1), "other": .number(2)]
+                let record = JSONValue.object(members)
+                #expect(record[keys[second]] == members[keys[second]], "\(keys[first].debugDescription) / \(keys[second].debugDescription)")
+            }
+        }
+    }
 }
