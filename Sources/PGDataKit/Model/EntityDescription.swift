@@ -274,8 +274,8 @@ public final class EntityDescription: @unchecked Sendable, CustomStringConvertib
     }
 
     /// The cached storage position of the property behind a wrapper's storage key path.
-    /// (Inlined into `ManagedObject.cachedSlot(for:)`: with no call left between the
-    /// object's `entity` read and the scan, the entity is not retained for it.)
+    /// (Inlined into `ManagedObject.cachedSlot(for:)`, one call less per typed property
+    /// access; the entity read there is still retained around the scan.)
     @inline(__always)
     func cachedSlot(for keyPath: AnyKeyPath) -> Int? {
         let id = ObjectIdentifier(keyPath)
