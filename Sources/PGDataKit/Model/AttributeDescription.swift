@@ -74,7 +74,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
     /// One column of a statement as an array parameter, read from rows of values (each
     /// row's value of this attribute at `index`): the rows at `order` (all of them, in
     /// their order, when `nil`). Strings and integers are read in place and written
-    /// straight into the literal; other types go through `encodeArray`.
+    /// straight into a binary array; other types go through `encodeArray`.
     ///
     /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
     ///   `column`).
@@ -86,7 +86,7 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
 
     /// One column of a statement as an array parameter: the values at `order` (all of
     /// them, in their order, when `nil`). Strings and integers are written straight into
-    /// the literal; other types go through `encodeArray`.
+    /// a binary array; other types go through `encodeArray`.
     ///
     /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
     ///   `column`).
@@ -95,36 +95,39 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         return try scalars ?? encodeArray(order.map { $0.map { values[$0] } } ?? values)
     }
 
-    /// A string or integer column written straight into an array literal, `nil` for the
-    /// other types. `read(position, visit)` hands `visit` the stored value at each
-    /// position in turn (in place: no copy of the value).
+    /// A string or integer column written straight into a binary array (`text[]`,
+    /// `bigint[]`), `nil` for the other types. `value(position)` hands the stored value at
+    /// each position in turn (in place: no copy of the value). Only attributes whose
+    /// column type is that of the array (`text`, `bigint`) take this way: statements cast
+    /// the parameter to the attribute's type, and binary data must be of the parameter's
+    /// element type.
     private func encodeScalars(count: Int, value: (Int) -> StoredValue) throws -> (any PostgresEncodable)? {
         switch decoding {
-        case .string:
-            var literal = ArrayLiteralBuilder(capacity: count)
+        case .string where type == .string:
+            var array = BinaryArrayBuilder(element: .text, capacity: count)
             do {
                 for position in 0..<count {
                     if case .string(let text) = value(position) {
-                        try literal.append(text)
+                        try array.append(text)
                     } else {
-                        literal.appendNull()
+                        array.appendNull()
                     }
                 }
             } catch var error as PostgresValueError {
                 error.column = qualifiedName
                 throw error
             }
-            return ArrayLiteral<String>(text: literal.text())
-        case .int, .int64:
-            var literal = ArrayLiteralBuilder(capacity: count)
+            return BinaryArray<String>(bytes: array.finish())
+        case .int where type == .int64, .int64 where type == .int64:
+            var array = BinaryArrayBuilder(element: .int8, capacity: count)
             for position in 0..<count {
                 switch value(position) {
-                case .int(let integer): literal.append(Int64(integer))
-                case .int64(let integer): literal.append(integer)
-                default: literal.appendNull()
+                case .int(let integer): array.append(Int64(integer))
+                case .int64(let integer): array.append(integer)
+                default: array.appendNull()
                 }
             }
-            return ArrayLiteral<Int64>(text: literal.text())
+            return BinaryArray<Int64>(bytes: array.finish())
         default:
             return nil
         }

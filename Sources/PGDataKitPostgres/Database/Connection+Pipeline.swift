@@ -43,9 +43,9 @@ extension Connection {
         storages.reserveCapacity(statements.count)
         defer { storages.forEach { free($0) } }
         for statement in statements {
-            let (texts, types, storage) = try Connection.encode(statement.parameters)
+            let (parameters, storage) = try Connection.encode(statement.parameters)
             storages.append(storage)
-            encoded.append((statement.sql, texts, types, statement.parameters, true))
+            encoded.append(PipelineStatement(sql: statement.sql, encoded: parameters, parameters: statement.parameters, reusesPlan: true))
         }
         lock.lock()
         defer { lock.unlock() }
@@ -63,13 +63,18 @@ extension Connection {
         return try runPipeline(handle, encoded, streamsResults: streamsResults, onResult: onResult)
     }
 
-    /// A statement of a pipeline: its SQL and its parameters as C strings (owned by the
-    /// caller) with their type OIDs, the parameters themselves for error messages, and
+    /// A statement of a pipeline: its SQL and its parameters as libpq takes them (their
+    /// bytes owned by the caller), the parameters themselves for error messages, and
     /// whether it may be prepared by name (its plan then kept; see `execute(_:_:reusesPlan:)`).
-    typealias PipelineStatement = (
-        sql: String, texts: [UnsafeMutablePointer<CChar>?], types: [UInt32], parameters: [(any PostgresEncodable)?],
-        reusesPlan: Bool
-    )
+    struct PipelineStatement {
+        var sql: String
+        var encoded = EncodedParameters()
+        var parameters: [(any PostgresEncodable)?] = []
+        var reusesPlan = true
+
+        /// The parameters' type OIDs.
+        var types: [UInt32] { encoded.types }
+    }
 
     /// Runs `work` once, on the calling thread, right after the next pipeline of
     /// statements is sent and before its results are read, so that client work (such as
@@ -153,17 +158,13 @@ extension Connection {
             }
             // (`withCString`, not a `String` passed as the pointer: that copies the text
             // into a new array at every call.)
-            let queued = statement.texts.withUnsafeBufferPointer { values in
-                values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                    if let name {
-                        name.withCString {
-                            PQsendQueryPrepared(handle, $0, Int32(statement.types.count), values.baseAddress, nil, nil, 0)
-                        }
-                    } else {
-                        statement.sql.withCString {
-                            PQsendQueryParams(
-                                handle, $0, Int32(statement.types.count), statement.types, values.baseAddress, nil, nil, 0)
-                        }
+            let queued = statement.encoded.withArguments { values, lengths, formats in
+                if let name {
+                    name.withCString { PQsendQueryPrepared(handle, $0, statement.encoded.count, values, lengths, formats, 0) }
+                } else {
+                    statement.sql.withCString {
+                        PQsendQueryParams(
+                            handle, $0, statement.encoded.count, statement.encoded.types, values, lengths, formats, 0)
                     }
                 }
             }

@@ -112,9 +112,9 @@ extension Connection {
         let own = pendingBeginSettings
         pendingBeginSettings = nil
         // (Appended one by one: a concatenation of mapped arrays was three allocations.)
-        var statements: [PipelineStatement] = [(begin, [], [], [], true)]
-        if let transactionSettings { statements.append((transactionSettings, [], [], [], true)) }
-        if let own { statements.append((own, [], [], [], true)) }
+        var statements: [PipelineStatement] = [PipelineStatement(sql: begin)]
+        if let transactionSettings { statements.append(PipelineStatement(sql: transactionSettings)) }
+        if let own { statements.append(PipelineStatement(sql: own)) }
         return statements
     }
 }

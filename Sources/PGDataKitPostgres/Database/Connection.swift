@@ -355,7 +355,7 @@ public final class Connection: @unchecked Sendable {
 
     /// `execute(_:_:reusesPlan:)` inside the cancellation scope (and a `COPY`'s start).
     func sendStatement(_ sql: String, _ parameters: [(any PostgresEncodable)?], reusesPlan: Bool) throws -> QueryResult {
-        let (texts, types, storage) = try Connection.encode(parameters)
+        let (encoded, storage) = try Connection.encode(parameters)
         defer { free(storage) }
         lock.lock()
         defer { lock.unlock() }
@@ -363,37 +363,33 @@ public final class Connection: @unchecked Sendable {
         if let begin = pendingBegin {
             pendingBegin = nil
             var statements = beginStatements(begin)
-            statements.append((sql, texts, types, parameters, reusesPlan))
+            statements.append(PipelineStatement(sql: sql, encoded: encoded, parameters: parameters, reusesPlan: reusesPlan))
             let results = try runPipeline(handle, statements)
             guard let result = results.last else { throw PostgresError(kind: .client, message: "no result", statement: sql) }
             return result
         }
-        guard reusesPlan, !types.isEmpty, preparedStatements.capacity > 0 else {
+        guard reusesPlan, !encoded.types.isEmpty, preparedStatements.capacity > 0 else {
             // Work to do while the statement runs (`doWhileWaiting`): sent as a pipeline of
             // one, which does it between sending and reading. (Not a statement without
             // parameters: a `COPY`'s start cannot go in a pipeline.)
-            if workWhileWaiting != nil, !types.isEmpty {
-                return try runPipeline(handle, [(sql, texts, types, parameters, false)])[0]
+            if workWhileWaiting != nil, !encoded.types.isEmpty {
+                return try runPipeline(handle, [PipelineStatement(sql: sql, encoded: encoded, parameters: parameters, reusesPlan: false)])[0]
             }
             executedStatements += 1
-            let result = texts.withUnsafeBufferPointer { values in
-                values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                    sql.withCString { PQexecParams(handle, $0, Int32(parameters.count), types, values.baseAddress, nil, nil, 0) }
-                }
+            let result = encoded.withArguments { values, lengths, formats in
+                sql.withCString { PQexecParams(handle, $0, encoded.count, encoded.types, values, lengths, formats, 0) }
             }
             return try check(result, handle: handle, sql: sql, parameters: parameters)
         }
         dropEvictedStatements(handle)
-        let key = PreparedStatementCache.Key(sql: sql, types: types)
+        let key = PreparedStatementCache.Key(sql: sql, types: encoded.types)
         guard let name = preparedStatements.name(for: key) else {
             // Not prepared yet: prepare and run in one round trip.
-            return try runPipeline(handle, [(sql, texts, types, parameters, true)])[0]
+            return try runPipeline(handle, [PipelineStatement(sql: sql, encoded: encoded, parameters: parameters, reusesPlan: true)])[0]
         }
         executedStatements += 1
-        let result = texts.withUnsafeBufferPointer { values in
-            values.withMemoryRebound(to: UnsafePointer<CChar>?.self) { values in
-                name.withCString { PQexecPrepared(handle, $0, Int32(parameters.count), values.baseAddress, nil, nil, 0) }
-            }
+        let result = encoded.withArguments { values, lengths, formats in
+            name.withCString { PQexecPrepared(handle, $0, encoded.count, values, lengths, formats, 0) }
         }
         do {
             return try check(result, handle: handle, sql: sql, parameters: parameters)
@@ -401,7 +397,7 @@ public final class Connection: @unchecked Sendable {
             // The server no longer has the statement, or its result type changed: with no
             // transaction open nothing was done, so prepare it again and rerun once.
             guard PQtransactionStatus(handle) == PQTRANS_IDLE else { throw error }
-            return try runPipeline(handle, [(sql, texts, types, parameters, true)])[0]
+            return try runPipeline(handle, [PipelineStatement(sql: sql, encoded: encoded, parameters: parameters, reusesPlan: true)])[0]
         }
     }
 

@@ -2,9 +2,13 @@ import Foundation
 
 /// A Swift value that can be sent as a bound statement parameter.
 ///
-/// Values travel in PostgreSQL's text format and are always bound, never spliced into
-/// SQL. `String`, the integer types, `Double`, `Float`, `Decimal`, `Bool`, `Date`,
-/// `UUID`, `Data`, `JSONValue`, optionals and arrays of these conform.
+/// Values are always bound, never spliced into SQL. They travel in PostgreSQL's text
+/// format, except arrays of `Int` and `Int64` (optional elements too), which are sent as
+/// `bigint[]` in the binary array format: nothing for the client to write as digits or
+/// the server to parse. `String`, the integer types, `Double`, `Float`, `Decimal`,
+/// `Bool`, `Date`, `UUID`, `Data`, `JSONValue`, optionals and arrays of these conform.
+/// (A `[String]` stays text and untyped, so `= ANY($1)` fits `text`, `varchar`, `uuid` and
+/// enum columns alike.)
 ///
 /// For example, a custom type that is stored as text:
 ///

@@ -281,21 +281,52 @@ struct ValueEncodingTests {
     func parametersAreEncodedIntoOneBlock() throws {
         let long = String(repeating: "é", count: 40)
         let parameters: [(any PostgresEncodable)?] = [nil, "abc", Int64(-42), "", long, true, nil]
-        let (texts, types, storage) = try Connection.encode(parameters)
+        let (encoded, storage) = try Connection.encode(parameters)
         defer { free(storage) }
+        let texts = encoded.values
         #expect(texts.count == parameters.count)
-        #expect(types == [0, 0, 20, 0, 0, 16, 0])  // (text goes untyped: the server infers it)
+        #expect(encoded.types == [0, 0, 20, 0, 0, 16, 0])  // (text goes untyped: the server infers it)
+        #expect(!encoded.hasBinary)  // (all text: libpq gets nil lengths and formats)
+        #expect(encoded.lengthsAndFormats.lengths.isEmpty && encoded.lengthsAndFormats.formats.isEmpty)
         let strings = texts.map { $0.map { String(cString: $0) } }
         #expect(strings == [nil, "abc", "-42", "", long, "t", nil])
-        // One after another in the block the caller frees.
+        // One after another in the block the caller frees, after a pointer each.
         let first = try #require(texts[1])
-        #expect(UnsafeMutableRawPointer(first) == storage)
+        #expect(UnsafeMutableRawPointer(first) == storage.map { $0 + 7 * 8 })
         #expect(texts[2] == first + 4)
         let allNull = try Connection.encode([nil, nil])
-        #expect(allNull.texts == [nil, nil] && allNull.storage == nil)
+        defer { free(allNull.storage) }
+        #expect(Array(allNull.parameters.values) == [nil, nil])
+        let none = try Connection.encode([])
+        #expect(none.storage == nil && none.parameters.values.isEmpty)
         #expect(throws: PostgresValueError.self) {
             _ = try Connection.encode(["fine", "nul\u{0}inside"])
         }
+    }
+
+    @Test("An integer array goes into the block in binary, beside texts; every parameter then has a length and a format")
+    func binaryParametersAreEncodedBesideTexts() throws {
+        let parameters: [(any PostgresEncodable)?] = ["ab", [Int64(1), -2] as [Int64], nil, [] as [Int]]
+        let (encoded, storage) = try Connection.encode(parameters)
+        defer { free(storage) }
+        #expect(encoded.types == [0, 1016, 0, 1016])
+        #expect(Array(encoded.lengthsAndFormats.formats) == [0, 1, 0, 1])
+        #expect(Array(encoded.lengthsAndFormats.lengths) == [2, 20 + 2 * 12, 0, 12])
+        let text = try #require(encoded.values[0])
+        #expect(String(cString: text) == "ab")
+        let array = try #require(encoded.values[1])
+        #expect(array == text + 3)  // (after the text and its NUL)
+        let bytes = UnsafeRawBufferPointer(start: array, count: 44).map { $0 }
+        // One dimension, no NULL, element type 20 (bigint), 2 elements from 1; then each
+        // element's length and big-endian bytes.
+        #expect(Array(bytes[0..<20]) == [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 20, 0, 0, 0, 2, 0, 0, 0, 1])
+        #expect(Array(bytes[20..<32]) == [0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 1])
+        #expect(Array(bytes[32..<44]) == [0, 0, 0, 8, 255, 255, 255, 255, 255, 255, 255, 254])
+        #expect(encoded.values[2] == nil)
+        // An empty array has no dimension: 12 bytes, the element type last.
+        let empty = try #require(encoded.values[3])
+        #expect(empty == array + 44)
+        #expect(UnsafeRawBufferPointer(start: empty, count: 12).map { $0 } == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 20])
     }
 
     @Test("A transaction's BEGIN names its isolation level and read-only mode")

@@ -489,11 +489,11 @@ extension StoreCoordinator {
             types.append(attribute.type.sqlType)
         }
         for (_, keys) in rows.foreignKeys {
-            var literal = ArrayLiteralBuilder(capacity: keys.count)
+            var array = BinaryArrayBuilder(element: .int8, capacity: keys.count)
             for position in 0..<(order?.count ?? keys.count) {
-                if let key = keys[order?[position] ?? position] { literal.append(key) } else { literal.appendNull() }
+                if let key = keys[order?[position] ?? position] { array.append(key) } else { array.appendNull() }
             }
-            arrays.append(ArrayLiteral<Int64>(text: literal.text()))
+            arrays.append(BinaryArray<Int64>(bytes: array.finish()))
             types.append("bigint")
         }
         return (arrays, types)
@@ -501,15 +501,16 @@ extension StoreCoordinator {
 
     /// A `bigint[]` parameter of the integers at `order` (all, when `nil`); empty for
     /// no integers (an upsert without keys leaves them to the sequence).
-    private static func integers(_ values: [Int64], order: [Int]?) -> ArrayLiteral<Int64> {
-        guard !values.isEmpty else { return ArrayLiteral(text: "{}") }
-        var literal = ArrayLiteralBuilder(capacity: values.count)
-        if let order {
-            for index in order { literal.append(values[index]) }
+    private static func integers(_ values: [Int64], order: [Int]?) -> BinaryArray<Int64> {
+        var array = BinaryArrayBuilder(element: .int8, capacity: values.count)
+        if values.isEmpty {
+            // (No keys at all, whatever `order` says.)
+        } else if let order {
+            for index in order { array.append(values[index]) }
         } else {
-            for value in values { literal.append(value) }
+            for value in values { array.append(value) }
         }
-        return ArrayLiteral(text: literal.text())
+        return BinaryArray(bytes: array.finish())
     }
 
     /// `$1::bigint[], $2::text[], …`. An array attribute's column (`text[]`) travels as
