@@ -191,14 +191,11 @@ package struct BinaryArrayBuilder: ~Copyable {
     @inline(__always)
     private mutating func appendInline(_ inline: (low: UInt64, high: UInt64, count: Int)) throws {
         let (low, high, length) = inline
-        // The bytes past the string's end padded with ones, so only the string's own
-        // bytes can be zero.
-        @inline(__always) func padded(_ word: UInt64, keeping bytes: Int) -> UInt64 {
-            if bytes >= 8 { return word }
-            let kept: UInt64 = bytes <= 0 ? 0 : ~UInt64(0) >> UInt64((8 - bytes) * 8)
-            return (word & kept) | (0x0101_0101_0101_0101 & ~kept)
-        }
-        if Self.holdsZeroByte(padded(low, keeping: length)) || Self.holdsZeroByte(padded(high, keeping: length - 8)) {
+        // (The bytes past the string's end padded with ones: only the string's own can
+        // be zero.)
+        if Self.holdsZeroByte(SmallText.padded(low, keeping: length, with: 1))
+            || Self.holdsZeroByte(SmallText.padded(high, keeping: length - 8, with: 1))
+        {
             throw PostgresValueError(code: .containsNUL, swiftType: "String")
         }
         reserve(20)

@@ -203,13 +203,11 @@ package struct ArrayLiteralBuilder: ~Copyable {
     @inline(__always)
     private mutating func appendInline(_ inline: (low: UInt64, high: UInt64, count: Int)) -> Bool {
         let (low, high, length) = inline
-        // The bytes past the string's end padded with `a`s, as `needsEscaping` pads.
-        @inline(__always) func padded(_ word: UInt64, keeping bytes: Int) -> UInt64 {
-            if bytes >= 8 { return word }
-            let kept: UInt64 = bytes <= 0 ? 0 : ~UInt64(0) >> UInt64((8 - bytes) * 8)
-            return (word & kept) | (0x6161_6161_6161_6161 & ~kept)
-        }
-        if Self.holdsSpecialByte(padded(low, keeping: length)) || Self.holdsSpecialByte(padded(high, keeping: length - 8)) {
+        // (The bytes past the string's end padded with `a`s, as `needsEscaping` pads.)
+        let filler = UInt8(ascii: "a")
+        if Self.holdsSpecialByte(SmallText.padded(low, keeping: length, with: filler))
+            || Self.holdsSpecialByte(SmallText.padded(high, keeping: length - 8, with: filler))
+        {
             return false
         }
         reserve(length + 19)  // (both words are stored whole; the count then covers the string)

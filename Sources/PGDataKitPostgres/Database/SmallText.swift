@@ -110,6 +110,16 @@ package enum SmallText {
         return (UInt64(littleEndian: words.0), UInt64(littleEndian: words.1) & 0x00FF_FFFF_FFFF_FFFF, Int(top & 0x0F))
     }
 
+    /// One of the two words `inlineASCII(_:)` gives, with the bytes past the string's end
+    /// (all but the first `bytes` of the word, which may be none or all) set to `filler`:
+    /// so that a scan of the whole word for some byte finds only the string's own.
+    @inline(__always)
+    package static func padded(_ word: UInt64, keeping bytes: Int, with filler: UInt8) -> UInt64 {
+        if bytes >= 8 { return word }
+        let kept: UInt64 = bytes <= 0 ? 0 : ~UInt64(0) >> UInt64((8 - bytes) * 8)
+        return (word & kept) | (0x0101_0101_0101_0101 &* UInt64(filler) & ~kept)
+    }
+
     /// A cell's text as `String(decoding:as: UTF8.self)` reads it (invalid UTF-8
     /// repaired): up to 15 ASCII bytes written inline (`string(_:)`), the rest decoded.
     @inline(__always)

@@ -122,7 +122,8 @@ struct WatchCommandTests {
             #expect(first.status == 0, "\(first.error)")
             let acknowledged = try saves(first.output)
             #expect(acknowledged.count == 2)
-            #expect(try manager.coordinator.existingHistoryReader(named: "audit").acknowledgedToken() == acknowledged.last?.token)
+            let stored = try manager.coordinator.existingHistoryReader(named: "audit").acknowledgedToken()
+            #expect(stored == acknowledged.last?.token, "stored \(stored); the watch printed:\n\(first.output)\n\(first.error)")
             for _ in 0..<2 {
                 let peek = try CLI.run(["watch", "--reader", "audit", "--count", "1", "--duration", "60", "--database-url", url])
                 #expect(peek.status == 0, "\(peek.error)")

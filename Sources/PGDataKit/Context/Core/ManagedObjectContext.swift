@@ -280,7 +280,7 @@ public final class ManagedObjectContext: @unchecked Sendable {
     /// Makes room for objects about to be inserted and changed (an import's batch), so
     /// the tables are not rehashed as they grow.
     func reserveCapacity(inserting: Int, changing: Int) {
-        if inserting > 0 { bookkeeping.reserveRegistry(adding: inserting) }
+        if inserting > 0 { bookkeeping.reserveTemporaries(adding: inserting) }
         if inserting + changing > 0 { bookkeeping.pending.reserveCapacity(adding: inserting + changing) }
     }
 

@@ -393,14 +393,19 @@ struct SavePipeline {
         // Child contexts may hold the temporary IDs: the new IDs are noted for their saves.
         let notesIDs = context.liveChildren.load(ordering: .relaxed) > 0
         if !notesIDs { context.bookkeeping.forgetSavedIDs() }
+        // When the save's inserts are every object the context holds by a temporary ID
+        // (always, unless an earlier save failed half-way), their temporary entries go at
+        // once after the loop instead of one by one.
+        let movesEveryTemporary = outcome.merged.isEmpty && context.bookkeeping.temporaryCount == outcome.inserted.count
         for (object, key) in outcome.inserted {
             let temporary = object.objectID
             let permanent = ObjectID(entityName: object.entity.rootEntityName, primaryKey: key)
             if notesIDs { context.bookkeeping.noteSavedID(permanent, forTemporary: temporary) }
             object.objectID = permanent
-            context.bookkeeping.rekey(object, from: temporary, to: permanent)
+            context.bookkeeping.rekey(object, from: temporary, to: permanent, keepingTemporary: movesEveryTemporary)
             object.commitSaved(version: 1)
         }
+        if movesEveryTemporary && !outcome.inserted.isEmpty { context.bookkeeping.dropTemporaries() }
         for merged in outcome.merged {
             if notesIDs {
                 context.bookkeeping.noteSavedID(
