@@ -11,7 +11,8 @@ struct EncodedParameters {
     var types: [UInt32] = []
     /// The block (`nil` for no parameters), freed by the caller with `free`.
     private(set) var storage: UnsafeMutableRawPointer?
-    /// Whether lengths and formats follow the pointers (some parameter is binary).
+    /// Whether lengths and formats follow the pointers (some parameter may be binary:
+    /// its type is `bigint[]` or `text[]`).
     private(set) var hasBinary = false
 
     /// No parameters.
@@ -74,17 +75,15 @@ extension Connection {
         guard count > 0 else { return (EncodedParameters(), nil) }
         var types: [UInt32] = []
         types.reserveCapacity(count)
+        // Lengths and formats are written when a parameter may be binary (its type is
+        // `bigint[]` or `text[]`); a text parameter's format among them is 0.
         var hasBinary = false
         // (Each parameter read in place through optional chaining: binding it to a
         // constant copied the existential, its value's retain included.)
         for index in parameters.indices {
             let oid = parameters[index]?.postgresTypeOID ?? 0
             types.append(oid)
-            if !hasBinary, oid == PostgresType.int8.arrayOID || oid == PostgresType.text.arrayOID,
-                parameters[index]?.hasBinaryArrayForm == true
-            {
-                hasBinary = true
-            }
+            if oid == PostgresType.int8.arrayOID || oid == PostgresType.text.arrayOID { hasBinary = true }
         }
         var block = ParameterBlock(header: EncodedParameters.headerSize(count: count, hasBinary: hasBinary), count: count)
         do {
@@ -215,13 +214,6 @@ private struct ParameterBlock: ~Copyable {
 extension PostgresEncodable {
     /// The type OID of the value's type (`postgresType`), read through the value.
     fileprivate var postgresTypeOID: UInt32 { Self.postgresType.oid }
-
-    /// Whether the value is of a type `binaryArrayBytes()` answers for (types compared,
-    /// nothing built).
-    fileprivate var hasBinaryArrayForm: Bool {
-        Self.self == BinaryArray<Int64>.self || Self.self == BinaryArray<String>.self || Self.self == [Int64].self
-            || Self.self == [Int].self || Self.self == [Int64?].self || Self.self == [Int?].self
-    }
 
     /// The value in binary when its type is one sent that way: `BinaryArray` and
     /// `[Int]`, `[Int64]` and their optional-element forms; `nil` for any other type.

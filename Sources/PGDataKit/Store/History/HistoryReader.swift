@@ -68,7 +68,11 @@ public final class HistoryReader: Sendable {
         HistorySequence(coordinator: coordinator, start: .reader(name))
     }
 
-    /// The token the reader last acknowledged, from the database.
+    /// The token the reader last acknowledged, from the database — or the same position
+    /// cleaned since: before each prune, transactions the token lists as running that
+    /// ended without a change record (of any database: transaction IDs are the server's)
+    /// are dropped from it. Reading after either gives the same records, but the two may
+    /// differ as values (the cleaned one compares greater).
     ///
     /// - Throws: `HistoryError.readerNotRegistered`, `ChangeLogError.notInstalled`,
     ///   `PostgresError`.
