@@ -43,4 +43,30 @@ struct PreparedStatementCacheTests {
         #expect(cache.count == 0)
         #expect(PreparedStatementCache(capacity: -5).capacity == 0)
     }
+
+    /// The key hashes a fold of its types and of its text's first and last 48 bytes:
+    /// keys that differ only where the hash does not look, or only in the order of their
+    /// types, are still other statements, and equal keys built apart hash alike.
+    @Test func keysThatShareTheirHashedPartsStayApart() {
+        let head = String(repeating: "h", count: 60)
+        let tail = String(repeating: "t", count: 60)
+        let keys = [
+            Key(sql: head + "SELECT 1" + tail, types: [20, 25]),
+            Key(sql: head + "SELECT 2" + tail, types: [20, 25]),  // differs in the middle only
+            Key(sql: head + "SELECT 1" + tail, types: [25, 20]),  // the types in another order
+            Key(sql: "SELECT $1", types: [20]),
+            Key(sql: "SELECT $2", types: [20]),
+            Key(sql: "", types: []),
+        ]
+        var cache = PreparedStatementCache(capacity: 10)
+        let names = keys.map { cache.add($0) }
+        #expect(Set(names.compactMap { $0 }).count == keys.count)
+        for (key, name) in zip(keys, names) {
+            // Built again from other strings: equal, and found under the same name.
+            let again = Key(sql: String(decoding: Array(key.sql.utf8), as: UTF8.self), types: key.types.map { $0 })
+            #expect(again == key)
+            #expect(again.hashValue == key.hashValue)
+            #expect(cache.name(for: again) == name)
+        }
+    }
 }

@@ -28,8 +28,8 @@ extension StoreCoordinator {
         of entity: EntityDescription, _ rows: RowBatch, changes: ContextChanges, on connection: Connection
     ) throws -> OneRowSaveResult {
         let columns = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
-        let (arrays, types) = try bind(rows)
-        let origin = arrays.count + 1
+        var (parameters, types) = try bind(rows, spare: 3)
+        let origin = parameters.count + 1
         let key = WriteStatementKey(
             entity: ObjectIdentifier(entity), columns: columns, checksVersion: true, single: true, recordsChanges: true)
         let sql = writeStatement(key) {
@@ -49,7 +49,10 @@ extension StoreCoordinator {
                 FROM (SELECT 1) AS one LEFT JOIN u ON true LEFT JOIN record AS r ON true
                 """
         }
-        let parameters = arrays + [originParameter, Int32(getpid()), try ChangeLog.encode(changes)]
+        // Appended in place (`bind` left room): a new array copied every parameter.
+        parameters.append(originParameter)
+        parameters.append(Int32(getpid()))
+        parameters.append(try ChangeLog.encode(changes))
         let written = try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 4) }
         return written.map { .committed(version: $0) } ?? .conflict
     }
@@ -141,7 +144,7 @@ extension StoreCoordinator {
         -> Int64?
     {
         let columns = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
-        let (arrays, types) = try bind(rows)
+        var (parameters, types) = try bind(rows, spare: 3)
         // $1, $2: the table and key column (for the sequence), then one array per column
         // (each element 1), then the record's origin, process and text.
         let origin = columns.count + 3
@@ -179,8 +182,13 @@ extension StoreCoordinator {
                 FROM c, record AS r
                 """
         }
-        let parameters: [(any PostgresEncodable)?] =
-            [entity.quotedTable, entity.primaryKeyColumn] + arrays.dropFirst(2) + [originParameter, Int32(getpid()), record]
+        // In place of the keys and versions `bind` put first (this row has neither yet):
+        // the table and key column, and the record's parameters appended.
+        parameters[0] = entity.quotedTable
+        parameters[1] = entity.primaryKeyColumn
+        parameters.append(originParameter)
+        parameters.append(Int32(getpid()))
+        parameters.append(record)
         return try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 3) }
     }
 }

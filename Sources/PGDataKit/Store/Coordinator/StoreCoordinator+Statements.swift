@@ -480,9 +480,13 @@ extension StoreCoordinator {
     // MARK: - Binding
 
     /// The batch's arrays as parameters, with their SQL element types: the rows at
-    /// `order` (all of them, in their order, when `nil`).
-    func bind(_ rows: RowBatch, order: [Int]? = nil) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
-        var arrays: [(any PostgresEncodable)?] = [Self.integers(rows.keys, order: order), Self.integers(rows.versions, order: order)]
+    /// `order` (all of them, in their order, when `nil`). `spare`: room for that many
+    /// more parameters, which the caller appends in place.
+    func bind(_ rows: RowBatch, order: [Int]? = nil, spare: Int = 0) throws -> (arrays: [(any PostgresEncodable)?], types: [String]) {
+        var arrays: [(any PostgresEncodable)?] = []
+        arrays.reserveCapacity(2 + rows.attributes.count + rows.foreignKeys.count + spare)
+        arrays.append(Self.integers(rows.keys, order: order))
+        arrays.append(Self.integers(rows.versions, order: order))
         var types = ["bigint", "bigint"]
         for attribute in rows.attributes {
             arrays.append(try attribute.encodeColumn(rows: rows.values, order: order))
