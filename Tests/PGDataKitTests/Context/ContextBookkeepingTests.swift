@@ -31,7 +31,7 @@ struct ContextBookkeepingTests {
         let temporary = ObjectID(temporaryFor: "Thing")
         bookkeeping.register(object, as: temporary)
         _ = index(bookkeeping)
-        bookkeeping.rekey(object, from: temporary, to: id(3))
+        bookkeeping.rekey(object, from: temporary, to: id(3), keepingTemporary: false)
         #expect(bookkeeping.object(for: temporary) == nil && bookkeeping.object(for: id(3)) === object)
         #expect(bookkeeping.registeredCount == 1)
         _ = index(bookkeeping)

@@ -118,7 +118,7 @@ final class ContextBookkeeping {
     /// `keepingTemporary`, the temporary ID's entry stays until `dropTemporaries()`, which
     /// the caller calls once the last of them is moved (nothing may look them up in
     /// between).
-    func rekey(_ object: ManagedObject, from old: ObjectID, to new: ObjectID, keepingTemporary: Bool = false) {
+    func rekey(_ object: ManagedObject, from old: ObjectID, to new: ObjectID, keepingTemporary: Bool) {
         if !keepingTemporary { temporaries.removeValue(forKey: old) }
         objects[new] = object
         dropMembersIndexes()

@@ -124,15 +124,15 @@ private struct PayloadFields {
     /// The next word as a UUID in its 36-character form (`8-4-4-4-12` hex digits).
     mutating func uuid() -> UUID? {
         guard let word = word(), word.count == 36 else { return nil }
+        // Unsafe: the word's own bytes (within `bytes`, see `word()`), indexed from 0 to
+        // 35: a slice's subscript checks each index against its own bounds and its base's.
+        let text = UnsafeBufferPointer(rebasing: word)
         let dash = UInt8(ascii: "-")
-        let first = word.startIndex
-        guard word[first + 8] == dash, word[first + 13] == dash, word[first + 18] == dash, word[first + 23] == dash else {
-            return nil
-        }
+        guard text[8] == dash, text[13] == dash, text[18] == dash, text[23] == dash else { return nil }
         // The 32 digits as two 64-bit halves (no array per payload), group by group.
         func read(_ offsets: Range<Int>, into half: inout UInt64) -> Bool {
             for offset in offsets {
-                guard let value = hexDigit(word[first + offset]) else { return false }
+                guard let value = hexDigit(text[offset]) else { return false }
                 half = half << 4 | UInt64(value)
             }
             return true
