@@ -26,6 +26,21 @@ struct RowKey: Hashable, Sendable {
     func _rawHashValue(seed: Int) -> Int { FastHash.mix(UInt64(bitPattern: value), seed: seed) }
 }
 
+/// A transaction id (`xid8`) as a set member, hashed by `FastHash`: a listener notes one
+/// per notification, and `Set<UInt64>` hashed each with SipHash.
+struct TransactionKey: Hashable, Sendable, ExpressibleByIntegerLiteral {
+    /// The transaction id.
+    let value: UInt64
+
+    init(_ value: UInt64) { self.value = value }
+
+    init(integerLiteral value: UInt64) { self.value = value }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(value) }
+
+    func _rawHashValue(seed: Int) -> Int { FastHash.mix(value, seed: seed) }
+}
+
 /// An object's identity as a dictionary key, hashed by `FastHash`.
 struct ObjectKey: Hashable, Sendable {
     /// The object's identity.

@@ -20,10 +20,10 @@ struct ChangeFeedPosition: Sendable, Equatable {
     /// The snapshot of the last read, as text (`xmin:xmax:xip,…`).
     private(set) var snapshot: String
     /// Transactions delivered from payloads since that read.
-    private(set) var delivered: Set<UInt64> = []
+    private(set) var delivered: Set<TransactionKey> = []
     /// The relay's host only: its own transactions announced since that read (its reads
     /// take in its own records, to pass on those no notification announced).
-    private(set) var ownAnnounced: Set<UInt64> = []
+    private(set) var ownAnnounced: Set<TransactionKey> = []
     /// The relay's host only: records announced by id since that read (every process of
     /// the host read them itself; the host need not pass them on).
     private(set) var announced: Set<Int64> = []
@@ -52,7 +52,8 @@ struct ChangeFeedPosition: Sendable, Equatable {
 
     /// Whether the record of a (committed) transaction has been delivered.
     func covers(_ transaction: UInt64) -> Bool {
-        if delivered.contains(transaction) || ownAnnounced.contains(transaction) { return true }
+        let key = TransactionKey(transaction)
+        if delivered.contains(key) || ownAnnounced.contains(key) { return true }
         if transaction < xmin { return true }
         if transaction >= xmax { return false }
         return !inProgress.contains(transaction)
@@ -60,12 +61,12 @@ struct ChangeFeedPosition: Sendable, Equatable {
 
     /// Notes a transaction delivered from a payload.
     mutating func noteDelivered(_ transaction: UInt64) {
-        delivered.insert(transaction)
+        delivered.insert(TransactionKey(transaction))
     }
 
     /// Notes a transaction of this process whose notification arrived (the relay's host).
     mutating func noteOwn(_ transaction: UInt64) {
-        ownAnnounced.insert(transaction)
+        ownAnnounced.insert(TransactionKey(transaction))
     }
 
     /// Whether the relay's host, with `followers` processes on its relay (its own
@@ -131,8 +132,8 @@ struct ChangeFeedPosition: Sendable, Equatable {
         guard later.xmax > 0, later.xmax >= xmax,
             later.inProgress.allSatisfy({ $0 >= xmax || inProgress.contains($0) })
         else { return false }
-        let kept = delivered.filter { !later.covers($0) }
-        let keptOwn = ownAnnounced.filter { !later.covers($0) }
+        let kept = delivered.filter { !later.covers($0.value) }
+        let keptOwn = ownAnnounced.filter { !later.covers($0.value) }
         self = later
         delivered = kept
         ownAnnounced = keptOwn
@@ -151,10 +152,11 @@ struct ChangeFeedPosition: Sendable, Equatable {
     /// `{1,2,3}` of the ids of `first` and then `second`, written digit by digit into one
     /// buffer (a string per id, then joined, cost about 125,000 instructions for a
     /// literal of the thousand transactions a busy second delivers).
-    private static func literal(_ first: Set<UInt64>, _ second: some Sequence<UInt64>) -> String {
+    private static func literal(_ first: Set<TransactionKey>, _ second: some Sequence<TransactionKey>) -> String {
         var bytes: [UInt8] = [UInt8(ascii: "{")]
         bytes.reserveCapacity(2 + 12 * first.count)
-        func append(_ id: UInt64) {
+        func append(_ key: TransactionKey) {
+            let id = key.value
             if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
             if let signed = Int64(exactly: id) { appendDecimal(signed, to: &bytes) } else { bytes.append(contentsOf: String(id).utf8) }
         }
