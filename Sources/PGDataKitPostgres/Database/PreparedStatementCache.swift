@@ -32,9 +32,9 @@ struct PreparedStatementCache {
         /// a save looks up several statements of hundreds of bytes each, and hashing them
         /// whole was a tenth of a one-row save's client instructions. The types and those
         /// bytes go in folded into two words (fed to the hasher as they were, one call per
-        /// parameter type and a byte-wise pass over the 96 bytes, they cost four times
-        /// as much). Keys that share all of those only share a bucket; equality still
-        /// compares them whole.
+        /// parameter type and a byte-wise pass over the 96 bytes, a hash cost half as much
+        /// again: about 870 instructions where it now costs 580). Keys that share all of
+        /// those only share a bucket; equality still compares them whole.
         func hash(into hasher: inout Hasher) {
             var folded = UInt64(truncatingIfNeeded: types.count)
             for type in types { folded = folded &* Self.multiplier &+ UInt64(type) }

@@ -12,11 +12,7 @@ struct RegistryTests {
         try ExampleSchema.withManager { manager in
             let context = manager.newPrivateContext()
             try context.performAndWait { () throws in
-                let users = (0..<20).map { number in
-                    let user = User(context: context)
-                    user.userID = "u\(number)"
-                    return user
-                }
+                let users = Self.insertUsers(0..<20, in: context)
                 let temporaries = users.map(\.objectID)
                 let allTemporary = temporaries.allSatisfy { $0.isTemporaryID }
                 #expect(allTemporary)
@@ -45,11 +41,7 @@ struct RegistryTests {
         try ExampleSchema.withManager { manager in
             let context = manager.newPrivateContext()
             try context.performAndWait { () throws in
-                var users = (0..<12).map { number in
-                    let user = User(context: context)
-                    user.userID = "u\(number)"
-                    return user
-                }
+                var users = Self.insertUsers(0..<12, in: context)
                 let sample = Sample(context: context)
                 sample.text = "nul \u{0} inside"
                 #expect(throws: PostgresValueError.self) { try context.save() }
@@ -58,11 +50,7 @@ struct RegistryTests {
                 let stillRegistered = users.allSatisfy { context.registeredObject(for: $0.objectID) === $0 }
                 #expect(stillRegistered)
                 sample.text = "mended"
-                for number in 12..<15 {
-                    let user = User(context: context)
-                    user.userID = "u\(number)"
-                    users.append(user)
-                }
+                users += Self.insertUsers(12..<15, in: context)
                 let temporaries = (users + [sample]).map(\.objectID)
                 try context.save()
                 for (object, temporary) in zip(users + [sample], temporaries) {
@@ -102,6 +90,15 @@ struct RegistryTests {
                 #expect(saved.posts == [other])
                 #expect(context.registeredObjects.count == 6)
             }
+        }
+    }
+
+    /// New users `u<number>` for the numbers, inserted into the context.
+    static func insertUsers(_ numbers: Range<Int>, in context: ManagedObjectContext) -> [User] {
+        numbers.map { number in
+            let user = User(context: context)
+            user.userID = "u\(number)"
+            return user
         }
     }
 }
