@@ -82,6 +82,32 @@ struct ChangeRecordScannerTests {
         }
     }
 
+    /// A one-object save's record (written without the entries a larger save builds) reads
+    /// exactly as the general writer spells it: entity, the three lists in order, keys
+    /// sorted, names escaped.
+    @Test func oneObjectRecordsAreSpelledAsLargerOnes() throws {
+        let user = ObjectID(entityName: "User", primaryKey: 7)
+        var updated = ContextChanges()
+        updated.updated = [user]
+        updated.changedKeys = [user: ["name", "age"]]
+        #expect(try ChangeLog.encode(updated)
+            == #"[{"entity":"User","inserted":[],"updated":[{"keys":["age","name"],"ids":[7]}],"deleted":[]}]"#)
+        var inserted = ContextChanges()
+        inserted.inserted = [ObjectID(entityName: "User", primaryKey: ChangeLog.keyPlaceholder)]
+        #expect(try ChangeLog.encode(inserted)
+            == #"[{"entity":"User","inserted":[-9223372036854775808],"updated":[],"deleted":[]}]"#)
+        var deleted = ContextChanges()
+        deleted.deleted = [ObjectID(entityName: "a\"b\tc", primaryKey: 3)]
+        #expect(try ChangeLog.encode(deleted) == #"[{"entity":"a\"b\tc","inserted":[],"updated":[],"deleted":[3]}]"#)
+        // The same objects in one save: each entry as the one-object records spell it.
+        var all = updated
+        all.inserted = [ObjectID(entityName: "Post", primaryKey: 1)]
+        #expect(try ChangeLog.encode(all)
+            == #"[{"entity":"Post","inserted":[1],"updated":[],"deleted":[]},"#
+            + #"{"entity":"User","inserted":[],"updated":[{"keys":["age","name"],"ids":[7]}],"deleted":[]}]"#)
+        #expect(try ChangeLog.decode(ChangeLog.encode(deleted)) == deleted)
+    }
+
     /// Every malformed record is a typed error, never a crash: truncations and byte
     /// changes of a real record, overflowing keys, deep nesting in an unknown key.
     @Test func malformedRecordsAreTypedErrors() throws {

@@ -377,13 +377,7 @@ enum ChangeLog {
     }
 
     static func encode(_ changes: ContextChanges) throws -> String {
-        // One updated object and nothing else (the common save): written at once.
-        if changes.inserted.isEmpty, changes.deleted.isEmpty, changes.updated.count == 1, changes.entityNames.isEmpty,
-            let id = changes.updated.first, let key = id.primaryKey
-        {
-            let keys = (changes.changedKeys[id] ?? []).sorted()
-            return json([EntityChanges(entity: id.entityName, updated: [EntityChanges.Update(keys: keys, ids: [key])])])
-        }
+        if let record = ChangeRecordWriter.oneObject(changes) { return record }
         // Appended in place (a copy per id would make a large save quadratic). A save
         // touches few entities and few sets of changed keys, so they are found by a
         // linear search that starts at the last one used (no hashing per id).
@@ -486,53 +480,39 @@ enum ChangeLog {
     /// The JSON `JSONEncoder` would write for the entries, written directly (a record of
     /// a large save holds thousands of ids).
     private static func json(_ entries: [EntityChanges], kinds: [String: [(name: String, ids: [Int64])]] = [:]) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(64 + entries.reduce(0) { $0 + 8 * ($1.inserted.count + $1.deleted.count) }
-            + entries.reduce(0) { $0 + $1.updated.reduce(0) { $0 + 8 * $1.ids.count + 32 } })
-        func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
-        func list(_ ids: [Int64]) {
-            bytes.append(UInt8(ascii: "["))
-            for (index, id) in ids.enumerated() {
-                if index > 0 { bytes.append(UInt8(ascii: ",")) }
-                appendDecimal(id, to: &bytes)
+        var capacity = 2
+        for entry in entries {
+            capacity += 72 + entry.entity.utf8.count + 21 * (entry.inserted.count + entry.deleted.count)
+            for update in entry.updated {
+                capacity += 20 + 21 * update.ids.count
+                for key in update.keys { capacity += key.utf8.count + 3 }
             }
-            bytes.append(UInt8(ascii: "]"))
         }
-        func string(_ text: String) { JSONValue.appendQuoted(text, to: &bytes) }
-        bytes.append(UInt8(ascii: "["))
-        for (index, entry) in entries.enumerated() {
-            if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            append("{\"entity\":")
-            string(entry.entity)
-            append(",\"inserted\":")
-            list(entry.inserted)
-            append(",\"updated\":[")
+        var writer = ChangeRecordWriter(capacity: capacity)
+        for entry in entries {
+            writer.open(entry.entity)
+            writer.list(entry.inserted)
+            writer.append(RecordPieces.updated)
             for (position, update) in entry.updated.enumerated() {
-                if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                append("{\"keys\":[")
-                for (keyIndex, key) in update.keys.enumerated() {
-                    if keyIndex > 0 { bytes.append(UInt8(ascii: ",")) }
-                    string(key)
-                }
-                append("],\"ids\":")
-                list(update.ids)
-                bytes.append(UInt8(ascii: "}"))
+                if position > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+                writer.updateKeys(update.keys)
+                writer.list(update.ids)
+                writer.bytes.append(UInt8(ascii: "}"))
             }
-            append("],\"deleted\":")
-            list(entry.deleted)
+            writer.append(RecordPieces.deleted)
+            writer.list(entry.deleted)
             if !kinds.isEmpty, let entities = kinds[entry.entity] {
-                append(",\"entities\":{")
+                writer.append(RecordPieces.entities)
                 for (position, kind) in entities.enumerated() {
-                    if position > 0 { bytes.append(UInt8(ascii: ",")) }
-                    string(kind.name)
-                    bytes.append(UInt8(ascii: ":"))
-                    list(kind.ids)
+                    if position > 0 { writer.bytes.append(UInt8(ascii: ",")) }
+                    JSONValue.appendQuoted(kind.name, to: &writer.bytes)
+                    writer.bytes.append(UInt8(ascii: ":"))
+                    writer.list(kind.ids)
                 }
-                bytes.append(UInt8(ascii: "}"))
+                writer.bytes.append(UInt8(ascii: "}"))
             }
-            bytes.append(UInt8(ascii: "}"))
+            writer.bytes.append(UInt8(ascii: "}"))
         }
-        bytes.append(UInt8(ascii: "]"))
-        return String(decoding: bytes, as: UTF8.self)
+        return writer.finish()
     }
 }
