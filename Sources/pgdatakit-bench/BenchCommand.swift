@@ -18,6 +18,7 @@ struct BenchCommand: ParsableCommand {
             ThroughputWriter.self, ControllerBenchmark.self, ControllerWriter.self, UpsertBenchmark.self,
             ImportMemoryBenchmark.self, ContentionBenchmark.self, FanoutBenchmark.self, FanoutWorker.self,
             HistoryBenchmark.self, RequestsBenchmark.self, SaveBenchmark.self, CancelBenchmark.self, UpdateAllBenchmark.self,
+            PayloadBenchmark.self,
         ]
     )
 }

@@ -40,7 +40,7 @@ extension ChangeLog {
     /// A payload whose origin is `ownOrigin` is read only that far (`.own`): a listener
     /// delivers none of its process's own records, and scanning the changes of every
     /// save it made cost about 1,000 instructions per object saved.
-    static func payload(of text: String, ownOrigin: UUID? = nil) -> Payload {
+    package static func payload(of text: String, ownOrigin: UUID? = nil) -> Payload {
         if let id = Int64(text) { return .reference(id) }
         var text = text
         return text.withUTF8 { bytes -> Payload in

@@ -10,7 +10,7 @@ import Foundation
 /// new snapshot and returns exactly the rows whose transaction is visible in the new
 /// snapshot but was not in the old one — every commit once, whatever the id order, and
 /// also after a reconnect, because a snapshot is just text.
-enum ChangeLog {
+package enum ChangeLog {
     /// The table (in the connection's current schema) and notification channel.
     static let table = "pgdatakit_changes"
     static let channel = "pgdatakit_changes"
@@ -252,7 +252,7 @@ enum ChangeLog {
     static let payloadChangesLimit = 7_600
 
     /// What a notification on the channel says.
-    enum Payload {
+    package enum Payload {
         /// The whole record, with its transaction's id. (An earlier writer's `r2` payload
         /// also carried a snapshot, which is skipped: it cannot move a listener's
         /// position, see `ChangeFeedPosition`.)
