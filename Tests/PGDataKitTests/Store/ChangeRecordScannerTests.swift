@@ -82,6 +82,28 @@ struct ChangeRecordScannerTests {
         }
     }
 
+    /// Each member name of a record is told apart from its bytes (packed words), and so
+    /// is the same name written with escapes; any other name is `.other`.
+    @Test func memberNamesAreToldApartByTheirBytes() {
+        let names: [(String, RecordKey)] = [
+            ("entity", .entity), ("inserted", .inserted), ("updated", .updated), ("deleted", .deleted),
+            ("entities", .entities), ("keys", .keys), ("ids", .ids),
+        ]
+        for (name, key) in names {
+            #expect(RecordKey(name: name) == key, "\(name)")
+            #expect(RecordKey(name: String(name.dropLast())) == .other, "\(name)")
+            #expect(RecordKey(name: name + "s") == .other, "\(name)")
+            #expect(RecordKey(name: name.uppercased()) == .other, "\(name)")
+        }
+        #expect(RecordKey(name: "") == .other)
+        #expect(RecordKey(name: "identity") == .other)
+        #expect(RecordKey(name: "inserted\u{0}") == .other)
+        // Escaped in the text: read as the same name.
+        let record = #"[{"entit\u0079":"User","inserted":[],"\u0075pdated":[{"k\u0065ys":["age"],"ids":[5]}],"deleted":[]}]"#
+        let id = ObjectID(entityName: "User", primaryKey: 5)
+        #expect((try? ChangeLog.decode(record))?.changedKeys[id] == ["age"])
+    }
+
     /// A one-object save's record (written without the entries a larger save builds) reads
     /// exactly as the general writer spells it: entity, the three lists in order, keys
     /// sorted, names escaped.

@@ -217,6 +217,19 @@ struct RecordScanner {
         try expect(UInt8(ascii: "}"))
     }
 
+    /// `members`, for an object of the record's own (an entry, an update): each member
+    /// name is told apart as a `RecordKey` from its bytes, with no `String` made of it
+    /// (making and comparing them was about a sixth of a notification's reading).
+    mutating func fields(_ field: (inout RecordScanner, _ key: RecordKey) throws -> Void) throws {
+        if consume(UInt8(ascii: "}")) { return }
+        repeat {
+            let key = try scanString(plain: RecordKey.init(bytes:), escaped: RecordKey.init(name:))
+            try expect(UInt8(ascii: ":"))
+            try field(&self, key)
+        } while consume(UInt8(ascii: ","))
+        try expect(UInt8(ascii: "}"))
+    }
+
     mutating func record() throws -> ContextChanges {
         var changes = ContextChanges()
         try expect(UInt8(ascii: "["))
@@ -232,21 +245,30 @@ struct RecordScanner {
         var updated: [(keys: Set<String>, ids: [Int64])] = []
         var entities: [(name: String, ids: [Int64])] = []
         try expect(UInt8(ascii: "{"))
-        try members { scanner, key in
+        try fields { scanner, key in
             switch key {
-            case "entity": name = try scanner.string()
-            case "inserted": inserted = try scanner.integers()
-            case "deleted": deleted = try scanner.integers()
-            case "entities":
+            case .entity: name = try scanner.string()
+            case .inserted: inserted = try scanner.integers()
+            case .deleted: deleted = try scanner.integers()
+            case .entities:
                 try scanner.expect(UInt8(ascii: "{"))
                 try scanner.members { scanner, name in entities.append((name, try scanner.integers())) }
-            case "updated":
+            case .updated:
                 try scanner.expect(UInt8(ascii: "["))
                 try scanner.elements { scanner in updated.append(try scanner.update()) }
-            default: try scanner.skipValue()
+            case .keys, .ids, .other: try scanner.skipValue()
             }
         }
         guard let name else { throw error("an \"entity\" name in every entry") }
+        // (A record's first entry makes its sets at their size: grown from empty one id at
+        // a time, they were rehashed at every doubling.)
+        if changes.inserted.isEmpty, inserted.count > 1 { changes.inserted = Set(minimumCapacity: inserted.count) }
+        if changes.deleted.isEmpty, deleted.count > 1 { changes.deleted = Set(minimumCapacity: deleted.count) }
+        if changes.updated.isEmpty, changes.changedKeys.isEmpty, !updated.isEmpty {
+            let count = updated.reduce(0) { $0 + $1.ids.count }
+            changes.updated = Set(minimumCapacity: count)
+            changes.changedKeys = Dictionary(minimumCapacity: count)
+        }
         for key in inserted { changes.inserted.insert(ObjectID(entityName: name, primaryKey: key)) }
         for key in deleted { changes.deleted.insert(ObjectID(entityName: name, primaryKey: key)) }
         for group in updated {
@@ -266,13 +288,13 @@ struct RecordScanner {
         var keys: Set<String> = []
         var ids: [Int64] = []
         try expect(UInt8(ascii: "{"))
-        try members { scanner, key in
+        try fields { scanner, key in
             switch key {
-            case "keys":
+            case .keys:
                 try scanner.expect(UInt8(ascii: "["))
                 try scanner.elements { scanner in keys.insert(try scanner.string()) }
-            case "ids": ids = try scanner.integers()
-            default: try scanner.skipValue()
+            case .ids: ids = try scanner.integers()
+            case .entity, .inserted, .updated, .deleted, .entities, .other: try scanner.skipValue()
             }
         }
         return (keys, ids)
@@ -303,6 +325,16 @@ struct RecordScanner {
 
     /// A JSON string, escapes decoded.
     mutating func string() throws -> String {
+        try scanString(plain: { String(decoding: $0, as: UTF8.self) }, escaped: { $0 })
+    }
+
+    /// Reads a JSON string: `plain` gets its bytes when it holds no escape (they are
+    /// valid only during the call), `escaped` the decoded string otherwise.
+    private mutating func scanString<Value>(
+        // Unsafe: `plain` reads bytes of `bytes` (valid while the scanner is used) and
+        // keeps none of them.
+        plain: (UnsafeBufferPointer<UInt8>) -> Value, escaped: (String) -> Value
+    ) throws -> Value {
         try expect(UInt8(ascii: "\""))
         let start = position
         while position < bytes.count {
@@ -310,11 +342,11 @@ struct RecordScanner {
             case UInt8(ascii: "\""):
                 defer { position += 1 }
                 // Unsafe: `start..<position` lies within `bytes` (the loop runs while
-                // `position < bytes.count`); the bytes are copied.
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
+                // `position < bytes.count`); `plain` only reads them.
+                return plain(UnsafeBufferPointer(rebasing: bytes[start..<position]))
             case UInt8(ascii: "\\"):
                 position = start
-                return try escapedString()
+                return escaped(try escapedString())
             case 0..<0x20:
                 throw error("no control character inside a string")
             default:
@@ -428,5 +460,39 @@ struct RecordScanner {
             }
             skipSpace()
         } while depth > 0
+    }
+}
+
+/// A member name of a change record's own objects (`RecordScanner.fields`).
+enum RecordKey: Equatable {
+    case entity, inserted, updated, deleted, entities, keys, ids
+    /// Any other name: its value is skipped.
+    case other
+
+    /// The name its UTF-8 bytes spell. All the record's names fit in eight bytes: they
+    /// are told apart by their length and their bytes packed into one word, little-end
+    /// first (`ChangeRecordScannerTests` checks each word against its name).
+    init<Bytes: Collection<UInt8>>(bytes name: Bytes) {
+        guard name.count <= 8 else {
+            self = .other
+            return
+        }
+        var word: UInt64 = 0
+        for (index, byte) in name.enumerated() { word |= UInt64(byte) << (8 * UInt64(index)) }
+        switch (name.count, word) {
+        case (6, 0x7974_6974_6e65): self = .entity  // "entity"
+        case (8, 0x6465_7472_6573_6e69): self = .inserted  // "inserted"
+        case (7, 0x64_6574_6164_7075): self = .updated  // "updated"
+        case (7, 0x64_6574_656c_6564): self = .deleted  // "deleted"
+        case (8, 0x7365_6974_6974_6e65): self = .entities  // "entities"
+        case (4, 0x7379_656b): self = .keys  // "keys"
+        case (3, 0x73_6469): self = .ids  // "ids"
+        default: self = .other
+        }
+    }
+
+    /// The name a decoded string spells (one written with escapes).
+    init(name: String) {
+        self.init(bytes: name.utf8)
     }
 }
