@@ -156,6 +156,43 @@ struct ChangeFeedPositionTests {
         }
     }
 
+    /// A payload's numbers read exactly at their types' limits (short ones without a check
+    /// per digit, long ones with), and a number its field cannot hold, or one spelled with
+    /// anything but digits and a leading minus, makes the payload unreadable.
+    @Test func aPayloadsNumbersAreReadToTheirLimits() {
+        let origin = UUID().uuidString.lowercased()
+        func read(_ id: String, _ transaction: String, _ process: String, _ micros: String) -> ChangeLog.Payload {
+            ChangeLog.payload(of: "r1 \(id) \(transaction) \(origin) \(process) 5678 \(micros) []")
+        }
+        let fits: [(String, String, String, String, Int64, UInt64, Int32)] = [
+            ("0", "1", "-0", "0", 0, 1, 0),
+            ("999999999999999999", "999999999999999999", "2147483647", "-999999999999999999",
+             999_999_999_999_999_999, 999_999_999_999_999_999, Int32.max),
+            ("-9223372036854775808", "18446744073709551615", "-2147483648", "9223372036854775807",
+             Int64.min, UInt64.max, Int32.min),
+            ("-999999999999999999", "1000000000000000000", "007", "1", -999_999_999_999_999_999, 1_000_000_000_000_000_000, 7),
+        ]
+        for (id, transaction, process, micros, expectedID, expectedTransaction, expectedProcess) in fits {
+            guard case .record(let record, let readTransaction) = read(id, transaction, process, micros) else {
+                Issue.record("not read: \(id) \(transaction) \(process) \(micros)")
+                continue
+            }
+            #expect(record.id == expectedID && readTransaction == expectedTransaction)
+            #expect(record.originProcessID == expectedProcess)
+        }
+        let refused: [(String, String, String, String)] = [
+            ("9223372036854775808", "1", "1", "1"), ("1", "-1", "1", "1"), ("1", "18446744073709551616", "1", "1"),
+            ("1", "1", "2147483648", "1"), ("1", "1", "-2147483649", "1"), ("+1", "1", "1", "1"), ("1", "1", "1a", "1"),
+            ("1", "1", "1", "--1"), ("-", "1", "1", "1"), ("1", "1", "99999999999999999999", "1"),
+        ]
+        for (id, transaction, process, micros) in refused {
+            guard case .unreadable = read(id, transaction, process, micros) else {
+                Issue.record("read: \(id) \(transaction) \(process) \(micros)")
+                continue
+            }
+        }
+    }
+
     /// A payload of this version (`r1`) and an earlier writer's `r2`, whose snapshot (or
     /// `-`) is skipped, are both read whole.
     @Test func payloadsOfThisAndEarlierWritersAreRead() throws {
