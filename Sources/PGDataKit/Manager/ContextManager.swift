@@ -136,7 +136,7 @@ public final class ContextManager: Sendable {
                 // many notifications it came in.
                 let pending = Mutex<[ChangeRecord]?>(nil)
                 token = newValue
-                    ? coordinator.observeRemoteChangeBatches { records in
+                    ? coordinator.observeRemoteChangeBatches(wants: { use.handedOut }) { records in
                         guard use.handedOut else { return }
                         let schedule = pending.withLock { waiting -> Bool in
                             if waiting != nil {
@@ -237,7 +237,9 @@ public final class ContextManager: Sendable {
 /// Whether a manager's `mainContext` was read. Merges into the main context are skipped
 /// until then, and that is safe: the flag is set before the reader can do anything with
 /// the context, so a merge skipped (the flag read as unset after the save committed)
-/// comes before any fetch of the reader's, which sees the save. Sequentially consistent:
+/// comes before any fetch of the reader's, which sees the save. For the same reason the
+/// listener does not even read a notification's changes while the flag is unset and no
+/// other observer wants records (`ChangeListener.add(_:wants:)`). Sequentially consistent:
 /// the setting and the reading are ordered with the commits and fetches around them.
 private final class MainContextUse: Sendable {
     private let flag = Atomic<Bool>(false)

@@ -126,6 +126,45 @@ struct NotificationPayloadTests {
             #expect(merged == 0)  // it held nothing, so it loaded nothing
         }
     }
+
+    /// A process that never read its main context and has no other observer reads only
+    /// each notification's header (`ChangeListener.add(_:wants:)`); an observer added later
+    /// gets every record it is handed whole, and once the main context is read, other
+    /// processes' saves merge into it as before.
+    @Test func changesAreReadOnceSomeoneWantsThem() throws {
+        try withWriterAndObserver { writer, observer, _ in
+            let context = writer.newPrivateContext()
+            func save(_ body: @escaping (ManagedObjectContext) throws -> Void) throws {
+                try context.performAndWait {
+                    try body(context)
+                    try context.save()
+                }
+            }
+            let listener = observer.coordinator.listener
+            try wait("the listener runs") { listener.backendPID != nil }
+            let wakes = Atomic<Int>(0)
+            let waker = listener.addWaker { wakes.add(1, ordering: .sequentiallyConsistent) }
+            defer { listener.remove(waker) }
+            let woken = wakes.load(ordering: .sequentiallyConsistent)
+            try save { User(context: $0).userID = "before" }
+            // Handled with its changes unread (nobody wants them; the listener wakes its
+            // wakers after each arrival).
+            try wait("the notification was handled") { wakes.load(ordering: .sequentiallyConsistent) > woken }
+            let records = RecordCollector()
+            let token = observer.coordinator.observeRemoteChanges { records.append($0) }
+            defer { token.cancel() }
+            try save { User(context: $0).userID = "after" }
+            try wait("the next record arrived") { records.all.contains { $0.changes.inserted.count == 1 } }
+            #expect(records.all.allSatisfy { $0.changes.inserted.count == 1 })
+            let main = observer.mainContext
+            let user = try main.performAndWait { try #require(try User.first(in: main, where: "userID == %@", "after")) }
+            try save { context in
+                let renamed = try #require(try User.first(in: context, where: "userID == %@", "after"))
+                renamed.name = "renamed elsewhere"
+            }
+            try wait("the rename merged into the main context") { main.performAndWait { user.name == "renamed elsewhere" } }
+        }
+    }
 }
 
 /// Records handed to an observer, in order.

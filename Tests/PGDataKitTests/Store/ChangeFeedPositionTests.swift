@@ -143,6 +143,20 @@ struct ChangeFeedPositionTests {
         #expect(record.id == 42 && record.origin == origin && record.originProcessID == 1234 && record.originBackendPID == 5678)
         #expect(abs(record.time.timeIntervalSince1970 - 1_700_000_000.123456) < 1e-6)
         #expect(record.changes == changes)
+        // Left unread (a listener none of whose observers wants records): the header
+        // alone, the same, and the changes are not even checked.
+        for unread in [text, String(text.dropLast(3))] {
+            guard case .record(let header, let sameTransaction) = ChangeLog.payload(of: unread, readsChanges: false) else {
+                Issue.record("not read as a record without its changes: \(unread)")
+                continue
+            }
+            #expect(sameTransaction == 987_654 && header.id == 42 && header.origin == origin)
+            #expect(header.originProcessID == 1234 && header.originBackendPID == 5678 && header.changes.isEmpty)
+        }
+        guard case .unreadable = ChangeLog.payload(of: String(text.dropLast(3))) else {
+            Issue.record("a cut record read whole")
+            return
+        }
         guard case .reference(let id) = ChangeLog.payload(of: "42") else {
             Issue.record("an id is a reference")
             return

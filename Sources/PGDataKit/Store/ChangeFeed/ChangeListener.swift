@@ -17,6 +17,8 @@ final class ChangeListener: Sendable {
 
     private struct State {
         var observers: [Int: @Sendable ([ChangeRecord]) -> Void] = [:]
+        /// When observers want records (the main context's merge: once it was handed out).
+        var wants: [Int: @Sendable () -> Bool] = [:]
         /// Called whenever notifications arrive (this process's own included) and after
         /// each reconnection: history sequences read the log then.
         var wakers: [Int: @Sendable () -> Void] = [:]
@@ -93,9 +95,16 @@ final class ChangeListener: Sendable {
     /// How many times the listener tried to prune (whether or not it got the lock).
     var pruneAttempts: Int { state.withLock { $0.pruneAttempts } }
 
-    /// Adds a batch observer and starts listening if not yet started.
-    func add(_ observer: @escaping @Sendable ([ChangeRecord]) -> Void) -> Int {
-        register { state, id in state.observers[id] = observer }
+    /// Adds a batch observer and starts listening if not yet started. With `wants`, it
+    /// wants records only while that holds; while none does, notifications' changes go
+    /// unread (the headers still move the position) and their records to no observer.
+    func add(_ observer: @escaping @Sendable ([ChangeRecord]) -> Void, wants: (@Sendable () -> Bool)? = nil) -> Int {
+        register { state, id in (state.observers[id], state.wants[id]) = (observer, wants) }
+    }
+
+    /// Whether an observer wants records now (one with no predicate always does).
+    private func wantsRecords() -> Bool {
+        state.withLock { state in state.observers.keys.contains { state.wants[$0]?() ?? true } }
     }
 
     /// Adds a waker (see `State.wakers`) and starts listening if not yet started: once
@@ -123,6 +132,7 @@ final class ChangeListener: Sendable {
     func remove(_ id: Int) {
         state.withLock { state in
             state.observers.removeValue(forKey: id)
+            state.wants.removeValue(forKey: id)
             state.wakers.removeValue(forKey: id)
         }
     }
@@ -467,8 +477,12 @@ final class ChangeListener: Sendable {
     ) throws -> Bool {
         var records: [ChangeRecord] = []
         var readLast = false
+        // (While no observer wants records — a writer that never read its main context —
+        // only each notification's header is read: every process of a host reads every save's.)
+        let readsChanges = wantsRecords()
+        func deliver(_ records: [ChangeRecord]) { self.deliver(records, changesRead: readsChanges) }
         for note in arrival.notifications {
-            switch ChangeLog.payload(of: note.payload, ownOrigin: origin) {
+            switch ChangeLog.payload(of: note.payload, ownOrigin: origin, readsChanges: readsChanges) {
             case .own(let transaction):
                 // The relay's host notes its own: its reads take in every origin, and
                 // pass on what no notification announced.
@@ -541,18 +555,12 @@ final class ChangeListener: Sendable {
         }
     }
 
-    /// How long notifications must be quiet before the log is read to move the position
-    /// past the transactions delivered from payloads (their records were handed on
-    /// already; the read only confirms it).
-    static let quietReadDelay: Duration = .seconds(1)
-    /// How many transactions delivered from payloads make the listener read the log at
-    /// once (its position then covers them, and the set empties).
-    static let maximumDelivered = 8_192
-
-    /// Hands records to the observers (nothing for none).
-    private func deliver(_ records: [ChangeRecord]) {
+    /// Hands records to the observers (nothing for none); records whose changes went
+    /// unread (`changesRead` false) are counted and handed to none.
+    private func deliver(_ records: [ChangeRecord], changesRead: Bool = true) {
         guard !records.isEmpty else { return }
         metrics.received(records, label: PGDataKitMetrics.remoteChanges, latency: PGDataKitMetrics.listenerLag)
+        guard changesRead else { return }
         let observers = state.withLock { Array($0.observers.sorted { $0.key < $1.key }.map(\.value)) }
         for observer in observers { observer(records) }
     }

@@ -40,7 +40,10 @@ extension ChangeLog {
     /// A payload whose origin is `ownOrigin` is read only that far (`.own`): a listener
     /// delivers none of its process's own records, and scanning the changes of every
     /// save it made cost about 1,000 instructions per object saved.
-    package static func payload(of text: String, ownOrigin: UUID? = nil) -> Payload {
+    ///
+    /// With `readsChanges` false, a record's changes are left unread (empty): for a
+    /// listener whose observers want no records (`ChangeListener.add(_:wants:)`).
+    package static func payload(of text: String, ownOrigin: UUID? = nil, readsChanges: Bool = true) -> Payload {
         if let id = Int64(text) { return .reference(id) }
         var text = text
         return text.withUTF8 { bytes -> Payload in
@@ -57,10 +60,14 @@ extension ChangeLog {
             guard let processID = fields.integer(Int32.self), let backendPID = fields.integer(Int32.self),
                 let micros = fields.integer(Int64.self)
             else { return .unreadable }
-            var scanner = RecordScanner(bytes: bytes, position: fields.position)
-            guard let changes = try? scanner.record() else { return .unreadable }
-            scanner.skipSpace()
-            guard scanner.position == bytes.count else { return .unreadable }
+            var changes = ContextChanges()
+            if readsChanges {
+                var scanner = RecordScanner(bytes: bytes, position: fields.position)
+                guard let read = try? scanner.record() else { return .unreadable }
+                scanner.skipSpace()
+                guard scanner.position == bytes.count else { return .unreadable }
+                changes = read
+            }
             let record = ChangeRecord(
                 id: id, origin: origin, originProcessID: processID, originBackendPID: backendPID,
                 time: Date(timeIntervalSince1970: Double(micros) / 1_000_000), changes: changes,

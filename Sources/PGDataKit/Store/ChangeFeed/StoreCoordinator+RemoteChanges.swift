@@ -56,10 +56,14 @@ extension StoreCoordinator {
     }
 
     /// Observes the records of each read of the change log together (the main context
-    /// merges a batch with one query per entity).
-    func observeRemoteChangeBatches(_ observer: @escaping @Sendable ([ChangeRecord]) -> Void) -> ObserverToken {
+    /// merges a batch with one query per entity). With `wants`, the observer takes records
+    /// only while it holds, and notifications' changes go unread while no observer does
+    /// (`ChangeListener.add(_:wants:)`).
+    func observeRemoteChangeBatches(
+        wants: (@Sendable () -> Bool)? = nil, _ observer: @escaping @Sendable ([ChangeRecord]) -> Void
+    ) -> ObserverToken {
         let listener = self.listener
-        let id = listener.add(observer)
+        let id = listener.add(observer, wants: wants)
         return ObserverToken { listener.remove(id) }
     }
 
