@@ -157,6 +157,22 @@ struct ChangeFeedPositionTests {
             Issue.record("a cut record read whole")
             return
         }
+        // The origin in either case; a character that is no hex digit makes it unreadable.
+        let upper = text.replacingOccurrences(of: origin.uuidString.lowercased(), with: origin.uuidString)
+        guard case .record(let sameOrigin, _) = ChangeLog.payload(of: upper) else {
+            Issue.record("an uppercase origin not read: \(upper)")
+            return
+        }
+        #expect(sameOrigin.origin == origin)
+        for (index, bad) in ["g", "G", ":", "@", "`", "/", "é"].enumerated() {
+            var digits = Array(origin.uuidString.lowercased())
+            digits[[0, 9, 14, 19, 35, 7, 24][index]] = Character(bad)
+            let spoiled = text.replacingOccurrences(of: origin.uuidString.lowercased(), with: String(digits))
+            guard case .unreadable = ChangeLog.payload(of: spoiled) else {
+                Issue.record("read with \(bad) in its origin: \(spoiled)")
+                continue
+            }
+        }
         guard case .reference(let id) = ChangeLog.payload(of: "42") else {
             Issue.record("an id is a reference")
             return
