@@ -47,6 +47,30 @@ extension Int64: BinaryArrayElement {
     package static var binaryElementType: PostgresType { .int8 }
 }
 
+/// A row version's location (`tid`: a block number and an item offset), as an element of a
+/// binary `tid[]` (`BinaryArrayBuilder.append(block:offset:)`).
+package struct TupleID: BinaryArrayElement, Equatable {
+    /// The block number.
+    package let block: UInt32
+    /// The item's offset in the block.
+    package let offset: UInt16
+
+    /// The location of item `offset` of block `block`.
+    package init(block: UInt32, offset: UInt16) {
+        self.block = block
+        self.offset = offset
+    }
+
+    /// `tid`.
+    package static var postgresType: PostgresType { .tid }
+
+    /// `tid`.
+    package static var binaryElementType: PostgresType { .tid }
+
+    /// `(block,offset)`, as PostgreSQL writes a `tid`.
+    package func postgresText() throws -> String? { "(\(block),\(offset))" }
+}
+
 /// A one-dimensional array parameter already written in binary (`BinaryArrayBuilder`),
 /// sent in binary as an array of `Element.binaryElementType` (`text[]`, `bigint[]`),
 /// typed so: a statement casts it (`$1::integer[]`) where the column's type differs.
@@ -173,6 +197,17 @@ package struct BinaryArrayBuilder: ~Copyable {
         elements &+= 1
     }
 
+    /// Appends a row version's location (an element of `tid`): six bytes, the block
+    /// number's four and the offset's two.
+    package mutating func append(block: UInt32, offset: UInt16) {
+        reserve(10)
+        put(6)
+        base.storeBytes(of: block.bigEndian, toByteOffset: count, as: UInt32.self)
+        base.storeBytes(of: offset.bigEndian, toByteOffset: count &+ 4, as: UInt16.self)
+        count &+= 6
+        elements &+= 1
+    }
+
     /// Appends a string's UTF-8 (an element of `text`).
     ///
     /// - Throws: `PostgresValueError` with code `.containsNUL` (the array is left as it
@@ -273,6 +308,12 @@ enum BinaryArrayReader {
                 guard offset + length <= raw.count else { throw malformed() }
                 if element == PostgresType.int8.oid, length == 8 {
                     literal.append(Int64(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: Int64.self)))
+                } else if element == PostgresType.tid.oid {
+                    guard length == 6 else { throw malformed() }
+                    let location = TupleID(
+                        block: UInt32(bigEndian: raw.loadUnaligned(fromByteOffset: offset, as: UInt32.self)),
+                        offset: UInt16(bigEndian: raw.loadUnaligned(fromByteOffset: offset + 4, as: UInt16.self)))
+                    try literal.append(location.postgresText() ?? "")
                 } else {
                     try literal.append(String(decoding: UnsafeRawBufferPointer(rebasing: raw[offset..<(offset + length)]), as: UTF8.self))
                 }

@@ -76,20 +76,19 @@ extension Connection {
         var types: [UInt32] = []
         types.reserveCapacity(count)
         // Lengths and formats are written when a parameter may be binary (its type is
-        // `bigint[]` or `text[]`); a text parameter's format among them is 0.
+        // `bigint[]`, `text[]` or `tid[]`); a text parameter's format among them is 0.
         var hasBinary = false
         // (Each parameter read in place through optional chaining: binding it to a
         // constant copied the existential, its value's retain included.)
         for index in parameters.indices {
             let oid = parameters[index]?.postgresTypeOID ?? 0
             types.append(oid)
-            if oid == PostgresType.int8.arrayOID || oid == PostgresType.text.arrayOID { hasBinary = true }
+            if Self.mayBeBinary(oid) { hasBinary = true }
         }
         var block = ParameterBlock(header: EncodedParameters.headerSize(count: count, hasBinary: hasBinary), count: count)
         do {
             for index in parameters.indices {
-                if types[index] == PostgresType.int8.arrayOID || types[index] == PostgresType.text.arrayOID,
-                    let bytes = parameters[index]?.binaryArrayBytes()
+                if Self.mayBeBinary(types[index]), let bytes = parameters[index]?.binaryArrayBytes()
                 {
                     try block.appendBinary(bytes, at: index)
                 } else if let text = try parameters[index]?.postgresText() {
@@ -104,6 +103,13 @@ extension Connection {
             block.free()
             throw error
         }
+    }
+
+    /// Whether a parameter of type `oid` may travel in binary: `bigint[]`, `text[]` and
+    /// `tid[]`, the types `binaryArrayBytes()` has a binary form of.
+    @inline(__always)
+    private static func mayBeBinary(_ oid: UInt32) -> Bool {
+        oid == PostgresType.int8.arrayOID || oid == PostgresType.text.arrayOID || oid == PostgresType.tid.arrayOID
     }
 }
 
@@ -215,14 +221,16 @@ extension PostgresEncodable {
     /// The type OID of the value's type (`postgresType`), read through the value.
     fileprivate var postgresTypeOID: UInt32 { Self.postgresType.oid }
 
-    /// The value in binary when its type is one sent that way: `BinaryArray` and
-    /// `[Int]`, `[Int64]` and their optional-element forms; `nil` for any other type.
+    /// The value in binary when its type is one sent that way: `BinaryArray` (of `bigint`,
+    /// `text` or `tid`) and `[Int]`, `[Int64]` and their optional-element forms; `nil` for
+    /// any other type.
     /// Found by comparing types, not by a cast to a protocol (a conformance lookup, a few
     /// hundred instructions a parameter).
     fileprivate func binaryArrayBytes() -> BinaryBytes? {
         // Unsafe: each bit cast is of a value to its own type (`Self` is that type).
         if Self.self == BinaryArray<Int64>.self { return unsafeBitCast(self, to: BinaryArray<Int64>.self).bytes }
         if Self.self == BinaryArray<String>.self { return unsafeBitCast(self, to: BinaryArray<String>.self).bytes }
+        if Self.self == BinaryArray<TupleID>.self { return unsafeBitCast(self, to: BinaryArray<TupleID>.self).bytes }
         if Self.self == [Int64].self { return unsafeBitCast(self, to: [Int64].self).postgresBinary() }
         if Self.self == [Int].self { return unsafeBitCast(self, to: [Int].self).postgresBinary() }
         if Self.self == [Int64?].self { return unsafeBitCast(self, to: [Int64?].self).postgresBinary() }

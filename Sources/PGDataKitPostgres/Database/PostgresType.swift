@@ -40,4 +40,7 @@ public struct PostgresType: Sendable, Hashable {
     public static let uuid = PostgresType(oid: 2950, arrayOID: 2951)
     /// `jsonb`.
     public static let jsonb = PostgresType(oid: 3802, arrayOID: 3807)
+    /// `tid`, a row version's location (`ctid`): what a save sends back of the rows an
+    /// import read.
+    package static let tid = PostgresType(oid: 27, arrayOID: 1010)
 }

@@ -48,6 +48,34 @@ struct BinaryArrayParameterTests {
         }
     }
 
+    @Test func rowLocationsArriveAsSentAndFindTheirRows() throws {
+        let locations = [TupleID(block: 0, offset: 1), TupleID(block: 4_294_967_295, offset: 65535), TupleID(block: 256, offset: 258)]
+        var builder = BinaryArrayBuilder(element: .tid, capacity: locations.count)
+        for location in locations { builder.append(block: location.block, offset: location.offset) }
+        let array = BinaryArray<TupleID>(bytes: builder.finish())
+        try TestDatabase.withConnection { connection in
+            let row = try connection.query("SELECT $1::tid[]::text, pg_typeof($1)::text", [array])[0]
+            #expect(try row.decode(String.self, at: 0) == "{\"(0,1)\",\"(4294967295,65535)\",\"(256,258)\"}")
+            #expect(try row.decode(String.self, at: 1) == "tid[]")
+            #expect(try array.postgresText() == row.decode(String.self, at: 0), "the description reads the same")
+            // The rows at the locations a table gave, found by a TID scan.
+            try connection.execute("CREATE TEMPORARY TABLE located (n integer)")
+            try connection.execute("INSERT INTO located SELECT generate_series(1, 500)")
+            let found = try connection.query("SELECT ctid::text FROM located WHERE n IN (3, 250, 499)").map {
+                try $0.decode(String.self, at: 0)
+            }
+            var wanted = BinaryArrayBuilder(element: .tid, capacity: found.count)
+            for text in found {
+                let parts = text.dropFirst().dropLast().split(separator: ",")
+                wanted.append(block: try #require(UInt32(parts[0])), offset: try #require(UInt16(parts[1])))
+            }
+            let rows = try connection.query(
+                "SELECT n FROM located WHERE ctid = ANY(ARRAY(SELECT unnest($1::tid[]))) ORDER BY n",
+                [BinaryArray<TupleID>(bytes: wanted.finish())])
+            #expect(try rows.map { try $0.decode(Int.self, at: 0) } == [3, 250, 499])
+        }
+    }
+
     @Test func integersArriveAsSent() throws {
         let integers: [Int64?] = [0, 1, -1, nil, Int64.min, Int64.max, 255, 256, -256, 1 << 40]
         try TestDatabase.withConnection { connection in

@@ -171,11 +171,11 @@ import Testing
                 if deletes {
                     written = try coordinator.deleteRows(
                         of: entity, keys: Array(5_001...6_000), versions: Array(repeating: 1, count: 1_000),
-                        checksVersion: true, locations: locked.literal, on: connection
+                        checksVersion: true, locations: locked.parameter, on: connection
                     ).count
                 } else {
                     var batch = try Self.renaming(entity)
-                    batch.locations = locked.literal
+                    batch.locations = locked.parameter
                     written = try coordinator.updateRows(of: entity, batch, checksVersion: true, on: connection).count
                 }
             }
@@ -250,7 +250,7 @@ import Testing
                     try step("update by location") {
                         var rows = RowBatch()
                         rows.attributes = [name]
-                        rows.locations = locked?.literal
+                        rows.locations = locked?.parameter
                         for (key, _) in located {
                             rows.keys.append(key)
                             rows.versions.append(1)

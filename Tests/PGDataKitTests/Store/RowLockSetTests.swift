@@ -1,6 +1,7 @@
 import Testing
 
 @testable import PGDataKit
+import PGDataKitPostgres
 
 @Suite("Row lock sets: ascending keys, each once, in its strongest mode")
 struct RowLockSetTests {
@@ -123,9 +124,13 @@ struct RowLocationTests {
         #expect(RowLocation(packed: 0) == nil)
     }
 
-    @Test func theArrayLiteralQuotesEachLocation() throws {
-        let locations = try ["(1,2)", "(300000,17)"].map { try #require(parse($0)) }
-        #expect(RowLocation.arrayLiteral(locations) == "{\"(1,2)\",\"(300000,17)\"}")
-        #expect(RowLocation.arrayLiteral([]) == "{}")
+    @Test func theBinaryArrayHoldsEachLocationAsATid() throws {
+        let locations = try ["(1,2)", "(300000,17)", "(4294967295,65535)"].map { try #require(parse($0)) }
+        let array = RowLocation.binaryArray(locations)
+        #expect(try array.postgresText() == "{\"(1,2)\",\"(300000,17)\",\"(4294967295,65535)\"}")
+        #expect(type(of: array).postgresType == PostgresType(oid: 1010, arrayOID: 0), "tid[]")
+        // Header (20 bytes), then per location its length (6) and six bytes.
+        #expect(array.bytes.count == 20 + 3 * 10)
+        #expect(try RowLocation.binaryArray([]).postgresText() == "{}")
     }
 }

@@ -168,7 +168,7 @@ extension SavePipeline {
             let early = bound?.group(position)
             if early != nil { context.coordinator.updatesBoundAhead.add(1, ordering: .relaxed) }
             var rows = early?.rows ?? keys.rows(objects, entity, attributes: shape.attributeIndexes, toOne: shape.toOneIndexes)
-            if let located = locations[entity.rootEntityName], located.suits(objects.count) { rows.locations = located.literal }
+            if let located = locations[entity.rootEntityName], located.suits(objects.count) { rows.locations = located.parameter }
             var changedKeys = Set(shape.attributeIndexes.map { entity.attributes[$0].name })
             changedKeys.formUnion(shape.toOneIndexes.map { entity.relationships[$0].name })
             if let reservedKeys = recordAhead, position == groups.count - 1 {
@@ -198,7 +198,7 @@ extension SavePipeline {
         for delete in deletes {
             var removed: Set<Int64> = []
             for (checksVersion, batch) in delete.batches {
-                let located = locations[delete.entity.rootEntityName].flatMap { $0.suits(batch.count) ? $0.literal : nil }
+                let located = locations[delete.entity.rootEntityName].flatMap { $0.suits(batch.count) ? $0.parameter : nil }
                 removed.formUnion(
                     try context.coordinator.deleteRows(
                         of: delete.entity, keys: batch.map { keys.key(of: $0) }, versions: batch.map(\.storage.version),

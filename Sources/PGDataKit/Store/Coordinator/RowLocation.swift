@@ -60,23 +60,14 @@ struct RowLocation: Equatable {
         packed = UInt64(serial) << 48 | parts.block << 16 | parts.offset
     }
 
-    /// A `tid[]` literal of the locations, for `StoreCoordinator.anyElement(of:type:)`:
-    /// `{"(1,2)","(3,4)"}`, written as bytes (a save sends thousands).
-    static func arrayLiteral(_ locations: [RowLocation]) -> String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(2 + locations.count * 14)
-        bytes.append(UInt8(ascii: "{"))
+    /// The locations as a `tid[]` in binary, for `StoreCoordinator.anyElement(of:type:)`:
+    /// six bytes each, nothing for the server to parse (a save sends thousands).
+    static func binaryArray(_ locations: [RowLocation]) -> BinaryArray<TupleID> {
+        var array = BinaryArrayBuilder(element: .tid, capacity: locations.count)
         for location in locations {
-            if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
-            bytes.append(UInt8(ascii: "\""))
-            bytes.append(UInt8(ascii: "("))
-            appendDecimal(Int64(UInt32(truncatingIfNeeded: location.packed >> 16)), to: &bytes)
-            bytes.append(UInt8(ascii: ","))
-            appendDecimal(Int64(UInt16(truncatingIfNeeded: location.packed)), to: &bytes)
-            bytes.append(UInt8(ascii: ")"))
-            bytes.append(UInt8(ascii: "\""))
+            array.append(
+                block: UInt32(truncatingIfNeeded: location.packed >> 16), offset: UInt16(truncatingIfNeeded: location.packed))
         }
-        bytes.append(UInt8(ascii: "}"))
-        return String(decoding: bytes, as: UTF8.self)
+        return BinaryArray(bytes: array.finish())
     }
 }

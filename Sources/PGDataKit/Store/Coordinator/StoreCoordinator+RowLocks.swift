@@ -96,16 +96,17 @@ struct RowLockSet {
 /// holds them: a `tid[]` literal (as PostgreSQL writes one), for the save's `UPDATE` and
 /// `DELETE` (`StoreCoordinator.rowsByLocation`).
 struct LockedLocations {
-    /// The locations, `{"(0,1)","(0,2)",…}`.
-    let literal: String
-    /// How many rows the save locked to write (the literal lacks those not found).
+    /// The locations, a `tid[]` parameter: in binary when built from the locations an
+    /// import read, the lock statement's text (`{"(0,1)","(0,2)",…}`) otherwise.
+    let parameter: any PostgresEncodable
+    /// How many rows the save locked to write (the locations lack those not found).
     let rows: Int
     /// Whether the rows were found by the locations an import read (otherwise by key,
     /// the locations coming back from the lock statement).
     let byLocation: Bool
 
     /// Whether a statement that writes `count` of the rows had better find them by
-    /// location: it then reads every row of the literal, so at least half of them.
+    /// location: it then reads every row of the locations, so at least half of them.
     func suits(_ count: Int) -> Bool { count * 2 >= rows }
 }
 
@@ -164,12 +165,12 @@ extension StoreCoordinator {
     ) throws -> LockedLocations? {
         guard !locks.isEmpty else { return nil }
         if let located = locks.located {
-            let literal = RowLocation.arrayLiteral(located.locations)
+            let array = RowLocation.binaryArray(located.locations)
             let locked = try execute(
-                Self.lockRowsByLocationSQL(entity, located.mode), [ArrayLiteral<String>(text: literal)], on: connection,
+                Self.lockRowsByLocationSQL(entity, located.mode), [array], on: connection,
                 reusesPlan: Self.reusesPlan(keys: located.locations.count)
             ).first.map { try $0.int64(at: 0) }
-            if locked == Int64(located.rows) { return LockedLocations(literal: literal, rows: located.rows, byLocation: true) }
+            if locked == Int64(located.rows) { return LockedLocations(parameter: array, rows: located.rows, byLocation: true) }
         }
         let (keys, modes) = locks.ordered
         let modesUsed = locks.modesUsed
@@ -179,7 +180,8 @@ extension StoreCoordinator {
         let writing = modes.filter { $0 != RowLockMode.keyShare.rawValue }.count
         guard writing > 0 else { return nil }
         return LockedLocations(
-            literal: try result.first?.decode(String?.self, at: 0) ?? "{}", rows: writing, byLocation: false)
+            parameter: ArrayLiteral<String>(text: try result.first?.decode(String?.self, at: 0) ?? "{}"), rows: writing,
+            byLocation: false)
     }
 
     /// The statement of `lockRows` by key. It returns the locations (`tid[]`) of the

@@ -14,10 +14,10 @@ struct RowBatch {
     var values: [AttributeValues] = []
     /// The to-one foreign-key columns written, each with its keys in row order.
     var foreignKeys: [(column: String, keys: [Int64?])] = []
-    /// Where the rows are while the transaction holds their locks (a `tid[]` literal,
+    /// Where the rows are while the transaction holds their locks (a `tid[]` parameter,
     /// `LockedLocations`; it may name more rows than the batch's): an update then finds
     /// them by location, not by key.
-    var locations: String?
+    var locations: (any PostgresEncodable)?
 }
 
 /// Identifies the SQL text of a batch update or insert: the entity, the columns it writes
@@ -215,7 +215,7 @@ extension StoreCoordinator {
             entity: ObjectIdentifier(entity), columns: assigned, checksVersion: checksVersion, single: single)
         if !single, let locations = rows.locations {
             key.byLocation = true
-            arrays.append(ArrayLiteral<String>(text: locations))
+            arrays.append(locations)
         }
         let sql = writeStatement(key) {
             single
@@ -288,7 +288,7 @@ extension StoreCoordinator {
     ///
     /// - Returns: the keys of the rows deleted.
     func deleteRows(
-        of entity: EntityDescription, keys: [Int64], versions: [Int64], checksVersion: Bool, locations: String? = nil,
+        of entity: EntityDescription, keys: [Int64], versions: [Int64], checksVersion: Bool, locations: (any PostgresEncodable)? = nil,
         on connection: Connection
     ) throws -> Set<Int64> {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
@@ -302,7 +302,7 @@ extension StoreCoordinator {
             deleted = Set(
                 try execute(
                     delete + Self.rowsByLocation(entity, types, using: true) + tail,
-                    [keys, versions, ArrayLiteral<String>(text: locations)], on: connection,
+                    [keys, versions, locations], on: connection,
                     reusesPlan: Self.reusesPlan(keys: keys.count)
                 ).map { try $0.decode(Int64.self, at: 0) })
             // Rows the transaction moved since its locks found them: by key.
