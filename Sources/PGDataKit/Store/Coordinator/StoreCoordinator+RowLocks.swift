@@ -93,8 +93,8 @@ struct RowLockSet {
 }
 
 /// Where the rows of one entity that a save locked to write are, while its transaction
-/// holds them: a `tid[]` literal (as PostgreSQL writes one), for the save's `UPDATE` and
-/// `DELETE` (`StoreCoordinator.rowsByLocation`).
+/// holds them: a `tid[]` parameter, for the save's `UPDATE` and `DELETE`
+/// (`StoreCoordinator.rowsByLocation`).
 struct LockedLocations {
     /// The locations, a `tid[]` parameter: in binary when built from the locations an
     /// import read, the lock statement's text (`{"(0,1)","(0,2)",…}`) otherwise.

@@ -288,8 +288,8 @@ extension StoreCoordinator {
     ///
     /// - Returns: the keys of the rows deleted.
     func deleteRows(
-        of entity: EntityDescription, keys: [Int64], versions: [Int64], checksVersion: Bool, locations: (any PostgresEncodable)? = nil,
-        on connection: Connection
+        of entity: EntityDescription, keys: [Int64], versions: [Int64], checksVersion: Bool,
+        locations: (any PostgresEncodable)? = nil, on connection: Connection
     ) throws -> Set<Int64> {
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
         let version = Connection.quoteIdentifier(entity.versionColumn)
