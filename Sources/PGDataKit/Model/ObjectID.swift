@@ -24,7 +24,10 @@ import Synchronization
 public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     enum Key: Hashable, Sendable {
         case permanent(Int64)
-        case temporary(UUID)
+        /// A UUID's 16 bytes as two little-endian words, in memory order (`temporaryUUID`
+        /// makes the `UUID`): two integers hash, compare and copy inline, where a `UUID`
+        /// payload cost a call into Foundation to make and a value witness to copy.
+        case temporary(UInt64, UInt64)
     }
 
     /// The entity's name.
@@ -35,7 +38,9 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     public func hash(into hasher: inout Hasher) {
         switch key {
         case .permanent(let value): hasher.combine(value)
-        case .temporary(let uuid): hasher.combine(uuid)
+        case .temporary(let low, let high):
+            hasher.combine(low)
+            hasher.combine(high)
         }
     }
 
@@ -48,15 +53,10 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         switch key {
         case .permanent(let value):
             mixed = UInt64(bitPattern: value)
-        case .temporary(let uuid):
+        case .temporary(let low, let high):
             // Temporary IDs of this process differ in their counter bits (see
-            // `randomUUID()`); folding both halves keeps other UUIDs apart too.
-            // Unsafe: two 8-byte loads at offsets 0 and 8 of the 16 bytes of `uuid.uuid`,
-            // inside the closure; unaligned, as a tuple of bytes is only byte-aligned.
-            let halves = withUnsafeBytes(of: uuid.uuid) {
-                ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            }
-            mixed = halves.0 ^ (halves.1 &* 0xFF51_AFD7_ED55_8CCD)
+            // `temporaryKey()`); folding both halves keeps other UUIDs apart too.
+            mixed = low ^ (high &* 0xFF51_AFD7_ED55_8CCD)
         }
         return FastHash.mix(mixed, seed: seed)
     }
@@ -73,20 +73,37 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
 
     init(temporaryFor entityName: String) {
         self.entityName = entityName
-        self.key = .temporary(ObjectID.randomUUID())
+        self.key = ObjectID.temporaryKey()
     }
 
-    /// A UUID unique in this process: a random value drawn once, combined with a
-    /// counter. `UUID()` opens and reads `/dev/urandom` on every call on Linux, which
+    /// The key of a UUID unique in this process: a random value drawn once, combined with
+    /// a counter. `UUID()` opens and reads `/dev/urandom` on every call on Linux, which
     /// dominated inserting thousands of objects; temporary IDs never leave the process.
-    private static func randomUUID() -> UUID {
+    private static func temporaryKey() -> Key {
         let count = temporaryCounter.add(1, ordering: .relaxed).newValue
         // The counter goes in bytes 9 to 15 (byte 8 keeps the variant): the words are the
         // UUID's bytes as little-endian integers.
-        let words = (temporaryWords.0.littleEndian, (temporaryWords.1 ^ (count << 8)).littleEndian)
+        return .temporary(temporaryWords.0.littleEndian, (temporaryWords.1 ^ (count << 8)).littleEndian)
+    }
+
+    /// The temporary key of `uuid` (its bytes as two words in memory order).
+    private static func temporaryKey(_ uuid: UUID) -> Key {
+        // Unsafe: a `uuid_t` (16 `UInt8`s) is 16 bytes, two `UInt64`s in memory order.
+        let words = unsafeBitCast(uuid.uuid, to: (UInt64, UInt64).self)
+        return .temporary(words.0, words.1)
+    }
+
+    /// The UUID of a temporary key's two words.
+    private static func uuid(_ low: UInt64, _ high: UInt64) -> UUID {
         // Unsafe: two `UInt64`s are 16 bytes, the size of a `uuid_t` (16 `UInt8`s), in
         // memory order; every bit pattern is a valid `uuid_t`.
-        return UUID(uuid: unsafeBitCast(words, to: uuid_t.self))
+        UUID(uuid: unsafeBitCast((low, high), to: uuid_t.self))
+    }
+
+    /// The UUID of a temporary ID (`nil` for a permanent one): the one its URI names.
+    var temporaryUUID: UUID? {
+        guard case .temporary(let low, let high) = key else { return nil }
+        return ObjectID.uuid(low, high)
     }
 
     /// A random UUID drawn once, as two little-endian words, with the version 4 and the
@@ -132,7 +149,8 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
         let entity = entityName.addingPercentEncoding(withAllowedCharacters: .urlHostAllowed) ?? entityName
         switch key {
         case .permanent(let value): return "\(ObjectID.uriScheme)://\(entity)/\(value)"
-        case .temporary(let uuid): return "\(ObjectID.uriScheme)://\(entity)/temporary/\(uuid.uuidString)"
+        case .temporary(let low, let high):
+            return "\(ObjectID.uriScheme)://\(entity)/temporary/\(ObjectID.uuid(low, high).uuidString)"
         }
     }
 
@@ -159,7 +177,7 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
             guard parts.first == "temporary", let last = parts.last, let uuid = UUID(uuidString: String(last)) else {
                 return nil
             }
-            self.init(entityName: entity, key: .temporary(uuid))
+            self.init(entityName: entity, key: ObjectID.temporaryKey(uuid))
         default:
             return nil
         }
@@ -169,7 +187,7 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
     public var description: String {
         switch key {
         case .permanent(let value): return "\(entityName)/\(value)"
-        case .temporary(let uuid): return "\(entityName)/temporary-\(uuid.uuidString.prefix(8))"
+        case .temporary(let low, let high): return "\(entityName)/temporary-\(ObjectID.uuid(low, high).uuidString.prefix(8))"
         }
     }
 }

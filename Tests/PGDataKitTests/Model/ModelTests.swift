@@ -109,7 +109,7 @@ struct ModelTests {
         let ids = (0..<1_000).map { _ in ObjectID(temporaryFor: "Stranger") }
         #expect(Set(ids).count == ids.count)
         for id in ids.prefix(50) {
-            guard case .temporary(let uuid) = id.key else {
+            guard let uuid = id.temporaryUUID else {
                 Issue.record("not temporary: \(id)")
                 continue
             }
