@@ -116,7 +116,12 @@ struct ModelTests {
             #expect(uuid.uuid.6 >> 4 == 4, "\(uuid)")
             #expect(uuid.uuid.8 >> 6 == 0b10, "\(uuid)")
             #expect(UUID(uuidString: uuid.uuidString) == uuid)
-            #expect(ObjectID(uriRepresentation: id.uriRepresentation) == id)
+            let parsed = ObjectID(uriRepresentation: id.uriRepresentation)
+            #expect(parsed == id)
+            // Read back from its URI, the ID hashes as the one made in this process, and
+            // its description shows its UUID's beginning.
+            #expect(parsed.map { Set([id]).contains($0) } == true)
+            #expect(id.description == "Stranger/temporary-\(uuid.uuidString.prefix(8))")
         }
     }
 
