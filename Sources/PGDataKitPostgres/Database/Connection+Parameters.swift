@@ -2,8 +2,9 @@ import Foundation
 
 /// A statement's parameters as libpq takes them, in one block `Connection.encode` wrote
 /// and the caller frees (`storage`): a pointer per parameter (`nil` for NULL) to its
-/// bytes, a NUL-terminated text or binary bytes; when one parameter travels in binary,
-/// then every parameter's byte length and format (1 binary, 0 text); then the bytes. The
+/// bytes, a NUL-terminated text or binary bytes; then every parameter's byte length and
+/// format (1 binary, 0 text), handed to libpq when one parameter travels in binary; then
+/// the bytes. The
 /// type OIDs (0 for NULL) are an array of their own: a prepared statement's key holds
 /// them.
 struct EncodedParameters {
@@ -11,8 +12,8 @@ struct EncodedParameters {
     var types: [UInt32] = []
     /// The block (`nil` for no parameters), freed by the caller with `free`.
     private(set) var storage: UnsafeMutableRawPointer?
-    /// Whether lengths and formats follow the pointers (some parameter may be binary:
-    /// its type is `bigint[]` or `text[]`).
+    /// Whether some parameter travels in binary (a `bigint[]`, `text[]` or `tid[]` with
+    /// a binary form), so libpq is handed the lengths and formats too.
     private(set) var hasBinary = false
 
     /// No parameters.
@@ -29,13 +30,13 @@ struct EncodedParameters {
     var count: Int32 { Int32(types.count) }
 
     /// The size of the block's pointers, lengths and formats for `count` parameters.
-    fileprivate static func headerSize(count: Int, hasBinary: Bool) -> Int {
-        count * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride + (hasBinary ? count * 8 : 0)
+    fileprivate static func headerSize(count: Int) -> Int {
+        count * (MemoryLayout<UnsafeMutablePointer<CChar>?>.stride + 8)
     }
 
-    // Unsafe: the block holds `types.count` pointers from its start and, with
-    // `hasBinary`, as many lengths and formats after them (`Connection.encode` wrote them
-    // all), and lives until the caller frees it, after the last use of these.
+    // Unsafe: the block holds `types.count` pointers from its start and as many lengths
+    // and formats after them (`Connection.encode` wrote them all), and lives until the
+    // caller frees it, after the last use of these.
     /// Each parameter's pointer.
     var values: UnsafeBufferPointer<UnsafeMutablePointer<CChar>?> {
         UnsafeBufferPointer(start: storage?.assumingMemoryBound(to: UnsafeMutablePointer<CChar>?.self), count: types.count)
@@ -75,26 +76,30 @@ extension Connection {
         guard count > 0 else { return (EncodedParameters(), nil) }
         var types: [UInt32] = []
         types.reserveCapacity(count)
-        // Lengths and formats are written when a parameter may be binary (its type is
-        // `bigint[]`, `text[]` or `tid[]`); a text parameter's format among them is 0.
+        // Lengths and formats are written for every parameter, and handed to libpq when
+        // one travels in binary (its type is `bigint[]`, `text[]` or `tid[]`); a text
+        // parameter's format among them is 0. Room for them costs 8 bytes a parameter,
+        // and lets each parameter be read once: every read of an array's element copies
+        // the existential, a call through its value's witness table (reading it once for
+        // its type and again for its bytes was two copies, about 120 instructions each).
         var hasBinary = false
-        // (Each parameter read in place through optional chaining: binding it to a
-        // constant copied the existential, its value's retain included.)
-        for index in parameters.indices {
-            let oid = parameters[index]?.postgresTypeOID ?? 0
-            types.append(oid)
-            if Self.mayBeBinary(oid) { hasBinary = true }
-        }
-        var block = ParameterBlock(header: EncodedParameters.headerSize(count: count, hasBinary: hasBinary), count: count)
+        var block = ParameterBlock(header: EncodedParameters.headerSize(count: count), count: count)
         do {
             for index in parameters.indices {
-                if Self.mayBeBinary(types[index]), let bytes = parameters[index]?.binaryArrayBytes()
-                {
+                guard let parameter = parameters[index] else {
+                    types.append(0)
+                    block.appendNull(at: index)
+                    continue
+                }
+                let oid = parameter.postgresTypeOID
+                types.append(oid)
+                if Self.mayBeBinary(oid), let bytes = parameter.binaryArrayBytes() {
                     try block.appendBinary(bytes, at: index)
-                } else if let text = try parameters[index]?.postgresText() {
-                    try block.appendText(text, at: index, hasBinary: hasBinary)
+                    hasBinary = true
+                } else if let text = try parameter.postgresText() {
+                    try block.appendText(text, at: index)
                 } else {
-                    block.appendNull(at: index, hasBinary: hasBinary)
+                    block.appendNull(at: index)
                 }
             }
             let storage = try block.finish()
@@ -149,8 +154,8 @@ private struct ParameterBlock: ~Copyable {
     }
 
     // Unsafe: every write below is inside the block: the header's slots (`count`
-    // pointers, then `count` lengths and `count` formats when some parameter is binary)
-    // lie before `used`, and bytes are written after `used` into room `reserve` made.
+    // pointers, then `count` lengths and `count` formats) lie before `used`, and bytes
+    // are written after `used` into room `reserve` made.
 
     /// Notes parameter `index`'s bytes at the current end (an offset until `finish`).
     private func setValue(_ index: Int, offset: Int?, in base: UnsafeMutableRawPointer) {
@@ -158,7 +163,8 @@ private struct ParameterBlock: ~Copyable {
         base.storeBytes(of: value, toByteOffset: index * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride, as: UnsafeMutablePointer<CChar>?.self)
     }
 
-    /// Writes parameter `index`'s length and format (only where some parameter is binary).
+    /// Writes parameter `index`'s length and format (handed to libpq when some parameter
+    /// is binary).
     private func setLength(_ index: Int, _ length: Int, format: Int32, in base: UnsafeMutableRawPointer) {
         let lengths = count * MemoryLayout<UnsafeMutablePointer<CChar>?>.stride
         base.storeBytes(of: Int32(truncatingIfNeeded: length), toByteOffset: lengths + index * 4, as: Int32.self)
@@ -179,23 +185,23 @@ private struct ParameterBlock: ~Copyable {
     }
 
     /// Writes a text parameter and its terminating NUL.
-    mutating func appendText(_ text: String, at index: Int, hasBinary: Bool) throws {
+    mutating func appendText(_ text: String, at index: Int) throws {
         var text = text
         try text.withUTF8 { utf8 in
             let base = try reserve(utf8.count + 1)
             if let source = utf8.baseAddress { (base + used).copyMemory(from: source, byteCount: utf8.count) }
             base.storeBytes(of: 0, toByteOffset: used + utf8.count, as: UInt8.self)
             setValue(index, offset: used, in: base)
-            if hasBinary { setLength(index, utf8.count, format: 0, in: base) }
+            setLength(index, utf8.count, format: 0, in: base)
             used += utf8.count + 1
         }
     }
 
     /// Notes a NULL parameter.
-    mutating func appendNull(at index: Int, hasBinary: Bool) {
+    mutating func appendNull(at index: Int) {
         guard let base, !failed else { return }
         setValue(index, offset: nil, in: base)
-        if hasBinary { setLength(index, 0, format: 0, in: base) }
+        setLength(index, 0, format: 0, in: base)
     }
 
     /// Turns the offsets into pointers and hands the block over (the caller frees it).

@@ -290,9 +290,10 @@ struct ValueEncodingTests {
         #expect(encoded.lengthsAndFormats.lengths.isEmpty && encoded.lengthsAndFormats.formats.isEmpty)
         let strings = texts.map { $0.map { String(cString: $0) } }
         #expect(strings == [nil, "abc", "-42", "", long, "t", nil])
-        // One after another in the block the caller frees, after a pointer each.
+        // One after another in the block the caller frees, after a pointer, a length and
+        // a format each.
         let first = try #require(texts[1])
-        #expect(UnsafeMutableRawPointer(first) == storage.map { $0 + 7 * 8 })
+        #expect(UnsafeMutableRawPointer(first) == storage.map { $0 + 7 * 16 })
         #expect(texts[2] == first + 4)
         let allNull = try Connection.encode([nil, nil])
         defer { free(allNull.storage) }
