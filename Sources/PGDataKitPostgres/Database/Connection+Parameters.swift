@@ -4,9 +4,8 @@ import Foundation
 /// and the caller frees (`storage`): a pointer per parameter (`nil` for NULL) to its
 /// bytes, a NUL-terminated text or binary bytes; then every parameter's byte length and
 /// format (1 binary, 0 text), handed to libpq when one parameter travels in binary; then
-/// the bytes. The
-/// type OIDs (0 for NULL) are an array of their own: a prepared statement's key holds
-/// them.
+/// the bytes. The type OIDs (0 for NULL) are an array of their own: a prepared
+/// statement's key holds them.
 struct EncodedParameters {
     /// Each parameter's type OID.
     var types: [UInt32] = []
