@@ -88,16 +88,13 @@ public struct ObjectID: Hashable, Sendable, CustomStringConvertible {
 
     /// The temporary key of `uuid` (its bytes as two words in memory order).
     private static func temporaryKey(_ uuid: UUID) -> Key {
-        // Unsafe: a `uuid_t` (16 `UInt8`s) is 16 bytes, two `UInt64`s in memory order.
-        let words = unsafeBitCast(uuid.uuid, to: (UInt64, UInt64).self)
+        let words = uuid.memoryWords
         return .temporary(words.0, words.1)
     }
 
     /// The UUID of a temporary key's two words.
     private static func uuid(_ low: UInt64, _ high: UInt64) -> UUID {
-        // Unsafe: two `UInt64`s are 16 bytes, the size of a `uuid_t` (16 `UInt8`s), in
-        // memory order; every bit pattern is a valid `uuid_t`.
-        UUID(uuid: unsafeBitCast((low, high), to: uuid_t.self))
+        UUID(memoryWords: (low, high))
     }
 
     /// The UUID of a temporary ID (`nil` for a permanent one): the one its URI names.
@@ -209,5 +206,21 @@ extension ObjectID: Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         try container.encode(uriString)
+    }
+}
+
+extension UUID {
+    /// The UUID's 16 bytes as two words in memory order (bytes 0–7, then 8–15): compared,
+    /// hashed and stored without the sixteen one-byte fields of `uuid_t`.
+    var memoryWords: (UInt64, UInt64) {
+        // Unsafe: a `uuid_t` (16 `UInt8`s) is 16 bytes, two `UInt64`s in memory order.
+        unsafeBitCast(uuid, to: (UInt64, UInt64).self)
+    }
+
+    /// The UUID whose 16 bytes are `memoryWords` in memory order (`memoryWords`' inverse).
+    init(memoryWords: (UInt64, UInt64)) {
+        // Unsafe: two `UInt64`s are 16 bytes, the size of a `uuid_t` (16 `UInt8`s), in
+        // memory order; every bit pattern is a valid `uuid_t`.
+        self.init(uuid: unsafeBitCast(memoryWords, to: uuid_t.self))
     }
 }

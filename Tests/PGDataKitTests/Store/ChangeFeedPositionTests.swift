@@ -266,6 +266,22 @@ struct ChangeFeedPositionTests {
             Issue.record("an own r1 payload was not recognised")
             return
         }
+        guard case .own(99) = ChangeLog.payload(of: "r1 7 99 \(own.uuidString.lowercased()) 3 4 5 []", ownOrigin: own) else {
+            Issue.record("an own payload in lower case was not recognised")
+            return
+        }
+        // An origin one byte away from this process's own, at either end of either half
+        // of its bytes, is another process's.
+        for index in [0, 7, 8, 15] {
+            var bytes = own.uuid
+            withUnsafeMutableBytes(of: &bytes) { $0[index] ^= 1 }
+            let near = UUID(uuid: bytes)
+            guard case .record(let read, 99) = ChangeLog.payload(of: "r1 7 99 \(near) 3 4 5 []", ownOrigin: own) else {
+                Issue.record("an origin differing in byte \(index) was taken for this process's own")
+                continue
+            }
+            #expect(read.origin == near)
+        }
         guard case .record(let read, 99) = ChangeLog.payload(of: "r2 7 99 - \(other) 3 4 5 " + record, ownOrigin: own) else {
             Issue.record("another origin's payload was not read whole")
             return

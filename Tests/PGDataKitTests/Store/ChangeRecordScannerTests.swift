@@ -190,10 +190,18 @@ struct ChangeRecordScannerTests {
             return
         }
         #expect(record.origin == origin && transaction == 2 && record.originProcessID == 3 && record.originBackendPID == 4)
+        // The decoder reads the versions' letters byte by byte: they are these.
+        #expect(ChangeLog.payloadVersion == "r2" && ChangeLog.payloadVersionWithoutSnapshot == "r1")
+        guard case .reference(42) = ChangeLog.payload(of: "42") else {
+            Issue.record("a bare id was not read as one")
+            return
+        }
         let bad = [
             "r1 1 -2 \(origin) 3 4 5 []", "r1 1 2 \(origin) 2147483648 4 5 []", "r1 1 2 \(origin) 3 4 99999999999999999999 []",
             "r1 1 2 \(origin.uuidString.dropLast())g 3 4 5 []", "r1 1 2 \(origin.uuidString.replacingOccurrences(of: "-", with: "x")) 3 4 5 []",
             "r1  1 2 \(origin) 3 4 5 []", "r1 1 2 \(origin) 3 4 5", "r1 1 2 \(origin) 3 4 5 [] []", "r1 - 2 \(origin) 3 4 5 []",
+            "r3 1 2 \(origin) 3 4 5 []", "R1 1 2 \(origin) 3 4 5 []", "r 1 2 \(origin) 3 4 5 []", "r12 1 2 \(origin) 3 4 5 []",
+            "1r 1 2 \(origin) 3 4 5 []", "r1 1 2 \(origin)0 3 4 5 []", "r1 1 2 \(origin.uuidString.dropLast()) 3 4 5 []",
         ]
         for text in bad {
             guard case .unreadable = ChangeLog.payload(of: text) else {

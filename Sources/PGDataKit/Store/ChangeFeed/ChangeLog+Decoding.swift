@@ -44,19 +44,22 @@ extension ChangeLog {
     /// With `readsChanges` false, a record's changes are left unread (empty): for a
     /// listener whose observers want no records (`ChangeListener.add(_:wants:)`).
     package static func payload(of text: String, ownOrigin: UUID? = nil, readsChanges: Bool = true) -> Payload {
-        if let id = Int64(text) { return .reference(id) }
+        // (A record's payload starts with its version, `r…`; only a bare id is a number.)
+        if text.utf8.first != PayloadFields.versionLetter, let id = Int64(text) { return .reference(id) }
         var text = text
+        let own = ownOrigin?.memoryWords
         return text.withUTF8 { bytes -> Payload in
             var fields = PayloadFields(bytes: bytes)
-            guard let version = fields.word() else { return .unreadable }
-            let carriesSnapshot = version.elementsEqual(payloadVersion.utf8)
-            guard carriesSnapshot || version.elementsEqual(payloadVersionWithoutSnapshot.utf8),
-                let id = fields.integer(Int64.self), let transaction = fields.integer(UInt64.self)
+            guard let carriesSnapshot = fields.version(), let id = fields.integer(Int64.self),
+                let transaction = fields.integer(UInt64.self)
             else { return .unreadable }
             // An earlier writer's snapshot (or `-`): skipped, see `Payload.record`.
             if carriesSnapshot, fields.word() == nil { return .unreadable }
-            guard let origin = fields.uuid() else { return .unreadable }
-            if origin == ownOrigin { return .own(transaction: transaction) }
+            // (The origin as two words: compared with this process's own without making a
+            // `UUID`, and made one only for another process's record.)
+            guard let words = fields.uuidWords() else { return .unreadable }
+            if let own, own == words { return .own(transaction: transaction) }
+            let origin = UUID(memoryWords: words)
             guard let processID = fields.integer(Int32.self), let backendPID = fields.integer(Int32.self),
                 let micros = fields.integer(Int64.self)
             else { return .unreadable }
@@ -133,40 +136,98 @@ private struct PayloadFields {
         return bytes[start..<position]
     }
 
-    /// The next word as a decimal integer of type `T` (overflow is `nil`).
-    mutating func integer<T: FixedWidthInteger>(_: T.Type) -> T? {
-        guard let word = word() else { return nil }
-        let negative = word.first == UInt8(ascii: "-")
-        return decimal(negative ? word.dropFirst() : word[...], negative: negative)
+    /// The first letter of a payload's version (`ChangeLog.payloadVersion`, `r2`, and
+    /// `payloadVersionWithoutSnapshot`, `r1`; `ChangeRecordScannerTests` holds them to it).
+    static let versionLetter = UInt8(ascii: "r")
+
+    /// The next word as a payload's version: whether it is `r2` (an earlier writer's,
+    /// carrying a snapshot) rather than `r1`; `nil` for anything else. (Compared byte by
+    /// byte: `elementsEqual` over the version strings' UTF-8 cost about 300 instructions.)
+    mutating func version() -> Bool? {
+        guard let word = word(), word.count == 2, word[word.startIndex] == Self.versionLetter else { return nil }
+        switch word[word.startIndex + 1] {
+        case UInt8(ascii: "2"): return true
+        case UInt8(ascii: "1"): return false
+        default: return nil
+        }
     }
 
-    /// The next word as a UUID in its 36-character form (`8-4-4-4-12` hex digits).
-    mutating func uuid() -> UUID? {
-        guard let word = word(), word.count == 36 else { return nil }
-        // Unsafe: the word's own bytes (within `bytes`, see `word()`), indexed from 0 to
-        // 35: a slice's subscript checks each index against its own bounds and its base's.
-        let text = UnsafeBufferPointer(rebasing: word)
+    /// The next word as a decimal integer of type `T` (overflow is `nil`).
+    mutating func integer<T: FixedWidthInteger>(_: T.Type) -> T? {
+        // One pass: the digits are summed while the space after them is looked for (a
+        // word, then its digits, read each byte twice).
+        var index = position
+        let negative = index < bytes.count && bytes[index] == UInt8(ascii: "-")
+        if negative { index += 1 }
+        let digits = index
+        var magnitude: UInt64 = 0
+        while index < bytes.count, index - digits < 18 {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit < 10 else { break }
+            magnitude = magnitude &* 10 &+ UInt64(digit)
+            index += 1
+        }
+        // Longer (up to 20 digits, then at most `UInt64.max`): read again, checked.
+        while index < bytes.count, bytes[index] &- UInt8(ascii: "0") < 10 { index += 1 }
+        guard index > digits, index < bytes.count, bytes[index] == UInt8(ascii: " ") else { return nil }
+        position = index + 1
+        if index - digits > 18 { return decimal(bytes[digits..<index], negative: negative) }
+        guard !negative || T.isSigned else { return nil }
+        return negative ? T(exactly: -Int64(magnitude)) : T(exactly: magnitude)
+    }
+
+    /// The next word as a UUID in its 36-character form (`8-4-4-4-12` hex digits, either
+    /// case): its 16 bytes as two words in memory order (`UUID.memoryWords`).
+    mutating func uuidWords() -> (UInt64, UInt64)? {
+        // (Its length is known: the space after it is looked at, not searched for.)
+        let start = position
+        guard bytes.count - start > 36, bytes[start + 36] == UInt8(ascii: " ") else { return nil }
+        position = start + 37
+        // Unsafe: the word's 36 bytes (`start` + 36 is within `bytes`, checked above); every
+        // load below reads 4 or 8 of them at an offset that keeps it inside (at most 28 + 8).
+        let text = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(bytes)[start..<start + 36])
         let dash = UInt8(ascii: "-")
         guard text[8] == dash, text[13] == dash, text[18] == dash, text[23] == dash else { return nil }
-        // The 32 digits as two 64-bit halves (no array per payload), group by group.
-        func read(_ offsets: Range<Int>, into half: inout UInt64) -> Bool {
-            for offset in offsets {
-                guard let value = hexDigit(text[offset]) else { return false }
-                half = half << 4 | UInt64(value)
-            }
-            return true
+        // Eight digits at a time, the first the most significant: the groups of eight and
+        // twelve at their places, two groups of four side by side.
+        func eight(at offset: Int) -> UInt64? {
+            hexValue(of: UInt64(littleEndian: text.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
         }
-        var high: UInt64 = 0
-        var low: UInt64 = 0
-        guard read(0..<8, into: &high), read(9..<13, into: &high), read(14..<18, into: &high),
-            read(19..<23, into: &low), read(24..<36, into: &low)
+        func four(at offset: Int) -> UInt64 {
+            UInt64(UInt32(littleEndian: text.loadUnaligned(fromByteOffset: offset, as: UInt32.self)))
+        }
+        guard let a = eight(at: 0), let bc = hexValue(of: four(at: 9) | four(at: 14) << 32),
+            let de = hexValue(of: four(at: 19) | four(at: 24) << 32), let f = eight(at: 28)
         else { return nil }
-        func byte(_ half: UInt64, _ index: UInt64) -> UInt8 { UInt8(truncatingIfNeeded: half >> (56 - 8 * index)) }
-        return UUID(uuid: (
-            byte(high, 0), byte(high, 1), byte(high, 2), byte(high, 3), byte(high, 4), byte(high, 5), byte(high, 6),
-            byte(high, 7), byte(low, 0), byte(low, 1), byte(low, 2), byte(low, 3), byte(low, 4), byte(low, 5),
-            byte(low, 6), byte(low, 7)))
+        // The text's first byte is the most significant of each half: in memory order, it
+        // comes first.
+        return ((a << 32 | bc).bigEndian, (de << 32 | f).bigEndian)
     }
+}
+
+/// The value of eight hex digits, either case, packed in `chunk` with the first in its
+/// lowest byte (a little-endian load of the text), the first digit the most significant;
+/// `nil` when a byte is not a hex digit. All eight at once (SWAR): a digit at a time cost
+/// about 20 instructions, and every process reads an origin per notification.
+private func hexValue(of chunk: UInt64) -> UInt64? {
+    let ones: UInt64 = 0x0101_0101_0101_0101
+    let high: UInt64 = 0x8080_8080_8080_8080
+    // ASCII only; then no per-byte sum below carries into the next byte.
+    guard chunk & high == 0 else { return nil }
+    // A byte's top bit after adding `0x80 - low` says it is at least `low`, after adding
+    // `0x7f - top` that it is above `top`.
+    // (Swift's `&` binds as tightly as `&*`: every product below is in parentheses.)
+    let isDigit = (chunk &+ (ones &* (0x80 - 0x30))) & ~(chunk &+ (ones &* (0x7f - 0x39)))
+    // `| 0x20` folds `A`–`F` onto `a`–`f` and no other byte into that range.
+    let folded = chunk | (ones &* 0x20)
+    let isLetter = (folded &+ (ones &* (0x80 - 0x61))) & ~(folded &+ (ones &* (0x7f - 0x66)))
+    guard (isDigit | isLetter) & high == high else { return nil }
+    // Each byte's value: its low four bits, plus 9 for a letter (bit 6 set).
+    let nibbles = (chunk & (ones &* 0x0f)) &+ (((chunk >> 6) & ones) &* 9)
+    // Pairs of nibbles into bytes, pairs of bytes into 16 bits, then the two halves.
+    let bytes = (nibbles << 4 | nibbles >> 8) & 0x00ff_00ff_00ff_00ff
+    let shorts = (bytes << 8 | bytes >> 16) & 0x0000_ffff_0000_ffff
+    return (shorts << 16 | shorts >> 32) & 0xffff_ffff
 }
 
 /// Scans a record: `[{"entity": "User", "inserted": [1], "updated": [{"keys": ["age"],
