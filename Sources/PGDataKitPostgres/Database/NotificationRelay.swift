@@ -24,7 +24,11 @@ import Synchronization
 /// notify (each a 4-byte length and its bytes), which the relay hands to the hosting
 /// process (`forward`), whose notifier sends them with its own saves' in one notifying
 /// transaction: the host's saves share notifying commits whichever process made them.
-/// When its session
+/// A follower may also send `W`, a pace (4 bytes, milliseconds; 0 for none, at most
+/// `maximumPace`): the relay then holds what it passes on to that follower and sends it
+/// once per pace (or as soon as 64 KiB are held), so a process that has no use for each
+/// notification at once — none of its observers wants records — wakes a few times a
+/// second instead of once per burst window. When its session
 /// drops, the relay closes every follower's socket (each then catches up from the change
 /// log, as after losing a session of its own) and reconnects before accepting again.
 /// A follower whose unread messages pass `maximumBacklog` (16 MiB by default) is dropped
@@ -40,6 +44,11 @@ package final class NotificationRelay: Sendable {
     static let coalescingWindow: Duration = .milliseconds(2)
     /// Unsent bytes a follower may have before it is dropped (by default).
     static let defaultMaximumBacklog = 16 << 20
+    /// The longest pace a follower may ask for (`W`): longer ones are cut to it, well
+    /// inside the followers' `NotificationRelayClient.silenceLimit`.
+    package static let maximumPace: Duration = .seconds(1)
+    /// Bytes held for a paced follower that are sent at once, whatever its pace.
+    static let pacedHoldLimit = 64 << 10
 
     /// Message types.
     enum Message {
@@ -48,6 +57,22 @@ package final class NotificationRelay: Sendable {
         static let heartbeat = UInt8(ascii: "P")
         static let position = UInt8(ascii: "S")
         static let toNotify = UInt8(ascii: "T")
+        static let pace = UInt8(ascii: "W")
+
+        /// A `W` message's bytes: the pace in whole milliseconds (cut to `maximumPace`).
+        static func encode(pace: Duration, into bytes: inout [UInt8]) {
+            let milliseconds = min(max(pace, .zero), maximumPace) / .milliseconds(1)
+            var body: [UInt8] = []
+            appendInteger(UInt32(milliseconds.rounded(.down)), to: &body)
+            encode(Self.pace, body, into: &bytes)
+        }
+
+        /// The pace of a `W` message's body; `nil` when it is not one.
+        static func pace(in body: ArraySlice<UInt8>) -> Duration? {
+            guard body.count == 4 else { return nil }
+            let milliseconds = body.reduce(0) { $0 << 8 | Int($1) }
+            return min(.milliseconds(milliseconds), maximumPace)
+        }
 
         /// A `T` message's bytes: the payloads, each its length and its bytes.
         static func encode(toNotify payloads: [String], into bytes: inout [UInt8]) {
@@ -128,11 +153,22 @@ package final class NotificationRelay: Sendable {
         var sent = 0
         /// What it sent that is not a whole message yet.
         var inbound: [UInt8] = []
+        /// The pace it asked for (`W`); `.zero`: everything goes at once.
+        var pace: Duration = .zero
+        /// What is held for it until its pace is due.
+        var held: [UInt8] = []
+        /// When what was held for it last went.
+        var heldSince = ContinuousClock.now
+
+        /// When what is held for it is due (`nil` when nothing is held).
+        var heldDue: ContinuousClock.Instant? { held.isEmpty ? nil : heldSince + pace }
     }
 
     private struct State {
         var backendPID: Int32?
         var followers = 0
+        /// Followers with a pace (`W`).
+        var pacedFollowers = 0
         /// Messages of the hosting process to pass on (`passOn(_:position:)`), and how
         /// many.
         var injected: [UInt8] = []
@@ -186,6 +222,9 @@ package final class NotificationRelay: Sendable {
 
     /// How many processes are connected (the hosting process's listener among them).
     package var followerCount: Int { state.withLock { $0.followers } }
+
+    /// How many of the followers asked for a pace (`W`), as of the relay's last turn.
+    package var pacedFollowerCount: Int { state.withLock { $0.pacedFollowers } }
 
     /// Whether the relay's thread has ended (stopped, or given up on an error of `poll`):
     /// its socket is gone and its lock released.
@@ -309,7 +348,9 @@ package final class NotificationRelay: Sendable {
             let entries = pollEntries(session, listening: listening, followers: followers)
             let sinceSent = lastSent.duration(to: .now)
             let window = lastCount > 1 ? Self.coalescingWindow : .zero
-            let timeout = outgoing.isEmpty ? Self.heartbeatInterval - sinceSent : window - sinceSent
+            var timeout = outgoing.isEmpty ? Self.heartbeatInterval - sinceSent : window - sinceSent
+            // (Or when what is held for a paced follower falls due.)
+            if let due = followers.lazy.compactMap(\.heldDue).min() { timeout = min(timeout, ContinuousClock.now.duration(to: due)) }
             let events: [Int16]
             do {
                 events = try LocalSocket.poll(entries, timeout: max(.zero, timeout))
@@ -355,8 +396,16 @@ package final class NotificationRelay: Sendable {
             pass(batch, to: &followers, events: events, scratch: &scratch)
             if !batch.isEmpty { lastSent = now }
             if events[2] != 0 { accept(listening, into: &followers) }
-            let count = followers.count
-            state.withLock { $0.followers = count }
+            report(followers)
+        }
+    }
+
+    /// Publishes how many followers there are, and how many asked for a pace.
+    private func report(_ followers: [Follower]) {
+        let (count, paced) = (followers.count, followers.count { $0.pace > .zero })
+        state.withLock {
+            $0.followers = count
+            $0.pacedFollowers = paced
         }
     }
 
@@ -389,11 +438,13 @@ package final class NotificationRelay: Sendable {
         return entries
     }
 
-    /// Queues `batch` for every follower and writes what it can take; a follower that
-    /// hung up or cannot be written to is closed and dropped. `events` are the poll's,
-    /// the followers' from index 3; what they sent is read through `scratch`.
+    /// Queues `batch` for every follower (held for a paced one until its pace is due)
+    /// and writes what it can take; a follower that hung up or cannot be written to is
+    /// closed and dropped. `events` are the poll's, the followers' from index 3; what
+    /// they sent is read through `scratch`.
     private func pass(_ batch: [UInt8], to followers: inout [Follower], events: [Int16], scratch: inout [UInt8]) {
         var index = followers.count
+        let now = ContinuousClock.now
         while index > 0 {
             index -= 1
             let revents = events[3 + index]
@@ -402,7 +453,17 @@ package final class NotificationRelay: Sendable {
                 followers.remove(at: index)
                 continue
             }
-            followers[index].pending += batch
+            if followers[index].pace > .zero || !followers[index].held.isEmpty {
+                if followers[index].held.isEmpty { followers[index].heldSince = now }
+                followers[index].held += batch
+                let held = followers[index].held
+                if !held.isEmpty, now >= followers[index].heldSince + followers[index].pace || held.count >= Self.pacedHoldLimit {
+                    followers[index].pending += held
+                    followers[index].held.removeAll(keepingCapacity: true)
+                }
+            } else {
+                followers[index].pending += batch
+            }
             if !flush(&followers[index]) {
                 close(followers[index].descriptor)
                 followers.remove(at: index)
@@ -475,6 +536,14 @@ package final class NotificationRelay: Sendable {
             case .message(Message.toNotify, let body):
                 if let payloads = Message.payloads(in: body) {
                     if !payloads.isEmpty { forward(payloads) }
+                    continue
+                }
+                logger.warning("a process sent the notification relay an unreadable message; it is dropped and will catch up")
+                return false
+            case .message(Message.pace, let body):
+                if let pace = Message.pace(in: body) {
+                    // (What is held goes when the new pace is due: at once for none.)
+                    follower.pace = pace
                     continue
                 }
                 fallthrough

@@ -81,10 +81,27 @@ package final class NotificationRelayClient: @unchecked Sendable {
     package func send(toNotify payloads: [String], timeout: Duration = .seconds(1)) throws {
         var message: [UInt8] = []
         NotificationRelay.Message.encode(toNotify: payloads, into: &message)
+        try send(message, timeout: timeout)
+    }
+
+    /// Writes a whole message, waiting up to `timeout` for the socket to take it.
+    private func send(_ message: [UInt8], timeout: Duration) throws {
         try writing.withLock { failed in
             guard !failed else { throw LocalSocket.Failure("an earlier message to the notification relay failed", code: EPIPE) }
             try finish(message, from: 0, deadline: ContinuousClock.now + timeout, failed: &failed)
         }
+    }
+
+    /// Asks the relay to pass notifications on to this process once per `pace` rather
+    /// than as they come (`.zero`: as they come; at most `NotificationRelay.maximumPace`):
+    /// for a process with no use for each notification at once, which then wakes a few
+    /// times a second. Nothing is dropped or reordered; positions and heartbeats wait too.
+    ///
+    /// - Throws: as `send(toNotify:timeout:)`.
+    package func setPace(_ pace: Duration, timeout: Duration = .seconds(1)) throws {
+        var message: [UInt8] = []
+        NotificationRelay.Message.encode(pace: pace, into: &message)
+        try send(message, timeout: timeout)
     }
 
     /// `send(toNotify:timeout:)` for a thread that must not wait on the relay (a save's,

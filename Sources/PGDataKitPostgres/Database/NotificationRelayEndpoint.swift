@@ -31,7 +31,7 @@ package struct NotificationRelayEndpoint: Sendable, Equatable {
         let user = parameters["user"] ?? ""
         let database = parameters["dbname"] ?? user
         let key = [
-            "pgdatakit relay 3", ConnectionConfiguration.endpoints(parameters), database, user, channel,
+            "pgdatakit relay 4", ConnectionConfiguration.endpoints(parameters), database, user, channel,
         ].joined(separator: "\n")
         try Self.prepare(directory)
         let name = Self.name(of: key)

@@ -316,6 +316,109 @@ struct ListenerRelayTests {
         }
     }
 
+    /// A follower that asks for a pace (`W`) gets every notification, in order, a few
+    /// deliveries a second instead of one per burst; with the pace back at zero they come
+    /// as they arrive again. A follower without a pace is not held up by the other's.
+    @Test func aPacedFollowerGetsEverythingInOrderInFewDeliveries() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase { configuration in
+                let endpoint = try #require(
+                    try NotificationRelayEndpoint(configuration: configuration, channel: "relay_test", directory: directory))
+                let lock = try #require(try endpoint.tryLock())
+                let relay = try NotificationRelay(
+                    endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
+                    logger: Logger(label: "test"), forward: { _ in })
+                defer { relay.stop() }
+                try relay.start()
+                let paced = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+                let prompt = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+                try eventually("both are registered") { relay.followerCount == 2 }
+                try paced.setPace(.seconds(1))
+                try eventually("the relay took the pace") { relay.pacedFollowerCount == 1 }
+                let sender = try Connection(configuration)
+                defer { sender.close() }
+                // Reads what a client is handed until it has `count` payloads: them, and
+                // how many reads handed out any.
+                @Sendable func collect(_ client: NotificationRelayClient, _ count: Int) throws -> (payloads: [String], deliveries: Int) {
+                    var payloads: [String] = []
+                    var deliveries = 0
+                    let start = ContinuousClock.now
+                    while payloads.count < count, start.duration(to: .now) < .seconds(30) {
+                        _ = try LocalSocket.poll([(client.descriptor, Int16(POLLIN))], timeout: .milliseconds(50))
+                        let notifications = try client.receive()
+                        if !notifications.isEmpty { deliveries += 1 }
+                        payloads += notifications.map(\.payload)
+                    }
+                    return (payloads, deliveries)
+                }
+                // Sixty notifications over about a second, one transaction each.
+                let started = ContinuousClock.now
+                let promptGot = Mutex<[String]?>(nil)
+                let promptReader = Thread { promptGot.withLock { $0 = (try? collect(prompt, 60))?.payloads ?? [] } }
+                promptReader.start()
+                for index in 0..<60 {
+                    try sender.execute("SELECT pg_notify('relay_test', $1)", ["n-\(index)"])
+                    usleep(15_000)
+                }
+                let (payloads, deliveries) = try collect(paced, 60)
+                #expect(payloads == (0..<60).map { "n-\($0)" }, "every notification once, in order")
+                // One delivery per second of pace at most (and one for the remainder):
+                // sending took about a second, so at most a few.
+                let seconds = Int(started.duration(to: .now) / .seconds(1)) + 2
+                #expect(deliveries <= seconds, "\(deliveries) deliveries in about \(seconds - 2) s at a 1 s pace")
+                // The prompt follower got them all as well, whatever the other's pace.
+                try eventually("the prompt follower read its notifications") { promptGot.withLock { $0 != nil } }
+                #expect(promptGot.withLock { $0 } == (0..<60).map { "n-\($0)" })
+                // The pace back at zero: the next notification comes well within the pace.
+                try paced.setPace(.zero)
+                try eventually("the relay dropped the pace") { relay.pacedFollowerCount == 0 }
+                let sent = ContinuousClock.now
+                try sender.execute("SELECT pg_notify('relay_test', 'after')")
+                let (after, _) = try collect(paced, 1)
+                #expect(after == ["after"])
+                #expect(sent.duration(to: .now) < .milliseconds(900), "the notification waited out a pace it no longer had")
+            }
+        }
+    }
+
+    /// A process that follows another's relay and has no use for records (its main
+    /// context never handed out) asks the relay for a pace after its first notification;
+    /// once its main context is read it asks for none again, and merges the other
+    /// process's saves as before.
+    @Test func aFollowerWithNoUseForRecordsIsPacedUntilItsMainContextIsRead() throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase(migrations: true) { configuration in
+                let host = try makeManager(configuration, relay: .directory(directory))
+                defer { host.close() }
+                try eventually("the first process hosts the relay") { host.coordinator.hostsListenerRelay }
+                // (A second manager of the same process follows the relay as another
+                // process would; the schema is there already.)
+                let follower = try ContextManager(
+                    configuration: configuration, entities: ExampleSchema.entities,
+                    changeLog: ChangeLogOptions(relay: .directory(directory)))
+                defer { follower.close() }
+                try eventually("the second follows it") {
+                    follower.coordinator.listenerUsesRelay && !follower.coordinator.hostsListenerRelay
+                }
+                #expect(!follower.coordinator.listenerIsPaced)
+                try insert(host, ["p1"])
+                try eventually("the follower asked for a pace") { follower.coordinator.listenerIsPaced }
+                let main = follower.mainContext
+                let user = try main.performAndWait { try #require(try User.first(in: main, where: "userID == 'p1'")) }
+                let context = host.newPrivateContext()
+                try context.performAndWait {
+                    let remote = try #require(try User.first(in: context, where: "userID == 'p1'"))
+                    remote.age = 41
+                    try context.save()
+                }
+                try eventually("the follower's main context merged the save") {
+                    main.performAndWait { user.age == 41 }
+                }
+                try eventually("the follower asked for no pace") { !follower.coordinator.listenerIsPaced }
+            }
+        }
+    }
+
     /// The relay itself: a process that stops reading is dropped once its backlog passes
     /// the limit (it would catch up from the log), and the others go on getting
     /// everything in order.

@@ -193,6 +193,28 @@ struct NotificationRelayProtocolTests {
         }
     }
 
+    /// A pace (`W`) travels in whole milliseconds, cut to the relay's longest; a body of
+    /// another length is no pace (the relay drops a follower that sends one).
+    @Test func pacesTravelInMillisecondsUpToTheLongest() throws {
+        func decoded(_ pace: Duration) throws -> Duration? {
+            var bytes: [UInt8] = []
+            NotificationRelay.Message.encode(pace: pace, into: &bytes)
+            var offset = 0
+            guard case .message(NotificationRelay.Message.pace, let body) = NotificationRelay.Message.frame(in: bytes, at: &offset)
+            else { return nil }
+            #expect(offset == bytes.count)
+            return NotificationRelay.Message.pace(in: body)
+        }
+        #expect(try decoded(.zero) == .zero)
+        #expect(try decoded(.milliseconds(100)) == .milliseconds(100))
+        #expect(try decoded(.microseconds(2_500)) == .milliseconds(2))
+        #expect(try decoded(.seconds(30)) == NotificationRelay.maximumPace)
+        #expect(try decoded(.milliseconds(-5)) == .zero)
+        #expect(NotificationRelay.Message.pace(in: [0, 0, 0xff, 0xff][...]) == NotificationRelay.maximumPace)
+        #expect(NotificationRelay.Message.pace(in: [0, 100][...]) == nil)
+        #expect(NotificationRelay.Message.pace(in: [0, 0, 0, 0, 100][...]) == nil)
+    }
+
     /// A relay that sends and closes at once: what it sent is handed out first, then the
     /// close is reported (whether the close is seen in the same read as the last bytes or
     /// already while the key is read). It used to throw with the notifications unread.

@@ -33,6 +33,8 @@ final class ChangeListener: Sendable {
         var hostedRelay: NotificationRelay?
         /// Whether the current session gets its notifications through a relay.
         var isRelayed = false
+        /// Whether the relay this listener follows paces its notifications (`ListenerLoop.quietPace`).
+        var isPaced = false
     }
 
     private let configuration: ConnectionConfiguration
@@ -89,6 +91,8 @@ final class ChangeListener: Sendable {
     var isRelayed: Bool { state.withLock { $0.backendPID != nil && $0.isRelayed } }
     /// Whether this listener hosts its host's relay.
     var hostsRelay: Bool { state.withLock { $0.hostedRelay != nil } }
+    /// Whether the relay this listener follows paces its notifications (`ListenerLoop.quietPace`).
+    var isPaced: Bool { state.withLock { $0.isPaced } }
 
     /// How many times the listener has reconnected after losing its session.
     var reconnects: Int { state.withLock { $0.reconnects } }
@@ -106,6 +110,10 @@ final class ChangeListener: Sendable {
     private func wantsRecords() -> Bool {
         state.withLock { state in state.observers.keys.contains { state.wants[$0]?() ?? true } }
     }
+
+    /// Whether notifications can wait (`ListenerLoop.quietPace`): no waker is registered
+    /// and no observer wants records.
+    private func notificationsCanWait() -> Bool { state.withLock { $0.wakers.isEmpty } && !wantsRecords() }
 
     /// Adds a waker (see `State.wakers`) and starts listening if not yet started: once
     /// this returns, every later commit of a change record wakes it (or the reconnection
@@ -282,7 +290,10 @@ final class ChangeListener: Sendable {
                     state.withLock { $0.hostedRelay = nil }
                 }
                 if state.withLock({ $0.hostedRelay == nil }), let lock = try endpoint.tryLock() {
-                    try host(endpoint, lock: lock)
+                    let relay = try NotificationRelay.hosted(
+                        endpoint, lock: lock, configuration: configuration.named(Self.relayApplicationName),
+                        logger: logger, notifier: notifier)
+                    state.withLock { $0.hostedRelay = relay }
                     continue
                 }
             } catch let failure as LocalSocket.Failure where failure.code == EPROTO {
@@ -298,27 +309,6 @@ final class ChangeListener: Sendable {
         logger.debug(
             "no notification relay answered in time; listening on this process's own session for now\(problem.map { ": \($0)" } ?? "")")
         return .unavailable(.later)
-    }
-
-    /// Starts hosting the relay of `endpoint`, whose lock this process took.
-    private func host(_ endpoint: NotificationRelayEndpoint, lock: Int32) throws {
-        let relay: NotificationRelay
-        do {
-            let notifier = notifier
-            relay = try NotificationRelay(
-                endpoint: endpoint, lockDescriptor: lock, configuration: configuration.named(Self.relayApplicationName),
-                channel: ChangeLog.channel, logger: logger, forward: { notifier.postForwarded($0) })
-        } catch {
-            close(lock)
-            throw error
-        }
-        do {
-            try relay.start()
-        } catch {
-            relay.stop()
-            throw error
-        }
-        state.withLock { $0.hostedRelay = relay }
     }
 
     /// The listening thread's loop: asks the state machine what to do, does it, and tells
@@ -369,6 +359,8 @@ final class ChangeListener: Sendable {
         loop.session?.close()
         loop.session = nil
         loop.passesOn = nil
+        loop.paced = false
+        state.withLock { $0.isPaced = false }
         state.withLock { $0.backendPID = nil }
     }
 
@@ -398,6 +390,9 @@ final class ChangeListener: Sendable {
                 throw PostgresError(kind: .connectionLost, message: "the change listener has no session")
             }
             try perform(action, on: session, machine: &machine, feed: &loop.feed, passingOn: loop.passesOn)
+            if case .wait = action, try loop.pace(quiet: notificationsCanWait()) {
+                state.withLock { $0.isPaced = loop.paced }
+            }
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 
 #if canImport(Glibc)
     import Glibc
@@ -140,6 +141,53 @@ struct ListenerLoop {
     var passesOn: NotificationRelay?
     /// Where the listener stands in the log, once a session took a position.
     var feed: ChangeFeedPosition?
+    /// Whether the session's relay was asked to pace its notifications (`quietPace`).
+    var paced = false
+
+    /// How often a follower of another process's relay has its notifications passed on
+    /// while no observer wants records and no waker waits (a writer that never read its
+    /// main context): it reads only their headers then, and need not wake for each burst
+    /// (`NotificationRelayClient.setPace(_:)`). An observer that starts wanting records
+    /// gets them from the next delivery on, at most this much later.
+    static let quietPace: Duration = .milliseconds(100)
+
+    /// Asks the relay the session follows (when another process hosts it) to pace its
+    /// notifications while they can wait (`quiet`), and to pass them on as they come
+    /// again once they cannot; whether it asked for a change.
+    ///
+    /// - Throws: `LocalSocket.Failure` when the relay's socket fails.
+    mutating func pace(quiet: Bool) throws -> Bool {
+        guard case .relayed(let client, _)? = session, passesOn == nil, quiet != paced else { return false }
+        try client.setPace(quiet ? Self.quietPace : .zero)
+        paced = quiet
+        return true
+    }
+}
+
+extension NotificationRelay {
+    /// A started relay of `endpoint`, whose lock this process took (closed here if the
+    /// relay cannot be made), forwarding its followers' payloads to `notifier`.
+    static func hosted(
+        _ endpoint: NotificationRelayEndpoint, lock: Int32, configuration: ConnectionConfiguration, logger: Logger,
+        notifier: ChangeNotifier
+    ) throws -> NotificationRelay {
+        let relay: NotificationRelay
+        do {
+            relay = try NotificationRelay(
+                endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: ChangeLog.channel,
+                logger: logger, forward: { notifier.postForwarded($0) })
+        } catch {
+            close(lock)
+            throw error
+        }
+        do {
+            try relay.start()
+        } catch {
+            relay.stop()
+            throw error
+        }
+        return relay
+    }
 }
 
 /// What arrived on a listener's session.

@@ -85,6 +85,11 @@ extension StoreCoordinator {
     /// closes, another process of the host takes over.
     public var hostsListenerRelay: Bool { listener.hostsRelay }
 
+    /// Whether the relay this coordinator's listener follows (another process hosts it)
+    /// passes notifications on once per `ListenerLoop.quietPace` rather than as they
+    /// come: while no observer wants records and no history reader waits.
+    var listenerIsPaced: Bool { listener.isPaced }
+
     /// How many times the listener reconnected after losing its session.
     public var listenerReconnectCount: Int { listener.reconnects }
 
