@@ -65,6 +65,28 @@ struct ListenerRelayTests {
         #expect(seen.sorted() == logged, "\(what): each logged record once")
     }
 
+    /// A relay of its own on channel `relay_test` in a fresh database and relay
+    /// directory, started, for tests of the relay itself; stopped afterwards.
+    func withStartedRelay(
+        maximumBacklog: Int = NotificationRelay.defaultMaximumBacklog,
+        forward: @escaping @Sendable ([String]) -> Void = { _ in },
+        _ body: (NotificationRelay, NotificationRelayEndpoint, ConnectionConfiguration) throws -> Void
+    ) throws {
+        try withRelayDirectory { directory in
+            try TestDatabase.withFreshDatabase { configuration in
+                let endpoint = try #require(
+                    try NotificationRelayEndpoint(configuration: configuration, channel: "relay_test", directory: directory))
+                let lock = try #require(try endpoint.tryLock())
+                let relay = try NotificationRelay(
+                    endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
+                    logger: Logger(label: "test"), maximumBacklog: maximumBacklog, forward: forward)
+                defer { relay.stop() }
+                try relay.start()
+                try body(relay, endpoint, configuration)
+            }
+        }
+    }
+
     @Test func processesOfAHostShareOneListeningSession() throws {
         try withRelayDirectory { directory in
             try TestDatabase.withFreshDatabase(migrations: true) { configuration in
@@ -283,36 +305,26 @@ struct ListenerRelayTests {
     /// the hosting process, whole and in each follower's order — a long one cut by the
     /// socket too — and drops a follower that sends anything else.
     @Test func payloadsFollowersSendReachTheHostInOrder() throws {
-        try withRelayDirectory { directory in
-            try TestDatabase.withFreshDatabase { configuration in
-                let endpoint = try #require(
-                    try NotificationRelayEndpoint(configuration: configuration, channel: "relay_test", directory: directory))
-                let lock = try #require(try endpoint.tryLock())
-                let forwarded = Mutex<[String]>([])
-                let relay = try NotificationRelay(
-                    endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
-                    logger: Logger(label: "test"), forward: { payloads in forwarded.withLock { $0 += payloads } })
-                defer { relay.stop() }
-                try relay.start()
-                let first = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
-                let second = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
-                try eventually("both are registered") { relay.followerCount == 2 }
-                let long = String(repeating: "z", count: 300_000)
-                for index in 0..<200 {
-                    try first.send(toNotify: ["a-\(index)", "b-\(index)"])
-                    if index == 100 { try second.send(toNotify: [long, "after the long one"]) }
-                }
-                try eventually("every payload arrived") { forwarded.withLock { $0.count } == 402 }
-                let all = forwarded.withLock { $0 }
-                #expect(all.filter { $0.hasPrefix("a-") || $0.hasPrefix("b-") } == (0..<200).flatMap { ["a-\($0)", "b-\($0)"] })
-                let longAt = try #require(all.firstIndex(of: long))
-                #expect(all.firstIndex(of: "after the long one") == longAt + 1)
-                // Something that is no `T` message: that follower is dropped, the other stays.
-                _ = try LocalSocket.send(second.descriptor, [UInt8(ascii: "X"), 0, 0, 0, 1, 0], from: 0)
-                try eventually("the sender of something else is dropped") { relay.followerCount == 1 }
-                try first.send(toNotify: ["still heard"])
-                try eventually("the other is still heard") { forwarded.withLock { $0.last } == "still heard" }
+        let forwarded = Mutex<[String]>([])
+        try withStartedRelay(forward: { payloads in forwarded.withLock { $0 += payloads } }) { relay, endpoint, _ in
+            let first = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+            let second = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+            try eventually("both are registered") { relay.followerCount == 2 }
+            let long = String(repeating: "z", count: 300_000)
+            for index in 0..<200 {
+                try first.send(toNotify: ["a-\(index)", "b-\(index)"])
+                if index == 100 { try second.send(toNotify: [long, "after the long one"]) }
             }
+            try eventually("every payload arrived") { forwarded.withLock { $0.count } == 402 }
+            let all = forwarded.withLock { $0 }
+            #expect(all.filter { $0.hasPrefix("a-") || $0.hasPrefix("b-") } == (0..<200).flatMap { ["a-\($0)", "b-\($0)"] })
+            let longAt = try #require(all.firstIndex(of: long))
+            #expect(all.firstIndex(of: "after the long one") == longAt + 1)
+            // Something that is no `T` message: that follower is dropped, the other stays.
+            _ = try LocalSocket.send(second.descriptor, [UInt8(ascii: "X"), 0, 0, 0, 1, 0], from: 0)
+            try eventually("the sender of something else is dropped") { relay.followerCount == 1 }
+            try first.send(toNotify: ["still heard"])
+            try eventually("the other is still heard") { forwarded.withLock { $0.last } == "still heard" }
         }
     }
 
@@ -320,64 +332,54 @@ struct ListenerRelayTests {
     /// deliveries a second instead of one per burst; with the pace back at zero they come
     /// as they arrive again. A follower without a pace is not held up by the other's.
     @Test func aPacedFollowerGetsEverythingInOrderInFewDeliveries() throws {
-        try withRelayDirectory { directory in
-            try TestDatabase.withFreshDatabase { configuration in
-                let endpoint = try #require(
-                    try NotificationRelayEndpoint(configuration: configuration, channel: "relay_test", directory: directory))
-                let lock = try #require(try endpoint.tryLock())
-                let relay = try NotificationRelay(
-                    endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
-                    logger: Logger(label: "test"), forward: { _ in })
-                defer { relay.stop() }
-                try relay.start()
-                let paced = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
-                let prompt = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
-                try eventually("both are registered") { relay.followerCount == 2 }
-                try paced.setPace(.seconds(1))
-                try eventually("the relay took the pace") { relay.pacedFollowerCount == 1 }
-                let sender = try Connection(configuration)
-                defer { sender.close() }
-                // Reads what a client is handed until it has `count` payloads: them, and
-                // how many reads handed out any.
-                @Sendable func collect(_ client: NotificationRelayClient, _ count: Int) throws -> (payloads: [String], deliveries: Int) {
-                    var payloads: [String] = []
-                    var deliveries = 0
-                    let start = ContinuousClock.now
-                    while payloads.count < count, start.duration(to: .now) < .seconds(30) {
-                        _ = try LocalSocket.poll([(client.descriptor, Int16(POLLIN))], timeout: .milliseconds(50))
-                        let notifications = try client.receive()
-                        if !notifications.isEmpty { deliveries += 1 }
-                        payloads += notifications.map(\.payload)
-                    }
-                    return (payloads, deliveries)
+        try withStartedRelay { relay, endpoint, configuration in
+            let paced = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+            let prompt = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+            try eventually("both are registered") { relay.followerCount == 2 }
+            try paced.setPace(.seconds(1))
+            try eventually("the relay took the pace") { relay.pacedFollowerCount == 1 }
+            let sender = try Connection(configuration)
+            defer { sender.close() }
+            // Reads what a client is handed until it has `count` payloads: them, and
+            // how many reads handed out any.
+            @Sendable func collect(_ client: NotificationRelayClient, _ count: Int) throws -> (payloads: [String], deliveries: Int) {
+                var payloads: [String] = []
+                var deliveries = 0
+                let start = ContinuousClock.now
+                while payloads.count < count, start.duration(to: .now) < .seconds(30) {
+                    _ = try LocalSocket.poll([(client.descriptor, Int16(POLLIN))], timeout: .milliseconds(50))
+                    let notifications = try client.receive()
+                    if !notifications.isEmpty { deliveries += 1 }
+                    payloads += notifications.map(\.payload)
                 }
-                // Sixty notifications over about a second, one transaction each.
-                let started = ContinuousClock.now
-                let promptGot = Mutex<[String]?>(nil)
-                let promptReader = Thread { promptGot.withLock { $0 = (try? collect(prompt, 60))?.payloads ?? [] } }
-                promptReader.start()
-                for index in 0..<60 {
-                    try sender.execute("SELECT pg_notify('relay_test', $1)", ["n-\(index)"])
-                    usleep(15_000)
-                }
-                let (payloads, deliveries) = try collect(paced, 60)
-                #expect(payloads == (0..<60).map { "n-\($0)" }, "every notification once, in order")
-                // One delivery per second of pace at most (and one for the remainder):
-                // sending took about a second, so at most a few.
-                let seconds = Int(started.duration(to: .now) / .seconds(1)) + 2
-                #expect(deliveries <= seconds, "\(deliveries) deliveries in about \(seconds - 2) s at a 1 s pace")
-                // The prompt follower got them all as well, whatever the other's pace.
-                try eventually("the prompt follower read its notifications") { promptGot.withLock { $0 != nil } }
-                #expect(promptGot.withLock { $0 } == (0..<60).map { "n-\($0)" })
-                // The pace back at zero: the next notification comes well within the pace.
-                try paced.setPace(.zero)
-                try eventually("the relay dropped the pace") { relay.pacedFollowerCount == 0 }
-                let sent = ContinuousClock.now
-                try sender.execute("SELECT pg_notify('relay_test', 'after')")
-                let (after, _) = try collect(paced, 1)
-                #expect(after == ["after"])
-                #expect(sent.duration(to: .now) < .milliseconds(900), "the notification waited out a pace it no longer had")
+                return (payloads, deliveries)
             }
+            // Sixty notifications over about a second, one transaction each.
+            let started = ContinuousClock.now
+            let promptGot = Mutex<[String]?>(nil)
+            let promptReader = Thread { promptGot.withLock { $0 = (try? collect(prompt, 60))?.payloads ?? [] } }
+            promptReader.start()
+            for index in 0..<60 {
+                try sender.execute("SELECT pg_notify('relay_test', $1)", ["n-\(index)"])
+                usleep(15_000)
+            }
+            let (payloads, deliveries) = try collect(paced, 60)
+            #expect(payloads == (0..<60).map { "n-\($0)" }, "every notification once, in order")
+            // One delivery per second of pace at most (and one for the remainder):
+            // sending took about a second, so at most a few.
+            let seconds = Int(started.duration(to: .now) / .seconds(1)) + 2
+            #expect(deliveries <= seconds, "\(deliveries) deliveries in about \(seconds - 2) s at a 1 s pace")
+            // The prompt follower got them all as well, whatever the other's pace.
+            try eventually("the prompt follower read its notifications") { promptGot.withLock { $0 != nil } }
+            #expect(promptGot.withLock { $0 } == (0..<60).map { "n-\($0)" })
+            // The pace back at zero: the next notification comes well within the pace.
+            try paced.setPace(.zero)
+            try eventually("the relay dropped the pace") { relay.pacedFollowerCount == 0 }
+            let sent = ContinuousClock.now
+            try sender.execute("SELECT pg_notify('relay_test', 'after')")
+            let (after, _) = try collect(paced, 1)
+            #expect(after == ["after"])
+            #expect(sent.duration(to: .now) < .milliseconds(900), "the notification waited out a pace it no longer had")
         }
     }
 
@@ -423,45 +425,35 @@ struct ListenerRelayTests {
     /// the limit (it would catch up from the log), and the others go on getting
     /// everything in order.
     @Test func aProcessThatStopsReadingIsDroppedAndTheOthersGoOn() throws {
-        try withRelayDirectory { directory in
-            try TestDatabase.withFreshDatabase { configuration in
-                let endpoint = try #require(
-                    try NotificationRelayEndpoint(configuration: configuration, channel: "relay_test", directory: directory))
-                let lock = try #require(try endpoint.tryLock())
-                let relay = try NotificationRelay(
-                    endpoint: endpoint, lockDescriptor: lock, configuration: configuration, channel: "relay_test",
-                    logger: Logger(label: "test"), maximumBacklog: 64 << 10, forward: { _ in })
-                defer { relay.stop() }
-                try relay.start()
-                let reader = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
-                let stalled = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
-                try eventually("both are registered") { relay.followerCount == 2 }
-                // Shrink the stalled one's socket buffer so that the relay's backlog grows.
-                var small: Int32 = 4_096
-                setsockopt(stalled.descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-                let sender = try Connection(configuration)
-                defer { sender.close() }
-                let payload = String(repeating: "x", count: 1_000)
-                var received: [PostgresNotification] = []
-                for batch in 0..<10 {
-                    try sender.execute(
-                        "SELECT pg_notify('relay_test', $1 || ':' || i) FROM generate_series(\(batch * 100), \(batch * 100 + 99)) AS i",
-                        [payload])
-                    let start = ContinuousClock.now
-                    while received.count < (batch + 1) * 100, start.duration(to: .now) < patience {
-                        _ = try LocalSocket.poll([(reader.descriptor, Int16(POLLIN))], timeout: .milliseconds(100))
-                        received += try reader.receive()
-                    }
+        try withStartedRelay(maximumBacklog: 64 << 10) { relay, endpoint, configuration in
+            let reader = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+            let stalled = try #require(try NotificationRelayClient.connect(to: endpoint, channel: "relay_test", timeout: .seconds(5)))
+            try eventually("both are registered") { relay.followerCount == 2 }
+            // Shrink the stalled one's socket buffer so that the relay's backlog grows.
+            var small: Int32 = 4_096
+            setsockopt(stalled.descriptor, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            let sender = try Connection(configuration)
+            defer { sender.close() }
+            let payload = String(repeating: "x", count: 1_000)
+            var received: [PostgresNotification] = []
+            for batch in 0..<10 {
+                try sender.execute(
+                    "SELECT pg_notify('relay_test', $1 || ':' || i) FROM generate_series(\(batch * 100), \(batch * 100 + 99)) AS i",
+                    [payload])
+                let start = ContinuousClock.now
+                while received.count < (batch + 1) * 100, start.duration(to: .now) < patience {
+                    _ = try LocalSocket.poll([(reader.descriptor, Int16(POLLIN))], timeout: .milliseconds(100))
+                    received += try reader.receive()
                 }
-                #expect(received.map(\.payload) == (0..<1_000).map { payload + ":\($0)" })
-                #expect(received.allSatisfy { $0.senderPID == sender.backendPID && $0.channel == "relay_test" })
-                try eventually("the stalled process is dropped") { relay.followerCount == 1 }
-                // It reads what reached it, then learns that it was dropped.
-                #expect(throws: LocalSocket.Failure.self) {
-                    for _ in 0..<10_000 {
-                        _ = try LocalSocket.poll([(stalled.descriptor, Int16(POLLIN))], timeout: .seconds(1))
-                        _ = try stalled.receive()
-                    }
+            }
+            #expect(received.map(\.payload) == (0..<1_000).map { payload + ":\($0)" })
+            #expect(received.allSatisfy { $0.senderPID == sender.backendPID && $0.channel == "relay_test" })
+            try eventually("the stalled process is dropped") { relay.followerCount == 1 }
+            // It reads what reached it, then learns that it was dropped.
+            #expect(throws: LocalSocket.Failure.self) {
+                for _ in 0..<10_000 {
+                    _ = try LocalSocket.poll([(stalled.descriptor, Int16(POLLIN))], timeout: .seconds(1))
+                    _ = try stalled.receive()
                 }
             }
         }
