@@ -360,8 +360,10 @@ final class ChangeListener: Sendable {
         loop.session = nil
         loop.passesOn = nil
         loop.paced = false
-        state.withLock { $0.isPaced = false }
-        state.withLock { $0.backendPID = nil }
+        state.withLock {
+            $0.isPaced = false
+            $0.backendPID = nil
+        }
     }
 
     /// The relay a session of `kind` follows when this process hosts it.

@@ -152,12 +152,14 @@ struct ListenerLoop {
     static let quietPace: Duration = .milliseconds(100)
 
     /// Asks the relay the session follows (when another process hosts it) to pace its
-    /// notifications while they can wait (`quiet`), and to pass them on as they come
-    /// again once they cannot; whether it asked for a change.
+    /// notifications while they can wait (`quiet`, asked only of such a session), and to
+    /// pass them on as they come again once they cannot; whether it asked for a change.
     ///
     /// - Throws: `LocalSocket.Failure` when the relay's socket fails.
-    mutating func pace(quiet: Bool) throws -> Bool {
-        guard case .relayed(let client, _)? = session, passesOn == nil, quiet != paced else { return false }
+    mutating func pace(quiet: @autoclosure () -> Bool) throws -> Bool {
+        guard case .relayed(let client, _)? = session, passesOn == nil else { return false }
+        let quiet = quiet()
+        guard quiet != paced else { return false }
         try client.setPace(quiet ? Self.quietPace : .zero)
         paced = quiet
         return true
