@@ -456,8 +456,7 @@ package final class NotificationRelay: Sendable {
             if followers[index].pace > .zero || !followers[index].held.isEmpty {
                 if followers[index].held.isEmpty { followers[index].heldSince = now }
                 followers[index].held += batch
-                let (count, due) = (followers[index].held.count, followers[index].heldSince + followers[index].pace)
-                if count > 0, now >= due || count >= Self.pacedHoldLimit {
+                if let due = followers[index].heldDue, now >= due || followers[index].held.count >= Self.pacedHoldLimit {
                     followers[index].pending += followers[index].held
                     followers[index].held.removeAll(keepingCapacity: true)
                 }
