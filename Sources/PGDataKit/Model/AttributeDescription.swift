@@ -95,6 +95,28 @@ public final class AttributeDescription: Sendable, CustomStringConvertible {
         return try scalars ?? encodeArray(order.map { $0.map { values[$0] } } ?? values)
     }
 
+    /// One value as a statement parameter's text, `nil` for `NULL`: what one element of
+    /// `encodeColumn`'s array holds, for a statement that casts the parameter to the
+    /// column's type (`$3::bigint`). Strings are checked and sent as they are, integers
+    /// as their digits, other types as their `postgresText()`.
+    ///
+    /// - Throws: `PostgresValueError` naming the attribute as `Entity.attribute` (in
+    ///   `column`).
+    func encodeText(_ value: StoredValue) throws -> String? {
+        do {
+            let integers = type == .int64 && (decoding == .int || decoding == .int64)
+            switch value {
+            case .string(let text) where decoding == .string && type == .string: return try text.postgresText()
+            case .int(let integer) where integers: return String(integer)
+            case .int64(let integer) where integers: return String(integer)
+            default: return try encode(value)?.postgresText()
+            }
+        } catch var error as PostgresValueError {
+            error.column = qualifiedName
+            throw error
+        }
+    }
+
     /// A string or integer column written straight into a binary array (`text[]`,
     /// `bigint[]`), `nil` for the other types. `value(position)` hands the stored value at
     /// each position in turn (in place: no copy of the value). Only attributes whose

@@ -28,7 +28,7 @@ extension StoreCoordinator {
         of entity: EntityDescription, _ rows: RowBatch, changes: ContextChanges, on connection: Connection
     ) throws -> OneRowSaveResult {
         let columns = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
-        var (parameters, types) = try bind(rows, spare: 3)
+        var parameters = try Self.bindOneRow(rows, spare: 3)
         let origin = parameters.count + 1
         let key = WriteStatementKey(
             entity: ObjectIdentifier(entity), columns: columns, checksVersion: true, single: true, recordsChanges: true)
@@ -37,8 +37,10 @@ extension StoreCoordinator {
             let version = Connection.quoteIdentifier(entity.versionColumn)
             let payload = ChangeLog.payloadExpression(
                 record: "r", origin: "$\(origin)", processID: "$\(origin + 1)", changes: "$\(origin + 2)")
+            let update = Self.oneRowUpdate(
+                of: entity, columns: columns, types: Self.oneRowTypes(rows), checksVersion: true, scalars: true)
             return """
-                WITH u AS (\(Self.oneRowUpdate(of: entity, columns: columns, types: types, checksVersion: true))),
+                WITH u AS (\(update)),
                 record AS (
                     INSERT INTO \(ChangeLog.table) (origin, origin_pid, changes)
                     SELECT $\(origin), $\(origin + 1), $\(origin + 2)::text::jsonb FROM u
@@ -144,9 +146,9 @@ extension StoreCoordinator {
         -> Int64?
     {
         let columns = rows.attributes.map(\.columnName) + rows.foreignKeys.map(\.column)
-        var (parameters, types) = try bind(rows, spare: 3)
-        // $1, $2: the table and key column (for the sequence), then one array per column
-        // (each element 1), then the record's origin, process and text.
+        var parameters = try Self.bindOneRow(rows, spare: 3)
+        // $1, $2: the table and key column (for the sequence), then one value per column,
+        // then the record's origin, process and text.
         let origin = columns.count + 3
         let key = WriteStatementKey(
             entity: ObjectIdentifier(entity), columns: columns, checksVersion: false, single: true, recordsChanges: true,
@@ -155,10 +157,8 @@ extension StoreCoordinator {
             let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
             var names = [primaryKey, Connection.quoteIdentifier(entity.versionColumn)] + columns.map(Connection.quoteIdentifier)
             var values = ["k.id", "1"]
-            for index in columns.indices {
-                let type = types[index + 2]
-                values.append(Self.unnested("($\(index + 3)::\(Self.transportType(type))[])[1]", type: type))
-            }
+            let types = Self.oneRowTypes(rows)
+            for index in columns.indices { values.append("$\(index + 3)::\(types[index + 2])") }
             if let discriminator = entity.discriminatorColumn, let value = entity.discriminatorValue {
                 names.append(Connection.quoteIdentifier(discriminator))
                 values.append(value)
@@ -182,7 +182,7 @@ extension StoreCoordinator {
                 FROM c, record AS r
                 """
         }
-        // In place of the keys and versions `bind` put first (this row has neither yet):
+        // In place of the key and version `bindOneRow` put first (this row has neither yet):
         // the table and key column, and the record's parameters appended.
         parameters[0] = entity.quotedTable
         parameters[1] = entity.primaryKeyColumn
@@ -190,5 +190,31 @@ extension StoreCoordinator {
         parameters.append(Int32(getpid()))
         parameters.append(record)
         return try commitOneRow(sql, parameters, on: connection) { try? $0.int64(at: 3) }
+    }
+
+    /// One row's parameters for a save of that row alone: `$1` its key and `$2` its
+    /// version (`NULL` for a row that has none yet), then each attribute's value as its
+    /// text (`AttributeDescription.encodeText`), then each foreign key, each cast in the
+    /// statement to its column's type (`oneRowTypes`) — no array of one value each, which
+    /// cost an allocation per column and a parse per array on the server. Room is left
+    /// for `spare` more.
+    ///
+    /// - Throws: `PostgresValueError` naming the attribute whose value cannot be sent.
+    static func bindOneRow(_ rows: RowBatch, spare: Int) throws -> [(any PostgresEncodable)?] {
+        var parameters: [(any PostgresEncodable)?] = []
+        parameters.reserveCapacity(2 + rows.attributes.count + rows.foreignKeys.count + spare)
+        parameters.append(rows.keys.first.map { $0 as any PostgresEncodable })
+        parameters.append(rows.versions.first.map { $0 as any PostgresEncodable })
+        let values = rows.values.first ?? AttributeValues()
+        for attribute in rows.attributes {
+            parameters.append(attribute.index < values.count ? try attribute.encodeText(values[attribute.index]) : nil)
+        }
+        for (_, keys) in rows.foreignKeys { parameters.append(keys.first.flatMap { $0.map { $0 as any PostgresEncodable } }) }
+        return parameters
+    }
+
+    /// The column types of `bindOneRow`'s parameters, in order (for the statement's casts).
+    static func oneRowTypes(_ rows: RowBatch) -> [String] {
+        ["bigint", "bigint"] + rows.attributes.map(\.type.sqlType) + rows.foreignKeys.map { _ in "bigint" }
     }
 }

@@ -265,19 +265,24 @@ extension StoreCoordinator {
     /// array's only element, found by the primary-key index, a plan PostgreSQL keeps after
     /// five executions whatever the table's size. (The batch form over more than
     /// `shortListLength` rows is planned at each execution, see `reusesPlan(keys:)`.)
+    /// With `scalars`, each parameter is the value itself, cast to its column's type
+    /// (`$3::bigint`), as a save of one row alone binds them (`bindOneRow`).
     /// Returns the row's key and new version.
-    static func oneRowUpdate(of entity: EntityDescription, columns: [String], types: [String], checksVersion: Bool) -> String {
+    static func oneRowUpdate(
+        of entity: EntityDescription, columns: [String], types: [String], checksVersion: Bool, scalars: Bool = false
+    ) -> String {
         let version = Connection.quoteIdentifier(entity.versionColumn)
         let primaryKey = Connection.quoteIdentifier(entity.primaryKeyColumn)
+        func parameter(_ number: Int, _ type: String) -> String {
+            scalars ? "$\(number)::\(type)" : unnested("($\(number)::\(transportType(type))[])[1]", type: type)
+        }
         var assignments = columns.enumerated().map {
-            let type = types[$0.offset + 2]
-            return "\(Connection.quoteIdentifier($0.element)) = "
-                + unnested("($\($0.offset + 3)::\(transportType(type))[])[1]", type: type)
+            "\(Connection.quoteIdentifier($0.element)) = " + parameter($0.offset + 3, types[$0.offset + 2])
         }
         assignments.append("\(version) = t.\(version) + 1")
         return "UPDATE \(entity.quotedTable) AS t SET \(assignments.joined(separator: ", ")) "
-            + "WHERE t.\(primaryKey) = ($1::bigint[])[1]"
-            + (checksVersion ? " AND t.\(version) = ($2::bigint[])[1]" : "")
+            + "WHERE t.\(primaryKey) = \(parameter(1, "bigint"))"
+            + (checksVersion ? " AND t.\(version) = \(parameter(2, "bigint"))" : "")
             + " RETURNING t.\(primaryKey), t.\(version)"
     }
 
