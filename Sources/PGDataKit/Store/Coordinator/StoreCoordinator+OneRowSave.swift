@@ -205,10 +205,10 @@ extension StoreCoordinator {
         parameters.reserveCapacity(2 + rows.attributes.count + rows.foreignKeys.count + spare)
         parameters.append(rows.keys.first.map { $0 as any PostgresEncodable })
         parameters.append(rows.versions.first.map { $0 as any PostgresEncodable })
+        // (The row's values hold every attribute of the entity: `AttributeValues` checks
+        // the index, as the batch form's columns do.)
         let values = rows.values.first ?? AttributeValues()
-        for attribute in rows.attributes {
-            parameters.append(attribute.index < values.count ? try attribute.encodeText(values[attribute.index]) : nil)
-        }
+        for attribute in rows.attributes { parameters.append(try attribute.encodeText(values[attribute.index])) }
         for (_, keys) in rows.foreignKeys { parameters.append(keys.first.flatMap { $0.map { $0 as any PostgresEncodable } }) }
         return parameters
     }

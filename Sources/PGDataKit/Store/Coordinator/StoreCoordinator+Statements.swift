@@ -26,7 +26,8 @@ struct WriteStatementKey: Hashable, Sendable {
     let entity: ObjectIdentifier
     let columns: [String]
     let checksVersion: Bool
-    /// One row: the statement reads each array's only element (see `updateRows`).
+    /// One row: the statement reads each array's only element (`updateRows`), or, with
+    /// `recordsChanges`, each value from a parameter of its own (`bindOneRow`).
     let single: Bool
     /// The statement also writes the change record (see `updateOneRowAndCommit`).
     var recordsChanges = false
