@@ -33,6 +33,7 @@ struct OneRowSaveTests {
             while manager.coordinator.notifier.counts.payloads < 1, ContinuousClock.now < announced { usleep(1_000) }
             manager.coordinator.notifier.hold(true)
             let sentBefore = manager.coordinator.notifier.counts
+            let notificationsBefore = manager.coordinator.notifier.notificationCount
             for age in 1...3 {
                 let before = try stored()
                 let trips = proxy.roundTrips
@@ -66,6 +67,9 @@ struct OneRowSaveTests {
             let sent = manager.coordinator.notifier.counts
             #expect(sent.payloads - sentBefore.payloads == 4)
             #expect(sent.transactions - sentBefore.transactions == 1, "four saves' notifications in one transaction")
+            #expect(
+                manager.coordinator.notifier.notificationCount - notificationsBefore == 1,
+                "their payloads in one notification (ChangeLog.combined)")
             #expect(proxy.roundTrips - notifierTrips == 1, "the notifier's one round trip")
         }
     }

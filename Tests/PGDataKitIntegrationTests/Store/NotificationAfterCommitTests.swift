@@ -73,7 +73,8 @@ struct NotificationAfterCommitTests {
                 "SELECT query FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()",
                 [ChangeNotifier.applicationName])
             #expect(notifiers.count == 1)
-            // (One payload goes as a plain parameter; several as one array: OneRowSaveTests.)
+            // (One notification goes as a plain parameter, several as one array; payloads that fit
+            // share a notification: OneRowSaveTests, CombinedPayloadsTests.)
             #expect(try notifiers.first?.decode(String.self, at: 0) == ChangeNotifier.notifyOneSQL, "its last statement")
             let counts = writer.coordinator.notifier.counts
             #expect(counts.payloads == 1 && counts.transactions == 1)
@@ -109,6 +110,37 @@ struct NotificationAfterCommitTests {
             try waitFor("A arrived") { records.all.contains { $0.id == first.id } }
             Thread.sleep(forTimeInterval: 0.3)
             #expect(records.all.map(\.id).sorted() == [first.id, second.id].sorted())
+        }
+    }
+
+    /// Payloads that fit together go out as one notification (`ChangeLog.combined`), and
+    /// a listener reads each. Here the records' transactions (one each, as saves have)
+    /// are still open when their notification comes and the check is off, so only the
+    /// notification can deliver them; a later read of the log (a record announced by id)
+    /// finds them committed and delivers none of them again.
+    @Test func severalPayloadsInOneNotificationEachReachTheListenerOnce() throws {
+        try withObserver(check: nil) { _, records, configuration in
+            let writers = try (1...3).map { _ in try Connection(configuration) }
+            defer { writers.forEach { $0.close() } }
+            let sender = try Connection(configuration)
+            defer { sender.close() }
+            var written: [(id: Int64, payload: String)] = []
+            for (index, writer) in writers.enumerated() {
+                try writer.execute("BEGIN")
+                written.append(try writeUnannounced(Int64(index + 1), on: writer))
+            }
+            let sent = ChangeLog.combined(written.map(\.payload))
+            #expect(sent.count == 1)
+            try sender.execute("SELECT pg_notify($1, $2)", [ChangeLog.channel, sent[0]])
+            try waitFor("the three records arrived from the one notification") { records.all.count == 3 }
+            for writer in writers { try writer.execute("COMMIT") }
+            try sender.execute("BEGIN")
+            let fourth = try writeUnannounced(4, on: sender)
+            try sender.execute("COMMIT")
+            try sender.execute("SELECT pg_notify($1, $2)", [ChangeLog.channel, String(fourth.id)])
+            try waitFor("the fourth arrived from the log") { records.all.contains { $0.id == fourth.id } }
+            Thread.sleep(forTimeInterval: 0.3)
+            #expect(records.all.map(\.id).sorted() == (written.map(\.id) + [fourth.id]).sorted())
         }
     }
 

@@ -478,8 +478,8 @@ final class ChangeListener: Sendable {
         // only each notification's header is read: every process of a host reads every save's.)
         let readsChanges = wantsRecords()
         func deliver(_ records: [ChangeRecord]) { self.deliver(records, changesRead: readsChanges) }
-        for note in arrival.notifications {
-            switch ChangeLog.payload(of: note.payload, ownOrigin: origin, readsChanges: readsChanges) {
+        for payload in ChangeLog.separated(arrival.notifications) {  // (a notification may carry several)
+            switch ChangeLog.payload(of: payload, ownOrigin: origin, readsChanges: readsChanges) {
             case .own(let transaction):
                 // The relay's host notes its own: its reads take in every origin, and
                 // pass on what no notification announced.

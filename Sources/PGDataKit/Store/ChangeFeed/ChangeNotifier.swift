@@ -13,7 +13,8 @@ import Synchronization
 /// `NOTIFY`, and hands the record's payload here once the `COMMIT` answered. The
 /// notifier sends what has gathered in one small transaction of its own — one statement
 /// that turns `synchronous_commit` off for that transaction and calls `pg_notify` once
-/// per payload, in order — so the lock is held for the length of a commit that is not
+/// per notification, in order, the payloads that fit together sharing one
+/// (`ChangeLog.combined`) — so the lock is held for the length of a commit that is not
 /// flushed, and payloads of saves that committed together share it. The save's own commit, its
 /// durability and its reported outcome are untouched.
 ///
@@ -35,7 +36,7 @@ package final class ChangeNotifier: Sendable {
     static let batchLimit = 256
     /// One statement, its own transaction: `synchronous_commit` off for that transaction
     /// only (`set_config(…, true)` lasts until its commit, which reads it), then one
-    /// `pg_notify` per payload in the array's order (volatile calls are made after the
+    /// `pg_notify` per notification in the array's order (volatile calls are made after the
     /// sort).
     static let notifySQL = """
         SELECT pg_notify($1, u.p), s.setting
@@ -43,10 +44,10 @@ package final class ChangeNotifier: Sendable {
              unnest($2::text[]) WITH ORDINALITY AS u(p, n)
         ORDER BY u.n
         """
-    /// `notifySQL` for one payload (a save with no other gathered while the last went
-    /// out, the common case off a busy host): the payload as a plain text parameter, not
-    /// escaped into an array literal (which cost more than three thousand instructions for
-    /// a record's payload).
+    /// `notifySQL` for one notification (a save with no other gathered while the last
+    /// went out, the common case off a busy host, or payloads that fit in one): the
+    /// payload as a plain text parameter, not escaped into an array literal (which cost
+    /// more than three thousand instructions for a record's payload).
     static let notifyOneSQL = "SELECT pg_notify($1, $2), set_config('synchronous_commit', 'off', true)"
 
     private struct State {
@@ -59,6 +60,7 @@ package final class ChangeNotifier: Sendable {
         var connection: Connection?
         var transactions = 0
         var sent = 0
+        var notifications = 0
         /// The relay this process follows (another process hosts it), when payloads go
         /// to that process's notifier through it.
         var route: NotificationRelayClient?
@@ -173,6 +175,10 @@ package final class ChangeNotifier: Sendable {
         state.withLock { ($0.transactions, $0.sent, $0.routed) }
     }
 
+    /// How many notifications the notifying transactions sent (payloads that fit together
+    /// share one: `ChangeLog.combined`).
+    var notificationCount: Int { state.withLock { $0.notifications } }
+
     /// Sends later payloads through `client`, a session following the host's relay that
     /// another process hosts (its notifier sends them), or with `nil` on this notifier's
     /// own session.
@@ -264,16 +270,19 @@ package final class ChangeNotifier: Sendable {
                 let connection = try session()
                 // Committed saves are announced even from a cancelled task's thread
                 // (`close()` may run there).
+                // (As few notifications as the payloads fit in: `ChangeLog.combined`.)
+                let notifications = payloads.count == 1 ? payloads : ChangeLog.combined(payloads)
                 _ = try StatementCancellation.run(nil) {
-                    if payloads.count == 1 {
-                        try connection.execute(Self.notifyOneSQL, [ChangeLog.channel, payloads[0]])
+                    if notifications.count == 1 {
+                        try connection.execute(Self.notifyOneSQL, [ChangeLog.channel, notifications[0]])
                     } else {
-                        try connection.execute(Self.notifySQL, [ChangeLog.channel, payloads])
+                        try connection.execute(Self.notifySQL, [ChangeLog.channel, notifications])
                     }
                 }
                 state.withLock {
                     $0.transactions += 1
                     $0.sent += payloads.count
+                    $0.notifications += notifications.count
                 }
                 return
             } catch {
