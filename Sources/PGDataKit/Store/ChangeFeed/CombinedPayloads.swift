@@ -10,8 +10,9 @@ import PGDataKitPostgres
 /// a line feed (its fields are separated by spaces, and its record is compact JSON,
 /// whose strings escape control characters), so a notification whose payload starts
 /// with one is a combination and any other is a single payload, told apart by its first
-/// byte. A listener of an earlier version reads a combination as unreadable and reads
-/// the log instead: it misses nothing, it only reads more.
+/// byte. A listener of an earlier version reads a combination as unreadable, or only
+/// its first payload's header (while none of its observers wants records), and reads
+/// the log for the rest: it misses nothing, it only reads more.
 extension ChangeLog {
     /// The most bytes of one notification's payload PostgreSQL accepts.
     static let maximumNotificationBytes = 7_999
