@@ -271,7 +271,7 @@ package final class ChangeNotifier: Sendable {
                 // Committed saves are announced even from a cancelled task's thread
                 // (`close()` may run there).
                 // (As few notifications as the payloads fit in: `ChangeLog.combined`.)
-                let notifications = payloads.count == 1 ? payloads : ChangeLog.combined(payloads)
+                let notifications = ChangeLog.combined(payloads)
                 _ = try StatementCancellation.run(nil) {
                     if notifications.count == 1 {
                         try connection.execute(Self.notifyOneSQL, [ChangeLog.channel, notifications[0]])

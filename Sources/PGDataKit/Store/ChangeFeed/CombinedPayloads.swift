@@ -23,6 +23,9 @@ extension ChangeLog {
     /// The payloads of a batch as notifications, in order: as many payloads as fit in one
     /// notification go together; a payload alone is sent as it is.
     static func combined(_ payloads: [String]) -> [String] {
+        // (One payload, the common case off a busy host: the array as it is, none made.)
+        guard payloads.count > 1 else { return payloads }
+        let separator = String(Unicode.Scalar(payloadSeparator))
         var notifications: [String] = []
         var index = 0
         while index < payloads.count {
@@ -42,7 +45,7 @@ extension ChangeLog {
                 var text = ""
                 text.reserveCapacity(bytes)
                 for payload in payloads[index..<end] {
-                    text += "\n"
+                    text += separator
                     text += payload
                 }
                 notifications.append(text)
